@@ -1,0 +1,69 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// MARK: - Dependencies
+
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+
+// MARK: - Compile-time flags
+//
+// FANOUT_INTERNAL_CHECKS: data structures verify their invariants after every mutation
+// (`_checkInvariants()`). On in debug builds, so `swift test` runs with it; off in release.
+let internalChecks: SwiftSetting = .define("FANOUT_INTERNAL_CHECKS", .when(configuration: .debug))
+
+let package = Package(
+    name: "fanout",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "FanoutCore", targets: ["FanoutCore"]),
+        .executable(name: "fanout", targets: ["fanout"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0")
+    ],
+    targets: [
+        // MARK: - System libraries (imported `internal` only)
+        .systemLibrary(
+            name: "CFanoutLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]
+        ),
+        .systemLibrary(
+            name: "CFanoutOpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: - Targets
+        .target(
+            name: "FanoutCore",
+            dependencies: ["CFanoutOpenSSL", "CFanoutLZ4"],
+            swiftSettings: [internalChecks]
+        ),
+        .target(
+            name: "FanoutTestSupport",
+            dependencies: ["FanoutCore"]
+        ),
+
+        // MARK: - Executables
+        .executableTarget(
+            name: "fanout",
+            dependencies: ["FanoutCore", argumentParser]
+        ),
+
+        // MARK: - Tests
+        .testTarget(
+            name: "FanoutCoreTests",
+            dependencies: ["FanoutCore", "FanoutTestSupport"]
+        ),
+    ]
+)
+
+// ---    settings applied to every target    --- //
+for target in package.targets where [.regular, .executable, .test].contains(target.type) {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,15 @@
+/// Limits and lifetimes of an engine. The defaults are FCM's.
+public struct EngineConfiguration: Sendable {
+    /// An installation not seen for this long is stale: reported, and skippable by sends.
+    public var staleAfter: Duration = .seconds(30 * 86_400)
+    /// An installation not seen for this long expires: it is deleted with everything it owns.
+    public var expireAfter: Duration = .seconds(270 * 86_400)
+    /// An anonymous user with no activity (binds, device touches) for this long is cleaned up.
+    public var anonymousUserLifetime: Duration = .seconds(30 * 86_400)
+    /// The most topics one installation may be subscribed to.
+    public var maximumTopicsPerInstallation = 2000
+    /// The most registrations in one subscribe or unsubscribe call.
+    public var maximumBatchSize = 1000
+
+    public init() {}
+}

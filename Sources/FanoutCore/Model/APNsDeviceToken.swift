@@ -1,0 +1,17 @@
+/// An APNs device token for an iOS installation: hexadecimal, an even number of 16...200 digits
+/// (APNs tokens are 32 bytes today and documented as variable length). Stored lowercase.
+///
+/// Its `description` is redacted; read `hex` for the value.
+public struct APNsDeviceToken: Hashable, Sendable, CustomStringConvertible {
+    public let hex: String
+
+    public init?(_ hex: String) {
+        let bytes = Array(hex.utf8)
+        guard bytes.count >= 16, bytes.count <= 200, bytes.count % 2 == 0, bytes.allSatisfy(ASCII.isHexDigit) else {
+            return nil
+        }
+        self.hex = hex.lowercased()
+    }
+
+    public var description: String { "<apns token: \(self.hex.utf8.count / 2) bytes>" }
+}

@@ -1,0 +1,14 @@
+/// A Firebase app id (`1:1234567890:android:321abc456def7890`): treated as opaque, 1...256 bytes of
+/// visible ASCII.
+public struct AppID: Hashable, Sendable, CustomStringConvertible {
+    public static let maximumLength = 256
+
+    public let value: String
+
+    public init?(_ value: String) {
+        guard ASCII.isVisibleString(value, lengths: 1...Self.maximumLength) else { return nil }
+        self.value = value
+    }
+
+    public var description: String { self.value }
+}

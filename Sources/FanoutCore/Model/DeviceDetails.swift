@@ -1,0 +1,30 @@
+/// What the device store keeps about a device (the device-store model: one user, many devices).
+/// Each field is free text of at most 256 UTF-8 bytes with no control characters.
+public struct DeviceDetails: Hashable, Sendable {
+    public static let maximumFieldLength = 256
+
+    /// A name the user recognises ("Ana's iPhone").
+    public var name: String?
+    /// The operating system and version ("iOS 19.1").
+    public var os: String?
+    /// The kind of device ("phone", "tablet", "browser").
+    public var type: String?
+
+    public init() {}
+
+    /// Validates every field.
+    /// - Throws: `INVALID_ARGUMENT` naming the first bad field (`device.name`, `device.os`, `device.type`).
+    public init(name: String? = nil, os: String? = nil, type: String? = nil) throws(FanoutError) {
+        for (field, value) in [("device.name", name), ("device.os", os), ("device.type", type)] {
+            if let value, !ASCII.isPrintableText(value, maxBytes: Self.maximumFieldLength) {
+                throw .invalidArgument(
+                    "must be at most \(Self.maximumFieldLength) bytes with no control characters",
+                    field: field
+                )
+            }
+        }
+        self.name = name
+        self.os = os
+        self.type = type
+    }
+}

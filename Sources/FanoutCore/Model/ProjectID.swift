@@ -1,0 +1,37 @@
+/// A project (tenant) id, as Google Cloud spells them: 6...30 characters of lowercase letters,
+/// digits and `-`, starting with a letter and not ending with `-` (`my-app-1234`); or, for legacy
+/// support as FCM allows, a numeric project number of 1...20 digits.
+public struct ProjectID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The project that exists in every engine, so that the simple case needs no setup.
+    public static let `default` = ProjectID(uncheckedValue: "default")
+
+    public let value: String
+
+    /// Validates `value`; `nil` when it is not a project id.
+    public init?(_ value: String) {
+        guard Self.isValid(value) else { return nil }
+        self.value = value
+    }
+
+    private init(uncheckedValue: String) {
+        self.value = uncheckedValue
+    }
+
+    private static func isValid(_ value: String) -> Bool {
+        let bytes = Array(value.utf8)
+        if !bytes.isEmpty && bytes.count <= 20 && bytes.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            return true
+        }
+        guard bytes.count >= 6 && bytes.count <= 30 else { return false }
+        func isLowerOrDigit(_ byte: UInt8) -> Bool {
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+        }
+        guard bytes[0] >= UInt8(ascii: "a") && bytes[0] <= UInt8(ascii: "z") else { return false }
+        guard bytes.last != UInt8(ascii: "-") else { return false }
+        return bytes.allSatisfy { isLowerOrDigit($0) || $0 == UInt8(ascii: "-") }
+    }
+
+    public var description: String { self.value }
+
+    public static func < (lhs: ProjectID, rhs: ProjectID) -> Bool { lhs.value < rhs.value }
+}

@@ -1,0 +1,20 @@
+/// An FCM registration token: opaque, 1...4096 bytes of visible ASCII (`0x21...0x7E`).
+///
+/// Never parsed for a FID. Its `description` is redacted, so it cannot leak into logs or errors by
+/// string interpolation; read `value` to get the token itself.
+public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
+    /// The longest token accepted, in bytes.
+    public static let maximumLength = 4096
+
+    /// The token itself. Never log it.
+    public let value: String
+
+    /// Validates `value`; `nil` when it is empty, longer than 4096 bytes, or not visible ASCII.
+    public init?(_ value: String) {
+        guard ASCII.isVisibleString(value, lengths: 1...Self.maximumLength) else { return nil }
+        self.value = value
+    }
+
+    /// Redacted: the length only.
+    public var description: String { "<token: \(self.value.utf8.count) bytes>" }
+}

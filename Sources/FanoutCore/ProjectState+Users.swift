@@ -1,0 +1,119 @@
+/// Users and their devices (the device-store model).
+extension ProjectState {
+    /// Binds an installation to `user`, creating the user on first use. A device bound to another
+    /// user moves. Binding to an existing user of the other kind (anonymous vs permanent) fails.
+    mutating func bind(
+        _ address: RegistrationAddress,
+        to user: UserID,
+        anonymous: Bool,
+        now: Timestamp
+    ) throws(FanoutError) -> Installation {
+        let slot = try self.slot(for: address)
+        if let existing = self.users[user], existing.isAnonymous != anonymous {
+            throw FanoutError(
+                .failedPrecondition,
+                existing.isAnonymous
+                    ? "the user is anonymous; link it to a permanent user instead"
+                    : "the user is permanent and cannot be bound as anonymous",
+                field: "user"
+            )
+        }
+        if self.registry.user(ofSlot: slot) != user {
+            self.unbind(slot)
+            self.users[user, default: UserRecord(isAnonymous: anonymous, devices: [], lastActive: 0)].devices.append(slot)
+            self.registry.setUser(user, atSlot: slot)
+        } else if self.users[user] == nil {
+            self.users[user] = UserRecord(isAnonymous: anonymous, devices: [slot], lastActive: 0)
+        }
+        self.users[user]!.lastActive = max(self.users[user]!.lastActive, now.millisecondsSinceEpoch)
+        return self.registry.installation(atSlot: slot)!
+    }
+
+    /// Signs `user` out on one device: the device is unbound and its token is dropped (it is
+    /// `UNREGISTERED` from now on) before this returns.
+    /// - Throws: `PERMISSION_DENIED` when the installation is not one of `user`'s devices.
+    mutating func signOut(_ user: UserID, on address: RegistrationAddress) throws(FanoutError) -> Installation {
+        let slot = try self.slot(for: address)
+        guard self.registry.user(ofSlot: slot) == user else {
+            throw FanoutError(.permissionDenied, "the installation is not one of the user's devices", field: "registration")
+        }
+        self.unbind(slot)
+        self.registry.dropToken(atSlot: slot)
+        return self.registry.installation(atSlot: slot)!
+    }
+
+    /// Links an anonymous user to a permanent one: the permanent user (created if needed) takes
+    /// over every device, and the anonymous user is gone.
+    mutating func link(anonymous: UserID, to permanent: UserID, now: Timestamp) throws(FanoutError) -> User {
+        guard anonymous != permanent else {
+            throw .invalidArgument("a user cannot be linked to itself", field: "permanentUser")
+        }
+        guard let source = self.users[anonymous] else {
+            throw .notFound("no such user", field: "anonymousUser")
+        }
+        guard source.isAnonymous else {
+            throw FanoutError(.failedPrecondition, "the user to link is not anonymous", field: "anonymousUser")
+        }
+        if let target = self.users[permanent], target.isAnonymous {
+            throw FanoutError(.failedPrecondition, "the target user is anonymous", field: "permanentUser")
+        }
+        self.users[anonymous] = nil
+        var target = self.users[permanent] ?? UserRecord(isAnonymous: false, devices: [], lastActive: 0)
+        for slot in source.devices {
+            target.devices.append(slot)
+            self.registry.setUser(permanent, atSlot: slot)
+        }
+        target.lastActive = max(target.lastActive, now.millisecondsSinceEpoch)
+        self.users[permanent] = target
+        return self.user(permanent, record: target)
+    }
+
+    func user(_ id: UserID) throws(FanoutError) -> User {
+        guard let record = self.users[id] else { throw .notFound("no such user", field: "user") }
+        return self.user(id, record: record)
+    }
+
+    /// The slots of a user's devices (empty for an unknown user).
+    func deviceSlots(of id: UserID) -> [UInt32] {
+        self.users[id]?.devices ?? []
+    }
+
+    /// Removes anonymous users with no activity since `now - anonymousUserLifetime`. Their devices
+    /// stay registered, unbound. Returns the removed users, sorted.
+    mutating func cleanUpAnonymousUsers(now: Timestamp) -> [UserID] {
+        let cutoff = now.advanced(by: .zero - self.configuration.anonymousUserLifetime).millisecondsSinceEpoch
+        let idle = self.users.filter { $0.value.isAnonymous && $0.value.lastActive < cutoff }.keys.sorted()
+        for id in idle {
+            for slot in self.users[id]!.devices {
+                self.registry.setUser(nil, atSlot: slot)
+            }
+            self.users[id] = nil
+        }
+        return idle
+    }
+
+    // MARK: - Helpers
+
+    /// Removes `slot` from its user's devices, if it has a user. The user itself stays.
+    mutating func unbind(_ slot: UInt32) {
+        guard let user = self.registry.user(ofSlot: slot) else { return }
+        self.users[user]?.devices.removeAll { $0 == slot }
+        self.registry.setUser(nil, atSlot: slot)
+    }
+
+    mutating func touchUser(of slot: UInt32, now: Timestamp) {
+        guard let user = self.registry.user(ofSlot: slot) else { return }
+        if let lastActive = self.users[user]?.lastActive, lastActive < now.millisecondsSinceEpoch {
+            self.users[user]!.lastActive = now.millisecondsSinceEpoch
+        }
+    }
+
+    private func user(_ id: UserID, record: UserRecord) -> User {
+        User(
+            id: id,
+            isAnonymous: record.isAnonymous,
+            devices: record.devices.compactMap { self.registry.installation(atSlot: $0) },
+            lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive)
+        )
+    }
+}

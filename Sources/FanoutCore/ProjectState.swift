@@ -1,0 +1,162 @@
+/// Everything one project owns: its installations, users and topics. A plain value with no locks;
+/// `Engine` serialises access per project. Every mutation validates everything first and changes
+/// state only when it will succeed, so nothing is ever half-applied.
+struct ProjectState {
+    let id: ProjectID
+    let configuration: EngineConfiguration
+    var registry = InstallationRegistry()
+    var topics: TopicIndex
+    var users: [UserID: UserRecord] = [:]
+
+    init(id: ProjectID, configuration: EngineConfiguration) {
+        self.id = id
+        self.configuration = configuration
+        self.topics = TopicIndex(maximumTopicsPerInstallation: configuration.maximumTopicsPerInstallation)
+    }
+
+    // MARK: - Addressing
+
+    /// The slot of a live installation.
+    /// - Throws: `UNREGISTERED` for a deleted FID or retired token, `NOT_FOUND` otherwise.
+    func slot(for address: RegistrationAddress, field: String = "registration") throws(FanoutError) -> UInt32 {
+        if let slot = self.registry.slot(for: address) { return slot }
+        if case .token(let token) = address, self.registry.isRetired(token) {
+            throw FanoutError(.unregistered, "the token is no longer registered", field: field)
+        }
+        throw .notFound("no installation with this \(address.kindName) in project \(self.id)", field: field)
+    }
+
+    // MARK: - Installations
+
+    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+        try self.registry.register(request, now: now)
+    }
+
+    mutating func refreshToken(
+        _ address: RegistrationAddress,
+        to token: RegistrationToken,
+        now: Timestamp
+    ) throws(FanoutError) -> Installation {
+        let slot = try self.slot(for: address)
+        try self.registry.replaceToken(atSlot: slot, with: token, now: now)
+        self.touchUser(of: slot, now: now)
+        return self.registry.installation(atSlot: slot)!
+    }
+
+    mutating func touch(_ address: RegistrationAddress, now: Timestamp) throws(FanoutError) -> Installation {
+        let slot = try self.slot(for: address)
+        self.registry.touch(slot: slot, now: now)
+        self.touchUser(of: slot, now: now)
+        return self.registry.installation(atSlot: slot)!
+    }
+
+    func installation(_ address: RegistrationAddress) throws(FanoutError) -> Installation {
+        self.registry.installation(atSlot: try self.slot(for: address))!
+    }
+
+    /// Deletes an installation and everything it owns: token, subscriptions, user binding.
+    mutating func delete(_ fid: FID) throws(FanoutError) -> Installation {
+        let slot = try self.slot(for: .fid(fid), field: "fid")
+        let installation = self.registry.installation(atSlot: slot)!
+        self.deleteSlot(slot)
+        return installation
+    }
+
+    private mutating func deleteSlot(_ slot: UInt32) {
+        self.topics.removeAll(of: slot)
+        self.unbind(slot)
+        self.registry.delete(slot: slot)
+    }
+
+    /// Installations not seen since `now - staleAfter`, oldest first.
+    func staleInstallations(now: Timestamp) -> [Installation] {
+        let cutoff = now.advanced(by: .zero - self.configuration.staleAfter)
+        return self.registry.slots(lastSeenBefore: cutoff)
+            .compactMap { self.registry.installation(atSlot: $0) }
+            .sorted { ($0.lastSeen, $0.slot) < ($1.lastSeen, $1.slot) }
+    }
+
+    /// Deletes installations not seen since `now - expireAfter`; returns them.
+    mutating func pruneExpired(now: Timestamp) -> [Installation] {
+        let cutoff = now.advanced(by: .zero - self.configuration.expireAfter)
+        var expired: [Installation] = []
+        for slot in self.registry.slots(lastSeenBefore: cutoff) {
+            expired.append(self.registry.installation(atSlot: slot)!)
+            self.deleteSlot(slot)
+        }
+        return expired
+    }
+
+    // MARK: - Topics
+
+    /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`.
+    mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> [BatchItemResult] {
+        try self.checkBatchSize(registrations.count)
+        var results = [BatchItemResult](repeating: .ok, count: registrations.count)
+        var slots: [UInt32] = []
+        var positions: [Int] = []
+        slots.reserveCapacity(registrations.count)
+        positions.reserveCapacity(registrations.count)
+        for (position, registration) in registrations.enumerated() {
+            switch self.resolve(registration) {
+            case .slot(let slot):
+                slots.append(slot)
+                positions.append(position)
+            case .failed(let code):
+                results[position] = .failed(code)
+            }
+        }
+        for (index, code) in self.topics.subscribe(slots, to: topic).enumerated() {
+            if let code { results[positions[index]] = .failed(code) }
+        }
+        return results
+    }
+
+    /// Unsubscribes up to `maximumBatchSize` registrations from `topic`; not being subscribed is fine.
+    mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> [BatchItemResult] {
+        try self.checkBatchSize(registrations.count)
+        var results = [BatchItemResult](repeating: .ok, count: registrations.count)
+        var slots: [UInt32] = []
+        for (position, registration) in registrations.enumerated() {
+            switch self.resolve(registration) {
+            case .slot(let slot): slots.append(slot)
+            case .failed(let code): results[position] = .failed(code)
+            }
+        }
+        self.topics.unsubscribe(slots, from: topic)
+        return results
+    }
+
+    func topics(of address: RegistrationAddress) throws(FanoutError) -> [TopicName] {
+        self.topics.topics(of: try self.slot(for: address))
+    }
+
+    private func checkBatchSize(_ count: Int) throws(FanoutError) {
+        guard count <= self.configuration.maximumBatchSize else {
+            throw .invalidArgument(
+                "at most \(self.configuration.maximumBatchSize) registrations per request, got \(count)",
+                field: "registrations"
+            )
+        }
+    }
+
+    private enum Resolution {
+        case slot(UInt32)
+        case failed(FanoutError.Code)
+    }
+
+    private func resolve(_ registration: String) -> Resolution {
+        guard let address = RegistrationAddress(parsing: registration) else { return .failed(.invalidArgument) }
+        guard let slot = self.registry.slot(for: address) else { return .failed(.notFound) }
+        return .slot(slot)
+    }
+}
+
+extension RegistrationAddress {
+    var kindName: String {
+        switch self {
+        case .fid: return "FID"
+        case .token: return "token"
+        }
+    }
+}

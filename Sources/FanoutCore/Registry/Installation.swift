@@ -1,0 +1,56 @@
+/// An app installation as the registry knows it: a read-only snapshot returned by the engine.
+public struct Installation: Hashable, Sendable {
+    /// The dense slot the engine keeps it in. Reused after deletion; `generation` tells holders apart.
+    public var slot: UInt32
+    /// Incremented each time `slot` is given to a new installation.
+    public var generation: UInt32
+    public var fid: FID
+    /// The current registration token, if the app registered one (token mode).
+    public var token: RegistrationToken?
+    public var platform: Platform
+    public var appID: AppID
+    public var device: DeviceDetails
+    /// The APNs device token, for iOS installations that supplied one.
+    public var apnsToken: APNsDeviceToken?
+    /// The user the installation is bound to, if any.
+    public var user: UserID?
+    public var createdAt: Timestamp
+    /// The last time the installation registered, refreshed its token or was touched.
+    public var lastSeen: Timestamp
+}
+
+/// What an app sends to register an installation.
+public struct RegistrationRequest: Sendable {
+    /// The FID the client generated. The engine assigns a new one when this is `nil`, not a valid
+    /// FID, already in use, or the FID of a deleted installation (as FIS does).
+    public var offeredFID: String?
+    public var token: RegistrationToken?
+    public var platform: Platform
+    public var appID: AppID
+    public var device: DeviceDetails
+    /// iOS only.
+    public var apnsToken: APNsDeviceToken?
+
+    public init(
+        offeredFID: String? = nil,
+        token: RegistrationToken? = nil,
+        platform: Platform,
+        appID: AppID,
+        device: DeviceDetails = DeviceDetails(),
+        apnsToken: APNsDeviceToken? = nil
+    ) {
+        self.offeredFID = offeredFID
+        self.token = token
+        self.platform = platform
+        self.appID = appID
+        self.device = device
+        self.apnsToken = apnsToken
+    }
+}
+
+/// The outcome of a registration.
+public struct RegistrationResult: Hashable, Sendable {
+    public var installation: Installation
+    /// True when the engine did not use the offered FID (none, invalid, taken or retired).
+    public var fidWasAssigned: Bool
+}

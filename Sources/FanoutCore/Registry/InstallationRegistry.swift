@@ -1,0 +1,266 @@
+/// The installations of one project, in dense `UInt32` slots.
+///
+/// Slots index plain arrays (struct of records), and two dictionaries map FIDs and tokens to
+/// slots. A deleted installation's slot goes on a free list and is reused with its generation
+/// incremented; its FID and token are retired (tombstoned), so neither can ever address the next
+/// holder of the slot, nor be registered again. Not thread-safe: the engine serialises access.
+struct InstallationRegistry {
+    /// One slot's state. `fid == nil` marks a free slot.
+    private struct Record {
+        var token: RegistrationToken?
+        var fid: FID?
+        var generation: UInt32
+        var appIndex: UInt32
+        var platform: Platform
+        var createdAt: Int64
+        var lastSeen: Int64
+        var user: UserID?
+        /// Device details and the APNs token: rarely read, so kept out of line.
+        var extras: Extras?
+    }
+
+    private final class Extras: Sendable {
+        let device: DeviceDetails
+        let apnsToken: APNsDeviceToken?
+
+        init(device: DeviceDetails, apnsToken: APNsDeviceToken?) {
+            self.device = device
+            self.apnsToken = apnsToken
+        }
+    }
+
+    private var records: [Record] = []
+    private var freeSlots: [UInt32] = []
+    private var slotByFID: [FID: UInt32] = [:]
+    private var slotByToken: [RegistrationToken: UInt32] = [:]
+    /// FIDs of deleted installations: never reassigned.
+    private var retiredFIDs: Set<FID> = []
+    /// Stable 64-bit hashes of tokens that were rotated away, signed out or deleted.
+    private var retiredTokens: Set<UInt64> = []
+    /// Interned app ids (a project has a handful).
+    private var appIDs: [AppID] = []
+    private var appIndexByID: [AppID: UInt32] = [:]
+    /// Every live slot: the universe of `!` in conditions.
+    private(set) var liveSlots = SlotSet()
+
+    /// The number of live installations.
+    var count: Int { self.liveSlots.count }
+
+    /// One past the highest slot ever used.
+    var slotCapacity: Int { self.records.count }
+
+    // MARK: - Lookups
+
+    func slot(for address: RegistrationAddress) -> UInt32? {
+        switch address {
+        case .fid(let fid): return self.slotByFID[fid]
+        case .token(let token): return self.slotByToken[token]
+        }
+    }
+
+    func slot(forFID fid: FID) -> UInt32? { self.slotByFID[fid] }
+
+    func slot(forToken token: RegistrationToken) -> UInt32? { self.slotByToken[token] }
+
+    func isLive(_ slot: UInt32) -> Bool {
+        Int(slot) < self.records.count && self.records[Int(slot)].fid != nil
+    }
+
+    func fid(ofSlot slot: UInt32) -> FID? {
+        guard Int(slot) < self.records.count else { return nil }
+        return self.records[Int(slot)].fid
+    }
+
+    func token(ofSlot slot: UInt32) -> RegistrationToken? {
+        guard Int(slot) < self.records.count else { return nil }
+        return self.records[Int(slot)].token
+    }
+
+    func user(ofSlot slot: UInt32) -> UserID? {
+        guard Int(slot) < self.records.count else { return nil }
+        return self.records[Int(slot)].user
+    }
+
+    func platform(ofSlot slot: UInt32) -> Platform? {
+        guard self.isLive(slot) else { return nil }
+        return self.records[Int(slot)].platform
+    }
+
+    func lastSeen(ofSlot slot: UInt32) -> Timestamp? {
+        guard self.isLive(slot) else { return nil }
+        return Timestamp(millisecondsSinceEpoch: self.records[Int(slot)].lastSeen)
+    }
+
+    func isRetired(_ token: RegistrationToken) -> Bool {
+        self.retiredTokens.contains(Self.stableHash(token))
+    }
+
+    func installation(atSlot slot: UInt32) -> Installation? {
+        guard Int(slot) < self.records.count else { return nil }
+        let record = self.records[Int(slot)]
+        guard let fid = record.fid else { return nil }
+        return Installation(
+            slot: slot,
+            generation: record.generation,
+            fid: fid,
+            token: record.token,
+            platform: record.platform,
+            appID: self.appIDs[Int(record.appIndex)],
+            device: record.extras?.device ?? DeviceDetails(),
+            apnsToken: record.extras?.apnsToken,
+            user: record.user,
+            createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt),
+            lastSeen: Timestamp(millisecondsSinceEpoch: record.lastSeen)
+        )
+    }
+
+    // MARK: - Mutations
+
+    /// Registers a new installation. Checks everything before changing anything.
+    /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
+    ///   when the token was retired or an APNs token is given for a platform other than iOS.
+    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+        if let token = request.token {
+            guard self.slotByToken[token] == nil else {
+                throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
+            }
+            guard !self.isRetired(token) else {
+                throw .invalidArgument("the token was retired (rotated away or deleted) and cannot be registered again", field: "token")
+            }
+        }
+        if request.apnsToken != nil && request.platform != .ios {
+            throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
+        }
+        var fid: FID
+        var assigned = true
+        if let offered = request.offeredFID.flatMap(FID.init), self.slotByFID[offered] == nil,
+            !self.retiredFIDs.contains(offered)
+        {
+            fid = offered
+            assigned = false
+        } else {
+            fid = try FID.generate()
+            // 132 random bits: a collision is astronomically unlikely, but never hand out a used FID.
+            while self.slotByFID[fid] != nil || self.retiredFIDs.contains(fid) {
+                fid = try FID.generate()
+            }
+        }
+
+        let slot = self.allocateSlot()
+        let extras = (request.device == DeviceDetails() && request.apnsToken == nil)
+            ? nil : Extras(device: request.device, apnsToken: request.apnsToken)
+        let generation = self.records[Int(slot)].generation &+ 1
+        self.records[Int(slot)] = Record(
+            token: request.token,
+            fid: fid,
+            generation: generation,
+            appIndex: self.intern(request.appID),
+            platform: request.platform,
+            createdAt: now.millisecondsSinceEpoch,
+            lastSeen: now.millisecondsSinceEpoch,
+            user: nil,
+            extras: extras
+        )
+        self.slotByFID[fid] = slot
+        if let token = request.token {
+            self.slotByToken[token] = slot
+        }
+        self.liveSlots.insert(slot)
+        // Force-unwrap is safe: the slot was just filled.
+        return RegistrationResult(installation: self.installation(atSlot: slot)!, fidWasAssigned: assigned)
+    }
+
+    /// Gives the installation at `slot` a new token; the old one is retired (`UNREGISTERED` from now on).
+    /// Setting the current token again changes nothing.
+    mutating func replaceToken(atSlot slot: UInt32, with token: RegistrationToken, now: Timestamp) throws(FanoutError) {
+        let current = self.records[Int(slot)].token
+        if current == token {
+            self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
+            return
+        }
+        guard self.slotByToken[token] == nil else {
+            throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
+        }
+        guard !self.isRetired(token) else {
+            throw .invalidArgument("the token was retired (rotated away or deleted) and cannot be registered again", field: "token")
+        }
+        self.dropToken(atSlot: slot)
+        self.records[Int(slot)].token = token
+        self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
+        self.slotByToken[token] = slot
+    }
+
+    /// Retires the token of `slot`, if it has one (sign-out and rotation).
+    mutating func dropToken(atSlot slot: UInt32) {
+        guard let token = self.records[Int(slot)].token else { return }
+        self.slotByToken[token] = nil
+        self.retiredTokens.insert(Self.stableHash(token))
+        self.records[Int(slot)].token = nil
+    }
+
+    mutating func touch(slot: UInt32, now: Timestamp) {
+        if now.millisecondsSinceEpoch > self.records[Int(slot)].lastSeen {
+            self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
+        }
+    }
+
+    mutating func setUser(_ user: UserID?, atSlot slot: UInt32) {
+        self.records[Int(slot)].user = user
+    }
+
+    /// Deletes the installation at `slot`: its FID and token are retired and the slot is freed.
+    /// The caller cascades subscriptions and the user binding first.
+    mutating func delete(slot: UInt32) {
+        guard let fid = self.records[Int(slot)].fid else { return }
+        self.dropToken(atSlot: slot)
+        self.slotByFID[fid] = nil
+        self.retiredFIDs.insert(fid)
+        self.records[Int(slot)].fid = nil
+        self.records[Int(slot)].user = nil
+        self.records[Int(slot)].extras = nil
+        self.liveSlots.remove(slot)
+        self.freeSlots.append(slot)
+    }
+
+    /// Live slots whose last-seen time is before `cutoff`.
+    func slots(lastSeenBefore cutoff: Timestamp) -> [UInt32] {
+        var result: [UInt32] = []
+        self.liveSlots.forEach { slot in
+            if self.records[Int(slot)].lastSeen < cutoff.millisecondsSinceEpoch {
+                result.append(slot)
+            }
+        }
+        return result
+    }
+
+    // MARK: - Helpers
+
+    private mutating func allocateSlot() -> UInt32 {
+        if let slot = self.freeSlots.popLast() {
+            return slot
+        }
+        let slot = UInt32(self.records.count)
+        self.records.append(
+            Record(token: nil, fid: nil, generation: 0, appIndex: 0, platform: .android, createdAt: 0, lastSeen: 0, user: nil, extras: nil)
+        )
+        return slot
+    }
+
+    private mutating func intern(_ appID: AppID) -> UInt32 {
+        if let index = self.appIndexByID[appID] { return index }
+        let index = UInt32(self.appIDs.count)
+        self.appIDs.append(appID)
+        self.appIndexByID[appID] = index
+        return index
+    }
+
+    /// FNV-1a 64 of the token bytes: stable across processes (unlike `Hasher`), so tombstones can be
+    /// persisted. A false positive (a fresh token refused as retired) has probability ~1e-19 per pair.
+    static func stableHash(_ token: RegistrationToken) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in token.value.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+        }
+        return hash
+    }
+}

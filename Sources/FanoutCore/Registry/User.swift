@@ -1,0 +1,16 @@
+/// A user and their devices, as the engine reports them.
+public struct User: Hashable, Sendable {
+    public var id: UserID
+    /// Anonymous users can be linked to a permanent user, and are cleaned up when left alone.
+    public var isAnonymous: Bool
+    public var devices: [Installation]
+    /// The last bind, link or device activity.
+    public var lastActive: Timestamp
+}
+
+/// The user directory's record: devices as slots.
+struct UserRecord {
+    var isAnonymous: Bool
+    var devices: [UInt32]
+    var lastActive: Int64
+}

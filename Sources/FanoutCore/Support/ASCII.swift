@@ -1,0 +1,45 @@
+/// Byte-level character classes used by the validators. Everything here works on UTF-8 bytes, so
+/// validation is one pass with no `Character` or regex machinery.
+enum ASCII {
+    /// `0x21...0x7E`: visible ASCII, no space, no control characters.
+    @inline(__always)
+    static func isVisible(_ byte: UInt8) -> Bool { byte >= 0x21 && byte <= 0x7E }
+
+    /// `[A-Za-z0-9]`
+    @inline(__always)
+    static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+    }
+
+    /// `[0-9a-fA-F]`
+    @inline(__always)
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
+    }
+
+    /// True when every byte is visible ASCII and the length is in `lengths`.
+    static func isVisibleString(_ string: String, lengths: ClosedRange<Int>) -> Bool {
+        var count = 0
+        for byte in string.utf8 {
+            guard Self.isVisible(byte) else { return false }
+            count += 1
+            if count > lengths.upperBound { return false }
+        }
+        return count >= lengths.lowerBound
+    }
+
+    /// True when the string has no control characters (C0, DEL) and at most `maxBytes` UTF-8 bytes.
+    static func isPrintableText(_ string: String, maxBytes: Int) -> Bool {
+        var count = 0
+        for byte in string.utf8 {
+            if byte < 0x20 || byte == 0x7F { return false }
+            count += 1
+            if count > maxBytes { return false }
+        }
+        return true
+    }
+}

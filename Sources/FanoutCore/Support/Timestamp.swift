@@ -1,0 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A wall-clock instant: milliseconds since the UNIX epoch, UTC.
+public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var millisecondsSinceEpoch: Int64
+
+    public init(millisecondsSinceEpoch: Int64) {
+        self.millisecondsSinceEpoch = millisecondsSinceEpoch
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+
+    /// This instant moved by `duration` (saturating, never traps).
+    public func advanced(by duration: Duration) -> Timestamp {
+        let (seconds, attoseconds) = duration.components
+        let millis = seconds.multipliedReportingOverflow(by: 1000)
+        let delta = millis.overflow ? (seconds < 0 ? Int64.min : Int64.max) : millis.partialValue
+        let total = delta.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        let (sum, overflow) = self.millisecondsSinceEpoch.addingReportingOverflow(total.partialValue)
+        if overflow || total.overflow {
+            return Timestamp(millisecondsSinceEpoch: delta < 0 ? .min : .max)
+        }
+        return Timestamp(millisecondsSinceEpoch: sum)
+    }
+
+    public var description: String { "\(self.millisecondsSinceEpoch)ms" }
+}
+
+/// Where the engine reads the time. Injected, so that tests can move it.
+public protocol WallClock: Sendable {
+    /// The current instant.
+    func now() -> Timestamp
+}
+
+/// The system's real-time clock (`CLOCK_REALTIME`).
+public struct SystemWallClock: WallClock {
+    public init() {}
+
+    public func now() -> Timestamp {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Timestamp(millisecondsSinceEpoch: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
+    }
+}

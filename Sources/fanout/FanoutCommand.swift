@@ -1,0 +1,1 @@
+@main struct FanoutCommand { static func main() {} }
