@@ -17,11 +17,16 @@ struct ProjectState {
     // MARK: - Addressing
 
     /// The slot of a live installation.
-    /// - Throws: `UNREGISTERED` for a deleted FID or retired token, `NOT_FOUND` otherwise.
+    /// - Throws: `UNREGISTERED` for the FID of a deleted installation or a retired token, `NOT_FOUND` otherwise.
     func slot(for address: RegistrationAddress, field: String = "registration") throws(FanoutError) -> UInt32 {
         if let slot = self.registry.slot(for: address) { return slot }
-        if case .token(let token) = address, self.registry.isRetired(token) {
+        switch address {
+        case .token(let token) where self.registry.isRetired(token):
             throw FanoutError(.unregistered, "the token is no longer registered", field: field)
+        case .fid(let fid) where self.registry.isRetired(fid):
+            throw FanoutError(.unregistered, "the installation was deleted", field: field)
+        default:
+            break
         }
         throw .notFound("no installation with this \(address.kindName) in project \(self.id)", field: field)
     }

@@ -1,1 +1,57 @@
-@main struct FanoutCommand { static func main() {} }
+import ArgumentParser
+import FanoutCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fanout`: offline tools for the fanout engine, and (later) a client of `fanoutd`.
+///
+/// Exit codes: 0 success or valid input, 1 invalid input, 2 usage error.
+@main
+struct FanoutCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fanout",
+        abstract: "Tools for fanout, an FCM-style message routing and topic fan-out engine.",
+        discussion: """
+            Offline checks of FIDs, topic names and topic conditions, exactly as the engine \
+            validates them, and a demo of the engine's model.
+
+            Exit codes: 0 valid / success, 1 invalid input, 2 usage error.
+            """,
+        subcommands: [FIDCommand.self, TopicCommand.self, ConditionCommand.self, DemoCommand.self]
+    )
+
+    static func main() {
+        do {
+            var command = try Self.parseAsRoot()
+            try command.run()
+        } catch {
+            // ArgumentParser reports usage errors as 64; this tool promises 2.
+            if Self.exitCode(for: error) == .validationFailure {
+                writeToStandardError(Self.fullMessage(for: error) + "\n")
+                Glibc.exit(2)
+            }
+            Self.exit(withError: error)
+        }
+    }
+}
+
+/// Writes `text` to stderr (file descriptor 2) without Foundation.
+func writeToStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+}
+
+/// Prints `message` to stderr and fails with exit code 1 (invalid input).
+func invalid(_ message: String) -> ExitCode {
+    writeToStandardError(message + "\n")
+    return ExitCode(1)
+}

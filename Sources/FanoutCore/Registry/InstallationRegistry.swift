@@ -95,6 +95,10 @@ struct InstallationRegistry {
         self.retiredTokens.contains(Self.stableHash(token))
     }
 
+    func isRetired(_ fid: FID) -> Bool {
+        self.retiredFIDs.contains(fid)
+    }
+
     func installation(atSlot slot: UInt32) -> Installation? {
         guard Int(slot) < self.records.count else { return nil }
         let record = self.records[Int(slot)]

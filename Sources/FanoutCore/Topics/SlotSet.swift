@@ -72,7 +72,7 @@ public struct SlotSet: Hashable, Sendable, Sequence {
         }
         let inserted = self.containers[position.index].insert(UInt16(truncatingIfNeeded: slot))
         if inserted { self.count += 1 }
-        self.checkInvariants()
+        self.checkLocalInvariants(at: position.index)
         return inserted
     }
 
@@ -85,8 +85,9 @@ public struct SlotSet: Hashable, Sendable, Sequence {
         if self.containers[index].isEmpty {
             self.keys.remove(at: index)
             self.containers.remove(at: index)
+        } else {
+            self.checkLocalInvariants(at: index)
         }
-        self.checkInvariants()
         return true
     }
 
@@ -262,7 +263,24 @@ public struct SlotSet: Hashable, Sendable, Sequence {
             + self.containers.reduce(0) { $0 + $1.payloadBytes }
     }
 
-    /// Verifies the representation under `FANOUT_INTERNAL_CHECKS` (debug builds); a no-op otherwise.
+    /// After a single-member mutation: the touched chunk is in canonical form and sits between its
+    /// neighbours. O(1), under `FANOUT_INTERNAL_CHECKS` (debug builds); a no-op otherwise.
+    @inline(__always)
+    private func checkLocalInvariants(at index: Int) {
+        #if FANOUT_INTERNAL_CHECKS
+        let container = self.containers[index]
+        precondition(self.keys.count == self.containers.count, "SlotSet: keys and containers out of step")
+        precondition(!container.isEmpty, "SlotSet: empty chunk kept")
+        precondition(
+            container.isBitmap ? container.count > SlotContainer.arrayLimit : container.values.count == container.count,
+            "SlotSet: chunk not in canonical form"
+        )
+        precondition(index == 0 || self.keys[index - 1] < self.keys[index], "SlotSet: keys out of order")
+        precondition(index == self.keys.count - 1 || self.keys[index] < self.keys[index + 1], "SlotSet: keys out of order")
+        #endif
+    }
+
+    /// Verifies the whole representation under `FANOUT_INTERNAL_CHECKS` (debug builds); a no-op otherwise.
     @inline(__always)
     func checkInvariants() {
         #if FANOUT_INTERNAL_CHECKS

@@ -1,0 +1,147 @@
+import FanoutCore
+import FanoutTestSupport
+import Testing
+
+@Suite("Model types")
+struct ModelTypeTests {
+    // MARK: - FID
+
+    @Test(arguments: [
+        "cAAAAAAAAAAAAAAAAAAAAA", "f_____________________", "dGVmZ2hpamtsbW5vcHFyc3", "eWkQ0JhLD2hnwthI-tkvWz",
+    ])
+    func validFIDs(_ string: String) throws {
+        let fid = try #require(FID(string))
+        #expect(fid.string == string)
+        #expect(fid.description == string)
+    }
+
+    @Test(arguments: [
+        "",  // empty
+        "cAAAAAAAAAAAAAAAAAAAA",  // 21 characters
+        "cAAAAAAAAAAAAAAAAAAAAAA",  // 23 characters
+        "aAAAAAAAAAAAAAAAAAAAAA",  // first character not c-f
+        "gAAAAAAAAAAAAAAAAAAAAA",
+        "cAAAAAAAAAAAAAAAAAAAA+",  // standard base64, not URL-safe
+        "cAAAAAAAAAAAAAAAAAAAA/",
+        "cAAAAAAAAAAAAAAAAAAAA=",
+        "cAAAAAAAAAAAAAAAAAAAA ",
+        "ccccccccccc",  // an 11-character legacy IID
+        "cAAAAAAAAAAAAAAAAAAAAé",
+    ])
+    func invalidFIDs(_ string: String) {
+        #expect(FID(string) == nil)
+    }
+
+    @Test func fidDerivationMatchesTheFirebaseSDKs() {
+        // Expected strings computed with Python's base64.urlsafe_b64encode after forcing the 0111 header.
+        let vectors: [([UInt8], String)] = [
+            ([UInt8](repeating: 0, count: 17), "cAAAAAAAAAAAAAAAAAAAAA"),
+            ([UInt8](repeating: 255, count: 17), "f_____________________"),
+            (Array(0..<17), "cAECAwQFBgcICQoLDA0ODx"),
+            (Array(100..<117), "dGVmZ2hpamtsbW5vcHFyc3"),
+        ]
+        for (bytes, expected) in vectors {
+            #expect(FID.make(fromRandomBytes: bytes).string == expected)
+        }
+    }
+
+    @Test func generatedFIDsAreValidAndDistinct() throws {
+        var seen = Set<FID>()
+        var firstCharacters = Set<Character>()
+        for _ in 0..<10_000 {
+            let fid = try FID.generate()
+            #expect(FID(fid.string) == fid)
+            firstCharacters.insert(fid.string.first!)
+            seen.insert(fid)
+        }
+        #expect(seen.count == 10_000)
+        #expect(firstCharacters == ["c", "d", "e", "f"])
+    }
+
+    // MARK: - Topic names
+
+    @Test(arguments: [
+        ("news", "news"), ("/topics/news", "news"), ("A-Za-z0-9_.~%", "A-Za-z0-9_.~%"),
+        (String(repeating: "a", count: 900), String(repeating: "a", count: 900)),
+        ("/topics/" + String(repeating: "b", count: 900), String(repeating: "b", count: 900)),
+    ])
+    func validTopicNames(_ input: String, _ stored: String) throws {
+        #expect(try #require(TopicName(input)).value == stored)
+    }
+
+    @Test(arguments: [
+        "", "/topics/", "foo\n", "a b", "a/b", "/topics/private/x", "/topics//topics/a", "né", "a+b", "a*", "$x",
+        "a&b", "a:b", "a=b", "a,b", String(repeating: "a", count: 901), "/topics/" + String(repeating: "a", count: 901),
+    ])
+    func invalidTopicNames(_ input: String) {
+        #expect(TopicName(input) == nil)
+    }
+
+    @Test func topicNamesAreCaseSensitive() {
+        #expect(TopicName("topiC") != TopicName("Topic"))
+    }
+
+    // MARK: - Tokens and ids
+
+    @Test func registrationTokens() throws {
+        #expect(RegistrationToken("") == nil)
+        #expect(RegistrationToken("a b") == nil)
+        #expect(RegistrationToken("tab\there") == nil)
+        #expect(RegistrationToken("nön-ascii") == nil)
+        #expect(RegistrationToken(String(repeating: "t", count: 4097)) == nil)
+        #expect(RegistrationToken(String(repeating: "t", count: 4096)) != nil)
+        let token = try #require(RegistrationToken("dTxbVurMB3E:APA91bSecretPart"))
+        #expect(!token.description.contains("APA91b"), "a token's description must be redacted")
+        #expect(!RegistrationAddress.token(token).description.contains("APA91b"))
+    }
+
+    @Test func registrationAddressesPreferFIDs() throws {
+        #expect(RegistrationAddress(parsing: "cAAAAAAAAAAAAAAAAAAAAA") == .fid(try #require(FID("cAAAAAAAAAAAAAAAAAAAAA"))))
+        #expect(RegistrationAddress(parsing: "bk3RNwTe3H0:CI2k") == .token(try #require(RegistrationToken("bk3RNwTe3H0:CI2k"))))
+        #expect(RegistrationAddress(parsing: "") == nil)
+        #expect(RegistrationAddress(parsing: "has space") == nil)
+    }
+
+    @Test(arguments: [
+        ("default", true), ("my-app-1234", true), ("abcdef", true), ("1065473598624", true), ("1", true),
+        ("abcde", false), ("Upper-case", false), ("1abcdef", false), ("ends-with-", false), ("", false),
+        (String(repeating: "a", count: 31), false), (String(repeating: "1", count: 21), false), ("with_underscore", false),
+    ])
+    func projectIDs(_ value: String, _ valid: Bool) {
+        #expect((ProjectID(value) != nil) == valid)
+    }
+
+    @Test func userAppAndAPNsIDs() throws {
+        #expect(UserID("uid-123") != nil)
+        #expect(UserID("") == nil)
+        #expect(UserID("has space") == nil)
+        #expect(UserID(String(repeating: "u", count: 128)) != nil)
+        #expect(UserID(String(repeating: "u", count: 129)) == nil)
+        #expect(AppID("1:1065473598624:android:d7820756c5c808db03d5c5") != nil)
+        #expect(AppID("") == nil)
+        let apns = try #require(APNsDeviceToken(String(repeating: "AB", count: 32)))
+        #expect(apns.hex == String(repeating: "ab", count: 32))
+        #expect(!apns.description.contains("ab"))
+        #expect(APNsDeviceToken("abc") == nil)  // odd length
+        #expect(APNsDeviceToken(String(repeating: "zz", count: 32)) == nil)
+        #expect(APNsDeviceToken(String(repeating: "ab", count: 101)) == nil)
+    }
+
+    @Test func deviceDetailsNameTheBadField() throws {
+        let details = try DeviceDetails(name: "Ana's iPhone 🍎", os: "iOS 19", type: "phone")
+        #expect(details.name == "Ana's iPhone 🍎")
+        #expect(throws: FanoutError(.invalidArgument, "", field: "device.os")) {
+            try DeviceDetails(name: "ok", os: "bad\u{7}", type: nil)
+        }
+        #expect(throws: FanoutError(.invalidArgument, "", field: "device.type")) {
+            try DeviceDetails(type: String(repeating: "x", count: 257))
+        }
+    }
+
+    @Test func timestampsSaturate() {
+        let start = Timestamp(millisecondsSinceEpoch: 1000)
+        #expect(start.advanced(by: .seconds(2)).millisecondsSinceEpoch == 3000)
+        #expect(start.advanced(by: .milliseconds(-1500)).millisecondsSinceEpoch == -500)
+        #expect(Timestamp(millisecondsSinceEpoch: .max - 1).advanced(by: .seconds(10)).millisecondsSinceEpoch == .max)
+    }
+}

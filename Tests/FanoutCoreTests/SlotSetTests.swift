@@ -1,0 +1,85 @@
+import FanoutCore
+import FanoutTestSupport
+import Testing
+
+@Suite("SlotSet")
+struct SlotSetTests {
+    /// Random inserts and removes at several densities, checked against `Set<UInt32>` after each step,
+    /// so that chunks cross the array/bitmap boundary in both directions.
+    @Test(arguments: [(1, 70_000), (2, 9000), (3, 300_000), (4, 140_000)] as [(UInt64, UInt32)])
+    func matchesSetUnderRandomMutation(seed: UInt64, range: UInt32) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var set = SlotSet()
+        var model = Set<UInt32>()
+        for step in 0..<40_000 {
+            let slot = UInt32.random(in: 0..<range, using: &random)
+            // Grow for the first half, shrink in the second.
+            if Int.random(in: 0..<10, using: &random) < (step < 20_000 ? 8 : 2) {
+                #expect(set.insert(slot) == model.insert(slot).inserted)
+            } else {
+                #expect(set.remove(slot) == (model.remove(slot) != nil))
+            }
+            if step % 4000 == 0 {
+                #expect(set.isValid)
+                #expect(set.slots == model.sorted())
+            }
+        }
+        #expect(set.count == model.count)
+        #expect(set.slots == model.sorted())
+        #expect(Array(set) == model.sorted())
+        var visited: [UInt32] = []
+        set.forEach { visited.append($0) }
+        #expect(visited == model.sorted())
+        for probe in 0..<2000 {
+            let slot = UInt32(probe) &* 97 % range
+            #expect(set.contains(slot) == model.contains(slot))
+        }
+    }
+
+    @Test func chunksSwitchRepresentationAtTheBoundary() {
+        var set = SlotSet()
+        for slot in 0..<UInt32(4096) { set.insert(slot) }
+        #expect(set.isBitmapChunk(0) == false)
+        set.insert(5000)
+        #expect(set.isBitmapChunk(0) == true)
+        set.remove(5000)
+        #expect(set.isBitmapChunk(0) == false)
+        #expect(set.isBitmapChunk(1) == nil)
+        #expect(set.isValid)
+    }
+
+    @Test(arguments: [11, 12, 13, 14, 15, 16] as [UInt64])
+    func setAlgebraMatchesSet(seed: UInt64) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        func randomSet() -> Set<UInt32> {
+            let range = UInt32.random(in: 1...400_000, using: &random)
+            let count = Int.random(in: 0...60_000, using: &random)
+            return Set((0..<count).map { _ in UInt32.random(in: 0..<range, using: &random) })
+        }
+        let a = randomSet()
+        let b = randomSet()
+        let x = SlotSet(a)
+        let y = SlotSet(b)
+        let checks: [(SlotSet, Set<UInt32>)] = [
+            (x.intersection(y), a.intersection(b)), (x.union(y), a.union(b)),
+            (x.subtracting(y), a.subtracting(b)), (y.subtracting(x), b.subtracting(a)),
+            (x.intersection(x), a), (x.subtracting(x), []), (x.union(SlotSet()), a),
+        ]
+        for (result, expected) in checks {
+            #expect(result.isValid)
+            #expect(result.count == expected.count)
+            #expect(result.slots == expected.sorted())
+        }
+    }
+
+    @Test func equalityIsSetEquality() {
+        var incremental = SlotSet()
+        for slot in stride(from: UInt32(0), to: 200_000, by: 3) { incremental.insert(slot) }
+        for slot in stride(from: UInt32(0), to: 200_000, by: 6) { incremental.remove(slot) }
+        let bulk = SlotSet(stride(from: UInt32(3), to: 200_000, by: 6))
+        #expect(incremental == bulk)
+        #expect(incremental.hashValue == bulk.hashValue)
+        #expect(SlotSet([1, 1, 2]) == SlotSet([2, 1]))
+        #expect(SlotSet([UInt32.max, 0]).slots == [0, UInt32.max])
+    }
+}
