@@ -1,0 +1,297 @@
+import FanoutCore
+import FanoutTestSupport
+import Testing
+
+/// The engine's operations one rule at a time, and the end-to-end use cases of design.md section 8.
+@Suite("Engine")
+struct EngineTests {
+    let clock = ManualClock()
+    let engine: Engine
+
+    init() {
+        self.engine = Engine(clock: self.clock)
+    }
+
+    private func register(
+        _ token: String? = nil,
+        fid: String? = nil,
+        platform: Platform = .android,
+        in project: ProjectID = .default
+    ) throws -> Installation {
+        try self.engine.register(
+            RegistrationRequest(
+                offeredFID: fid,
+                token: token.flatMap(RegistrationToken.init),
+                platform: platform,
+                appID: AppID("1:1065473598624:\(platform):d7820756")!
+            ),
+            in: project
+        ).installation
+    }
+
+    // MARK: - Registry
+
+    @Test func registrationKeepsAValidFreeFIDAndAssignsOtherwise() throws {
+        let offered = "cAECAwQFBgcICQoLDA0ODx"
+        let kept = try self.engine.register(
+            RegistrationRequest(offeredFID: offered, platform: .web, appID: AppID("app")!)
+        )
+        #expect(!kept.fidWasAssigned)
+        #expect(kept.installation.fid.string == offered)
+
+        for offer in [nil, "not-a-fid", offered] as [String?] {  // none, invalid, taken
+            let result = try self.engine.register(RegistrationRequest(offeredFID: offer, platform: .web, appID: AppID("app")!))
+            #expect(result.fidWasAssigned)
+            #expect(result.installation.fid.string != offered)
+        }
+        #expect(try self.engine.installationCount() == 4)
+    }
+
+    @Test func lookupsByTokenAndFID() throws {
+        let installation = try self.register("token-1", platform: .ios)
+        #expect(try self.engine.installation(.token(RegistrationToken("token-1")!)).fid == installation.fid)
+        #expect(try self.engine.installation(.fid(installation.fid)).token?.value == "token-1")
+        #expect(try self.engine.installation(atSlot: installation.slot) == installation)
+        #expect(throws: FanoutError(.notFound, "", field: "registration")) {
+            try self.engine.installation(.token(RegistrationToken("unknown")!))
+        }
+    }
+
+    @Test func aTokenBelongsToOneInstallationAndAFailedRegistrationChangesNothing() throws {
+        _ = try self.register("shared")
+        #expect(throws: FanoutError(.alreadyExists, "", field: "token")) { try self.register("shared") }
+        #expect(throws: FanoutError(.invalidArgument, "", field: "apnsToken")) {
+            try self.engine.register(
+                RegistrationRequest(platform: .android, appID: AppID("app")!, apnsToken: APNsDeviceToken(String(repeating: "a", count: 64)))
+            )
+        }
+        #expect(try self.engine.installationCount() == 1)
+    }
+
+    @Test func iOSInstallationsKeepTheirAPNsTokenAndDeviceDetails() throws {
+        let apns = APNsDeviceToken(String(repeating: "0f", count: 32))!
+        let device = try DeviceDetails(name: "Ana's iPhone", os: "iOS 19.1", type: "phone")
+        let installation = try self.engine.register(
+            RegistrationRequest(platform: .ios, appID: AppID("ios-app")!, device: device, apnsToken: apns)
+        ).installation
+        #expect(installation.apnsToken == apns)
+        #expect(installation.device == device)
+        #expect(installation.appID == AppID("ios-app"))
+        #expect(installation.createdAt == self.clock.now())
+    }
+
+    @Test func tokenRotationRetiresTheOldTokenAndKeepsTopics() throws {
+        let installation = try self.register("old-token")
+        let topic = TopicName("weather")!
+        #expect(try self.engine.subscribe(["old-token"], to: topic) == [.ok])
+        self.clock.advance(by: .seconds(60))
+        let rotated = try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!)
+        #expect(rotated.slot == installation.slot)
+        #expect(rotated.lastSeen == self.clock.now())
+        #expect(throws: FanoutError(.unregistered, "", field: "registration")) {
+            try self.engine.installation(.token(RegistrationToken("old-token")!))
+        }
+        #expect(try self.engine.topics(of: .token(RegistrationToken("new-token")!)) == [topic])
+        #expect(try self.engine.audience(of: topic).slots == [installation.slot])
+        // A retired token can never be registered again, by anyone.
+        #expect(throws: FanoutError(.invalidArgument, "", field: "token")) { try self.register("old-token") }
+        #expect(throws: FanoutError(.invalidArgument, "", field: "token")) {
+            try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("old-token")!)
+        }
+        // Setting the current token again is a no-op.
+        #expect(try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!).token?.value == "new-token")
+    }
+
+    @Test func slotReuseNeverConfusesTheOldHolder() throws {
+        let old = try self.register("first-token", fid: "cAECAwQFBgcICQoLDA0ODx")
+        _ = try self.engine.subscribe([old.fid.string], to: TopicName("t")!)
+        try self.engine.deleteInstallation(old.fid)
+
+        let new = try self.register("second-token", fid: old.fid.string)
+        #expect(new.slot == old.slot, "the slot is reused")
+        #expect(new.generation == old.generation + 1)
+        #expect(new.fid != old.fid, "a deleted installation's FID is never handed out again")
+        #expect(throws: FanoutError(.unregistered, "", field: "registration")) { try self.engine.installation(.fid(old.fid)) }
+        #expect(throws: FanoutError(.unregistered, "", field: "registration")) {
+            try self.engine.installation(.token(RegistrationToken("first-token")!))
+        }
+        #expect(try self.engine.topics(of: .fid(new.fid)).isEmpty, "the new holder inherits no subscriptions")
+        #expect(try self.engine.subscriberCount(of: TopicName("t")!) == 0)
+        #expect(throws: FanoutError(.unregistered, "", field: "fid")) { try self.engine.deleteInstallation(old.fid) }
+    }
+
+    // MARK: - Topics
+
+    @Test func batchSubscribeAnswersPerRegistrationInOrder() throws {
+        let a = try self.register("token-a")
+        let b = try self.register(nil)
+        let topic = TopicName("/topics/news")!
+        let results = try self.engine.subscribe(
+            ["token-a", b.fid.string, "unknown-token", "not a token", "dGVmZ2hpamtsbW5vcHFyc3", "token-a"],
+            to: topic
+        )
+        #expect(results == [.ok, .ok, .failed(.notFound), .failed(.invalidArgument), .failed(.notFound), .ok])
+        #expect(try self.engine.subscriberCount(of: topic) == 2)
+        #expect(try self.engine.audience(of: topic).slots == [a.slot, b.slot].sorted())
+        #expect(try self.engine.listTopics().map(\.name) == [topic])
+
+        #expect(try self.engine.unsubscribe(["token-a", "token-a", ""], from: topic) == [.ok, .ok, .failed(.invalidArgument)])
+        #expect(try self.engine.subscriberCount(of: topic) == 1)
+        #expect(try self.engine.unsubscribe([b.fid.string], from: topic) == [.ok])
+        #expect(try self.engine.listTopics().isEmpty, "a topic with no subscribers is gone")
+    }
+
+    @Test func batchesAboveTheLimitAreRefusedWhole() throws {
+        _ = try self.register("t0")
+        let tooMany = ["t0"] + (1...1000).map { "t\($0)" }
+        #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
+            try self.engine.subscribe(tooMany, to: TopicName("x")!)
+        }
+        #expect(try self.engine.subscriberCount(of: TopicName("x")!) == 0)
+        #expect(try self.engine.subscribe(Array(tooMany.prefix(1000)), to: TopicName("x")!).count == 1000)
+    }
+
+    @Test func anInstallationHasAtMost2000Topics() throws {
+        let installation = try self.register("busy")
+        for index in 0..<2000 {
+            #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-\(index)")!) == [.ok])
+        }
+        #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.failed(.tooManyTopics)])
+        #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-7")!) == [.ok], "re-subscribing is fine at the limit")
+        #expect(try self.engine.topics(of: .fid(installation.fid)).count == 2000)
+        _ = try self.engine.unsubscribe(["busy"], from: TopicName("topic-0")!)
+        #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.ok])
+    }
+
+    @Test func conditionAudiencesUseSetAlgebraWithNotOverTheWholeProject() throws {
+        let a = try self.register("a")
+        let ab = try self.register("ab")
+        let c = try self.register("c")
+        let none = try self.register("none")
+        _ = try self.engine.subscribe(["a", "ab"], to: TopicName("A")!)
+        _ = try self.engine.subscribe(["ab"], to: TopicName("B")!)
+        _ = try self.engine.subscribe(["c"], to: TopicName("C")!)
+        func audience(_ expression: String) throws -> Set<UInt32> {
+            Set(try self.engine.audience(of: Condition(parsing: expression)).slots)
+        }
+        #expect(try audience("'A' in topics && ('B' in topics || 'C' in topics)") == [ab.slot])
+        #expect(try audience("!('A' in topics)") == [c.slot, none.slot])
+        #expect(try audience("'A' in topics && !('B' in topics)") == [a.slot])
+        #expect(try audience("'C' in topics || 'A' in topics && 'B' in topics") == [ab.slot])  // left to right
+        #expect(try audience("'nobody' in topics").isEmpty)
+    }
+
+    // MARK: - Projects
+
+    @Test func projectsAreIsolated() throws {
+        let other = ProjectID("other-project")!
+        try self.engine.createProject(other)
+        #expect(throws: FanoutError(.alreadyExists, "", field: "project")) { try self.engine.createProject(other) }
+        _ = try self.register("same-token")
+        _ = try self.register("same-token", in: other)
+        _ = try self.engine.subscribe(["same-token"], to: TopicName("news")!, in: other)
+        #expect(try self.engine.subscriberCount(of: TopicName("news")!) == 0)
+        #expect(try self.engine.subscriberCount(of: TopicName("news")!, in: other) == 1)
+        #expect(self.engine.projectIDs() == [.default, other])
+
+        try self.engine.deleteProject(other)
+        #expect(throws: FanoutError(.notFound, "", field: "project")) { try self.engine.installationCount(in: other) }
+        #expect(throws: FanoutError(.failedPrecondition, "", field: "project")) { try self.engine.deleteProject(.default) }
+    }
+
+    // MARK: - Users (design.md use cases 2 and 3)
+
+    @Test func aUsersDevicesAndSignOut() throws {
+        let ana = UserID("ana")!
+        let iphone = try self.register("iphone", platform: .ios)
+        let pixel = try self.register("pixel", platform: .android)
+        let browser = try self.register("browser", platform: .web)
+        for device in [iphone, pixel, browser] {
+            try self.engine.bindDevice(.fid(device.fid), to: ana)
+        }
+        #expect(Set(try self.engine.audience(of: ana).slots) == [iphone.slot, pixel.slot, browser.slot])
+
+        // Someone else cannot sign ana out.
+        #expect(throws: FanoutError(.permissionDenied, "", field: "registration")) {
+            try self.engine.signOut(UserID("mallory")!, on: .fid(iphone.fid))
+        }
+        let signedOut = try self.engine.signOut(ana, on: .fid(iphone.fid))
+        #expect(signedOut.token == nil && signedOut.user == nil)
+        #expect(throws: FanoutError(.unregistered, "", field: "registration")) {
+            try self.engine.installation(.token(RegistrationToken("iphone")!))
+        }
+        #expect(Set(try self.engine.audience(of: ana).slots) == [pixel.slot, browser.slot])
+        #expect(Set(try self.engine.user(ana).devices.map(\.fid)) == [pixel.fid, browser.fid])
+    }
+
+    @Test func anonymousFirstAccountLater() throws {
+        let device = try self.register("device")
+        _ = try self.engine.subscribe(["device"], to: TopicName("deals")!)
+        let anonymous = UserID("anon-1")!
+        let permanent = UserID("ana")!
+        try self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: true)
+        #expect(throws: FanoutError(.failedPrecondition, "", field: "user")) {
+            try self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: false)
+        }
+        let linked = try self.engine.linkUser(anonymous: anonymous, to: permanent)
+        #expect(!linked.isAnonymous)
+        #expect(linked.devices.map(\.fid) == [device.fid])
+        #expect(throws: FanoutError(.notFound, "", field: "user")) { try self.engine.user(anonymous) }
+        #expect(try self.engine.installation(.fid(device.fid)).user == permanent)
+        #expect(try self.engine.topics(of: .fid(device.fid)) == [TopicName("deals")!], "nothing is lost")
+        #expect(throws: FanoutError(.failedPrecondition, "", field: "anonymousUser")) {
+            try self.engine.linkUser(anonymous: permanent, to: UserID("someone")!)
+        }
+    }
+
+    @Test func idleAnonymousUsersAreCleanedUpAfter30Days() throws {
+        let idle = try self.register("idle")
+        let active = try self.register("active")
+        try self.engine.bindDevice(.fid(idle.fid), to: UserID("anon-idle")!, anonymous: true)
+        try self.engine.bindDevice(.fid(active.fid), to: UserID("anon-active")!, anonymous: true)
+        self.clock.advance(by: .days(20))
+        try self.engine.touch(.fid(active.fid))
+        self.clock.advance(by: .days(11))
+        #expect(try self.engine.cleanUpAnonymousUsers() == [UserID("anon-idle")!])
+        #expect(try self.engine.installation(.fid(idle.fid)).user == nil, "the device stays, unbound")
+        #expect(try self.engine.user(UserID("anon-active")!).devices.count == 1)
+    }
+
+    // MARK: - Staleness and expiry (design.md use case 4)
+
+    @Test func staleAfter30DaysExpiredAfter270() throws {
+        let quiet = try self.register("quiet")
+        let busy = try self.register("busy")
+        _ = try self.engine.subscribe(["quiet", "busy"], to: TopicName("t")!)
+        try self.engine.bindDevice(.fid(quiet.fid), to: UserID("u")!)
+        self.clock.advance(by: .days(29))
+        try self.engine.touch(.token(RegistrationToken("busy")!))
+        #expect(try self.engine.staleInstallations().isEmpty)
+        self.clock.advance(by: .days(2))
+        #expect(try self.engine.staleInstallations().map(\.fid) == [quiet.fid])
+        #expect(try self.engine.pruneExpiredInstallations().isEmpty)
+
+        self.clock.advance(by: .days(240))
+        try self.engine.touch(.fid(busy.fid))
+        #expect(try self.engine.pruneExpiredInstallations().map(\.fid) == [quiet.fid])
+        #expect(throws: FanoutError(.unregistered, "", field: "registration")) { try self.engine.installation(.fid(quiet.fid)) }
+        #expect(try self.engine.audience(of: TopicName("t")!).slots == [busy.slot])
+        #expect(try self.engine.user(UserID("u")!).devices.isEmpty)
+        #expect(try self.engine.installationCount() == 1)
+    }
+
+    @Test func installationLifecycle() throws {
+        // A FID first (FID mode), then a token, a rotation, then deletion.
+        let installation = try self.register(nil, platform: .android)
+        #expect(installation.token == nil)
+        _ = try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t1")!)
+        _ = try self.engine.subscribe(["t1"], to: TopicName("PUSH_RC")!)
+        _ = try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t2")!)
+        #expect(try self.engine.topics(of: .token(RegistrationToken("t2")!)) == [TopicName("PUSH_RC")!])
+        let deleted = try self.engine.deleteInstallation(installation.fid)
+        #expect(deleted.token?.value == "t2")
+        #expect(try self.engine.subscriberCount(of: TopicName("PUSH_RC")!) == 0)
+        let again = try self.register("t3", fid: installation.fid.string)
+        #expect(again.fid != installation.fid)
+    }
+}
