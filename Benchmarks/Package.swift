@@ -1,0 +1,26 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// A separate package, so that neither the library nor `swift test` resolves package-benchmark.
+// Run with `cd Benchmarks && swift package benchmark` (or `make benchmark` at the root).
+let package = Package(
+    name: "fanout-benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "fanout", path: "../"),
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CBenchmarkMalloc", path: "Sources/CBenchmarkMalloc"),
+        .executableTarget(
+            name: "TopicIndexBenchmarks",
+            dependencies: [
+                .product(name: "FanoutCore", package: "fanout"),
+                .product(name: "Benchmark", package: "benchmark"),
+                "CBenchmarkMalloc",
+            ],
+            path: "Benchmarks/TopicIndexBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        )
+    ]
+)
