@@ -6,7 +6,7 @@ public struct EngineConfiguration: Sendable {
     public var expireAfter: Duration = .seconds(270 * 86_400)
     /// An anonymous user with no activity (binds, device touches) for this long is cleaned up.
     public var anonymousUserLifetime: Duration = .seconds(30 * 86_400)
-    /// The most topics one installation may be subscribed to.
+    /// The most topics one installation may be subscribed to (FCM: 2000; at most 65535).
     public var maximumTopicsPerInstallation = 2000
     /// The most registrations in one subscribe or unsubscribe call.
     public var maximumBatchSize = 1000

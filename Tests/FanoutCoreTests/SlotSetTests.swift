@@ -83,3 +83,36 @@ struct SlotSetTests {
         #expect(SlotSet([UInt32.max, 0]).slots == [0, UInt32.max])
     }
 }
+
+@Suite("SlotTopicLists")
+struct SlotTopicListsTests {
+    /// Random appends and removals over a few slots with long lists (many chained blocks, block
+    /// reuse through the free list), against a dictionary of sets.
+    @Test(arguments: [21, 22, 23] as [UInt64])
+    func matchesDictionaryOfSets(seed: UInt64) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var lists = SlotTopicLists()
+        var model: [UInt32: Set<UInt32>] = [:]
+        for step in 0..<30_000 {
+            let slot = UInt32.random(in: 0..<40, using: &random)
+            let id = UInt32.random(in: 0..<120, using: &random)
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<60:
+                if model[slot, default: []].insert(id).inserted { lists.append(id, to: slot) }
+            case 60..<98:
+                #expect(lists.remove(id, from: slot) == (model[slot]?.remove(id) != nil))
+            default:
+                #expect(Set(lists.removeAll(of: slot)) == model[slot, default: []])
+                model[slot] = []
+            }
+            if step % 1000 == 0 {
+                for probe in 0..<UInt32(41) {
+                    #expect(lists.count(of: probe) == model[probe, default: []].count)
+                    #expect(Set(lists.ids(of: probe)) == model[probe, default: []])
+                }
+            }
+        }
+        #expect(lists.count(of: 1_000_000) == 0)
+        #expect(lists.ids(of: 1_000_000).isEmpty)
+    }
+}

@@ -46,9 +46,11 @@ enum Fixtures {
         if !batch.isEmpty { _ = try! engine.subscribe(batch, to: topic) }
     }
 
-    /// Bytes the allocator has handed out and not got back (glibc `mallinfo2`).
+    /// Bytes the allocator has handed out and not got back (glibc `mallinfo2`): chunks in the heap
+    /// arenas plus the large blocks it serves with `mmap`.
     static func heapInUse() -> Int {
-        Int(mallinfo2().uordblks)
+        let info = mallinfo2()
+        return Int(info.uordblks) + Int(info.hblkhd)
     }
 }
 

@@ -355,7 +355,4 @@ struct SlotContainer: Hashable, Sendable {
         guard self.values.count == self.count, self.count <= Self.arrayLimit else { return false }
         return zip(self.values, self.values.dropFirst()).allSatisfy { $0 < $1 }
     }
-
-    /// Heap bytes owned by this container (payload only, without allocation headers).
-    var payloadBytes: Int { self.values.capacity * 2 + self.words.capacity * 8 }
 }

@@ -255,13 +255,7 @@ public struct SlotSet: Hashable, Sendable, Sequence {
         return (false, low)
     }
 
-    // MARK: - Size and invariants
-
-    /// Heap bytes held by the members (container payloads and chunk tables, without allocator headers).
-    public var payloadBytes: Int {
-        self.keys.capacity * 2 + self.containers.capacity * MemoryLayout<SlotContainer>.stride
-            + self.containers.reduce(0) { $0 + $1.payloadBytes }
-    }
+    // MARK: - Invariants
 
     /// After a single-member mutation: the touched chunk is in canonical form and sits between its
     /// neighbours. O(1), under `FANOUT_INTERNAL_CHECKS` (debug builds); a no-op otherwise.

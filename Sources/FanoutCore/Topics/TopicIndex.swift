@@ -12,14 +12,15 @@ struct TopicIndex {
     private var names: [TopicName?] = []
     private var subscribers: [SlotSet] = []
     private var freeIDs: [UInt32] = []
-    /// `topicsBySlot[slot]`: the ids of the topics `slot` is subscribed to, unordered.
-    private var topicsBySlot: [[UInt32]] = []
+    /// For each slot, the ids of the topics it is subscribed to.
+    private var topicsBySlot = SlotTopicLists()
     private(set) var subscriptionCount = 0
 
     let maximumTopicsPerInstallation: Int
 
+    /// - Parameter maximumTopicsPerInstallation: clamped to 0...65535 (the reverse map counts in 16 bits).
     init(maximumTopicsPerInstallation: Int = Self.defaultMaximumTopicsPerInstallation) {
-        self.maximumTopicsPerInstallation = maximumTopicsPerInstallation
+        self.maximumTopicsPerInstallation = min(max(maximumTopicsPerInstallation, 0), Int(UInt16.max))
     }
 
     /// The number of topics with at least one subscriber.
@@ -45,13 +46,11 @@ struct TopicIndex {
 
     /// The topics `slot` is subscribed to, sorted by name.
     func topics(of slot: UInt32) -> [TopicName] {
-        guard Int(slot) < self.topicsBySlot.count else { return [] }
-        return self.topicsBySlot[Int(slot)].compactMap { self.names[Int($0)] }.sorted()
+        self.topicsBySlot.ids(of: slot).compactMap { self.names[Int($0)] }.sorted()
     }
 
     func topicCount(of slot: UInt32) -> Int {
-        guard Int(slot) < self.topicsBySlot.count else { return 0 }
-        return self.topicsBySlot[Int(slot)].count
+        self.topicsBySlot.count(of: slot)
     }
 
     /// Every topic with its subscriber count, sorted by name.
@@ -68,15 +67,14 @@ struct TopicIndex {
         let id = self.id(creating: topic)
         var results = [FanoutError.Code?](repeating: nil, count: slots.count)
         for (position, slot) in slots.enumerated() {
-            if self.subscribers[Int(id)].contains(slot) { continue }
-            self.growReverseMap(to: slot)
-            guard self.topicsBySlot[Int(slot)].count < self.maximumTopicsPerInstallation else {
-                results[position] = .tooManyTopics
+            guard self.topicsBySlot.count(of: slot) < self.maximumTopicsPerInstallation else {
+                if !self.subscribers[Int(id)].contains(slot) { results[position] = .tooManyTopics }
                 continue
             }
-            self.subscribers[Int(id)].insert(slot)
-            self.topicsBySlot[Int(slot)].append(id)
-            self.subscriptionCount += 1
+            if self.subscribers[Int(id)].insert(slot) {
+                self.topicsBySlot.append(id, to: slot)
+                self.subscriptionCount += 1
+            }
         }
         self.dropIfEmpty(id)
         return results
@@ -86,17 +84,15 @@ struct TopicIndex {
     mutating func unsubscribe(_ slots: [UInt32], from topic: TopicName) {
         guard let id = self.idByName[topic] else { return }
         for slot in slots where self.subscribers[Int(id)].remove(slot) {
-            self.removeReverse(slot: slot, id: id)
+            _ = self.topicsBySlot.remove(id, from: slot)
+            self.subscriptionCount -= 1
         }
         self.dropIfEmpty(id)
     }
 
     /// Removes every subscription of `slot` (installation deleted).
     mutating func removeAll(of slot: UInt32) {
-        guard Int(slot) < self.topicsBySlot.count else { return }
-        let ids = self.topicsBySlot[Int(slot)]
-        self.topicsBySlot[Int(slot)] = []
-        for id in ids {
+        for id in self.topicsBySlot.removeAll(of: slot) {
             self.subscribers[Int(id)].remove(slot)
             self.subscriptionCount -= 1
             self.dropIfEmpty(id)
@@ -126,30 +122,5 @@ struct TopicIndex {
         self.names[Int(id)] = nil
         self.subscribers[Int(id)] = SlotSet()
         self.freeIDs.append(id)
-    }
-
-    private mutating func removeReverse(slot: UInt32, id: UInt32) {
-        if let position = self.topicsBySlot[Int(slot)].firstIndex(of: id) {
-            self.topicsBySlot[Int(slot)].swapAt(position, self.topicsBySlot[Int(slot)].count - 1)
-            self.topicsBySlot[Int(slot)].removeLast()
-            self.subscriptionCount -= 1
-        }
-    }
-
-    private mutating func growReverseMap(to slot: UInt32) {
-        if Int(slot) >= self.topicsBySlot.count {
-            self.topicsBySlot.append(contentsOf: repeatElement([], count: Int(slot) + 1 - self.topicsBySlot.count))
-        }
-    }
-
-    // MARK: - Size
-
-    /// Heap bytes held by subscriber sets and the reverse map (payloads and array headers, without
-    /// allocator rounding): what the index costs per subscription.
-    var payloadBytes: Int {
-        let forward = self.subscribers.reduce(0) { $0 + $1.payloadBytes }
-        let arrayHeader = 32
-        let reverse = self.topicsBySlot.reduce(0) { $0 + ($1.capacity == 0 ? 0 : arrayHeader + $1.capacity * 4) }
-        return forward + reverse + self.topicsBySlot.capacity * MemoryLayout<[UInt32]>.stride
     }
 }

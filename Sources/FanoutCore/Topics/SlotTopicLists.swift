@@ -1,0 +1,141 @@
+/// The reverse map of the topic index: for every slot, the ids of its topics, unordered.
+///
+/// A per-slot `[UInt32]` costs a 32-byte header, allocator rounding and doubling slack (about 8
+/// bytes per subscription at 20 topics); here every list is a chain of 32-byte blocks of 7 ids plus
+/// a link, pooled in fixed pages of 65536 blocks (2 MiB), so a subscription costs about 4.6 bytes
+/// and a slot 6 bytes (head and count). The head block is the only partly filled one: appends
+/// write into it, and a removal moves the last id of the head into the hole.
+package struct SlotTopicLists {
+    package init() {}
+
+    private static let wordsPerBlock = 8
+    private static let idsPerBlock = 7
+    private static let blocksPerPage = 1 << 16
+    private static let none = UInt32.max
+
+    /// Blocks, `blocksPerPage` per page; block `b` is words `8 * (b % blocksPerPage) ..< + 8` of
+    /// page `b / blocksPerPage`; word 7 links to the next block of the same list (or a free block).
+    private var pages: [[UInt32]] = []
+    private var blockCount = 0
+    private var freeBlock = Self.none
+    /// The first block of each slot's list (`none` when empty) and its length.
+    private var heads: [UInt32] = []
+    private var counts: [UInt16] = []
+
+    package func count(of slot: UInt32) -> Int {
+        Int(slot) < self.counts.count ? Int(self.counts[Int(slot)]) : 0
+    }
+
+    /// Calls `body` with each id of `slot`'s list.
+    package func forEach(of slot: UInt32, _ body: (UInt32) -> Void) {
+        var remaining = self.count(of: slot)
+        guard remaining > 0 else { return }
+        var block = self.heads[Int(slot)]
+        // The head holds `count % 7` ids (7 when that is 0); the rest are full.
+        var inBlock = remaining % Self.idsPerBlock == 0 ? Self.idsPerBlock : remaining % Self.idsPerBlock
+        while remaining > 0 {
+            for index in 0..<inBlock { body(self[block, index]) }
+            remaining -= inBlock
+            inBlock = Self.idsPerBlock
+            block = self[block, Self.idsPerBlock]
+        }
+    }
+
+    package func ids(of slot: UInt32) -> [UInt32] {
+        var ids: [UInt32] = []
+        ids.reserveCapacity(self.count(of: slot))
+        self.forEach(of: slot) { ids.append($0) }
+        return ids
+    }
+
+    /// Adds `id` to `slot`'s list. The caller ensures it is not there yet and the list stays below 65536.
+    package mutating func append(_ id: UInt32, to slot: UInt32) {
+        if Int(slot) >= self.heads.count {
+            let missing = Int(slot) + 1 - self.heads.count
+            self.heads.append(contentsOf: repeatElement(Self.none, count: missing))
+            self.counts.append(contentsOf: repeatElement(0, count: missing))
+        }
+        let count = Int(self.counts[Int(slot)])
+        if count % Self.idsPerBlock == 0 {
+            let block = self.allocateBlock()
+            self[block, Self.idsPerBlock] = self.heads[Int(slot)]
+            self.heads[Int(slot)] = block
+        }
+        self[self.heads[Int(slot)], count % Self.idsPerBlock] = id
+        self.counts[Int(slot)] += 1
+    }
+
+    /// Removes `id` from `slot`'s list; returns false when it was not there.
+    package mutating func remove(_ id: UInt32, from slot: UInt32) -> Bool {
+        let count = self.count(of: slot)
+        guard count > 0 else { return false }
+        let head = self.heads[Int(slot)]
+        let lastIndex = (count - 1) % Self.idsPerBlock
+        // Find the block and index holding `id`.
+        var remaining = count
+        var block = head
+        var inBlock = lastIndex + 1
+        while remaining > 0 {
+            for index in 0..<inBlock where self[block, index] == id {
+                self[block, index] = self[head, lastIndex]
+                self.counts[Int(slot)] -= 1
+                if lastIndex == 0 {
+                    self.heads[Int(slot)] = self[head, Self.idsPerBlock]
+                    self.releaseBlock(head)
+                }
+                return true
+            }
+            remaining -= inBlock
+            inBlock = Self.idsPerBlock
+            block = self[block, Self.idsPerBlock]
+        }
+        return false
+    }
+
+    /// Empties `slot`'s list and returns what it held.
+    package mutating func removeAll(of slot: UInt32) -> [UInt32] {
+        let ids = self.ids(of: slot)
+        guard !ids.isEmpty else { return ids }
+        var block = self.heads[Int(slot)]
+        while block != Self.none {
+            let next = self[block, Self.idsPerBlock]
+            self.releaseBlock(block)
+            block = next
+        }
+        self.heads[Int(slot)] = Self.none
+        self.counts[Int(slot)] = 0
+        return ids
+    }
+
+    // MARK: - Blocks
+
+    private subscript(block: UInt32, word: Int) -> UInt32 {
+        get {
+            self.pages[Int(block) / Self.blocksPerPage][Int(block) % Self.blocksPerPage * Self.wordsPerBlock + word]
+        }
+        set {
+            self.pages[Int(block) / Self.blocksPerPage][Int(block) % Self.blocksPerPage * Self.wordsPerBlock + word] = newValue
+        }
+    }
+
+    private mutating func allocateBlock() -> UInt32 {
+        if self.freeBlock != Self.none {
+            let block = self.freeBlock
+            self.freeBlock = self[block, Self.idsPerBlock]
+            return block
+        }
+        if self.blockCount == self.pages.count * Self.blocksPerPage {
+            var page: [UInt32] = []
+            page.reserveCapacity(Self.blocksPerPage * Self.wordsPerBlock)
+            page.append(contentsOf: repeatElement(0, count: Self.blocksPerPage * Self.wordsPerBlock))
+            self.pages.append(page)
+        }
+        defer { self.blockCount += 1 }
+        return UInt32(self.blockCount)
+    }
+
+    private mutating func releaseBlock(_ block: UInt32) {
+        self[block, Self.idsPerBlock] = self.freeBlock
+        self.freeBlock = block
+    }
+}
