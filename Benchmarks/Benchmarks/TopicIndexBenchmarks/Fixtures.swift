@@ -113,7 +113,7 @@ final class AudienceFixture: Sendable {
     }
 }
 
-/// Heap bytes per installation (163-byte token + FID) and per subscription at 1M x 20 topics.
+/// Heap bytes per installation (163-byte token + FID) and per 1000 subscriptions at 1M x 20 topics.
 enum MemoryFixture {
     enum Layout: String, CaseIterable, CustomStringConvertible {
         /// 20 topics that every installation is subscribed to (bitmap chunks).
@@ -124,7 +124,7 @@ enum MemoryFixture {
         var description: String { self.rawValue }
     }
 
-    static func measure(_ layout: Layout) -> (perInstallation: Int, perSubscription: Int) {
+    static func measure(_ layout: Layout) -> (perInstallation: Int, perThousandSubscriptions: Int) {
         let installations = 1_000_000
         // Who subscribes to what is planned before the first heap reading, so the plan is not counted.
         var plan: [(topic: TopicName, members: [Int])] = []
@@ -150,7 +150,7 @@ enum MemoryFixture {
         }
         let subscribed = Fixtures.heapInUse()
         withExtendedLifetime((engine, plan)) {}
-        return ((registered - before) / installations, (subscribed - registered) / (installations * 20))
+        return ((registered - before) / installations, (subscribed - registered) * 1000 / (installations * 20))
     }
 }
 

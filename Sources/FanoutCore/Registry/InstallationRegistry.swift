@@ -1,7 +1,7 @@
 /// The installations of one project, in dense `UInt32` slots.
 ///
-/// Slots index plain arrays (struct of records), and two dictionaries map FIDs and tokens to
-/// slots. A deleted installation's slot goes on a free list and is reused with its generation
+/// Slots index plain arrays (struct of records), and two `SlotHashIndex` tables map FIDs and
+/// tokens to slots. A deleted installation's slot goes on a free list and is reused with its generation
 /// incremented; its FID and token are retired (tombstoned), so neither can ever address the next
 /// holder of the slot, nor be registered again. Not thread-safe: the engine serialises access.
 struct InstallationRegistry {
@@ -31,8 +31,8 @@ struct InstallationRegistry {
 
     private var records: [Record] = []
     private var freeSlots: [UInt32] = []
-    private var slotByFID: [FID: UInt32] = [:]
-    private var slotByToken: [RegistrationToken: UInt32] = [:]
+    private var slotByFID = SlotHashIndex()
+    private var slotByToken = SlotHashIndex()
     /// FIDs of deleted installations: never reassigned.
     private var retiredFIDs: Set<FID> = []
     /// Stable 64-bit hashes of tokens that were rotated away, signed out or deleted.
@@ -53,14 +53,18 @@ struct InstallationRegistry {
 
     func slot(for address: RegistrationAddress) -> UInt32? {
         switch address {
-        case .fid(let fid): return self.slotByFID[fid]
-        case .token(let token): return self.slotByToken[token]
+        case .fid(let fid): return self.slot(forFID: fid)
+        case .token(let token): return self.slot(forToken: token)
         }
     }
 
-    func slot(forFID fid: FID) -> UInt32? { self.slotByFID[fid] }
+    func slot(forFID fid: FID) -> UInt32? {
+        self.slotByFID.find(hash: fid.hashValue) { self.records[Int($0)].fid == fid }
+    }
 
-    func slot(forToken token: RegistrationToken) -> UInt32? { self.slotByToken[token] }
+    func slot(forToken token: RegistrationToken) -> UInt32? {
+        self.slotByToken.find(hash: token.hashValue) { self.records[Int($0)].token == token }
+    }
 
     func isLive(_ slot: UInt32) -> Bool {
         Int(slot) < self.records.count && self.records[Int(slot)].fid != nil
@@ -125,7 +129,7 @@ struct InstallationRegistry {
     ///   when the token was retired or an APNs token is given for a platform other than iOS.
     mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
         if let token = request.token {
-            guard self.slotByToken[token] == nil else {
+            guard self.slot(forToken: token) == nil else {
                 throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
             }
             guard !self.isRetired(token) else {
@@ -137,7 +141,7 @@ struct InstallationRegistry {
         }
         var fid: FID
         var assigned = true
-        if let offered = request.offeredFID.flatMap(FID.init), self.slotByFID[offered] == nil,
+        if let offered = request.offeredFID.flatMap(FID.init), self.slot(forFID: offered) == nil,
             !self.retiredFIDs.contains(offered)
         {
             fid = offered
@@ -145,7 +149,7 @@ struct InstallationRegistry {
         } else {
             fid = try FID.generate()
             // 132 random bits: a collision is astronomically unlikely, but never hand out a used FID.
-            while self.slotByFID[fid] != nil || self.retiredFIDs.contains(fid) {
+            while self.slot(forFID: fid) != nil || self.retiredFIDs.contains(fid) {
                 fid = try FID.generate()
             }
         }
@@ -165,9 +169,9 @@ struct InstallationRegistry {
             user: nil,
             extras: extras
         )
-        self.slotByFID[fid] = slot
+        self.slotByFID.insert(hash: fid.hashValue, slot: slot)
         if let token = request.token {
-            self.slotByToken[token] = slot
+            self.slotByToken.insert(hash: token.hashValue, slot: slot)
         }
         self.liveSlots.insert(slot)
         // Force-unwrap is safe: the slot was just filled.
@@ -182,7 +186,7 @@ struct InstallationRegistry {
             self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
             return
         }
-        guard self.slotByToken[token] == nil else {
+        guard self.slot(forToken: token) == nil else {
             throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
         }
         guard !self.isRetired(token) else {
@@ -191,13 +195,13 @@ struct InstallationRegistry {
         self.dropToken(atSlot: slot)
         self.records[Int(slot)].token = token
         self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
-        self.slotByToken[token] = slot
+        self.slotByToken.insert(hash: token.hashValue, slot: slot)
     }
 
     /// Retires the token of `slot`, if it has one (sign-out and rotation).
     mutating func dropToken(atSlot slot: UInt32) {
         guard let token = self.records[Int(slot)].token else { return }
-        self.slotByToken[token] = nil
+        self.slotByToken.remove(hash: token.hashValue, slot: slot)
         self.retiredTokens.insert(Self.stableHash(token))
         self.records[Int(slot)].token = nil
     }
@@ -217,7 +221,7 @@ struct InstallationRegistry {
     mutating func delete(slot: UInt32) {
         guard let fid = self.records[Int(slot)].fid else { return }
         self.dropToken(atSlot: slot)
-        self.slotByFID[fid] = nil
+        self.slotByFID.remove(hash: fid.hashValue, slot: slot)
         self.retiredFIDs.insert(fid)
         self.records[Int(slot)].fid = nil
         self.records[Int(slot)].user = nil

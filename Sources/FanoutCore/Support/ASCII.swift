@@ -23,13 +23,22 @@ enum ASCII {
 
     /// True when every byte is visible ASCII and the length is in `lengths`.
     static func isVisibleString(_ string: String, lengths: ClosedRange<Int>) -> Bool {
-        var count = 0
-        for byte in string.utf8 {
-            guard Self.isVisible(byte) else { return false }
-            count += 1
-            if count > lengths.upperBound { return false }
+        let utf8 = string.utf8
+        guard lengths.contains(utf8.count) else { return false }
+        // Native strings are contiguous: one branch-free pass that the compiler vectorises.
+        if let result = utf8.withContiguousStorageIfAvailable(Self.allVisible) {
+            return result
         }
-        return count >= lengths.lowerBound
+        return utf8.allSatisfy(Self.isVisible)
+    }
+
+    private static func allVisible(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var outside: UInt8 = 0
+        for byte in bytes {
+            // 0x21...0x7E maps to 0...0x5D; everything else to more.
+            outside |= (byte &- 0x21) > 0x5D ? 1 : 0
+        }
+        return outside == 0
     }
 
     /// True when the string has no control characters (C0, DEL) and at most `maxBytes` UTF-8 bytes.

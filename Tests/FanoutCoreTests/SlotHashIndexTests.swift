@@ -1,0 +1,38 @@
+import FanoutCore
+import FanoutTestSupport
+import Testing
+
+@Suite("SlotHashIndex")
+struct SlotHashIndexTests {
+    /// Keys are slots; their "hash" comes from a tiny space, so fingerprints collide constantly and
+    /// runs are long and wrap around the table: insertion, lookup and backward-shift removal are
+    /// checked against a dictionary after every step.
+    @Test(arguments: [(31, 8), (32, 64), (33, 1 << 20)] as [(UInt64, Int)])
+    func matchesDictionary(seed: UInt64, hashSpace: Int) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var index = SlotHashIndex()
+        var model: [UInt32: Int] = [:]  // slot -> hash
+        func hash(_ slot: UInt32) -> Int {
+            // Spread the small space over the top bits (where the home bucket comes from).
+            (Int(slot) % hashSpace) &* -7_046_029_254_386_353_131
+        }
+        for step in 0..<20_000 {
+            let slot = UInt32.random(in: 0..<600, using: &random)
+            if Int.random(in: 0..<100, using: &random) < 55 {
+                if model[slot] == nil {
+                    index.insert(hash: hash(slot), slot: slot)
+                    model[slot] = hash(slot)
+                }
+            } else {
+                #expect(index.remove(hash: hash(slot), slot: slot) == (model.removeValue(forKey: slot) != nil))
+            }
+            if step % 500 == 0 {
+                #expect(index.count == model.count)
+                for probe in 0..<UInt32(600) {
+                    let found = index.find(hash: hash(probe)) { $0 == probe }
+                    #expect(found == (model[probe] != nil ? probe : nil))
+                }
+            }
+        }
+    }
+}
