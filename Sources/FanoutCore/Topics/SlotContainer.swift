@@ -132,19 +132,26 @@ struct SlotContainer: Hashable, Sendable {
         }
     }
 
-    /// Writes every member (as a full slot) to `output`, which has room for `count` more; returns the end.
+    /// Writes every member (as a full slot) to `output`, ascending, and returns the end. `output`
+    /// must have room for `count + 8` slots: bitmaps are decoded a byte at a time with one 8-lane
+    /// store of precomputed offsets, so the stores reach up to 8 slots past the last member.
     func write(high: UInt32, to output: UnsafeMutablePointer<UInt32>) -> UnsafeMutablePointer<UInt32> {
         let base = high << 16
         var out = output
         if self.isBitmap {
-            self.words.withUnsafeBufferPointer { words in
-                for index in 0..<words.count {
-                    var word = words[index]
-                    let wordBase = base | UInt32(index << 6)
-                    while word != 0 {
-                        out.pointee = wordBase | UInt32(word.trailingZeroBitCount)
-                        out += 1
-                        word &= word &- 1
+            Self.byteOffsets.withUnsafeBufferPointer { table in
+                self.words.withUnsafeBufferPointer { words in
+                    for index in 0..<words.count {
+                        var word = words[index]
+                        if word == 0 { continue }
+                        var byteBase = SIMD8<UInt32>(repeating: base | UInt32(index << 6))
+                        for _ in 0..<8 {
+                            let byte = Int(truncatingIfNeeded: word & 0xFF)
+                            UnsafeMutableRawPointer(out).storeBytes(of: table[byte] &+ byteBase, as: SIMD8<UInt32>.self)
+                            out += byte.nonzeroBitCount
+                            word >>= 8
+                            byteBase &+= 8
+                        }
                     }
                 }
             }
@@ -157,6 +164,17 @@ struct SlotContainer: Hashable, Sendable {
             }
         }
         return out
+    }
+
+    /// For each byte value, the positions of its set bits, ascending, in the first lanes.
+    private static let byteOffsets: [SIMD8<UInt32>] = (0..<256).map { byte in
+        var lanes = SIMD8<UInt32>()
+        var lane = 0
+        for bit in 0..<8 where byte & (1 << bit) != 0 {
+            lanes[lane] = UInt32(bit)
+            lane += 1
+        }
+        return lanes
     }
 
     // MARK: - Set algebra

@@ -102,7 +102,8 @@ public struct SlotSet: Hashable, Sendable, Sequence {
 
     /// The members in ascending order, as one array.
     public var slots: [UInt32] {
-        [UInt32](unsafeUninitializedCapacity: self.count) { buffer, initialized in
+        // Spare room for the bitmap decoder's 8-lane stores past the last member.
+        [UInt32](unsafeUninitializedCapacity: self.count + 8) { buffer, initialized in
             guard var out = buffer.baseAddress else { return }
             for index in self.keys.indices {
                 out = self.containers[index].write(high: UInt32(self.keys[index]), to: out)
