@@ -97,20 +97,7 @@ struct ProjectState {
     /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`.
     mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> [BatchItemResult] {
         try self.checkBatchSize(registrations.count)
-        var results = [BatchItemResult](repeating: .ok, count: registrations.count)
-        var slots: [UInt32] = []
-        var positions: [Int] = []
-        slots.reserveCapacity(registrations.count)
-        positions.reserveCapacity(registrations.count)
-        for (position, registration) in registrations.enumerated() {
-            switch self.resolve(registration) {
-            case .slot(let slot):
-                slots.append(slot)
-                positions.append(position)
-            case .failed(let code):
-                results[position] = .failed(code)
-            }
-        }
+        var (results, slots, positions) = self.resolve(registrations)
         for (index, code) in self.topics.subscribe(slots, to: topic).enumerated() {
             if let code { results[positions[index]] = .failed(code) }
         }
@@ -120,14 +107,7 @@ struct ProjectState {
     /// Unsubscribes up to `maximumBatchSize` registrations from `topic`; not being subscribed is fine.
     mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> [BatchItemResult] {
         try self.checkBatchSize(registrations.count)
-        var results = [BatchItemResult](repeating: .ok, count: registrations.count)
-        var slots: [UInt32] = []
-        for (position, registration) in registrations.enumerated() {
-            switch self.resolve(registration) {
-            case .slot(let slot): slots.append(slot)
-            case .failed(let code): results[position] = .failed(code)
-            }
-        }
+        let (results, slots, _) = self.resolve(registrations)
         self.topics.unsubscribe(slots, from: topic)
         return results
     }
@@ -145,15 +125,36 @@ struct ProjectState {
         }
     }
 
-    private enum Resolution {
-        case slot(UInt32)
-        case failed(FanoutError.Code)
-    }
-
-    private func resolve(_ registration: String) -> Resolution {
-        guard let address = RegistrationAddress(parsing: registration) else { return .failed(.invalidArgument) }
-        guard let slot = self.registry.slot(for: address) else { return .failed(.notFound) }
-        return .slot(slot)
+    /// Resolves a batch of registration strings: a result per registration (`INVALID_ARGUMENT` when
+    /// it is neither a FID nor a token, `NOT_FOUND` when unknown, `ok` otherwise), and the slots found
+    /// with their positions in the input.
+    private func resolve(_ registrations: [String]) -> (results: [BatchItemResult], slots: [UInt32], positions: [Int]) {
+        var results = [BatchItemResult](repeating: .ok, count: registrations.count)
+        var addresses: [RegistrationAddress] = []
+        var addressPositions: [Int] = []
+        addresses.reserveCapacity(registrations.count)
+        addressPositions.reserveCapacity(registrations.count)
+        for (position, registration) in registrations.enumerated() {
+            if let address = RegistrationAddress(parsing: registration) {
+                addresses.append(address)
+                addressPositions.append(position)
+            } else {
+                results[position] = .failed(.invalidArgument)
+            }
+        }
+        var slots: [UInt32] = []
+        var positions: [Int] = []
+        slots.reserveCapacity(addresses.count)
+        positions.reserveCapacity(addresses.count)
+        for (index, slot) in self.registry.slots(for: addresses).enumerated() {
+            if let slot {
+                slots.append(slot)
+                positions.append(addressPositions[index])
+            } else {
+                results[addressPositions[index]] = .failed(.notFound)
+            }
+        }
+        return (results, slots, positions)
     }
 }
 

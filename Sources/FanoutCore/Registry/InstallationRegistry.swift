@@ -58,6 +58,26 @@ struct InstallationRegistry {
         }
     }
 
+    /// The slots of many addresses (nil where unknown), in order. Hashes every key first and probes
+    /// after, so that the cache misses of successive probes overlap instead of queueing behind the
+    /// hashing of the next key.
+    func slots(for addresses: [RegistrationAddress]) -> [UInt32?] {
+        let hashes = addresses.map { address -> Int in
+            switch address {
+            case .fid(let fid): return fid.hashValue
+            case .token(let token): return token.hashValue
+            }
+        }
+        return zip(addresses, hashes).map { address, hash in
+            switch address {
+            case .fid(let fid):
+                return self.slotByFID.find(hash: hash) { self.records[Int($0)].fid == fid }
+            case .token(let token):
+                return self.slotByToken.find(hash: hash) { self.records[Int($0)].token == token }
+            }
+        }
+    }
+
     func slot(forFID fid: FID) -> UInt32? {
         self.slotByFID.find(hash: fid.hashValue) { self.records[Int($0)].fid == fid }
     }
