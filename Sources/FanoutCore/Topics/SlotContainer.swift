@@ -87,6 +87,11 @@ struct SlotContainer: Hashable, Sendable {
             self.count += 1
             return true
         }
+        if self.values.count == self.values.capacity {
+            // Grow by a quarter rather than doubling: still amortised O(1), with less idle capacity
+            // in the millions of small chunks of sparse topics.
+            self.values.reserveCapacity(min(Self.arrayLimit, self.values.count + max(8, self.values.count / 4)))
+        }
         self.values.insert(value, at: index)
         self.count += 1
         return true
