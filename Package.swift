@@ -56,6 +56,11 @@ let package = Package(
             name: "FanoutCoreTests",
             dependencies: ["FanoutCore", "FanoutTestSupport"]
         ),
+        // Runs the built `fanout` binary (the dependency makes `swift build --build-tests` build it).
+        .testTarget(
+            name: "FanoutCLITests",
+            dependencies: ["fanout"]
+        ),
     ]
 )
 
