@@ -2,8 +2,6 @@
 # (liblz4-dev, libssl-dev, pkg-config) with apt only when pkg-config does not find them.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-DATA_DIR ?= ./fanout-data
-
 .PHONY: deps build run test benchmark clean
 
 deps:
@@ -19,10 +17,11 @@ deps:
 build: deps
 	swift build
 
+# Until fanoutd exists (the protocol issue), `run` shows the CLI and an in-memory demo of the engine.
 run: deps
 	swift build --product fanout
-	swift run fanout --help
-	swift run fanout demo --data-dir $(DATA_DIR)
+	.build/debug/fanout --help
+	.build/debug/fanout demo
 
 test: deps
 	swift build --build-tests
