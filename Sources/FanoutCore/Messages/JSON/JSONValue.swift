@@ -1,0 +1,58 @@
+/// A parsed JSON value. Objects keep their members in input order (rendering is deterministic and
+/// duplicate keys were already rejected); numbers keep their lexeme, so nothing is rounded until a
+/// field asks for an integer or a double.
+public indirect enum JSONValue: Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case number(JSONNumber)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    /// The JSON type's name, for error messages ("expected a string, got a number").
+    public var typeName: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .number: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+}
+
+/// A JSON number as written.
+public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
+    /// The lexeme, e.g. `-12.5e3`.
+    public let text: String
+
+    /// The value as an integer, when it is one exactly (no fraction, no exponent, in range).
+    public var int64: Int64? { Int64(self.text) }
+
+    /// The value as a double (`nil` only for lexemes that overflow to infinity).
+    public var double: Double? {
+        guard let value = Double(self.text), value.isFinite else { return nil }
+        return value
+    }
+
+    public var description: String { self.text }
+}
+
+/// A JSON object: members in input order, keys unique.
+public struct JSONObject: Hashable, Sendable {
+    public struct Member: Hashable, Sendable {
+        public var key: String
+        public var value: JSONValue
+    }
+
+    public var members: [Member]
+
+    public init(_ members: [Member] = []) {
+        self.members = members
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        self.members.first { $0.key == key }?.value
+    }
+}
