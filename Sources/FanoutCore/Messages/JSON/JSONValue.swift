@@ -27,6 +27,15 @@ public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
     /// The lexeme, e.g. `-12.5e3`.
     public let text: String
 
+    /// A number from its lexeme (the caller writes valid JSON number syntax).
+    public init(text: String) {
+        self.text = text
+    }
+
+    public init(_ value: Int) {
+        self.text = String(value)
+    }
+
     /// The value as an integer, when it is one exactly (no fraction, no exponent, in range).
     public var int64: Int64? { Int64(self.text) }
 
@@ -44,6 +53,11 @@ public struct JSONObject: Hashable, Sendable {
     public struct Member: Hashable, Sendable {
         public var key: String
         public var value: JSONValue
+
+        public init(key: String, value: JSONValue) {
+            self.key = key
+            self.value = value
+        }
     }
 
     public var members: [Member]
