@@ -54,7 +54,9 @@ let package = Package(
         // MARK: - Tests
         .testTarget(
             name: "FanoutCoreTests",
-            dependencies: ["FanoutCore", "FanoutTestSupport"]
+            dependencies: ["FanoutCore", "FanoutTestSupport"],
+            exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
+            resources: [.copy("Fixtures/firebase-admin")]
         ),
         // Runs the built `fanout` binary (the dependency makes `swift build --build-tests` build it).
         .testTarget(

@@ -1,0 +1,112 @@
+import FanoutCore
+import FanoutTestSupport
+import Testing
+
+@Suite("JSON parser")
+struct JSONParserTests {
+    func parse(_ text: String) throws(JSONParser.Error) -> JSONValue {
+        try JSONParser.parse(Array(text.utf8))
+    }
+
+    @Test func parsesEveryKind() throws {
+        let value = try self.parse(#" {"a": [1, -2.5e3, true, false, null, "x\n\u00e9\ud83d\ude00"], "b": {}} "#)
+        guard case .object(let object) = value, case .array(let array)? = object["a"] else {
+            Issue.record("expected an object with an array")
+            return
+        }
+        #expect(array.count == 6)
+        #expect(array[1] == .number(JSONNumber(text: "-2.5e3")))
+        #expect(array[5] == .string("x\né😀"))
+        #expect(object["b"] == .object(JSONObject()))
+        #expect(object.members.map(\.key) == ["a", "b"], "members keep input order")
+    }
+
+    @Test(arguments: [
+        ("", "unexpected end of input"),
+        ("{", "expected a string key"),
+        ("{\"a\":1,}", "expected a string key"),
+        ("[1,]", "unexpected character"),
+        ("{\"a\":1}x", "unexpected data after the JSON value"),
+        ("01", "unexpected data after the JSON value"),
+        ("1.", "digits after '.'"),
+        ("-", "a number needs digits"),
+        ("1e", "exponent"),
+        ("\"a\u{01}\"", "raw control character"),
+        ("\"\\x\"", "invalid escape"),
+        ("\"\\ud800\"", "lone surrogate"),
+        ("\"\\udc00\"", "lone surrogate"),
+        ("\"\\u12\"", "four hex digits"),
+        ("tru", "unexpected"),
+        ("{\"a\":1,\"a\":2}", "duplicate key at a"),
+        ("{\"m\":{\"data\":{\"k\":\"1\",\"k\":\"2\"}}}", "duplicate key at m.data.k"),
+        ("[" + String(repeating: "9", count: 65) + "]", "longer than 64 characters"),
+        ("'a'", "unexpected character"),
+    ])
+    func rejects(_ text: String, _ reason: String) {
+        do {
+            _ = try self.parse(text)
+            Issue.record("accepted \(text.debugDescription)")
+        } catch {
+            #expect(error.reason.contains(reason), "\(text.debugDescription): \(error.reason)")
+        }
+    }
+
+    @Test func boundsDepthAndSize() throws {
+        let deep = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
+        #expect(throws: Never.self) { try self.parse(deep) }
+        let tooDeep = String(repeating: "[", count: 65) + String(repeating: "]", count: 65)
+        #expect(throws: JSONParser.Error.self) { try self.parse(tooDeep) }
+        let hostile = String(repeating: "[", count: 1_000_000)
+        #expect(throws: JSONParser.Error.self) { try self.parse(hostile) }
+        var limits = JSONParser.Limits()
+        limits.maximumBytes = 10
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(Array("[1,2,3,4,5,6]".utf8), limits: limits) }
+    }
+
+    @Test func rejectsInvalidUTF8() {
+        for bytes in [[0x22, 0xFF, 0x22], [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22]] as [[UInt8]] {
+            #expect(throws: JSONParser.Error.self) { try JSONParser.parse(bytes) }
+        }
+    }
+
+    @Test func writerRoundTrips() throws {
+        let text = #"{"a":"q\"\\\n\t\u0001é","b":[1,2.5,-3e2,true,null],"c":{}}"#
+        let value = try self.parse(text)
+        let written = JSONWriter.encode(value)
+        #expect(try JSONParser.parse(written) == value)
+    }
+
+    /// Random bytes and random mutations of valid JSON never crash the parser; whatever parses
+    /// survives a write/parse round trip unchanged.
+    @Test(arguments: [41, 42, 43] as [UInt64])
+    func randomInputNeverCrashes(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let seeds = [
+            #"{"message":{"topic":"a","data":{"k":"v"},"android":{"ttl":"3s"}}}"#, #"[1,"\u00e9",{"x":[true,null]}]"#,
+            #"{"validate_only":true,"message":{"token":"t","apns":{"payload":{"aps":{"badge":1}}}}}"#,
+        ].map { Array($0.utf8) }
+        let alphabet = Array(#"{}[]",:0123456789-+.eEtrufalsn\"\ u"#.utf8) + [0x00, 0xFF, 0xC3, 0xED]
+        for _ in 0..<3000 {
+            var bytes = seeds.randomElement(using: &random)!
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                let position = Int.random(in: 0...bytes.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0 where position < bytes.count: bytes.remove(at: position)
+                case 1: bytes.insert(alphabet.randomElement(using: &random)!, at: position)
+                default: if position < bytes.count { bytes[position] = alphabet.randomElement(using: &random)! }
+                }
+            }
+            if let value = try? JSONParser.parse(bytes) {
+                #expect(try JSONParser.parse(JSONWriter.encode(value)) == value)
+                // The validator's verdict does not depend on formatting.
+                let direct = Result { () throws(MessageError) in try MessageParser.parseSendRequest(bytes) }
+                let rewritten = Result { () throws(MessageError) in try MessageParser.parseSendRequest(JSONWriter.encode(value)) }
+                switch (direct, rewritten) {
+                case (.success, .success): break
+                case (.failure(let a), .failure(let b)): #expect(a.violations == b.violations)
+                default: Issue.record("verdicts differ for a re-written body")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,316 @@
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+@Suite("Messages")
+struct MessageTests {
+    static let token = "dTxbVurMB3E:APA91bHlyoWjJKxBzYF4Z1Fz8mH6ZfmjqXjBc3aE7WzD2dVqkQ"
+
+    func parse(_ text: String) throws(MessageError) -> SendRequest {
+        try MessageParser.parseSendRequest(Array(text.utf8))
+    }
+
+    /// The field paths of the violations, or [] when the body is valid.
+    func violations(_ text: String) -> [String] {
+        do {
+            _ = try self.parse(text)
+            return []
+        } catch {
+            return error.violations.map(\.field)
+        }
+    }
+
+    // MARK: - firebase-admin corpus
+
+    static var corpus: [(name: String, bytes: [UInt8])] {
+        let directory = Bundle.module.url(forResource: "firebase-admin", withExtension: nil)!
+        let files = try! FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "json" }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        return files.map { ($0.lastPathComponent, Array(try! Data(contentsOf: $0))) }
+    }
+
+    @Test func everyFirebaseAdminBodyIsAccepted() throws {
+        let corpus = Self.corpus
+        #expect(corpus.count == 12)
+        for (name, bytes) in corpus {
+            do {
+                let request = try MessageParser.parseSendRequest(bytes)
+                let rendered = RenderedMessage(request.message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+                for platform in Platform.allCases {
+                    #expect(rendered.fits(platform), "\(name) \(platform)")
+                    #expect(throws: Never.self) { try JSONParser.parse(rendered.payload(for: platform)) }
+                }
+            } catch {
+                Issue.record("\(name) refused: \(error.violations)")
+            }
+        }
+    }
+
+    /// The invalid side, built from the corpus: drop the target, retype fields, oversize data.
+    @Test func mutatedFirebaseAdminBodiesAreRefusedNamingTheField() throws {
+        for (name, bytes) in Self.corpus {
+            guard case .object(let body) = try JSONParser.parse(bytes),
+                case .object(var message)? = body["message"]
+            else {
+                Issue.record("\(name) is not an envelope")
+                continue
+            }
+            func verdict(_ message: JSONObject) -> [String] {
+                var mutated = body
+                mutated.members = mutated.members.map { $0.key == "message" ? .init(key: "message", value: .object(message)) : $0 }
+                do {
+                    _ = try MessageParser.parseSendRequest(JSONWriter.encode(.object(mutated)))
+                    return []
+                } catch {
+                    return error.violations.map(\.field)
+                }
+            }
+            // No target.
+            var untargeted = message
+            untargeted.members.removeAll { ["token", "fid", "topic", "condition"].contains($0.key) }
+            #expect(verdict(untargeted) == ["message"], "\(name) without a target")
+            // Every string field at the top level or one level down, retyped to a number.
+            for (index, member) in message.members.enumerated() {
+                if case .string = member.value {
+                    var retyped = message
+                    retyped.members[index].value = .number(JSONNumber(1))
+                    #expect(verdict(retyped).contains("message.\(member.key)"), "\(name) retyped \(member.key)")
+                }
+                if case .object(var inner) = member.value {
+                    for (innerIndex, innerMember) in inner.members.enumerated() {
+                        guard case .string = innerMember.value else { continue }
+                        var retyped = message
+                        inner.members[innerIndex].value = .bool(true)
+                        retyped.members[index].value = .object(inner)
+                        let fields = verdict(retyped)
+                        #expect(
+                            fields.contains { $0.hasPrefix("message.\(member.key).\(innerMember.key)") },
+                            "\(name) retyped \(member.key).\(innerMember.key): \(fields)"
+                        )
+                        inner.members[innerIndex].value = innerMember.value
+                    }
+                }
+            }
+            // Oversized data.
+            message.members.removeAll { $0.key == "data" }
+            message.members.append(.init(key: "data", value: .object(JSONObject([.init(key: "big", value: .string(String(repeating: "x", count: 4100)))]))))
+            #expect(verdict(message).contains("message"), "\(name) with 4 KB of data")
+        }
+    }
+
+    // MARK: - Rules
+
+    @Test(arguments: [
+        // Targets
+        (#"{"message":{}}"#, ["message"]),
+        (#"{"message":{"topic":"a","token":"t"}}"#, ["message"]),
+        (#"{"message":{"topic":"/topics/private/x"}}"#, ["message.topic"]),
+        (#"{"message":{"topic":""}}"#, ["message.topic"]),
+        (#"{"message":{"token":""}}"#, ["message.token"]),
+        (#"{"message":{"fid":"ccccccccccc"}}"#, ["message.fid"]),
+        (#"{"message":{"condition":"'a' in topics &&"}}"#, ["message.condition"]),
+        (#"{"message":{"condition":"TopicA in topics"}}"#, ["message.condition"]),
+        (#"{"message":{"user":"has space"}}"#, ["message.user"]),
+        (#"{"message":{"tokens":[]}}"#, ["message.tokens"]),
+        (#"{"message":{"tokens":["a",""],"fids":["bad"]}}"#, ["message.tokens[1]", "message.fids[0]"]),
+        // Envelope and field names
+        (#"{"validate_only":"yes","message":{"topic":"a"}}"#, ["body.validate_only"]),
+        (#"{"validateOnly":true,"message":{"topic":"a"}}"#, []),
+        (#"{"validate_only":true}"#, ["message"]),
+        (#"{"message":{"topic":"a","colour":1}}"#, ["message"]),
+        (#"{"message":{"topic":"a","android":{"collapse_key":"a","collapseKey":"b"}}}"#, ["message.android.collapse_key"]),
+        (#"{"message":{"topic":"a","fcmOptions":{"analyticsLabel":"ok_label"}}}"#, []),
+        (#"{"message":{"topic":"a","fcm_options":{"analytics_label":"bad label"}}}"#, ["message.fcm_options.analytics_label"]),
+        (#"{"message":"not an object"}"#, ["message"]),
+        (#"[1]"#, ["body"]),
+        // Data
+        (#"{"message":{"topic":"a","data":{"k":1}}}"#, ["message.data.k"]),
+        (#"{"message":{"topic":"a","data":{"from":"x"}}}"#, ["message.data.from"]),
+        (#"{"message":{"topic":"a","data":{"Message_Type":"x"}}}"#, ["message.data.Message_Type"]),
+        (#"{"message":{"topic":"a","data":{"google.x":"x","GCM_y":"y","collapse_key":"ok"}}}"#, ["message.data.google.x", "message.data.GCM_y"]),
+        (#"{"message":{"topic":"a","data":[]}}"#, ["message.data"]),
+        // Notification
+        (#"{"message":{"topic":"a","notification":{"title":1,"sound":"x"}}}"#, ["message.notification.title", "message.notification"]),
+        // Android
+        (#"{"message":{"topic":"a","android":{"priority":"urgent"}}}"#, ["message.android.priority"]),
+        (#"{"message":{"topic":"a","android":{"priority":"HIGH","ttl":"2419200s"}}}"#, []),
+        (#"{"message":{"topic":"a","android":{"ttl":"2419201s"}}}"#, ["message.android.ttl"]),
+        (#"{"message":{"topic":"a","android":{"ttl":"-1s"}}}"#, ["message.android.ttl"]),
+        (#"{"message":{"topic":"a","android":{"ttl":"10"}}}"#, ["message.android.ttl"]),
+        (#"{"message":{"topic":"a","android":{"ttl":"1.0000000001s"}}}"#, ["message.android.ttl"]),
+        (#"{"message":{"topic":"a","android":{"ttl":3600}}}"#, ["message.android.ttl"]),
+        (#"{"message":{"topic":"a","android":{"data":{"gcm.x":"1"}}}}"#, ["message.android.data.gcm.x"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"color":"red"}}}}"#, ["message.android.notification.color"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"body_loc_args":["x"]}}}}"#, ["message.android.notification.body_loc_args"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"title_loc_args":["x"],"title_loc_key":"k"}}}}"#, []),
+        (#"{"message":{"topic":"a","android":{"notification":{"visibility":"public"}}}}"#, ["message.android.notification.visibility"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"notification_priority":"PRIORITY_LOUD"}}}}"#, ["message.android.notification.notification_priority"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"proxy":"MAYBE"}}}}"#, ["message.android.notification.proxy"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"event_time":"2026-13-01T00:00:00Z"}}}}"#, ["message.android.notification.event_time"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"eventTime":"2026-01-01T00:00:00.5+02:00"}}}}"#, []),
+        (#"{"message":{"topic":"a","android":{"notification":{"vibrate_timings":["1s","x"]}}}}"#, ["message.android.notification.vibrate_timings[1]"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"notification_count":-1}}}}"#, ["message.android.notification.notification_count"]),
+        (#"{"message":{"topic":"a","android":{"notification":{"light_settings":{"color":{"red":2}}}}}}"#, [
+            "message.android.notification.light_settings.color.red", "message.android.notification.light_settings.light_on_duration",
+            "message.android.notification.light_settings.light_off_duration",
+        ]),
+        (#"{"message":{"topic":"a","android":{"direct_boot_ok":"yes"}}}"#, ["message.android.direct_boot_ok"]),
+        // APNs
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-priority":10}}}}"#, ["message.apns.headers.apns-priority"]),
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-priority":"7"}}}}"#, ["message.apns.headers.apns-priority"]),
+        (#"{"message":{"topic":"a","notification":{"title":"t"},"apns":{"headers":{"apns-priority":"10"}}}}"#, []),
+        (#"{"message":{"topic":"a","data":{"k":"v"},"apns":{"headers":{"apns-priority":"10"}}}}"#, ["message.apns.headers.apns-priority"]),
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-priority":"1","apns-push-type":"backgroundish"}}}}"#, ["message.apns.headers.apns-push-type"]),
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-expiration":"soon"}}}}"#, ["message.apns.headers.apns-expiration"]),
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-collapse-id":"0123456789012345678901234567890123456789012345678901234567890123"}}}}"#, []),
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-collapse-id":"01234567890123456789012345678901234567890123456789012345678901234"}}}}"#, ["message.apns.headers.apns-collapse-id"]),
+        (#"{"message":{"topic":"a","apns":{"headers":{"apns-id":"not-a-uuid"}}}}"#, ["message.apns.headers.apns-id"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":"x"}}}}"#, ["message.apns.payload.aps"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"alert":7}}}}}"#, ["message.apns.payload.aps.alert"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"alert":{"loc-args":["x"]}}}}}}"#, ["message.apns.payload.aps.alert.loc-args"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"alert":{"titel":"x"}}}}}}"#, ["message.apns.payload.aps.alert"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"badge":-1}}}}}"#, ["message.apns.payload.aps.badge"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"badge":"1"}}}}}"#, ["message.apns.payload.aps.badge"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"sound":""}}}}}"#, ["message.apns.payload.aps.sound"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"sound":{"critical":1,"name":"a","volume":1.5}}}}}}"#, ["message.apns.payload.aps.sound.volume"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"sound":{"critical":1,"volume":0.5}}}}}}"#, ["message.apns.payload.aps.sound.name"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"content-available":true}}}}}"#, ["message.apns.payload.aps.content-available"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"mutable-content":2}}}}}"#, ["message.apns.payload.aps.mutable-content"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"interruption-level":"loud"}}}}}"#, ["message.apns.payload.aps.interruption-level"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"relevance-score":2}}}}}"#, ["message.apns.payload.aps.relevance-score"]),
+        (#"{"message":{"topic":"a","apns":{"payload":{"aps":{"badge":1,"badge":2}}}}}"#, ["body"]),
+        (#"{"message":{"topic":"a","apns":{"live_activity_token":""}}}"#, ["message.apns.live_activity_token"]),
+        // Webpush
+        (#"{"message":{"topic":"a","webpush":{"fcm_options":{"link":"http://example.com"}}}}"#, ["message.webpush.fcm_options.link"]),
+        (#"{"message":{"topic":"a","webpush":{"headers":{"TTL":"-5","Urgency":"now"}}}}"#, ["message.webpush.headers.TTL", "message.webpush.headers.Urgency"]),
+        (#"{"message":{"topic":"a","webpush":{"notification":{"dir":"up","title":3}}}}"#, ["message.webpush.notification.dir", "message.webpush.notification.title"]),
+        (#"{"message":{"topic":"a","webpush":{"data":{"from":"x"}}}}"#, ["message.webpush.data.from"]),
+    ] as [(String, [String])])
+    func rule(_ body: String, _ expectedFields: [String]) {
+        #expect(Set(self.violations(body)) == Set(expectedFields), "\(body)")
+    }
+
+    @Test func everyViolationIsReportedInOnePass() {
+        let fields = self.violations(
+            #"{"message":{"topic":"a","data":{"from":"x"},"android":{"ttl":"x","priority":"y"},"apns":{"headers":{"apns-priority":"3"}},"extra":1}}"#
+        )
+        #expect(fields.count == 5)
+    }
+
+    @Test func errorsHaveFCMsShape() throws {
+        do {
+            _ = try self.parse(#"{"message":{"topic":"a","android":{"ttl":"x"}}}"#)
+            Issue.record("expected an error")
+        } catch {
+            let json = String(decoding: JSONWriter.encode(error.json), as: UTF8.self)
+            #expect(json.hasPrefix(#"{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"#))
+            #expect(json.contains(#""details":[{"field":"message.android.ttl","description":"#))
+        }
+    }
+
+    @Test func tokensNeverAppearInErrors() {
+        do {
+            _ = try self.parse(#"{"message":{"token":"secret-token-123","topic":"a"}}"#)
+            Issue.record("expected an error")
+        } catch {
+            #expect(!String(decoding: JSONWriter.encode(error.json), as: UTF8.self).contains("secret-token-123"))
+        }
+    }
+
+    // MARK: - Size limits
+
+    func data(bytes: Int) -> String {
+        // key "k" (1 byte) + value of bytes-1 bytes.
+        #"{"k":"\#(String(repeating: "x", count: bytes - 1))"}"#
+    }
+
+    @Test func payloadLimitsAre4096And2048ForTopics() {
+        #expect(self.violations(#"{"message":{"token":"\#(Self.token)","data":\#(self.data(bytes: 4096))}}"#) == [])
+        #expect(self.violations(#"{"message":{"token":"\#(Self.token)","data":\#(self.data(bytes: 4097))}}"#) == ["message"])
+        #expect(self.violations(#"{"message":{"topic":"a","data":\#(self.data(bytes: 2048))}}"#) == [])
+        #expect(self.violations(#"{"message":{"topic":"a","data":\#(self.data(bytes: 2049))}}"#) == ["message"])
+        #expect(self.violations(#"{"message":{"condition":"'a' in topics","data":\#(self.data(bytes: 2049))}}"#) == ["message"])
+        // Notification keys and values count too, in UTF-8: "title" (5) + 1021 x "é" (2042) + "x" = 2048.
+        #expect(self.violations(#"{"message":{"topic":"a","notification":{"title":"\#(String(repeating: "é", count: 1021))x"}}}"#) == [])
+        #expect(self.violations(#"{"message":{"topic":"a","notification":{"title":"\#(String(repeating: "é", count: 1021))xx"}}}"#) == ["message"])
+    }
+
+    /// design.md use case 5: an APNs body of 4096 bytes fits, 4097 does not; VoIP may use 5120.
+    @Test func apnsBodyLimit() throws {
+        func rendered(customBytes: Int, voip: Bool = false) throws -> RenderedMessage {
+            let headers = voip ? #""headers":{"apns-push-type":"voip"},"# : ""
+            let body = #"{"message":{"token":"\#(Self.token)","apns":{\#(headers)"payload":{"aps":{"alert":"hi"},"c":"\#(String(repeating: "x", count: customBytes))"}}}}"#
+            return RenderedMessage(try self.parse(body).message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+        }
+        let probe = try rendered(customBytes: 0)
+        let overhead = probe.apnsBody.count  // {"aps":{"alert":"hi"},"c":""}
+        let exact = try rendered(customBytes: 4096 - overhead)
+        #expect(exact.apnsBody.count == 4096)
+        #expect(exact.fits(.ios))
+        #expect(exact.fits(.android), "the Android recipients of the same send are unaffected")
+        let over = try rendered(customBytes: 4097 - overhead)
+        #expect(over.apnsBody.count == 4097)
+        #expect(!over.fits(.ios))
+        let voip = try rendered(customBytes: 5000 - overhead, voip: true)
+        #expect(voip.apnsBody.count > 4096 && voip.fits(.ios))
+        #expect(!(try rendered(customBytes: 5121, voip: true)).fits(.ios))
+    }
+
+    // MARK: - Rendering
+
+    @Test func apnsRenderingAppliesNotificationAndData() throws {
+        let request = try self.parse(
+            #"{"message":{"token":"\#(Self.token)","notification":{"title":"T","body":"B","image":"https://i/x.png"},"data":{"k":"v"}}}"#
+        )
+        let body = try JSONParser.parse(RenderedMessage(request.message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0)).apnsBody)
+        let expected = try JSONParser.parse(
+            Array(#"{"aps":{"alert":{"title":"T","body":"B"},"mutable-content":1},"fcm_options":{"image":"https://i/x.png"},"k":"v"}"#.utf8)
+        )
+        #expect(body == expected)
+    }
+
+    /// design.md use case 1: a data message to a topic reaches iOS as a background push.
+    @Test func configInvalidationIsABackgroundPushOnIOS() throws {
+        let request = try self.parse(
+            #"{"message":{"topic":"PUSH_RC","data":{"CONFIG_STATE":"STALE"},"apns":{"headers":{"apns-priority":"5"}}}}"#
+        )
+        let rendered = RenderedMessage(request.message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+        #expect(String(decoding: rendered.apnsBody, as: UTF8.self) == #"{"aps":{"content-available":1},"CONFIG_STATE":"STALE"}"#)
+        #expect(String(decoding: rendered.androidPayload, as: UTF8.self) == #"{"data":{"CONFIG_STATE":"STALE"}}"#)
+        #expect(String(decoding: rendered.webpushPayload, as: UTF8.self) == #"{"data":{"CONFIG_STATE":"STALE"}}"#)
+    }
+
+    @Test func platformOverridesAndExpiry() throws {
+        let request = try self.parse(
+            #"{"message":{"token":"\#(Self.token)","data":{"a":"1","b":"2"},"android":{"ttl":"60.5s","collapse_key":"ck","data":{"b":"android"}},"apns":{"headers":{"apns-expiration":"0","apns-collapse-id":"ac"}},"webpush":{"headers":{"TTL":"30"},"data":{"c":"web"}}}}"#
+        )
+        let accepted = Timestamp(millisecondsSinceEpoch: 1_000_000)
+        let rendered = RenderedMessage(request.message, acceptedAt: accepted)
+        #expect(String(decoding: rendered.androidPayload, as: UTF8.self) == #"{"data":{"a":"1","b":"android"},"collapse_key":"ck","ttl":"60s"}"#)
+        #expect(String(decoding: rendered.webpushPayload, as: UTF8.self) == #"{"data":{"a":"1","b":"2","c":"web"}}"#)
+        #expect(rendered.expiry(for: .android) == accepted.advanced(by: .seconds(60)))
+        #expect(rendered.expiry(for: .ios) == accepted, "apns-expiration 0 expires at once")
+        #expect(rendered.expiry(for: .web) == accepted.advanced(by: .seconds(30)))
+        #expect(rendered.collapseKey(for: .android) == "ck")
+        #expect(rendered.collapseKey(for: .ios) == "ac")
+        #expect(rendered.collapseKey(for: .web) == nil)
+
+        let defaults = RenderedMessage(try self.parse(#"{"message":{"topic":"a"}}"#).message, acceptedAt: accepted)
+        #expect(defaults.expiry(for: .android) == accepted.advanced(by: .seconds(2_419_200)))
+        #expect(defaults.expiry(for: .ios) == accepted.advanced(by: .seconds(30 * 86_400)))
+    }
+
+    @Test func targetsOfEveryKind() throws {
+        #expect(try self.parse(#"{"message":{"topic":"/topics/news"}}"#).message.target == .topic(TopicName("news")!))
+        #expect(try self.parse(#"{"message":{"fid":"eWkQ0JhLD2hnwthI-tkvWz"}}"#).message.target == .fid(FID("eWkQ0JhLD2hnwthI-tkvWz")!))
+        #expect(try self.parse(#"{"message":{"user":"ana"}}"#).message.target == .user(UserID("ana")!))
+        let multicast = try self.parse(#"{"message":{"tokens":["t1","t2"],"fids":["eWkQ0JhLD2hnwthI-tkvWz"]}}"#).message.target
+        #expect(multicast.kind == "multicast")
+        let tooMany = "[" + (0..<501).map { "\"t\($0)\"" }.joined(separator: ",") + "]"
+        #expect(self.violations(#"{"message":{"tokens":\#(tooMany)}}"#) == ["message.tokens"])
+        #expect(try self.parse(#"{"topic":"bare"}"#).message.target == .topic(TopicName("bare")!), "a bare message is accepted")
+        #expect(try self.parse(#"{"validate_only":true,"message":{"topic":"a"}}"#).validateOnly)
+    }
+}
