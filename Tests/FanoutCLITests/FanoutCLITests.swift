@@ -10,17 +10,21 @@ struct FanoutCLITests {
         var error: String
     }
 
-    /// Runs the `fanout` binary built next to this test bundle.
-    func fanout(_ arguments: String...) throws -> Outcome {
+    /// Runs the `fanout` binary built next to this test bundle, with `input` on stdin.
+    func fanout(_ arguments: String..., input: String = "") throws -> Outcome {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let process = Process()
         process.executableURL = directory.appendingPathComponent("fanout")
         process.arguments = arguments
         let output = Pipe()
         let error = Pipe()
+        let standardInput = Pipe()
         process.standardOutput = output
         process.standardError = error
+        process.standardInput = standardInput
         try process.run()
+        standardInput.fileHandleForWriting.write(Data(input.utf8))
+        try standardInput.fileHandleForWriting.close()
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = error.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
@@ -69,5 +73,30 @@ struct FanoutCLITests {
         #expect(demo.status == 0)
         #expect(demo.output.contains("reaches 2 installations"))
         #expect(demo.output.contains("old token: UNREGISTERED"))
+    }
+
+    @Test func validateReadsStdinAndFiles() throws {
+        let valid = try self.fanout("validate", input: #"{"message":{"topic":"news","data":{"k":"v"}}}"#)
+        #expect(valid.status == 0)
+        #expect(valid.output == #"{"valid":true,"target":{"kind":"topic","value":"news"},"payloadBytes":2,"limitBytes":2048}"# + "\n")
+
+        let invalid = try self.fanout("validate", "-", input: #"{"message":{"topic":"news","android":{"ttl":"5 weeks"}}}"#)
+        #expect(invalid.status == 1)
+        #expect(invalid.output.contains(#""field":"message.android.ttl""#))
+        #expect(invalid.output.hasPrefix(#"{"error":{"code":400,"status":"INVALID_ARGUMENT""#))
+
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-validate-\(getpid()).json").path
+        try Data(#"{"message":{"token":"t:APA91b","apns":{"payload":{"aps":{"alert":"\#(String(repeating: "x", count: 4100))"}}}}}"#.utf8)
+            .write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try self.fanout("validate", path).status == 0)
+        #expect(try self.fanout("validate", path, "--platform", "android").status == 0)
+        let ios = try self.fanout("validate", path, "--platform", "ios")
+        #expect(ios.status == 1)
+        #expect(ios.output.contains("rendered ios payload"))
+        #expect(!ios.output.contains("APA91b"), "tokens are never printed")
+
+        #expect(try self.fanout("validate", "/nonexistent/body.json").status == 2)
+        #expect(try self.fanout("validate", "--platform", "symbian", input: "{}").status == 2)
     }
 }
