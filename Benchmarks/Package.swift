@@ -21,6 +21,15 @@ let package = Package(
             ],
             path: "Benchmarks/TopicIndexBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        .executableTarget(
+            name: "MessageBenchmarks",
+            dependencies: [
+                .product(name: "FanoutCore", package: "fanout"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/MessageBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )

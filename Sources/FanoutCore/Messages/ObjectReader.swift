@@ -3,8 +3,14 @@
 /// reported with the field's path. Every problem is added to the shared `Violations`.
 struct ObjectReader {
     let path: String
-    private var remaining: [String: JSONValue]
-    private var order: [String]
+    private let members: [JSONObject.Member]
+    /// Each member's key in snake_case, when some key was spelled in camelCase; `nil` when every
+    /// key is already snake_case (what the SDKs send), so the keys are compared as they are.
+    private let names: [String]?
+    /// Members taken so far: a bit per member for the first 64, an array beyond.
+    private var takenBits: UInt64 = 0
+    private var takenOverflow: [Bool]
+    private var remaining: Int
 
     /// Reads `value` as an object at `path`; a non-object is a violation and reads as empty.
     init?(_ value: JSONValue, at path: String, violations: inout Violations) {
@@ -13,23 +19,36 @@ struct ObjectReader {
             return nil
         }
         self.path = path
-        self.remaining = [:]
-        self.order = []
-        for member in object.members {
-            self.remaining[member.key] = member.value
-            self.order.append(member.key)
-        }
+        self.members = object.members
+        let needsConversion = object.members.contains { Self.snakeCase($0.key) != $0.key }
+        self.names = needsConversion ? object.members.map { Self.snakeCase($0.key) } : nil
+        self.takenOverflow = object.members.count > 64 ? [Bool](repeating: false, count: object.members.count) : []
+        self.remaining = object.members.count
     }
 
-    /// The value of field `name` (snake_case), under either spelling.
+    private func isTaken(_ index: Int) -> Bool {
+        index < 64 ? self.takenBits & (1 << UInt64(index)) != 0 : self.takenOverflow[index]
+    }
+
+    private mutating func markTaken(_ index: Int) {
+        if index < 64 { self.takenBits |= 1 << UInt64(index) } else { self.takenOverflow[index] = true }
+        self.remaining -= 1
+    }
+
+    /// The value of field `name` (snake_case), under either spelling. Objects are small (a few
+    /// dozen members at most), so a scan beats hashing.
     mutating func take(_ name: String, violations: inout Violations) -> JSONValue? {
-        let camel = Self.lowerCamelCase(name)
-        let snakeValue = self.remaining.removeValue(forKey: name)
-        let camelValue = camel == name ? nil : self.remaining.removeValue(forKey: camel)
-        if snakeValue != nil && camelValue != nil {
-            violations.add(self.field(name), "given twice, as \"\(name)\" and \"\(camel)\"")
+        guard self.remaining > 0 else { return nil }
+        var found: JSONValue? = nil
+        for index in self.members.indices where !self.isTaken(index) && (self.names?[index] ?? self.members[index].key) == name {
+            if found != nil {
+                violations.add(self.field(name), "given twice, as \"\(name)\" and \"\(Self.lowerCamelCase(name))\"")
+            } else {
+                found = self.members[index].value
+            }
+            self.markTaken(index)
         }
-        return snakeValue ?? camelValue
+        return found
     }
 
     /// The path of field `name` below this object.
@@ -37,8 +56,9 @@ struct ObjectReader {
 
     /// Reports every field that was not taken.
     func finish(violations: inout Violations) {
-        for key in self.order where self.remaining[key] != nil {
-            violations.add(self.path, "Unknown name \"\(Self.printable(key))\": Cannot find field.")
+        guard self.remaining > 0 else { return }
+        for index in self.members.indices where !self.isTaken(index) {
+            violations.add(self.path, "Unknown name \"\(Self.printable(self.members[index].key))\": Cannot find field.")
         }
     }
 
@@ -132,6 +152,22 @@ struct ObjectReader {
     }
 
     // MARK: - Names
+
+    /// `collapseKey` -> `collapse_key`; keys without an uppercase ASCII letter are returned as they are.
+    static func snakeCase(_ key: String) -> String {
+        guard key.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return key }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(key.utf8.count + 4)
+        for byte in key.utf8 {
+            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") {
+                bytes.append(UInt8(ascii: "_"))
+                bytes.append(byte + 32)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
 
     static func lowerCamelCase(_ snake: String) -> String {
         var result = ""

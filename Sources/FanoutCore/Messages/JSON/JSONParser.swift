@@ -28,7 +28,8 @@ public struct JSONParser {
     private let limits: Limits
     private var position = 0
     private var depth = 0
-    /// The keys leading to the current value, for duplicate-key errors.
+    /// The keys leading to the current value, for duplicate-key errors (array elements are not
+    /// tracked: duplicates are reported with the keys of the enclosing objects).
     private var path: [String] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, limits: Limits) {
@@ -128,9 +129,7 @@ public struct JSONParser {
         }
         while true {
             self.skipWhitespace()
-            self.path.append("[\(elements.count)]")
             elements.append(try self.parseValue())
-            self.path.removeLast()
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1

@@ -1,7 +1,8 @@
-/// A parsed JSON value. Objects keep their members in input order (rendering is deterministic and
+/// A parsed JSON value (not `indirect`: arrays and objects already live in heap storage, so the
+/// other cases need no box). Objects keep their members in input order (rendering is deterministic and
 /// duplicate keys were already rejected); numbers keep their lexeme, so nothing is rounded until a
 /// field asks for an integer or a double.
-public indirect enum JSONValue: Hashable, Sendable {
+public enum JSONValue: Hashable, Sendable {
     case null
     case bool(Bool)
     case number(JSONNumber)
