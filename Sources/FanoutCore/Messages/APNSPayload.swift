@@ -48,7 +48,9 @@ enum APNSPayload {
     /// requires 5 for data-only messages to iOS.
     static func dataOnlyPriorityViolation(message: Message, apns: Message.APNSConfig) -> String? {
         guard apns.header("apns-priority") == "10" else { return nil }
-        guard case .object(let aps)? = self.render(message)["aps"], !self.isVisible(aps) else { return nil }
+        // What `render` would show: the payload's own alert, badge or sound, or `notification`'s alert.
+        if case .object(let aps)? = apns.payload?["aps"], self.isVisible(aps) { return nil }
+        if let notification = message.notification, notification.title != nil || notification.body != nil { return nil }
         return "a data-only (background) message to iOS must use apns-priority 5, not 10"
     }
 }

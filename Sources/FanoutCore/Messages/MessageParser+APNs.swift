@@ -40,8 +40,8 @@ extension MessageParser {
 
     private static func checkAPNsHeaders(_ headers: [(key: String, value: String)], at path: String, violations: inout Violations) {
         for (name, value) in headers {
-            let field = "\(path).\(ObjectReader.printable(name))"
-            switch name.lowercased() {
+            var field: String { "\(path).\(ObjectReader.printable(name))" }
+            switch Self.asciiLowercased(name) {
             case "apns-priority":
                 if !["10", "5", "1"].contains(value) { violations.add(field, "must be \"10\", \"5\" or \"1\"") }
             case "apns-push-type":
@@ -71,7 +71,7 @@ extension MessageParser {
             return
         }
         for member in object.members {
-            let field = "\(apsPath).\(ObjectReader.printable(member.key))"
+            var field: String { "\(apsPath).\(ObjectReader.printable(member.key))" }
             let value = member.value
             switch member.key {
             case "alert":
@@ -114,7 +114,7 @@ extension MessageParser {
             return
         case .object(let object):
             for member in object.members {
-                let field = "\(path).\(ObjectReader.printable(member.key))"
+                var field: String { "\(path).\(ObjectReader.printable(member.key))" }
                 guard self.alertKeys.contains(member.key) else {
                     violations.add(path, "Unknown name \"\(ObjectReader.printable(member.key))\" in the alert dictionary")
                     continue
@@ -148,7 +148,7 @@ extension MessageParser {
             if name.isEmpty { violations.add(path, "must be a non-empty string") }
         case .object(let object):
             for member in object.members {
-                let field = "\(path).\(ObjectReader.printable(member.key))"
+                var field: String { "\(path).\(ObjectReader.printable(member.key))" }
                 switch member.key {
                 case "critical":
                     if case .number(let number) = member.value, number.int64 == 0 || number.int64 == 1 {} else {
@@ -172,6 +172,12 @@ extension MessageParser {
         default:
             violations.add(path, "must be a sound name or a critical sound dictionary, got \(sound.typeName)")
         }
+    }
+
+    /// `name` with ASCII letters lowercased; header names are ASCII, and most are lowercase already.
+    static func asciiLowercased(_ name: String) -> String {
+        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return name }
+        return String(decoding: name.utf8.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
     }
 
     /// `8-4-4-4-12` hexadecimal digits.

@@ -172,8 +172,19 @@ public enum MessageParser {
     /// Reserved keys: `from`, `message_type`, and anything starting with `google` or `gcm`, any case.
     static func checkDataKeys(_ data: [(key: String, value: String)], at path: String, violations: inout Violations) {
         for (key, _) in data {
-            let lowered = key.lowercased()
-            if lowered == "from" || lowered == "message_type" || lowered.hasPrefix("google") || lowered.hasPrefix("gcm") {
+            let utf8 = key.utf8
+            func isReserved(_ word: StaticString, wholeKey: Bool) -> Bool {
+                let count = word.utf8CodeUnitCount
+                guard wholeKey ? utf8.count == count : utf8.count >= count else { return false }
+                return word.withUTF8Buffer { expected in
+                    zip(utf8.prefix(count), expected).allSatisfy { actual, wanted in
+                        (actual >= UInt8(ascii: "A") && actual <= UInt8(ascii: "Z") ? actual + 32 : actual) == wanted
+                    }
+                }
+            }
+            if isReserved("from", wholeKey: true) || isReserved("message_type", wholeKey: true)
+                || isReserved("google", wholeKey: false) || isReserved("gcm", wholeKey: false)
+            {
                 violations.add("\(path).\(ObjectReader.printable(key))", "Invalid data key: \"\(ObjectReader.printable(key))\" is reserved")
             }
         }
