@@ -150,7 +150,7 @@ public struct JSONParser {
             let byte = self.bytes[self.position]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: self.bytes[start..<self.position])
-                guard let string = String(validating: slice, as: UTF8.self) else {
+                guard let string = Self.string(validating: slice) else {
                     throw Error(offset: start, reason: "a string is not valid UTF-8")
                 }
                 self.position += 1
@@ -166,7 +166,7 @@ public struct JSONParser {
             guard let byte = self.peek() else { throw Error(offset: start - 1, reason: "unterminated string") }
             if byte == UInt8(ascii: "\"") {
                 self.position += 1
-                guard let string = String(validating: buffer, as: UTF8.self) else {
+                guard let string = buffer.withUnsafeBufferPointer(Self.string(validating:)) else {
                     throw Error(offset: start, reason: "a string is not valid UTF-8")
                 }
                 return string
@@ -206,6 +206,17 @@ public struct JSONParser {
                 throw self.error("an invalid escape sequence")
             }
         }
+    }
+
+    /// The string of `bytes` if they are valid UTF-8. `String(validating:)` is generic and not
+    /// specialised here (it looks up type metadata on every call); `String(decoding:)` is, but it
+    /// repairs invalid input, so a repair is detected by comparing the bytes back.
+    private static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        var high: UInt8 = 0
+        for byte in bytes { high |= byte }
+        let string = String(decoding: bytes, as: UTF8.self)
+        if high < 0x80 { return string }
+        return string.utf8.elementsEqual(bytes) ? string : nil
     }
 
     private mutating func parseHex4() throws(Error) -> UInt32 {

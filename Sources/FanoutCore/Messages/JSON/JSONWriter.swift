@@ -32,27 +32,44 @@ public struct JSONWriter {
 
     public mutating func write(string: String) {
         self.bytes.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case UInt8(ascii: "\n"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case UInt8(ascii: "\r"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case UInt8(ascii: "\t"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                self.bytes.append(hex[Int(byte >> 4)])
-                self.bytes.append(hex[Int(byte & 0xF)])
-            default: self.bytes.append(byte)
+        var string = string
+        string.withUTF8 { utf8 in
+            // Copy runs that need no escaping in one go; escape the rest.
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                self.writeEscaped(byte)
+                runStart = index + 1
             }
+            self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
         self.bytes.append(UInt8(ascii: "\""))
     }
 
+    private mutating func writeEscaped(_ byte: UInt8) {
+        switch byte {
+        case UInt8(ascii: "\""): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+        case UInt8(ascii: "\\"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+        case UInt8(ascii: "\n"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+        case UInt8(ascii: "\r"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+        case UInt8(ascii: "\t"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+        default:
+            let hex: StaticString = "0123456789abcdef"
+            hex.withUTF8Buffer { digits in
+                self.bytes.append(contentsOf: [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                    digits[Int(byte >> 4)], digits[Int(byte & 0xF)],
+                ])
+            }
+        }
+    }
+
     /// The compact JSON text of `value`.
-    public static func encode(_ value: JSONValue) -> [UInt8] {
+    public static func encode(_ value: JSONValue, capacity: Int = 1024) -> [UInt8] {
         var writer = JSONWriter()
+        writer.bytes.reserveCapacity(capacity)
         writer.write(value)
         return writer.bytes
     }
