@@ -36,6 +36,20 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
         self.low = low
     }
 
+    /// The packed form (132 bits), for compact binary encodings such as the write-ahead log.
+    package var packed: (high: UInt64, middle: UInt64, low: UInt16) { (self.high, self.middle, self.low) }
+
+    /// A FID from its packed form; `nil` when the bits are not a valid FID (header bits, ranges).
+    package init?(packed: (high: UInt64, middle: UInt64, low: UInt16)) {
+        // Characters 0...9 and 10...19 use 60 bits each, 20...21 use 12; the first is c-f.
+        guard packed.high >> 60 == 0, packed.middle >> 60 == 0, packed.low >> 12 == 0,
+            (28...31).contains(packed.high >> 54)
+        else { return nil }
+        self.high = packed.high
+        self.middle = packed.middle
+        self.low = packed.low
+    }
+
     /// The 22-character string form.
     public var string: String {
         var characters = [UInt8](repeating: 0, count: 22)

@@ -1,0 +1,122 @@
+/// Little-endian binary writing for the write-ahead log (the on-disk byte order, docs/wal-format.md).
+struct BinaryWriter {
+    private(set) var bytes: [UInt8] = []
+
+    init(capacity: Int = 256) {
+        self.bytes.reserveCapacity(capacity)
+    }
+
+    mutating func write<I: FixedWidthInteger>(_ value: I) {
+        withUnsafeBytes(of: value.littleEndian) { self.bytes.append(contentsOf: $0) }
+    }
+
+    mutating func write(_ bool: Bool) {
+        self.bytes.append(bool ? 1 : 0)
+    }
+
+    /// A string: u32 byte count, then UTF-8.
+    mutating func write(_ string: String) {
+        self.write(UInt32(string.utf8.count))
+        self.bytes.append(contentsOf: string.utf8)
+    }
+
+    /// An optional string: u8 presence, then the string.
+    mutating func write(_ string: String?) {
+        self.write(string != nil)
+        if let string { self.write(string) }
+    }
+
+    mutating func write(_ fid: FID) {
+        let packed = fid.packed
+        self.write(packed.high)
+        self.write(packed.middle)
+        self.write(packed.low)
+    }
+
+    mutating func write(_ timestamp: Timestamp) {
+        self.write(timestamp.millisecondsSinceEpoch)
+    }
+
+    mutating func append(_ bytes: [UInt8]) {
+        self.bytes.append(contentsOf: bytes)
+    }
+
+    /// Overwrites a u32 written earlier at `offset` (length back-filling).
+    mutating func set(_ value: UInt32, at offset: Int) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+            for index in 0..<4 { self.bytes[offset + index] = raw[index] }
+        }
+    }
+}
+
+/// Reads what `BinaryWriter` wrote. Every read is bounds-checked and throws at the first byte that
+/// does not fit; nothing traps on malformed input.
+struct BinaryReader {
+    struct Error: Swift.Error, Hashable, Sendable {
+        var offset: Int
+        var reason: String
+    }
+
+    private let bytes: [UInt8]
+    private(set) var position: Int
+    let end: Int
+
+    init(_ bytes: [UInt8], from start: Int = 0, to end: Int? = nil) {
+        self.bytes = bytes
+        self.position = start
+        self.end = min(end ?? bytes.count, bytes.count)
+    }
+
+    var remaining: Int { self.end - self.position }
+
+    mutating func read<I: FixedWidthInteger>(_: I.Type) throws(Error) -> I {
+        let size = MemoryLayout<I>.size
+        guard self.remaining >= size else { throw Error(offset: self.position, reason: "truncated") }
+        var value: I = 0
+        for index in 0..<size {
+            value |= I(truncatingIfNeeded: self.bytes[self.position + index]) << (8 * index)
+        }
+        self.position += size
+        return value
+    }
+
+    mutating func readBool() throws(Error) -> Bool {
+        switch try self.read(UInt8.self) {
+        case 0: return false
+        case 1: return true
+        default: throw Error(offset: self.position - 1, reason: "a boolean must be 0 or 1")
+        }
+    }
+
+    mutating func readBytes(_ count: Int) throws(Error) -> ArraySlice<UInt8> {
+        guard count >= 0, self.remaining >= count else { throw Error(offset: self.position, reason: "truncated") }
+        defer { self.position += count }
+        return self.bytes[self.position..<self.position + count]
+    }
+
+    /// A string of at most `limit` bytes of valid UTF-8.
+    mutating func readString(limit: Int = 1 << 16) throws(Error) -> String {
+        let count = Int(try self.read(UInt32.self))
+        guard count <= limit else { throw Error(offset: self.position - 4, reason: "a string longer than \(limit) bytes") }
+        let start = self.position
+        let bytes = try self.readBytes(count)
+        let string = String(decoding: bytes, as: UTF8.self)
+        guard string.utf8.elementsEqual(bytes) else { throw Error(offset: start, reason: "a string is not valid UTF-8") }
+        return string
+    }
+
+    mutating func readOptionalString(limit: Int = 1 << 16) throws(Error) -> String? {
+        try self.readBool() ? try self.readString(limit: limit) : nil
+    }
+
+    mutating func readFID() throws(Error) -> FID {
+        let start = self.position
+        let packed = (try self.read(UInt64.self), try self.read(UInt64.self), try self.read(UInt16.self))
+        guard let fid = FID(packed: packed) else { throw Error(offset: start, reason: "not a valid FID") }
+        return fid
+    }
+
+    mutating func readTimestamp() throws(Error) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: try self.read(Int64.self))
+    }
+}

@@ -1,0 +1,78 @@
+/// The on-disk layout of write-ahead log segments (normative text: docs/wal-format.md).
+///
+/// ```
+/// segment header (32 bytes)
+/// +----------------+---------+---------+----------+-----------------+-----------------+
+/// | magic FANOUTWL | version | flags   | reserved | segment index   | first LSN       |
+/// | 8 bytes        | u16     | u16 = 0 | u32 = 0  | u64             | u64             |
+/// +----------------+---------+---------+----------+-----------------+-----------------+
+/// then batches, back to back (28-byte header + payload)
+/// +-----------+---------+-----------+--------------+-------+---------+--------------+---------+
+/// | length    | crc32c  | first LSN | record count | flags | reserved| uncompressed | payload |
+/// | u32       | u32     | u64       | u32          | u8    | 3 bytes | u32          | length  |
+/// +-----------+---------+-----------+--------------+-------+---------+--------------+---------+
+/// ```
+/// All integers little-endian. The CRC covers the length field, bytes 8..<28 of the header and the
+/// payload. Flag bit 0: the payload is an LZ4 block that expands to `uncompressed` bytes. The
+/// (expanded) payload is the records, each `u32 length | u8 type | body`.
+public enum WALFormat {
+    public static let magic: [UInt8] = Array("FANOUTWL".utf8)
+    public static let version: UInt16 = 1
+    public static let segmentHeaderSize = 32
+    public static let batchHeaderSize = 28
+    /// Batches whose records take more bytes than this are LZ4-compressed (when that is smaller).
+    public static let compressionThreshold = 4096
+    /// The largest batch payload, compressed or not; larger lengths are damage, never allocated.
+    public static let maximumBatchPayload = 64 << 20
+    static let flagLZ4: UInt8 = 1
+
+    /// The 32-byte header of segment `index` whose first record is `firstLSN`.
+    public static func segmentHeader(index: UInt64, firstLSN: UInt64) -> [UInt8] {
+        var writer = BinaryWriter(capacity: Self.segmentHeaderSize)
+        writer.append(Self.magic)
+        writer.write(Self.version)
+        writer.write(UInt16(0))
+        writer.write(UInt32(0))
+        writer.write(index)
+        writer.write(firstLSN)
+        return writer.bytes
+    }
+
+    /// One framed batch holding `records`, numbered from `firstLSN`.
+    public static func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
+        var body = BinaryWriter(capacity: 64 * records.count)
+        for record in records {
+            let lengthOffset = body.bytes.count
+            body.write(UInt32(0))
+            record.encode(into: &body)
+            body.set(UInt32(body.bytes.count - lengthOffset - 4), at: lengthOffset)
+        }
+        var payload = body.bytes
+        var flags: UInt8 = 0
+        if payload.count > Self.compressionThreshold, let compressed = LZ4.compress(payload), compressed.count < payload.count {
+            payload = compressed
+            flags |= Self.flagLZ4
+        }
+        var writer = BinaryWriter(capacity: Self.batchHeaderSize + payload.count)
+        writer.write(UInt32(payload.count))
+        writer.write(UInt32(0))  // CRC, filled below
+        writer.write(firstLSN)
+        writer.write(UInt32(records.count))
+        writer.write(flags)
+        writer.write(UInt8(0))
+        writer.write(UInt16(0))
+        writer.write(UInt32(body.bytes.count))
+        writer.append(payload)
+        writer.set(Self.batchChecksum(writer.bytes, at: 0, payloadLength: payload.count), at: 4)
+        return writer.bytes
+    }
+
+    /// The CRC of the batch starting at `offset`: its length field, header bytes 8..<28, payload.
+    static func batchChecksum(_ bytes: [UInt8], at offset: Int, payloadLength: Int) -> UInt32 {
+        bytes.withUnsafeBytes { raw in
+            let length = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[offset..<offset + 4]))
+            let end = offset + Self.batchHeaderSize + payloadLength
+            return CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[offset + 8..<end]), continuing: length)
+        }
+    }
+}

@@ -1,0 +1,184 @@
+extension WALRecord {
+    /// The most FIDs in one subscribe or unsubscribe record (a batch is at most 1000; room to spare).
+    static let maximumFIDsPerRecord = 1 << 16
+
+    /// Appends `u8 type | body` (docs/wal-format.md).
+    func encode(into writer: inout BinaryWriter) {
+        switch self {
+        case .createProject(let project):
+            writer.write(Kind.createProject.rawValue)
+            writer.write(project.value)
+        case .deleteProject(let project):
+            writer.write(Kind.deleteProject.rawValue)
+            writer.write(project.value)
+        case .register(let project, let r):
+            writer.write(Kind.register.rawValue)
+            writer.write(project.value)
+            writer.write(r.fid)
+            writer.write(r.token?.value)
+            writer.write(Self.platformCode(r.platform))
+            writer.write(r.appID.value)
+            writer.write(r.device.name)
+            writer.write(r.device.os)
+            writer.write(r.device.type)
+            writer.write(r.apnsToken?.hex)
+            writer.write(r.at)
+        case .refreshToken(let project, let fid, let token, let at):
+            writer.write(Kind.refreshToken.rawValue)
+            writer.write(project.value)
+            writer.write(fid)
+            writer.write(token.value)
+            writer.write(at)
+        case .touch(let project, let fid, let at):
+            writer.write(Kind.touch.rawValue)
+            writer.write(project.value)
+            writer.write(fid)
+            writer.write(at)
+        case .deleteInstallation(let project, let fid):
+            writer.write(Kind.deleteInstallation.rawValue)
+            writer.write(project.value)
+            writer.write(fid)
+        case .bindDevice(let project, let fid, let user, let anonymous, let at):
+            writer.write(Kind.bindDevice.rawValue)
+            writer.write(project.value)
+            writer.write(fid)
+            writer.write(user.value)
+            writer.write(anonymous)
+            writer.write(at)
+        case .signOut(let project, let user, let fid):
+            writer.write(Kind.signOut.rawValue)
+            writer.write(project.value)
+            writer.write(user.value)
+            writer.write(fid)
+        case .linkUser(let project, let anonymous, let permanent, let at):
+            writer.write(Kind.linkUser.rawValue)
+            writer.write(project.value)
+            writer.write(anonymous.value)
+            writer.write(permanent.value)
+            writer.write(at)
+        case .cleanUpAnonymousUsers(let project, let at):
+            writer.write(Kind.cleanUpAnonymousUsers.rawValue)
+            writer.write(project.value)
+            writer.write(at)
+        case .pruneExpiredInstallations(let project, let at):
+            writer.write(Kind.pruneExpiredInstallations.rawValue)
+            writer.write(project.value)
+            writer.write(at)
+        case .subscribe(let project, let topic, let fids), .unsubscribe(let project, let topic, let fids):
+            if case .subscribe = self {
+                writer.write(Kind.subscribe.rawValue)
+            } else {
+                writer.write(Kind.unsubscribe.rawValue)
+            }
+            writer.write(project.value)
+            writer.write(topic.value)
+            writer.write(UInt32(fids.count))
+            for fid in fids { writer.write(fid) }
+        }
+    }
+
+    /// Decodes one record that must use every byte of `reader` up to its end. Every value is
+    /// validated as the engine's own types require.
+    static func decode(from reader: inout BinaryReader) throws(BinaryReader.Error) -> WALRecord {
+        let typeOffset = reader.position
+        guard let kind = Kind(rawValue: try reader.read(UInt8.self)) else {
+            throw BinaryReader.Error(offset: typeOffset, reason: "unknown record type")
+        }
+        let project = try Self.validated(ProjectID(try reader.readString(limit: 64)), reader, "project id")
+        let record: WALRecord
+        switch kind {
+        case .createProject:
+            record = .createProject(project)
+        case .deleteProject:
+            record = .deleteProject(project)
+        case .register:
+            let fid = try reader.readFID()
+            let token = try reader.readOptionalString(limit: RegistrationToken.maximumLength)
+                .map { (value: String) throws(BinaryReader.Error) in try Self.validated(RegistrationToken(value), reader, "token") }
+            let platform = try Self.platform(try reader.read(UInt8.self), reader)
+            let appID = try Self.validated(AppID(try reader.readString(limit: AppID.maximumLength)), reader, "app id")
+            let name = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
+            let os = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
+            let type = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
+            let device: DeviceDetails
+            do {
+                device = try DeviceDetails(name: name, os: os, type: type)
+            } catch {
+                throw BinaryReader.Error(offset: reader.position, reason: "invalid device details")
+            }
+            let apns = try reader.readOptionalString(limit: 200)
+                .map { (value: String) throws(BinaryReader.Error) in try Self.validated(APNsDeviceToken(value), reader, "APNs token") }
+            let at = try reader.readTimestamp()
+            record = .register(
+                project,
+                RegisteredInstallation(fid: fid, token: token, platform: platform, appID: appID, device: device, apnsToken: apns, at: at)
+            )
+        case .refreshToken:
+            let fid = try reader.readFID()
+            let token = try Self.validated(
+                RegistrationToken(try reader.readString(limit: RegistrationToken.maximumLength)),
+                reader,
+                "token"
+            )
+            record = .refreshToken(project, fid: fid, token: token, at: try reader.readTimestamp())
+        case .touch:
+            let fid = try reader.readFID()
+            record = .touch(project, fid: fid, at: try reader.readTimestamp())
+        case .deleteInstallation:
+            record = .deleteInstallation(project, fid: try reader.readFID())
+        case .bindDevice:
+            let fid = try reader.readFID()
+            let user = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let anonymous = try reader.readBool()
+            record = .bindDevice(project, fid: fid, user: user, anonymous: anonymous, at: try reader.readTimestamp())
+        case .signOut:
+            let user = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            record = .signOut(project, user: user, fid: try reader.readFID())
+        case .linkUser:
+            let anonymous = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let permanent = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            record = .linkUser(project, anonymous: anonymous, permanent: permanent, at: try reader.readTimestamp())
+        case .cleanUpAnonymousUsers:
+            record = .cleanUpAnonymousUsers(project, at: try reader.readTimestamp())
+        case .pruneExpiredInstallations:
+            record = .pruneExpiredInstallations(project, at: try reader.readTimestamp())
+        case .subscribe, .unsubscribe:
+            let topic = try Self.validated(TopicName(try reader.readString(limit: TopicName.maximumLength)), reader, "topic")
+            let count = Int(try reader.read(UInt32.self))
+            // Each FID is 18 bytes: a count the remaining bytes cannot hold is refused before allocating.
+            guard count <= Self.maximumFIDsPerRecord, count * 18 <= reader.remaining else {
+                throw BinaryReader.Error(offset: reader.position - 4, reason: "a FID count the record cannot hold")
+            }
+            var fids: [FID] = []
+            fids.reserveCapacity(count)
+            for _ in 0..<count { fids.append(try reader.readFID()) }
+            record = kind == .subscribe ? .subscribe(project, topic: topic, fids: fids) : .unsubscribe(project, topic: topic, fids: fids)
+        }
+        guard reader.remaining == 0 else {
+            throw BinaryReader.Error(offset: reader.position, reason: "trailing bytes after the record")
+        }
+        return record
+    }
+
+    private static func validated<T>(_ value: T?, _ reader: BinaryReader, _ what: String) throws(BinaryReader.Error) -> T {
+        guard let value else { throw BinaryReader.Error(offset: reader.position, reason: "invalid \(what)") }
+        return value
+    }
+
+    private static func platformCode(_ platform: Platform) -> UInt8 {
+        switch platform {
+        case .android: return 1
+        case .ios: return 2
+        case .web: return 3
+        }
+    }
+
+    private static func platform(_ code: UInt8, _ reader: BinaryReader) throws(BinaryReader.Error) -> Platform {
+        switch code {
+        case 1: return .android
+        case 2: return .ios
+        case 3: return .web
+        default: throw BinaryReader.Error(offset: reader.position - 1, reason: "unknown platform")
+        }
+    }
+}

@@ -1,0 +1,88 @@
+/// One logical state change of the engine, as the write-ahead log stores it. Replaying the records
+/// in order into an empty engine gives the state that was acknowledged: installations are
+/// addressed by FID (the engine resolves tokens before logging), registrations carry the FID that
+/// was assigned, and every time-dependent change carries the time it was made.
+public enum WALRecord: Hashable, Sendable {
+    case createProject(ProjectID)
+    case deleteProject(ProjectID)
+    case register(ProjectID, RegisteredInstallation)
+    case refreshToken(ProjectID, fid: FID, token: RegistrationToken, at: Timestamp)
+    case touch(ProjectID, fid: FID, at: Timestamp)
+    case deleteInstallation(ProjectID, fid: FID)
+    case bindDevice(ProjectID, fid: FID, user: UserID, anonymous: Bool, at: Timestamp)
+    case signOut(ProjectID, user: UserID, fid: FID)
+    case linkUser(ProjectID, anonymous: UserID, permanent: UserID, at: Timestamp)
+    case cleanUpAnonymousUsers(ProjectID, at: Timestamp)
+    case pruneExpiredInstallations(ProjectID, at: Timestamp)
+    /// The installations that were subscribed (FIDs), in the order of the request.
+    case subscribe(ProjectID, topic: TopicName, fids: [FID])
+    case unsubscribe(ProjectID, topic: TopicName, fids: [FID])
+
+    /// A registration as it was applied (with the FID the engine chose).
+    public struct RegisteredInstallation: Hashable, Sendable {
+        public var fid: FID
+        public var token: RegistrationToken?
+        public var platform: Platform
+        public var appID: AppID
+        public var device: DeviceDetails
+        public var apnsToken: APNsDeviceToken?
+        public var at: Timestamp
+
+        public init(
+            fid: FID,
+            token: RegistrationToken?,
+            platform: Platform,
+            appID: AppID,
+            device: DeviceDetails,
+            apnsToken: APNsDeviceToken?,
+            at: Timestamp
+        ) {
+            self.fid = fid
+            self.token = token
+            self.platform = platform
+            self.appID = appID
+            self.device = device
+            self.apnsToken = apnsToken
+            self.at = at
+        }
+    }
+
+    /// The record's type byte on disk (docs/wal-format.md). Never renumber.
+    enum Kind: UInt8 {
+        case createProject = 1
+        case deleteProject = 2
+        case register = 3
+        case refreshToken = 4
+        case touch = 5
+        case deleteInstallation = 6
+        case bindDevice = 7
+        case signOut = 8
+        case linkUser = 9
+        case cleanUpAnonymousUsers = 10
+        case pruneExpiredInstallations = 11
+        case subscribe = 12
+        case unsubscribe = 13
+    }
+
+    /// A one-line description with tokens redacted (for `fanout wal inspect`).
+    public var summary: String {
+        switch self {
+        case .createProject(let project): return "createProject \(project)"
+        case .deleteProject(let project): return "deleteProject \(project)"
+        case .register(let project, let r):
+            return "register \(project) fid=\(r.fid) platform=\(r.platform) token=\(r.token?.description ?? "none") at=\(r.at)"
+        case .refreshToken(let project, let fid, let token, let at): return "refreshToken \(project) fid=\(fid) token=\(token) at=\(at)"
+        case .touch(let project, let fid, let at): return "touch \(project) fid=\(fid) at=\(at)"
+        case .deleteInstallation(let project, let fid): return "deleteInstallation \(project) fid=\(fid)"
+        case .bindDevice(let project, let fid, let user, let anonymous, let at):
+            return "bindDevice \(project) fid=\(fid) user=\(user) anonymous=\(anonymous) at=\(at)"
+        case .signOut(let project, let user, let fid): return "signOut \(project) user=\(user) fid=\(fid)"
+        case .linkUser(let project, let anonymous, let permanent, let at):
+            return "linkUser \(project) anonymous=\(anonymous) permanent=\(permanent) at=\(at)"
+        case .cleanUpAnonymousUsers(let project, let at): return "cleanUpAnonymousUsers \(project) at=\(at)"
+        case .pruneExpiredInstallations(let project, let at): return "pruneExpiredInstallations \(project) at=\(at)"
+        case .subscribe(let project, let topic, let fids): return "subscribe \(project) topic=\(topic) count=\(fids.count)"
+        case .unsubscribe(let project, let topic, let fids): return "unsubscribe \(project) topic=\(topic) count=\(fids.count)"
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import FanoutCore
+import FanoutTestSupport
+import Testing
+
+@Suite("WAL format")
+struct WALFormatTests {
+    // MARK: - CRC32C
+
+    @Test func crc32cMatchesPublishedVectors() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([]) == 0)
+        // RFC 3720 (iSCSI) B.4.
+        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+        #expect(CRC32C.checksum([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
+        #expect(CRC32C.checksum(Array(0..<32)) == 0x46DD_794E)
+        let bytes = Array((0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        for split in [0, 1, 7, 8, 9, 500, 999, 1000] {
+            let chained = CRC32C.checksum(Array(bytes[split...]), continuing: CRC32C.checksum(Array(bytes[..<split])))
+            #expect(chained == CRC32C.checksum(bytes))
+        }
+    }
+
+    // MARK: - Records
+
+    static func randomRecord(_ random: inout SeededRandomNumberGenerator) -> WALRecord {
+        let project = [ProjectID.default, ProjectID("my-app-1234")!, ProjectID("1065473598624")!].randomElement(using: &random)!
+        let fid = FID.make(fromRandomBytes: random.bytes(17))
+        let at = Timestamp(millisecondsSinceEpoch: Int64.random(in: 0...2_000_000_000_000, using: &random))
+        let token = RegistrationToken("tok\(UInt32.random(in: 0...UInt32.max, using: &random)):APA91b" + String(repeating: "x", count: Int.random(in: 0...200, using: &random)))!
+        let user = UserID("user-\(Int.random(in: 0...99, using: &random))")!
+        let topic = TopicName("topic-\(Int.random(in: 0...9, using: &random))")!
+        switch Int.random(in: 0..<13, using: &random) {
+        case 0: return .createProject(project)
+        case 1: return .deleteProject(project)
+        case 2:
+            let platform = Platform.allCases.randomElement(using: &random)!
+            return .register(
+                project,
+                .init(
+                    fid: fid,
+                    token: Bool.random(using: &random) ? token : nil,
+                    platform: platform,
+                    appID: AppID("1:123:\(platform):abc")!,
+                    device: try! DeviceDetails(name: Bool.random(using: &random) ? "Ana's iPhone 🍎" : nil, os: "iOS 19", type: nil),
+                    apnsToken: platform == .ios ? APNsDeviceToken(String(repeating: "ab", count: 32)) : nil,
+                    at: at
+                )
+            )
+        case 3: return .refreshToken(project, fid: fid, token: token, at: at)
+        case 4: return .touch(project, fid: fid, at: at)
+        case 5: return .deleteInstallation(project, fid: fid)
+        case 6: return .bindDevice(project, fid: fid, user: user, anonymous: Bool.random(using: &random), at: at)
+        case 7: return .signOut(project, user: user, fid: fid)
+        case 8: return .linkUser(project, anonymous: user, permanent: UserID("permanent")!, at: at)
+        case 9: return .cleanUpAnonymousUsers(project, at: at)
+        case 10: return .pruneExpiredInstallations(project, at: at)
+        case 11: return .subscribe(project, topic: topic, fids: (0..<Int.random(in: 0...50, using: &random)).map { _ in FID.make(fromRandomBytes: random.bytes(17)) })
+        default: return .unsubscribe(project, topic: topic, fids: [fid])
+        }
+    }
+
+    static func randomBatches(_ random: inout SeededRandomNumberGenerator, count: Int) -> [[WALRecord]] {
+        (0..<count).map { _ in (0..<Int.random(in: 1...20, using: &random)).map { _ in Self.randomRecord(&random) } }
+    }
+
+    /// A segment file holding `batches`, numbered from LSN 100.
+    static func segment(_ batches: [[WALRecord]]) -> (bytes: [UInt8], ends: [Int]) {
+        var bytes = WALFormat.segmentHeader(index: 3, firstLSN: 100)
+        var ends: [Int] = []
+        var lsn: UInt64 = 100
+        for records in batches {
+            bytes += WALFormat.batch(records, firstLSN: lsn)
+            lsn += UInt64(records.count)
+            ends.append(bytes.count)
+        }
+        return (bytes, ends)
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func recordsAndBatchesRoundTrip(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let batches = Self.randomBatches(&random, count: 40)
+        let (bytes, _) = Self.segment(batches)
+        let contents = try WALSegmentReader.read(bytes)
+        #expect(contents.damage == nil)
+        #expect(contents.index == 3)
+        #expect(contents.batches.map(\.records) == batches)
+        #expect(contents.validLength == bytes.count)
+        #expect(contents.nextLSN == 100 + UInt64(batches.joined().count))
+    }
+
+    @Test func largeRepetitiveBatchesAreCompressed() throws {
+        let fid = FID("eWkQ0JhLD2hnwthI-tkvWz")!
+        let records = (0..<1000).map { WALRecord.touch(.default, fid: fid, at: Timestamp(millisecondsSinceEpoch: Int64($0))) }
+        let batch = WALFormat.batch(records, firstLSN: 0)
+        #expect(batch[20] == 1, "the LZ4 flag is set")
+        let uncompressed = Int(batch[24]) | Int(batch[25]) << 8 | Int(batch[26]) << 16 | Int(batch[27]) << 24
+        #expect(uncompressed == 1000 * 42, "each record is u32 length + 38 bytes")
+        #expect(batch.count * 4 < uncompressed)
+        let contents = try WALSegmentReader.read(WALFormat.segmentHeader(index: 0, firstLSN: 0) + batch)
+        #expect(contents.batches.first?.records == records)
+    }
+
+    // MARK: - Damage
+
+    /// Cutting the file anywhere keeps exactly the batches that end before the cut.
+    @Test func everyTruncationKeepsTheCompleteBatchesOnly() throws {
+        var random = SeededRandomNumberGenerator(seed: 9)
+        let batches = Self.randomBatches(&random, count: 6)
+        let (bytes, ends) = Self.segment(batches)
+        for cut in WALFormat.segmentHeaderSize...bytes.count {
+            let contents = try WALSegmentReader.read(Array(bytes[..<cut]))
+            let complete = ends.filter { $0 <= cut }.count
+            #expect(contents.batches.count == complete, "cut at \(cut)")
+            #expect(contents.batches.map(\.records) == Array(batches.prefix(complete)))
+            #expect(contents.validLength == (complete == 0 ? WALFormat.segmentHeaderSize : ends[complete - 1]))
+            #expect((contents.damage == nil) == (cut == contents.validLength))
+        }
+    }
+
+    /// A flipped bit anywhere after the header is caught at or before its batch; nothing after the
+    /// damage is returned, and nothing before it is lost.
+    @Test(arguments: [11, 12] as [UInt64])
+    func bitFlipsAreCaughtByTheChecksum(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let batches = Self.randomBatches(&random, count: 8)
+        let (bytes, ends) = Self.segment(batches)
+        for _ in 0..<400 {
+            var damaged = bytes
+            let position = Int.random(in: WALFormat.segmentHeaderSize..<bytes.count, using: &random)
+            damaged[position] ^= UInt8(1) << UInt8.random(in: 0...7, using: &random)
+            let contents = try WALSegmentReader.read(damaged)
+            let damagedBatch = ends.firstIndex { position < $0 }!
+            #expect(contents.damage != nil)
+            #expect(contents.batches.count == damagedBatch, "flip at \(position)")
+            #expect(contents.batches.map(\.records) == Array(batches.prefix(damagedBatch)))
+        }
+    }
+
+    @Test func badHeadersRefuseTheWholeSegment() {
+        let good = WALFormat.segmentHeader(index: 0, firstLSN: 0)
+        var badMagic = good
+        badMagic[0] = UInt8(ascii: "X")
+        var future = good
+        future[8] = 2
+        for (bytes, reason) in [(badMagic, "bad magic"), (future, "version 2"), (Array(good.prefix(20)), "truncated")] {
+            do {
+                _ = try WALSegmentReader.read(bytes)
+                Issue.record("accepted a segment with \(reason)")
+            } catch {
+                #expect(error.offset <= 8)
+                #expect(error.reason.contains(reason))
+            }
+        }
+    }
+
+    @Test func hostileLengthsAreRefusedWithoutAllocating() throws {
+        var bytes = WALFormat.segmentHeader(index: 0, firstLSN: 0) + WALFormat.batch([.createProject(.default)], firstLSN: 0)
+        // Claim a 4 GiB payload.
+        for index in 32..<36 { bytes[index] = 0xFF }
+        let contents = try WALSegmentReader.read(bytes)
+        #expect(contents.batches.isEmpty)
+        #expect(contents.damage?.reason.contains("limit") == true)
+    }
+}
