@@ -1,14 +1,22 @@
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The fanout engine: the one facade that owns every project's installations, users and topics.
 ///
 /// Thread-safe. Each project has its own lock, held only for in-memory work (never across I/O),
 /// so projects never contend with each other. Audience resolution copies the subscriber sets it
 /// needs under the lock (copy-on-write retains) and does the set algebra after releasing it.
 ///
-/// This is the in-memory engine; durability (the write-ahead log) wraps these same operations.
+/// Opened on a directory (`init(directory:durability:configuration:clock:)`), every change is a
+/// record in the write-ahead log: it is queued under the project lock (so the log order is the
+/// order of application) and the call returns once the record is as durable as `durability` says.
+/// Reads see changes as soon as they are applied. `init(configuration:clock:)` is the same engine
+/// in memory only.
 public final class Engine: Sendable {
-    private final class ProjectBox: Sendable {
+    final class ProjectBox: Sendable {
         let state: Mutex<ProjectState>
 
         init(_ state: ProjectState) {
@@ -17,26 +25,65 @@ public final class Engine: Sendable {
     }
 
     public let configuration: EngineConfiguration
-    private let clock: any WallClock
-    private let projects: Mutex<[ProjectID: ProjectBox]>
+    let clock: any WallClock
+    let projects: Mutex<[ProjectID: ProjectBox]>
+    /// The log, when the engine is durable.
+    let wal: WALWriter?
+    /// The `flock` on the data directory (released by `close`).
+    private let directoryLock: Mutex<Int32?>
+    /// What recovery found when the engine was opened on a directory.
+    public let recovery: RecoveryReport?
 
-    /// An engine with only the default project.
+    /// An in-memory engine with only the default project.
     public init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
         self.configuration = configuration
         self.clock = clock
         self.projects = Mutex([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
+        self.wal = nil
+        self.directoryLock = Mutex(nil)
+        self.recovery = nil
+    }
+
+    init(
+        configuration: EngineConfiguration,
+        clock: any WallClock,
+        projects: [ProjectID: ProjectState],
+        wal: WALWriter,
+        directoryLock: Int32,
+        recovery: RecoveryReport
+    ) {
+        self.configuration = configuration
+        self.clock = clock
+        self.projects = Mutex(projects.mapValues { ProjectBox($0) })
+        self.wal = wal
+        self.directoryLock = Mutex(directoryLock)
+        self.recovery = recovery
+    }
+
+    /// Flushes and syncs the log and releases the data directory. Calls after this fail with
+    /// `UNAVAILABLE`. A no-op for an in-memory engine.
+    public func close() throws(FanoutError) {
+        guard let descriptor = self.directoryLock.withLock({ lock -> Int32? in
+            defer { lock = nil }
+            return lock
+        }) else { return }
+        defer { Glibc.close(descriptor) }
+        try self.wal?.close()
     }
 
     // MARK: - Projects
 
     /// Creates a project. - Throws: `ALREADY_EXISTS`.
     public func createProject(_ id: ProjectID) throws(FanoutError) {
-        try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
+        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> UInt64? in
             guard projects[id] == nil else {
                 throw FanoutError(.alreadyExists, "project \(id) exists", field: "project")
             }
+            let lsn = try self.wal?.append([.createProject(id)])
             projects[id] = ProjectBox(ProjectState(id: id, configuration: self.configuration))
+            return lsn
         }
+        if let lsn { try self.wal?.waitUntilAcknowledged(lsn) }
     }
 
     /// The projects, sorted.
@@ -50,21 +97,32 @@ public final class Engine: Sendable {
         guard id != .default else {
             throw FanoutError(.failedPrecondition, "the default project cannot be deleted", field: "project")
         }
-        try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
-            guard projects.removeValue(forKey: id) != nil else {
+        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> UInt64? in
+            guard projects[id] != nil else {
                 throw .notFound("no project \(id)", field: "project")
             }
+            let lsn = try self.wal?.append([.deleteProject(id)])
+            projects[id] = nil
+            return lsn
         }
+        if let lsn { try self.wal?.waitUntilAcknowledged(lsn) }
     }
 
     // MARK: - Installations
 
     /// Registers an installation; the engine assigns the FID when the offered one is missing,
     /// invalid, taken or retired.
+    @discardableResult
     public func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.register(request, now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let result = try state.register(request, now: now)
+            let i = result.installation
+            let record = WALRecord.register(
+                project,
+                .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now)
+            )
+            return (result, [record])
         }
     }
 
@@ -75,8 +133,9 @@ public final class Engine: Sendable {
         in project: ProjectID = .default
     ) throws(FanoutError) -> Installation {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.refreshToken(address, to: token, now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let installation = try state.refreshToken(address, to: token, now: now)
+            return (installation, [.refreshToken(project, fid: installation.fid, token: token, at: now)])
         }
     }
 
@@ -84,8 +143,9 @@ public final class Engine: Sendable {
     @discardableResult
     public func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.touch(address, now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let installation = try state.touch(address, now: now)
+            return (installation, [.touch(project, fid: installation.fid, at: now)])
         }
     }
 
@@ -105,8 +165,8 @@ public final class Engine: Sendable {
     /// Deletes an installation with its token, subscriptions and user binding; returns what it was.
     @discardableResult
     public func deleteInstallation(_ fid: FID, in project: ProjectID = .default) throws(FanoutError) -> Installation {
-        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.delete(fid)
+        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            (try state.delete(fid), [.deleteInstallation(project, fid: fid)])
         }
     }
 
@@ -122,8 +182,9 @@ public final class Engine: Sendable {
     @discardableResult
     public func pruneExpiredInstallations(in project: ProjectID = .default) throws(FanoutError) -> [Installation] {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            state.pruneExpired(now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let expired = state.pruneExpired(now: now)
+            return (expired, expired.isEmpty ? [] : [.pruneExpiredInstallations(project, at: now)])
         }
     }
 
@@ -143,8 +204,9 @@ public final class Engine: Sendable {
         in project: ProjectID = .default
     ) throws(FanoutError) -> Installation {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.bind(address, to: user, anonymous: anonymous, now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let installation = try state.bind(address, to: user, anonymous: anonymous, now: now)
+            return (installation, [.bindDevice(project, fid: installation.fid, user: user, anonymous: anonymous, at: now)])
         }
     }
 
@@ -155,8 +217,9 @@ public final class Engine: Sendable {
         on address: RegistrationAddress,
         in project: ProjectID = .default
     ) throws(FanoutError) -> Installation {
-        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.signOut(user, on: address)
+        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let installation = try state.signOut(user, on: address)
+            return (installation, [.signOut(project, user: user, fid: installation.fid)])
         }
     }
 
@@ -168,8 +231,9 @@ public final class Engine: Sendable {
         in project: ProjectID = .default
     ) throws(FanoutError) -> User {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.link(anonymous: anonymous, to: permanent, now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let user = try state.link(anonymous: anonymous, to: permanent, now: now)
+            return (user, [.linkUser(project, anonymous: anonymous, permanent: permanent, at: now)])
         }
     }
 
@@ -182,8 +246,9 @@ public final class Engine: Sendable {
     @discardableResult
     public func cleanUpAnonymousUsers(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
         let now = self.clock.now()
-        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            state.cleanUpAnonymousUsers(now: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let removed = state.cleanUpAnonymousUsers(now: now)
+            return (removed, removed.isEmpty ? [] : [.cleanUpAnonymousUsers(project, at: now)])
         }
     }
 
@@ -197,8 +262,9 @@ public final class Engine: Sendable {
         to topic: TopicName,
         in project: ProjectID = .default
     ) throws(FanoutError) -> [BatchItemResult] {
-        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.subscribe(registrations, to: topic)
+        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let (results, fids) = try state.subscribe(registrations, to: topic)
+            return (results, fids.isEmpty ? [] : [.subscribe(project, topic: topic, fids: fids)])
         }
     }
 
@@ -208,8 +274,9 @@ public final class Engine: Sendable {
         from topic: TopicName,
         in project: ProjectID = .default
     ) throws(FanoutError) -> [BatchItemResult] {
-        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.unsubscribe(registrations, from: topic)
+        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let (results, fids) = try state.unsubscribe(registrations, from: topic)
+            return (results, fids.isEmpty ? [] : [.unsubscribe(project, topic: topic, fids: fids)])
         }
     }
 
@@ -257,6 +324,24 @@ public final class Engine: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Runs a change under the project's lock and queues its log records there; waits for them to
+    /// be durable after releasing the lock.
+    private func mutate<Result: Sendable>(
+        _ id: ProjectID,
+        _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
+    ) throws(FanoutError) -> Result {
+        let (result, lsn) = try self.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, UInt64?) in
+            if let wal = self.wal {
+                try wal.checkHealthy()
+            }
+            let (result, records) = try body(&state)
+            guard let wal = self.wal, !records.isEmpty else { return (result, nil) }
+            return (result, try wal.append(records))
+        }
+        if let lsn { try self.wal?.waitUntilAcknowledged(lsn) }
+        return result
+    }
 
     private func withProject<Result: Sendable>(
         _ id: ProjectID,

@@ -94,22 +94,29 @@ struct ProjectState {
 
     // MARK: - Topics
 
-    /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`.
-    mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> [BatchItemResult] {
+    /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`. Also returns
+    /// the FIDs that are subscribed now (what the log records).
+    mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> (results: [BatchItemResult], fids: [FID]) {
         try self.checkBatchSize(registrations.count)
         var (results, slots, positions) = self.resolve(registrations)
+        var fids: [FID] = []
+        fids.reserveCapacity(slots.count)
         for (index, code) in self.topics.subscribe(slots, to: topic).enumerated() {
-            if let code { results[positions[index]] = .failed(code) }
+            if let code {
+                results[positions[index]] = .failed(code)
+            } else if let fid = self.registry.fid(ofSlot: slots[index]) {
+                fids.append(fid)
+            }
         }
-        return results
+        return (results, fids)
     }
 
     /// Unsubscribes up to `maximumBatchSize` registrations from `topic`; not being subscribed is fine.
-    mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> [BatchItemResult] {
+    mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> (results: [BatchItemResult], fids: [FID]) {
         try self.checkBatchSize(registrations.count)
         let (results, slots, _) = self.resolve(registrations)
         self.topics.unsubscribe(slots, from: topic)
-        return results
+        return (results, slots.compactMap { self.registry.fid(ofSlot: $0) })
     }
 
     func topics(of address: RegistrationAddress) throws(FanoutError) -> [TopicName] {

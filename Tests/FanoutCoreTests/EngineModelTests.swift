@@ -29,10 +29,13 @@ struct EngineModelTests {
     }
 }
 
-private struct Harness {
+struct Harness {
     var random: SeededRandomNumberGenerator
     let clock = ManualClock()
-    let engine: Engine
+    private(set) var engine: Engine
+    let configuration: EngineConfiguration
+    /// The data directory, for a durable engine.
+    let directory: String?
     var model: ReferenceModel
     let topics = ["t0", "t1", "t2", "t3", "t4", "t5", "t6"]
     let userNames = ["u0", "u1", "u2", "u3", "u4", "u5"]
@@ -42,13 +45,26 @@ private struct Harness {
     var tokenCounter = 0
     var exercised: [String: Int] = [:]
 
-    init(seed: UInt64) throws {
+    init(seed: UInt64, directory: String? = nil, durability: Durability = .none) throws {
         self.random = SeededRandomNumberGenerator(seed: seed)
         var configuration = EngineConfiguration()
         configuration.maximumTopicsPerInstallation = 4  // small, so TOO_MANY_TOPICS happens often
         configuration.maximumBatchSize = 12
-        self.engine = Engine(configuration: configuration, clock: self.clock)
+        self.configuration = configuration
+        self.directory = directory
+        if let directory {
+            self.engine = try Engine(directory: directory, durability: durability, configuration: configuration, clock: self.clock)
+        } else {
+            self.engine = Engine(configuration: configuration, clock: self.clock)
+        }
         self.model = ReferenceModel(configuration: configuration)
+    }
+
+    /// Closes the durable engine and opens its directory again (recovery from the log).
+    mutating func reopen(durability: Durability = .none) throws {
+        guard let directory = self.directory else { return }
+        try self.engine.close()
+        self.engine = try Engine(directory: directory, durability: durability, configuration: self.configuration, clock: self.clock)
     }
 
     var now: Int64 { self.clock.now().millisecondsSinceEpoch }

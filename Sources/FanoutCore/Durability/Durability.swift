@@ -1,0 +1,10 @@
+/// When a logged change counts as done.
+public enum Durability: Hashable, Sendable {
+    /// After `fdatasync` of the batch holding it (group commit). Nothing acknowledged is lost.
+    case always
+    /// After the batch is written; a background `fdatasync` runs every `milliseconds`. A crash of
+    /// the machine (not of the process) may lose the last `milliseconds` of acknowledged changes.
+    case interval(milliseconds: Int)
+    /// After the batch is written; never synced by fanout (the OS decides). For tests and caches.
+    case none
+}

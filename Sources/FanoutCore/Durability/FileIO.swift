@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The few POSIX file operations the log needs, with errors that name the file.
+enum FileIO {
+    struct Error: Swift.Error, CustomStringConvertible {
+        var operation: String
+        var path: String
+        var code: Int32
+        var description: String { "\(self.operation) \(self.path): \(String(cString: strerror(self.code)))" }
+    }
+
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(Error) -> Int32 {
+        while true {
+            let descriptor = Glibc.open(path, flags | O_CLOEXEC, mode)
+            if descriptor >= 0 { return descriptor }
+            if errno != EINTR { throw Error(operation: "open", path: path, code: errno) }
+        }
+    }
+
+    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(Error) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw Error(operation: "write", path: path, code: errno)
+            }
+            offset += written
+        }
+    }
+
+    static func readAll(_ path: String) throws(Error) -> [UInt8] {
+        let descriptor = try Self.open(path, O_RDONLY)
+        defer { Glibc.close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw Error(operation: "read", path: path, code: errno)
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+    }
+
+    static func dataSync(_ descriptor: Int32, path: String) throws(Error) {
+        guard fdatasync(descriptor) == 0 else { throw Error(operation: "fdatasync", path: path, code: errno) }
+    }
+
+    /// `fsync` of a directory, so that renames and new files in it are durable.
+    static func syncDirectory(_ path: String) throws(Error) {
+        let descriptor = try Self.open(path, O_RDONLY | O_DIRECTORY)
+        defer { Glibc.close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw Error(operation: "fsync", path: path, code: errno) }
+    }
+
+    static func rename(_ from: String, _ to: String) throws(Error) {
+        guard Glibc.rename(from, to) == 0 else { throw Error(operation: "rename", path: from, code: errno) }
+    }
+
+    static func truncate(_ path: String, to length: Int) throws(Error) {
+        let descriptor = try Self.open(path, O_WRONLY)
+        defer { Glibc.close(descriptor) }
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw Error(operation: "ftruncate", path: path, code: errno) }
+        try Self.dataSync(descriptor, path: path)
+    }
+
+    static func makeDirectory(_ path: String) throws(Error) {
+        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Error(operation: "mkdir", path: path, code: errno) }
+    }
+
+    /// The names in a directory (without `.` and `..`).
+    static func list(_ path: String) throws(Error) -> [String] {
+        guard let directory = opendir(path) else { throw Error(operation: "opendir", path: path, code: errno) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Takes an exclusive `flock` on `path` (created if needed); the descriptor holds it until closed.
+    static func lockExclusively(_ path: String) throws(Error) -> Int32 {
+        let descriptor = try Self.open(path, O_RDWR | O_CREAT)
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            Glibc.close(descriptor)
+            throw Error(operation: "lock", path: path, code: code)
+        }
+        return descriptor
+    }
+}

@@ -1,0 +1,200 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The single writer of the write-ahead log: callers hand it records (cheap, under their own
+/// locks, so the log order is the order changes were applied) and wait for their LSN to become
+/// durable; one thread takes everything queued, writes it as one batch, and `fdatasync`s once for
+/// all of them (group commit). Segments roll at `segmentSize`.
+final class WALWriter: @unchecked Sendable {
+    // Safe to share: all mutable state below is guarded by `state`, and the file descriptor is
+    // used only by the writer thread (and by `close` after that thread has stopped).
+
+    static let segmentSuffix = ".wal"
+
+    let directory: String
+    let durability: Durability
+    let segmentSize: Int
+
+    private let state = ConditionLock()
+    private var queue: [WALRecord] = []
+    private var nextLSN: UInt64
+    /// Every LSN below this is acknowledged (durable as `durability` defines).
+    private var acknowledgedLSN: UInt64
+    private var failure: FanoutError?
+    private var closing = false
+    private var running = true
+
+    // Writer-thread state.
+    private var descriptor: Int32 = -1
+    private var segmentPath = ""
+    private var segmentIndex: UInt64
+    private var segmentBytes = 0
+    private var thread = pthread_t()
+
+    /// Starts a new segment `segmentIndex` whose first record will be `nextLSN`, and the writer thread.
+    init(directory: String, durability: Durability, segmentSize: Int, segmentIndex: UInt64, nextLSN: UInt64) throws(FanoutError) {
+        self.directory = directory
+        self.durability = durability
+        self.segmentSize = segmentSize
+        self.segmentIndex = segmentIndex
+        self.nextLSN = nextLSN
+        self.acknowledgedLSN = nextLSN
+        do {
+            try self.startSegment(index: segmentIndex, firstLSN: nextLSN)
+        } catch {
+            throw FanoutError(.unavailable, "cannot start a WAL segment: \(error)")
+        }
+        let context = Unmanaged.passRetained(self).toOpaque()
+        pthread_create(&self.thread, nil, { context in
+            let writer = Unmanaged<WALWriter>.fromOpaque(context!).takeRetainedValue()
+            writer.run()
+            return nil
+        }, context)
+        pthread_detach(self.thread)
+    }
+
+    static func segmentName(_ index: UInt64) -> String {
+        let hex = String(index, radix: 16)
+        return "segment-" + String(repeating: "0", count: max(0, 16 - hex.count)) + hex + Self.segmentSuffix
+    }
+
+    /// Queues `records` (in order) and returns the LSN after the last one; wait on it with
+    /// `waitUntilAcknowledged`. Call while holding the lock that ordered the changes.
+    func append(_ records: [WALRecord]) throws(FanoutError) -> UInt64 {
+        self.state.lock()
+        defer { self.state.unlock() }
+        if let failure = self.failure { throw failure }
+        guard !self.closing else { throw FanoutError(.unavailable, "the engine is closing") }
+        self.queue.append(contentsOf: records)
+        self.nextLSN += UInt64(records.count)
+        self.state.broadcast()
+        return self.nextLSN
+    }
+
+    /// Throws the log's failure, if it has failed or is closing (checked before a change is applied,
+    /// so that a change the log cannot take is not applied either).
+    func checkHealthy() throws(FanoutError) {
+        self.state.lock()
+        defer { self.state.unlock() }
+        if let failure = self.failure { throw failure }
+        guard !self.closing else { throw FanoutError(.unavailable, "the engine is closing") }
+    }
+
+    /// Blocks until every record before `lsn` is acknowledged.
+    func waitUntilAcknowledged(_ lsn: UInt64) throws(FanoutError) {
+        self.state.lock()
+        defer { self.state.unlock() }
+        while self.acknowledgedLSN < lsn && self.failure == nil {
+            self.state.wait()
+        }
+        if self.acknowledgedLSN < lsn, let failure = self.failure { throw failure }
+    }
+
+    /// Writes and syncs everything queued, stops the thread and closes the segment.
+    func close() throws(FanoutError) {
+        self.state.lock()
+        self.closing = true
+        self.state.broadcast()
+        while self.running { self.state.wait() }
+        let failure = self.failure
+        self.state.unlock()
+        if self.descriptor >= 0 {
+            _ = fdatasync(self.descriptor)
+            Glibc.close(self.descriptor)
+            self.descriptor = -1
+        }
+        if let failure { throw failure }
+    }
+
+    // MARK: - The writer thread
+
+    private func run() {
+        var lastSync = SystemWallClock().now()
+        var unsynced = false
+        while true {
+            self.state.lock()
+            while self.queue.isEmpty && !self.closing {
+                if case .interval(let milliseconds) = self.durability, unsynced {
+                    self.state.wait(milliseconds: milliseconds)
+                    break
+                }
+                self.state.wait()
+            }
+            let records = self.queue
+            self.queue.removeAll(keepingCapacity: true)
+            let firstLSN = self.nextLSN - UInt64(records.count)
+            let closing = self.closing
+            self.state.unlock()
+
+            do throws(FileIO.Error) {
+                if !records.isEmpty {
+                    let batch = WALFormat.batch(records, firstLSN: firstLSN)
+                    if self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize {
+                        try self.finishSegment()
+                        try self.startSegment(index: self.segmentIndex + 1, firstLSN: firstLSN)
+                    }
+                    try FileIO.writeAll(self.descriptor, batch, path: self.segmentPath)
+                    self.segmentBytes += batch.count
+                    unsynced = true
+                    if self.durability == .always {
+                        try FileIO.dataSync(self.descriptor, path: self.segmentPath)
+                        unsynced = false
+                    }
+                    self.state.withLock {
+                        self.acknowledgedLSN = firstLSN + UInt64(records.count)
+                        self.state.broadcast()
+                    }
+                }
+                if case .interval(let milliseconds) = self.durability, unsynced {
+                    let now = SystemWallClock().now()
+                    if closing || now.millisecondsSinceEpoch - lastSync.millisecondsSinceEpoch >= Int64(milliseconds) {
+                        try FileIO.dataSync(self.descriptor, path: self.segmentPath)
+                        unsynced = false
+                        lastSync = now
+                    }
+                }
+            } catch {
+                self.state.withLock {
+                    self.failure = FanoutError(.unavailable, "the write-ahead log failed: \(error)")
+                    self.running = false
+                    self.state.broadcast()
+                }
+                return
+            }
+            if closing && records.isEmpty {
+                self.state.withLock {
+                    self.running = false
+                    self.state.broadcast()
+                }
+                return
+            }
+        }
+    }
+
+    /// Creates segment `index`: header written to a temporary name, synced, renamed, directory synced.
+    private func startSegment(index: UInt64, firstLSN: UInt64) throws(FileIO.Error) {
+        let path = "\(self.directory)/\(Self.segmentName(index))"
+        let temporary = path + ".tmp"
+        let descriptor = try FileIO.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
+        do throws(FileIO.Error) {
+            try FileIO.writeAll(descriptor, WALFormat.segmentHeader(index: index, firstLSN: firstLSN), path: temporary)
+            try FileIO.dataSync(descriptor, path: temporary)
+            try FileIO.rename(temporary, path)
+            try FileIO.syncDirectory(self.directory)
+        } catch {
+            Glibc.close(descriptor)
+            throw error
+        }
+        self.descriptor = descriptor
+        self.segmentPath = path
+        self.segmentIndex = index
+        self.segmentBytes = WALFormat.segmentHeaderSize
+    }
+
+    private func finishSegment() throws(FileIO.Error) {
+        try FileIO.dataSync(self.descriptor, path: self.segmentPath)
+        Glibc.close(self.descriptor)
+        self.descriptor = -1
+    }
+}
