@@ -50,6 +50,11 @@ let package = Package(
             name: "fanout",
             dependencies: ["FanoutCore", argumentParser]
         ),
+        // The crash test's child process (not a product).
+        .executableTarget(
+            name: "fanout-crash-child",
+            dependencies: ["FanoutCore", "FanoutTestSupport"]
+        ),
 
         // MARK: - Tests
         .testTarget(
@@ -58,10 +63,11 @@ let package = Package(
             exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
             resources: [.copy("Fixtures/firebase-admin")]
         ),
-        // Runs the built `fanout` binary (the dependency makes `swift build --build-tests` build it).
+        // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
+        // `swift build --build-tests` build them).
         .testTarget(
             name: "FanoutCLITests",
-            dependencies: ["fanout"]
+            dependencies: ["fanout", "fanout-crash-child", "FanoutCore", "FanoutTestSupport"]
         ),
     ]
 )

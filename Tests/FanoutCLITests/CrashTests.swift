@@ -1,0 +1,84 @@
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// kill -9 at random moments: a child process (`fanout-crash-child`) runs a seeded workload on a
+/// durable engine with durability `always` and reports each acknowledged operation on a pipe; the
+/// parent kills it with SIGKILL, opens the directory, and checks that every acknowledged operation
+/// is there: the state must equal the model after the acknowledged prefix, or after one more
+/// operation (the one in flight when the child died, whose record may have reached the disk).
+///
+/// `FANOUT_CRASH_CYCLES` sets the number of kill cycles (20 by default, the CI short form; the long
+/// form in docs/operations.md runs 500).
+@Suite("Crash test")
+struct CrashTests {
+    static var cycles: Int {
+        ProcessInfo.processInfo.environment["FANOUT_CRASH_CYCLES"].flatMap(Int.init) ?? 20
+    }
+
+    @Test func everyAcknowledgedOperationSurvivesKillMinus9() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-crash-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let seed: UInt64 = 2026
+        let total = 100 + Self.cycles * 80
+        let workload = CrashWorkload(seed: seed, count: total)
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let child = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanout-crash-child")
+
+        var recovered = 0  // operations known to be in the directory
+        var kills = 0
+        for cycle in 0..<Self.cycles {
+            let process = Process()
+            process.executableURL = child
+            process.arguments = [directory, String(seed), String(recovered), String(total)]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+
+            // Read acknowledgements until a random number of them has arrived, then kill -9.
+            let target = Int.random(in: 1...60, using: &random)
+            var acknowledged = -1
+            var received = 0
+            var buffer: [UInt8] = []
+            let descriptor = output.fileHandleForReading.fileDescriptor
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            reading: while received < target {
+                let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count <= 0 { break }
+                buffer += chunk[0..<count]
+                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                    buffer.removeSubrange(...newline)
+                    guard line.hasPrefix("ack "), let index = Int(line.dropFirst(4)) else {
+                        Issue.record("unexpected line from the child: \(line)")
+                        break reading
+                    }
+                    #expect(index == recovered + received, "acknowledgements are in order")
+                    acknowledged = index
+                    received += 1
+                }
+            }
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            kills += process.terminationReason == .uncaughtSignal ? 1 : 0
+            #expect(acknowledged >= recovered, "cycle \(cycle): the child acknowledged nothing")
+
+            // Recover and compare with the models of the two possible prefixes.
+            let engine = try Engine(directory: directory, durability: .none, clock: StepClock(startingAt: 0))
+            let state = workload.summary(of: engine)
+            try engine.close()
+            let acknowledgedCount = acknowledged + 1
+            if state == CrashWorkload.summary(of: workload.model(after: acknowledgedCount)) {
+                recovered = acknowledgedCount
+            } else if acknowledgedCount < total, state == CrashWorkload.summary(of: workload.model(after: acknowledgedCount + 1)) {
+                recovered = acknowledgedCount + 1
+            } else {
+                Issue.record("cycle \(cycle): the recovered state matches neither \(acknowledgedCount) nor \(acknowledgedCount + 1) operations")
+                return
+            }
+        }
+        #expect(kills == Self.cycles, "every cycle ended with SIGKILL")
+        #expect(recovered > Self.cycles, "the workload made progress")
+    }
+}
