@@ -99,4 +99,40 @@ struct FanoutCLITests {
         #expect(try self.fanout("validate", "/nonexistent/body.json").status == 2)
         #expect(try self.fanout("validate", "--platform", "symbian", input: "{}").status == 2)
     }
+
+    @Test func walInspectVerifyRepair() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-wal-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let child = Process()
+        child.executableURL = binaries.appendingPathComponent("fanout-crash-child")
+        child.arguments = [directory, "5", "0", "40"]
+        child.standardOutput = FileHandle.nullDevice
+        try child.run()
+        child.waitUntilExit()
+        #expect(child.terminationStatus == 0)
+
+        let inspect = try self.fanout("wal", "inspect", directory)
+        #expect(inspect.status == 0)
+        #expect(inspect.output.contains("0 register default fid="))
+        #expect(!inspect.output.contains("APA91b"), "tokens are redacted")
+        #expect(try self.fanout("wal", "verify", directory).output.contains("40 records"))
+
+        // Flip a bit in the middle of the log.
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted().first)
+        let path = "\(directory)/\(segment)"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes[bytes.count / 2] ^= 0x01
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let damaged = try self.fanout("wal", "verify", directory)
+        #expect(damaged.status == 1)
+        #expect(damaged.output.contains("checksum"))
+
+        #expect(try self.fanout("wal", "repair", directory).status == 2, "repair needs --truncate-at-corruption")
+        let repair = try self.fanout("wal", "repair", directory, "--truncate-at-corruption")
+        #expect(repair.status == 0 && repair.output.hasPrefix("cut \(path) at byte"))
+        let clean = try self.fanout("wal", "verify", directory)
+        #expect(clean.status == 0)
+        #expect(!clean.output.contains("40 records"), "records after the damage are gone")
+    }
 }
