@@ -29,6 +29,8 @@ public final class Engine: Sendable {
     let projects: Mutex<[ProjectID: ProjectBox]>
     /// The log, when the engine is durable.
     let wal: WALWriter?
+    /// The data directory, when the engine is durable.
+    let directory: String?
     /// The `flock` on the data directory (released by `close`).
     private let directoryLock: Mutex<Int32?>
     /// What recovery found when the engine was opened on a directory.
@@ -40,6 +42,7 @@ public final class Engine: Sendable {
         self.clock = clock
         self.projects = Mutex([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
         self.wal = nil
+        self.directory = nil
         self.directoryLock = Mutex(nil)
         self.recovery = nil
     }
@@ -49,6 +52,7 @@ public final class Engine: Sendable {
         clock: any WallClock,
         projects: [ProjectID: ProjectState],
         wal: WALWriter,
+        directory: String,
         directoryLock: Int32,
         recovery: RecoveryReport
     ) {
@@ -56,6 +60,7 @@ public final class Engine: Sendable {
         self.clock = clock
         self.projects = Mutex(projects.mapValues { ProjectBox($0) })
         self.wal = wal
+        self.directory = directory
         self.directoryLock = Mutex(directoryLock)
         self.recovery = recovery
     }

@@ -33,6 +33,84 @@ struct DurableEngineTests {
         }
     }
 
+    /// The same with a snapshot before every other reopen: recovery starts from the snapshot
+    /// (users, bindings, subscriptions, last-seen times and tombstones included) and replays the rest.
+    @Test(arguments: [3, 4] as [UInt64])
+    func snapshotsPreserveEverything(seed: UInt64) throws {
+        try Self.withDirectory { directory in
+            var harness = try Harness(seed: seed, directory: directory)
+            for step in 0..<2500 {
+                try harness.randomOperation(step: step)
+                if step % 250 == 249 {
+                    if step % 500 == 499 {
+                        try harness.engine.snapshot()
+                        try harness.compareEverything()
+                    }
+                    try harness.reopen()
+                    #expect((harness.engine.recovery?.snapshot != nil) == (step >= 499))
+                    try harness.compareEverything()
+                }
+            }
+            try harness.engine.close()
+        }
+    }
+
+    @Test func snapshotsAreLZ4FramesAndReplaceTheLog() throws {
+        try Self.withDirectory { directory in
+            let engine = try Engine(directory: directory, durability: .none, segmentSize: 4096)
+            for index in 0..<500 {
+                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+            }
+            _ = try engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }, to: TopicName("news")!)
+            let before = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
+            let path = try engine.snapshot()
+            try engine.register(RegistrationRequest(token: RegistrationToken("after-snapshot"), platform: .web, appID: AppID("app")!))
+            try engine.close()
+            let after = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
+            #expect(before > 5 && after <= 2, "segments the snapshot covers are deleted (\(before) -> \(after))")
+
+            // The stock lz4 tool accepts the file, when it is installed.
+            if FileManager.default.isExecutableFile(atPath: "/usr/bin/lz4") {
+                let lz4 = Process()
+                lz4.executableURL = URL(fileURLWithPath: "/usr/bin/lz4")
+                lz4.arguments = ["-t", path]
+                lz4.standardError = FileHandle.nullDevice
+                try lz4.run()
+                lz4.waitUntilExit()
+                #expect(lz4.terminationStatus == 0, "lz4 -t accepts the snapshot")
+            }
+
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(reopened.recovery?.snapshot?.file == path)
+            #expect(reopened.recovery?.records == 1, "only the registration after the snapshot is replayed")
+            #expect(try reopened.installationCount() == 501)
+            #expect(try reopened.subscriberCount(of: TopicName("news")!) == 500)
+            try reopened.close()
+        }
+    }
+
+    @Test func aCorruptSnapshotWhoseLogIsGoneRefusesToStart() throws {
+        try Self.withDirectory { directory in
+            let engine = try Engine(directory: directory, durability: .none, segmentSize: 1024)
+            for index in 0..<100 {
+                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+            }
+            let path = try engine.snapshot()
+            try engine.register(RegistrationRequest(token: RegistrationToken("later"), platform: .ios, appID: AppID("app")!))
+            try engine.close()
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            bytes[bytes.count / 2] ^= 0xFF
+            try bytes.write(to: URL(fileURLWithPath: path))
+            do {
+                _ = try Engine(directory: directory, durability: .none)
+                Issue.record("started without the records the snapshot held")
+            } catch let error as FanoutError {
+                #expect(error.code == .internal)
+                #expect(error.message.contains("records are missing"))
+            }
+        }
+    }
+
     @Test func alwaysDurabilitySyncsAndReopens() throws {
         try Self.withDirectory { directory in
             var harness = try Harness(seed: 7, directory: directory, durability: .always)

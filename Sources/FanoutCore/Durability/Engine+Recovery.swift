@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,6 +44,7 @@ extension Engine {
                 clock: clock,
                 projects: replay.projects,
                 wal: wal,
+                directory: directory,
                 directoryLock: lock,
                 recovery: replay.report
             )
@@ -57,7 +60,7 @@ extension Engine {
         var nextSegmentIndex: UInt64
     }
 
-    /// Replays every segment of `directory` in order into fresh project states.
+    /// Loads the newest readable snapshot of `directory`, then replays the log from its LSN.
     static func replayLog(in directory: String, configuration: EngineConfiguration) throws(FanoutError) -> Replay {
         var projects: [ProjectID: ProjectState] = [.default: ProjectState(id: .default, configuration: configuration)]
         var report = RecoveryReport(segments: 0, records: 0, nextLSN: 0, truncatedTail: nil, duration: .zero)
@@ -67,10 +70,31 @@ extension Engine {
         } catch {
             throw FanoutError(.unavailable, "cannot read the data directory: \(error)")
         }
-        // Half-created segments (crash before the rename) hold nothing acknowledged.
-        for name in names where name.hasSuffix(WALWriter.segmentSuffix + ".tmp") {
+        // Half-written segments and snapshots (a crash before the rename) hold nothing acknowledged.
+        for name in names where name.hasSuffix(".tmp") {
             _ = unlink("\(directory)/\(name)")
         }
+
+        // The newest snapshot that reads back completely; an unreadable one is skipped (reported).
+        var snapshotLSN: UInt64 = 0
+        for name in names.filter({ Snapshot.lsn(ofFileName: $0) != nil }).sorted().reversed() {
+            let path = "\(directory)/\(name)"
+            do {
+                let (lsn, records) = try Snapshot.read(path)
+                var restored: [ProjectID: ProjectState] = [.default: ProjectState(id: .default, configuration: configuration)]
+                for record in records {
+                    try Self.apply(record, to: &restored, configuration: configuration)
+                }
+                projects = restored
+                snapshotLSN = lsn
+                report.snapshot = (path, lsn, records.count)
+                break
+            } catch {
+                report.skippedSnapshots.append("\(path): \(error)")
+            }
+        }
+        report.nextLSN = snapshotLSN
+
         let segments = names.filter { $0.hasPrefix("segment-") && $0.hasSuffix(WALWriter.segmentSuffix) }.sorted()
         var expectedIndex: UInt64? = nil
         for (position, name) in segments.enumerated() {
@@ -91,21 +115,29 @@ extension Engine {
             if let expectedIndex, contents.index != expectedIndex {
                 throw FanoutError(.internal, "WAL segment \(path) has index \(contents.index), expected \(expectedIndex) (a segment is missing)")
             }
-            if report.segments > 0, contents.firstLSN != report.nextLSN {
-                throw FanoutError(.internal, "WAL segment \(path) starts at LSN \(contents.firstLSN), expected \(report.nextLSN)")
+            // The log must continue where the snapshot (or the previous segment) ends.
+            if contents.firstLSN > report.nextLSN {
+                throw FanoutError(
+                    .internal,
+                    "WAL segment \(path) starts at LSN \(contents.firstLSN), but the state before it ends at \(report.nextLSN) (records are missing)"
+                        + (report.skippedSnapshots.isEmpty ? "" : "; unreadable snapshots: \(report.skippedSnapshots.joined(separator: "; "))")
+                )
             }
             for batch in contents.batches {
                 for (offset, record) in batch.records.enumerated() {
+                    let lsn = batch.firstLSN + UInt64(offset)
+                    guard lsn >= report.nextLSN else { continue }  // already in the snapshot
                     do {
                         try Self.apply(record, to: &projects, configuration: configuration)
                     } catch {
-                        throw FanoutError(.internal, "replaying LSN \(batch.firstLSN + UInt64(offset)) of \(path): \(error)")
+                        throw FanoutError(.internal, "replaying LSN \(lsn) of \(path): \(error)")
                     }
+                    report.records += 1
+                    report.nextLSN = lsn + 1
                 }
-                report.records += batch.records.count
             }
             report.segments += 1
-            report.nextLSN = contents.nextLSN
+            report.nextLSN = max(report.nextLSN, contents.nextLSN)
             expectedIndex = contents.index + 1
             if let damage = contents.damage {
                 guard isLast else {
@@ -123,6 +155,60 @@ extension Engine {
             }
         }
         return Replay(projects: projects, report: report, nextSegmentIndex: expectedIndex ?? 0)
+    }
+
+    /// Writes a snapshot of the whole state while the engine keeps serving (every project lock is
+    /// held only while the states are copied, which is copy-on-write), then deletes the log
+    /// segments and snapshots it makes unnecessary. Returns the snapshot's path.
+    @discardableResult
+    public func snapshot() throws(FanoutError) -> String {
+        guard let wal = self.wal, let directory = self.directory else {
+            throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
+        }
+        let (states, lsn) = self.projects.withLock { projects -> ([ProjectState], UInt64) in
+            let boxes = projects.sorted { $0.key < $1.key }.map(\.value)
+            var states: [ProjectState] = []
+            func capture(_ index: Int) -> UInt64 {
+                guard index < boxes.count else { return wal.nextRecordLSN }
+                return boxes[index].state.withLock { state in
+                    states.append(state)
+                    return capture(index + 1)
+                }
+            }
+            let lsn = capture(0)
+            return (states, lsn)
+        }
+        wal.requestRoll()
+        let path: String
+        do {
+            path = try Snapshot.write(states, lsn: lsn, directory: directory)
+        } catch {
+            throw FanoutError(.unavailable, "cannot write a snapshot: \(error)")
+        }
+        Self.removeFiles(coveredBy: lsn, keeping: path, in: directory)
+        return path
+    }
+
+    /// Deletes snapshots older than `keeping` and segments whose records all precede `lsn`
+    /// (a segment goes when the next one starts at or before `lsn`).
+    private static func removeFiles(coveredBy lsn: UInt64, keeping snapshot: String, in directory: String) {
+        guard let names = try? FileIO.list(directory) else { return }
+        for name in names where Snapshot.lsn(ofFileName: name) != nil && "\(directory)/\(name)" != snapshot {
+            _ = unlink("\(directory)/\(name)")
+        }
+        let segments = names.filter { $0.hasPrefix("segment-") && $0.hasSuffix(WALWriter.segmentSuffix) }.sorted()
+        let firstLSNs = segments.map { name -> UInt64? in
+            guard let header = try? FileIO.readPrefix("\(directory)/\(name)", count: WALFormat.segmentHeaderSize),
+                header.count == WALFormat.segmentHeaderSize
+            else { return nil }
+            var reader = BinaryReader(header, from: 24)
+            return try? reader.read(UInt64.self)
+        }
+        for index in segments.indices.dropLast() {
+            guard let next = firstLSNs[index + 1], next <= lsn else { break }
+            _ = unlink("\(directory)/\(segments[index])")
+        }
+        _ = try? FileIO.syncDirectory(directory)
     }
 
     private static func apply(

@@ -47,6 +47,24 @@ enum FileIO {
         }
     }
 
+    /// The first `count` bytes of a file (fewer if it is shorter).
+    static func readPrefix(_ path: String, count: Int) throws(Error) -> [UInt8] {
+        let descriptor = try Self.open(path, O_RDONLY)
+        defer { Glibc.close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let read = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + filled, count - filled) }
+            if read < 0 {
+                if errno == EINTR { continue }
+                throw Error(operation: "read", path: path, code: errno)
+            }
+            if read == 0 { break }
+            filled += read
+        }
+        return Array(bytes[0..<filled])
+    }
+
     static func dataSync(_ descriptor: Int32, path: String) throws(Error) {
         guard fdatasync(descriptor) == 0 else { throw Error(operation: "fdatasync", path: path, code: errno) }
     }

@@ -37,10 +37,57 @@ extension ProjectState {
         case .pruneExpiredInstallations(_, let at):
             _ = self.pruneExpired(now: at)
         case .subscribe(_, let topic, let fids):
-            _ = try self.subscribe(fids.map(\.string), to: topic)
+            // Straight to the index: the batch limit is a rule for requests, and a snapshot holds a
+            // whole topic in one record.
+            _ = self.topics.subscribe(fids.compactMap { self.registry.slot(forFID: $0) }, to: topic)
         case .unsubscribe(_, let topic, let fids):
-            _ = try self.unsubscribe(fids.map(\.string), from: topic)
+            self.topics.unsubscribe(fids.compactMap { self.registry.slot(forFID: $0) }, from: topic)
+        case .restoreUser(_, let user, let anonymous, let lastActive):
+            guard self.users[user] == nil else { throw FanoutError(.internal, "replay: user \(user) restored twice") }
+            self.users[user] = UserRecord(isAnonymous: anonymous, devices: [], lastActive: lastActive.millisecondsSinceEpoch)
+        case .retireFIDs(_, let fids):
+            self.registry.restoreRetired(fids: fids)
+        case .retireTokenHashes(_, let hashes):
+            self.registry.restoreRetired(tokenHashes: hashes)
         }
+    }
+
+    /// Records that rebuild this project's state exactly (for a snapshot): installations with
+    /// their creation and last-seen times, users with their kind and last activity, bindings,
+    /// subscriptions, and the tombstones of deleted FIDs and retired tokens.
+    func snapshotRecords() -> [WALRecord] {
+        let project = self.id
+        var records: [WALRecord] = []
+        var boundUsers: [(UInt32, UserID)] = []
+        self.registry.liveSlots.forEach { slot in
+            guard let i = self.registry.installation(atSlot: slot) else { return }
+            records.append(
+                .register(
+                    project,
+                    .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: i.createdAt)
+                )
+            )
+            if i.lastSeen != i.createdAt { records.append(.touch(project, fid: i.fid, at: i.lastSeen)) }
+            if let user = i.user { boundUsers.append((slot, user)) }
+        }
+        for (user, record) in self.users.sorted(by: { $0.key < $1.key }) {
+            records.append(.restoreUser(project, user: user, anonymous: record.isAnonymous, lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive)))
+            for slot in record.devices {
+                guard let fid = self.registry.fid(ofSlot: slot) else { continue }
+                // Binding at time 0 keeps the restored last activity (binding takes the later of the two).
+                records.append(.bindDevice(project, fid: fid, user: user, anonymous: record.isAnonymous, at: Timestamp(millisecondsSinceEpoch: 0)))
+            }
+        }
+        for (topic, _) in self.topics.allTopics() {
+            let fids = self.topics.subscribers(of: topic).slots.compactMap { self.registry.fid(ofSlot: $0) }
+            for start in stride(from: 0, to: fids.count, by: 1 << 16) {
+                records.append(.subscribe(project, topic: topic, fids: Array(fids[start..<min(start + (1 << 16), fids.count)])))
+            }
+        }
+        let (retiredFIDs, retiredTokens) = self.registry.tombstones
+        if !retiredFIDs.isEmpty { records.append(.retireFIDs(project, fids: retiredFIDs)) }
+        if !retiredTokens.isEmpty { records.append(.retireTokenHashes(project, hashes: retiredTokens)) }
+        return records
     }
 }
 
@@ -51,7 +98,8 @@ extension WALRecord {
         case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
             .touch(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
-            .subscribe(let p, _, _), .unsubscribe(let p, _, _):
+            .subscribe(let p, _, _), .unsubscribe(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
+            .retireTokenHashes(let p, _):
             return p
         }
     }

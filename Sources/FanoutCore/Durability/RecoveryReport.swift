@@ -1,8 +1,12 @@
 /// What opening a data directory found and did.
 public struct RecoveryReport: Hashable, Sendable {
+    /// The snapshot recovery started from: its file, LSN and record count.
+    public var snapshot: (file: String, lsn: UInt64, records: Int)?
+    /// Snapshots that could not be read (newer than the one used), with why.
+    public var skippedSnapshots: [String] = []
     /// Segment files read.
     public var segments: Int
-    /// Records replayed.
+    /// Log records replayed after the snapshot.
     public var records: Int
     /// The LSN the next record gets.
     public var nextLSN: UInt64

@@ -1,6 +1,6 @@
 extension WALRecord {
     /// The most FIDs in one subscribe or unsubscribe record (a batch is at most 1000; room to spare).
-    static let maximumFIDsPerRecord = 1 << 16
+    static let maximumFIDsPerRecord = 1 << 24
 
     /// Appends `u8 type | body` (docs/wal-format.md).
     func encode(into writer: inout BinaryWriter) {
@@ -74,6 +74,22 @@ extension WALRecord {
             writer.write(topic.value)
             writer.write(UInt32(fids.count))
             for fid in fids { writer.write(fid) }
+        case .restoreUser(let project, let user, let anonymous, let lastActive):
+            writer.write(Kind.restoreUser.rawValue)
+            writer.write(project.value)
+            writer.write(user.value)
+            writer.write(anonymous)
+            writer.write(lastActive)
+        case .retireFIDs(let project, let fids):
+            writer.write(Kind.retireFIDs.rawValue)
+            writer.write(project.value)
+            writer.write(UInt32(fids.count))
+            for fid in fids { writer.write(fid) }
+        case .retireTokenHashes(let project, let hashes):
+            writer.write(Kind.retireTokenHashes.rawValue)
+            writer.write(project.value)
+            writer.write(UInt32(hashes.count))
+            for hash in hashes { writer.write(hash) }
         }
     }
 
@@ -144,20 +160,41 @@ extension WALRecord {
             record = .pruneExpiredInstallations(project, at: try reader.readTimestamp())
         case .subscribe, .unsubscribe:
             let topic = try Self.validated(TopicName(try reader.readString(limit: TopicName.maximumLength)), reader, "topic")
-            let count = Int(try reader.read(UInt32.self))
-            // Each FID is 18 bytes: a count the remaining bytes cannot hold is refused before allocating.
-            guard count <= Self.maximumFIDsPerRecord, count * 18 <= reader.remaining else {
-                throw BinaryReader.Error(offset: reader.position - 4, reason: "a FID count the record cannot hold")
-            }
-            var fids: [FID] = []
-            fids.reserveCapacity(count)
-            for _ in 0..<count { fids.append(try reader.readFID()) }
+            let fids = try Self.readFIDs(&reader)
             record = kind == .subscribe ? .subscribe(project, topic: topic, fids: fids) : .unsubscribe(project, topic: topic, fids: fids)
+        case .restoreUser:
+            let user = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let anonymous = try reader.readBool()
+            record = .restoreUser(project, user: user, anonymous: anonymous, lastActive: try reader.readTimestamp())
+        case .retireFIDs:
+            record = .retireFIDs(project, fids: try Self.readFIDs(&reader))
+        case .retireTokenHashes:
+            let count = Int(try reader.read(UInt32.self))
+            guard count <= Self.maximumFIDsPerRecord, count * 8 <= reader.remaining else {
+                throw BinaryReader.Error(offset: reader.position - 4, reason: "a hash count the record cannot hold")
+            }
+            var hashes: [UInt64] = []
+            hashes.reserveCapacity(count)
+            for _ in 0..<count { hashes.append(try reader.read(UInt64.self)) }
+            record = .retireTokenHashes(project, hashes: hashes)
         }
         guard reader.remaining == 0 else {
             throw BinaryReader.Error(offset: reader.position, reason: "trailing bytes after the record")
         }
         return record
+    }
+
+    /// `u32 count | count x FID`; a count the remaining bytes cannot hold (18 bytes each) is refused
+    /// before anything is allocated.
+    private static func readFIDs(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [FID] {
+        let count = Int(try reader.read(UInt32.self))
+        guard count <= Self.maximumFIDsPerRecord, count * 18 <= reader.remaining else {
+            throw BinaryReader.Error(offset: reader.position - 4, reason: "a FID count the record cannot hold")
+        }
+        var fids: [FID] = []
+        fids.reserveCapacity(count)
+        for _ in 0..<count { fids.append(try reader.readFID()) }
+        return fids
     }
 
     private static func validated<T>(_ value: T?, _ reader: BinaryReader, _ what: String) throws(BinaryReader.Error) -> T {

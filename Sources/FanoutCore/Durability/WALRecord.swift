@@ -17,6 +17,12 @@ public enum WALRecord: Hashable, Sendable {
     /// The installations that were subscribed (FIDs), in the order of the request.
     case subscribe(ProjectID, topic: TopicName, fids: [FID])
     case unsubscribe(ProjectID, topic: TopicName, fids: [FID])
+    /// A user as a snapshot restores it (kind and last activity; devices follow as `bindDevice`).
+    case restoreUser(ProjectID, user: UserID, anonymous: Bool, lastActive: Timestamp)
+    /// FIDs of deleted installations (tombstones), as a snapshot restores them.
+    case retireFIDs(ProjectID, fids: [FID])
+    /// Hashes of retired tokens (tombstones), as a snapshot restores them.
+    case retireTokenHashes(ProjectID, hashes: [UInt64])
 
     /// A registration as it was applied (with the FID the engine chose).
     public struct RegisteredInstallation: Hashable, Sendable {
@@ -62,6 +68,9 @@ public enum WALRecord: Hashable, Sendable {
         case pruneExpiredInstallations = 11
         case subscribe = 12
         case unsubscribe = 13
+        case restoreUser = 14
+        case retireFIDs = 15
+        case retireTokenHashes = 16
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -83,6 +92,10 @@ public enum WALRecord: Hashable, Sendable {
         case .pruneExpiredInstallations(let project, let at): return "pruneExpiredInstallations \(project) at=\(at)"
         case .subscribe(let project, let topic, let fids): return "subscribe \(project) topic=\(topic) count=\(fids.count)"
         case .unsubscribe(let project, let topic, let fids): return "unsubscribe \(project) topic=\(topic) count=\(fids.count)"
+        case .restoreUser(let project, let user, let anonymous, let lastActive):
+            return "restoreUser \(project) user=\(user) anonymous=\(anonymous) lastActive=\(lastActive)"
+        case .retireFIDs(let project, let fids): return "retireFIDs \(project) count=\(fids.count)"
+        case .retireTokenHashes(let project, let hashes): return "retireTokenHashes \(project) count=\(hashes.count)"
         }
     }
 }

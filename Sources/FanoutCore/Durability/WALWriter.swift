@@ -24,6 +24,7 @@ final class WALWriter: @unchecked Sendable {
     private var failure: FanoutError?
     private var closing = false
     private var running = true
+    private var rollRequested = false
 
     // Writer-thread state.
     private var descriptor: Int32 = -1
@@ -70,6 +71,17 @@ final class WALWriter: @unchecked Sendable {
         self.nextLSN += UInt64(records.count)
         self.state.broadcast()
         return self.nextLSN
+    }
+
+    /// The LSN the next appended record gets. Read it while holding every lock under which records
+    /// are appended, to get a consistent boundary.
+    var nextRecordLSN: UInt64 {
+        self.state.withLock { self.nextLSN }
+    }
+
+    /// Makes the next batch start a new segment (after a snapshot, so older segments can go).
+    func requestRoll() {
+        self.state.withLock { self.rollRequested = true }
     }
 
     /// Throws the log's failure, if it has failed or is closing (checked before a change is applied,
@@ -125,12 +137,14 @@ final class WALWriter: @unchecked Sendable {
             self.queue.removeAll(keepingCapacity: true)
             let firstLSN = self.nextLSN - UInt64(records.count)
             let closing = self.closing
+            let roll = self.rollRequested && !records.isEmpty
+            if roll { self.rollRequested = false }
             self.state.unlock()
 
             do throws(FileIO.Error) {
                 if !records.isEmpty {
                     let batch = WALFormat.batch(records, firstLSN: firstLSN)
-                    if self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize {
+                    if roll || (self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize) {
                         try self.finishSegment()
                         try self.startSegment(index: self.segmentIndex + 1, firstLSN: firstLSN)
                     }

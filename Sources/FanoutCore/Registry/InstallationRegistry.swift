@@ -261,6 +261,21 @@ struct InstallationRegistry {
         return result
     }
 
+    // MARK: - Tombstones
+
+    /// The retired FIDs and token hashes (for snapshots), sorted for a stable output.
+    var tombstones: (fids: [FID], tokenHashes: [UInt64]) {
+        (self.retiredFIDs.sorted { $0.string < $1.string }, self.retiredTokens.sorted())
+    }
+
+    mutating func restoreRetired(fids: [FID]) {
+        self.retiredFIDs.formUnion(fids)
+    }
+
+    mutating func restoreRetired(tokenHashes: [UInt64]) {
+        self.retiredTokens.formUnion(tokenHashes)
+    }
+
     // MARK: - Helpers
 
     private mutating func allocateSlot() -> UInt32 {
