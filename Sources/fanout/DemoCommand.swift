@@ -4,21 +4,42 @@ import FanoutCore
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Walk through the engine's model in memory: installations, a user's devices, topics, conditions."
+        abstract: "Walk through the engine's model: installations, a user's devices, topics, conditions.",
+        discussion: """
+            With --data-dir the engine is durable: each run adds a project (demo-1, demo-2, ...) to the \
+            directory, and the next run recovers them all from the write-ahead log.
+            """
     )
 
-    func run() throws {
-        let engine = Engine()
-        let appID = AppID("1:1234567890:ios:0a1b2c3d4e5f")!
+    @Option(help: "A data directory to run the demo against (created if needed); in memory when omitted.")
+    var dataDir: String?
 
+    func run() throws {
+        let engine = try self.dataDir.map { try Engine(directory: $0) } ?? Engine()
+        defer { try? engine.close() }
+        var project = ProjectID.default
+        if let directory = self.dataDir, let recovery = engine.recovery {
+            let existing = engine.projectIDs()
+            print("== Opened \(directory): \(recovery.records) log records replayed in \(recovery.duration)")
+            print("projects already there: \(existing.map(\.value).joined(separator: ", "))")
+            project = ProjectID("demo-\(existing.count)")!
+            try engine.createProject(project)
+            print("this run uses project \(project)\n")
+        }
+        try Self.walkThrough(engine, in: project)
+        print(self.dataDir.map { "\nEverything above is in the write-ahead log of \($0)." } ?? "\n(in memory: pass --data-dir DIR to keep it)")
+    }
+
+    private static func walkThrough(_ engine: Engine, in project: ProjectID) throws {
         print("== A user with three devices")
         let phone = try engine.register(
             RegistrationRequest(
                 token: RegistrationToken("demo-ios-token-1")!,
                 platform: .ios,
-                appID: appID,
+                appID: AppID("1:1234567890:ios:0a1b2c3d4e5f")!,
                 device: try DeviceDetails(name: "Ana's iPhone", os: "iOS 19.1", type: "phone")
-            )
+            ),
+            in: project
         ).installation
         let android = try engine.register(
             RegistrationRequest(
@@ -27,52 +48,54 @@ struct DemoCommand: ParsableCommand {
                 platform: .android,
                 appID: AppID("1:1234567890:android:0a1b2c3d4e5f")!,
                 device: try DeviceDetails(name: "Pixel", os: "Android 16", type: "phone")
-            )
+            ),
+            in: project
         ).installation
         let browser = try engine.register(
             RegistrationRequest(
                 platform: .web,
                 appID: AppID("1:1234567890:web:0a1b2c3d4e5f")!,
                 device: try DeviceDetails(name: "Firefox", os: "Linux", type: "browser")
-            )
+            ),
+            in: project
         ).installation
         let ana = UserID("ana")!
         for device in [phone, android, browser] {
-            try engine.bindDevice(.fid(device.fid), to: ana)
+            try engine.bindDevice(.fid(device.fid), to: ana, in: project)
             print("registered \(device.platform) \(device.fid) (\(device.device.name ?? "")) -> user ana")
         }
 
         print("\n== Topics and a condition")
         let news = TopicName("news")!
         let sport = TopicName("sport")!
-        print("subscribe all three to news:", try engine.subscribe([phone.fid.string, android.fid.string, browser.fid.string], to: news))
-        print("subscribe the phone to sport:", try engine.subscribe(["demo-ios-token-1"], to: sport))
+        let everyone = [phone.fid.string, android.fid.string, browser.fid.string]
+        print("subscribe all three to news:", try engine.subscribe(everyone, to: news, in: project))
+        print("subscribe the phone to sport:", try engine.subscribe(["demo-ios-token-1"], to: sport, in: project))
         let condition = try Condition(parsing: "'news' in topics && !('sport' in topics)")
-        let audience = try engine.audience(of: condition)
+        let audience = try engine.audience(of: condition, in: project)
         print("\(condition) reaches \(audience.count) installations")
 
         print("\n== Token rotation keeps the topics")
-        _ = try engine.refreshToken(.fid(phone.fid), to: RegistrationToken("demo-ios-token-2")!)
+        _ = try engine.refreshToken(.fid(phone.fid), to: RegistrationToken("demo-ios-token-2")!, in: project)
         do {
-            _ = try engine.installation(.token(RegistrationToken("demo-ios-token-1")!))
+            _ = try engine.installation(.token(RegistrationToken("demo-ios-token-1")!), in: project)
         } catch {
             print("old token: \(error.code.name)")
         }
-        print("phone topics:", try engine.topics(of: .fid(phone.fid)).map(\.value))
+        print("phone topics:", try engine.topics(of: .fid(phone.fid), in: project).map(\.value))
 
         print("\n== Sign-out on the phone")
-        try engine.signOut(ana, on: .fid(phone.fid))
-        print("ana's devices:", try engine.user(ana).devices.map { $0.device.name ?? "" }.joined(separator: ", "))
+        try engine.signOut(ana, on: .fid(phone.fid), in: project)
+        print("ana's devices:", try engine.user(ana, in: project).devices.map { $0.device.name ?? "" }.joined(separator: ", "))
 
         print("\n== Anonymous first, account later")
         let anonymous = UserID("anon-7f3a")!
-        try engine.bindDevice(.fid(phone.fid), to: anonymous, anonymous: true)
-        try engine.linkUser(anonymous: anonymous, to: ana)
-        print("after linking, ana's devices:", try engine.user(ana).devices.map { $0.device.name ?? "" }.joined(separator: ", "))
+        try engine.bindDevice(.fid(phone.fid), to: anonymous, anonymous: true, in: project)
+        try engine.linkUser(anonymous: anonymous, to: ana, in: project)
+        print("after linking, ana's devices:", try engine.user(ana, in: project).devices.map { $0.device.name ?? "" }.joined(separator: ", "))
 
         print("\n== Deleting an installation")
-        try engine.deleteInstallation(browser.fid)
-        print("news subscribers:", try engine.subscriberCount(of: news))
-        print("\nThis demo ran in memory; durable data directories come with the write-ahead log.")
+        try engine.deleteInstallation(browser.fid, in: project)
+        print("news subscribers:", try engine.subscriberCount(of: news, in: project))
     }
 }
