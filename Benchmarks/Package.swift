@@ -31,5 +31,14 @@ let package = Package(
             path: "Benchmarks/MessageBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "DurabilityBenchmarks",
+            dependencies: [
+                .product(name: "FanoutCore", package: "fanout"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/DurabilityBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )

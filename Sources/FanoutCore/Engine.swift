@@ -17,16 +17,16 @@ import Glibc
 /// in memory only.
 public final class Engine: Sendable {
     final class ProjectBox: Sendable {
-        let state: Mutex<ProjectState>
+        let state: Locked<ProjectState>
 
         init(_ state: ProjectState) {
-            self.state = Mutex(state)
+            self.state = Locked(state)
         }
     }
 
     public let configuration: EngineConfiguration
     let clock: any WallClock
-    let projects: Mutex<[ProjectID: ProjectBox]>
+    let projects: Locked<[ProjectID: ProjectBox]>
     /// The log, when the engine is durable.
     let wal: WALWriter?
     /// The data directory, when the engine is durable.
@@ -40,7 +40,7 @@ public final class Engine: Sendable {
     public init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
         self.configuration = configuration
         self.clock = clock
-        self.projects = Mutex([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
+        self.projects = Locked([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
         self.wal = nil
         self.directory = nil
         self.directoryLock = Mutex(nil)
@@ -58,11 +58,16 @@ public final class Engine: Sendable {
     ) {
         self.configuration = configuration
         self.clock = clock
-        self.projects = Mutex(projects.mapValues { ProjectBox($0) })
+        self.projects = Locked(projects.mapValues { ProjectBox($0) })
         self.wal = wal
         self.directory = directory
         self.directoryLock = Mutex(directoryLock)
         self.recovery = recovery
+    }
+
+    /// What the write-ahead log has done since the engine opened (nil in memory).
+    public var logStatistics: WALStatistics? {
+        self.wal?.currentStatistics
     }
 
     /// Flushes and syncs the log and releases the data directory. Calls after this fail with

@@ -111,6 +111,32 @@ struct DurableEngineTests {
         }
     }
 
+    /// Group commit: with concurrent callers and `always`, one `fdatasync` acknowledges several
+    /// records, and every caller gets its answer.
+    @Test func concurrentCallersShareFsyncs() throws {
+        try Self.withDirectory { directory in
+            let engine = try Engine(directory: directory, durability: .always)
+            let callers = 16
+            let perCaller = 40
+            DispatchQueue.concurrentPerform(iterations: callers) { caller in
+                for index in 0..<perCaller {
+                    _ = try? engine.register(
+                        RegistrationRequest(token: RegistrationToken("c\(caller)-\(index)"), platform: .web, appID: AppID("app")!)
+                    )
+                }
+            }
+            let statistics = try #require(engine.logStatistics)
+            #expect(try engine.installationCount() == callers * perCaller)
+            #expect(statistics.records == callers * perCaller)
+            #expect(statistics.syncs == statistics.batches, "always syncs every batch")
+            #expect(statistics.syncs < statistics.records, "several records share a sync (\(statistics.syncs) syncs)")
+            try engine.close()
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(try reopened.installationCount() == callers * perCaller)
+            try reopened.close()
+        }
+    }
+
     @Test func alwaysDurabilitySyncsAndReopens() throws {
         try Self.withDirectory { directory in
             var harness = try Harness(seed: 7, directory: directory, durability: .always)

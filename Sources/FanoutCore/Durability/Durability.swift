@@ -8,3 +8,17 @@ public enum Durability: Hashable, Sendable {
     /// After the batch is written; never synced by fanout (the OS decides). For tests and caches.
     case none
 }
+
+/// What the write-ahead log has done since the engine opened.
+public struct WALStatistics: Hashable, Sendable {
+    /// Records written.
+    public var records = 0
+    /// Batches written (one `write` each).
+    public var batches = 0
+    /// `fdatasync` calls.
+    public var syncs = 0
+    /// Bytes written, batch headers included.
+    public var bytes = 0
+
+    public init() {}
+}

@@ -25,6 +25,10 @@ final class WALWriter: @unchecked Sendable {
     private var closing = false
     private var running = true
     private var rollRequested = false
+    private var statistics = WALStatistics()
+    /// Callers waiting for an LSN, each on its own condition variable, so that a batch wakes only
+    /// the callers it acknowledges (a broadcast would wake all of them, on every batch).
+    private var waiters: [(lsn: UInt64, condition: UnsafeMutablePointer<pthread_cond_t>)] = []
 
     // Writer-thread state.
     private var descriptor: Int32 = -1
@@ -69,7 +73,7 @@ final class WALWriter: @unchecked Sendable {
         guard !self.closing else { throw FanoutError(.unavailable, "the engine is closing") }
         self.queue.append(contentsOf: records)
         self.nextLSN += UInt64(records.count)
-        self.state.broadcast()
+        self.state.signal(.work)
         return self.nextLSN
     }
 
@@ -77,6 +81,11 @@ final class WALWriter: @unchecked Sendable {
     /// are appended, to get a consistent boundary.
     var nextRecordLSN: UInt64 {
         self.state.withLock { self.nextLSN }
+    }
+
+    /// Counters since the writer started.
+    var currentStatistics: WALStatistics {
+        self.state.withLock { self.statistics }
     }
 
     /// Makes the next batch start a new segment (after a snapshot, so older segments can go).
@@ -97,18 +106,38 @@ final class WALWriter: @unchecked Sendable {
     func waitUntilAcknowledged(_ lsn: UInt64) throws(FanoutError) {
         self.state.lock()
         defer { self.state.unlock() }
-        while self.acknowledgedLSN < lsn && self.failure == nil {
-            self.state.wait()
+        if self.acknowledgedLSN < lsn && self.failure == nil {
+            let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+            pthread_cond_init(condition, nil)
+            defer {
+                pthread_cond_destroy(condition)
+                condition.deallocate()
+            }
+            self.waiters.append((lsn, condition))
+            while self.acknowledgedLSN < lsn && self.failure == nil {
+                self.state.wait(on: condition)
+            }
+            // The writer removes waiters it wakes; after a failure it removes all of them.
+            self.waiters.removeAll { $0.condition == condition }
         }
         if self.acknowledgedLSN < lsn, let failure = self.failure { throw failure }
+    }
+
+    /// Wakes the waiters whose LSN is acknowledged (all of them after a failure); call with the lock held.
+    private func wakeWaiters() {
+        self.waiters.removeAll { waiter in
+            guard waiter.lsn <= self.acknowledgedLSN || self.failure != nil else { return false }
+            pthread_cond_signal(waiter.condition)
+            return true
+        }
     }
 
     /// Writes and syncs everything queued, stops the thread and closes the segment.
     func close() throws(FanoutError) {
         self.state.lock()
         self.closing = true
-        self.state.broadcast()
-        while self.running { self.state.wait() }
+        self.state.signal(.work)
+        while self.running { self.state.wait(.acknowledged) }
         let failure = self.failure
         self.state.unlock()
         if self.descriptor >= 0 {
@@ -131,7 +160,7 @@ final class WALWriter: @unchecked Sendable {
                     self.state.wait(milliseconds: milliseconds)
                     break
                 }
-                self.state.wait()
+                self.state.wait(.work)
             }
             let records = self.queue
             self.queue.removeAll(keepingCapacity: true)
@@ -151,13 +180,19 @@ final class WALWriter: @unchecked Sendable {
                     try FileIO.writeAll(self.descriptor, batch, path: self.segmentPath)
                     self.segmentBytes += batch.count
                     unsynced = true
+                    var synced = false
                     if self.durability == .always {
                         try FileIO.dataSync(self.descriptor, path: self.segmentPath)
                         unsynced = false
+                        synced = true
                     }
                     self.state.withLock {
                         self.acknowledgedLSN = firstLSN + UInt64(records.count)
-                        self.state.broadcast()
+                        self.statistics.records += records.count
+                        self.statistics.batches += 1
+                        self.statistics.bytes += batch.count
+                        if synced { self.statistics.syncs += 1 }
+                        self.wakeWaiters()
                     }
                 }
                 if case .interval(let milliseconds) = self.durability, unsynced {
@@ -166,20 +201,22 @@ final class WALWriter: @unchecked Sendable {
                         try FileIO.dataSync(self.descriptor, path: self.segmentPath)
                         unsynced = false
                         lastSync = now
+                        self.state.withLock { self.statistics.syncs += 1 }
                     }
                 }
             } catch {
                 self.state.withLock {
                     self.failure = FanoutError(.unavailable, "the write-ahead log failed: \(error)")
                     self.running = false
-                    self.state.broadcast()
+                    self.wakeWaiters()
+                    self.state.broadcast(.acknowledged)
                 }
                 return
             }
             if closing && records.isEmpty {
                 self.state.withLock {
                     self.running = false
-                    self.state.broadcast()
+                    self.state.broadcast(.acknowledged)
                 }
                 return
             }
