@@ -118,13 +118,21 @@ struct DurableEngineTests {
             let engine = try Engine(directory: directory, durability: .always)
             let callers = 16
             let perCaller = 40
-            DispatchQueue.concurrentPerform(iterations: callers) { caller in
-                for index in 0..<perCaller {
-                    _ = try? engine.register(
-                        RegistrationRequest(token: RegistrationToken("c\(caller)-\(index)"), platform: .web, appID: AppID("app")!)
-                    )
-                }
+            // Real threads: `concurrentPerform` runs about one per core, and two callers can
+            // alternate one record per batch forever; sixteen queue up behind every fdatasync.
+            let group = DispatchGroup()
+            for caller in 0..<callers {
+                group.enter()
+                Thread {
+                    for index in 0..<perCaller {
+                        _ = try? engine.register(
+                            RegistrationRequest(token: RegistrationToken("c\(caller)-\(index)"), platform: .web, appID: AppID("app")!)
+                        )
+                    }
+                    group.leave()
+                }.start()
             }
+            group.wait()
             let statistics = try #require(engine.logStatistics)
             #expect(try engine.installationCount() == callers * perCaller)
             #expect(statistics.records == callers * perCaller)

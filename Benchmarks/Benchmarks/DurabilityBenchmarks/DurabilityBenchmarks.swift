@@ -27,6 +27,23 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    let recovery: [BenchmarkMetric] = [
+        .custom("open from log (ms)", useScalingFactor: false),
+        .custom("open from snapshot (ms)", useScalingFactor: false),
+        .custom("log size (MiB)", useScalingFactor: false),
+        .custom("snapshot size (MiB)", useScalingFactor: false),
+    ]
+    Benchmark(
+        "Durability.recovery.1Mx20",
+        configuration: .init(metrics: recovery, warmupIterations: 0, maxIterations: 1)
+    ) { benchmark in
+        let figures = RecoveryLoad.run()
+        benchmark.measurement(recovery[0], figures.logMilliseconds)
+        benchmark.measurement(recovery[1], figures.snapshotMilliseconds)
+        benchmark.measurement(recovery[2], figures.logMegabytes)
+        benchmark.measurement(recovery[3], figures.snapshotMegabytes)
+    }
+
     let custom: [BenchmarkMetric] = [
         .custom("mutations per second", polarity: .prefersLarger, useScalingFactor: false),
         .custom("latency p50 (us)", useScalingFactor: false),
@@ -46,6 +63,55 @@ let benchmarks: @Sendable () -> Void = {
                 benchmark.measurement(custom[3], figures.perSync)
             }
         }
+    }
+}
+
+enum RecoveryLoad {
+    /// Builds 1M installations (163-byte tokens) x 20 topics in a durable engine (16 registering
+    /// threads, subscriptions in batches of 1000), then times opening the directory from the log
+    /// alone, and again after a snapshot. Returns milliseconds and megabytes.
+    static func run() -> (logMilliseconds: Int, snapshotMilliseconds: Int, logMegabytes: Int, snapshotMegabytes: Int) {
+        let directory = NSTemporaryDirectory() + "fanout-recovery-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let installations = 1_000_000
+        @Sendable func token(_ index: Int) -> String { "\(index):APA91b" + String(repeating: "x", count: 163 - 7 - String(index).count) }
+        do {
+            let engine = try! Engine(directory: directory, durability: .none)
+            DispatchQueue.concurrentPerform(iterations: 16) { part in
+                for index in stride(from: part, to: installations, by: 16) {
+                    _ = try! engine.register(RegistrationRequest(token: RegistrationToken(token(index))!, platform: .android, appID: AppID("1:1:android:a")!))
+                }
+            }
+            DispatchQueue.concurrentPerform(iterations: 20) { topic in
+                for start in stride(from: 0, to: installations, by: 1000) {
+                    _ = try! engine.subscribe((start..<start + 1000).map(token), to: TopicName("topic-\(topic)")!)
+                }
+            }
+            try! engine.close()
+        }
+        func megabytes(_ suffix: String) -> Int {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            let bytes = names.filter { $0.hasSuffix(suffix) }.reduce(0) { total, name in
+                total + ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? 0)
+            }
+            return bytes >> 20
+        }
+        let logMegabytes = megabytes(".wal")
+        var start = ContinuousClock.now
+        let fromLog = try! Engine(directory: directory, durability: .none)
+        let logTime = ContinuousClock.now - start
+        precondition(try! fromLog.subscriberCount(of: TopicName("topic-7")!) == installations)
+        try! fromLog.snapshot()
+        try! fromLog.close()
+        start = ContinuousClock.now
+        let fromSnapshot = try! Engine(directory: directory, durability: .none)
+        let snapshotTime = ContinuousClock.now - start
+        precondition(try! fromSnapshot.installationCount() == installations)
+        try! fromSnapshot.close()
+        func milliseconds(_ duration: Duration) -> Int {
+            Int(duration.components.seconds) * 1000 + Int(duration.components.attoseconds / 1_000_000_000_000_000)
+        }
+        return (milliseconds(logTime), milliseconds(snapshotTime), logMegabytes, megabytes(".lz4"))
     }
 }
 

@@ -72,12 +72,11 @@ struct BinaryReader {
     mutating func read<I: FixedWidthInteger>(_: I.Type) throws(Error) -> I {
         let size = MemoryLayout<I>.size
         guard self.remaining >= size else { throw Error(offset: self.position, reason: "truncated") }
-        var value: I = 0
-        for index in 0..<size {
-            value |= I(truncatingIfNeeded: self.bytes[self.position + index]) << (8 * index)
+        let value = self.bytes.withUnsafeBytes { raw in
+            raw.loadUnaligned(fromByteOffset: self.position, as: I.self)
         }
         self.position += size
-        return value
+        return I(littleEndian: value)
     }
 
     mutating func readBool() throws(Error) -> Bool {
