@@ -61,7 +61,7 @@ let package = Package(
             name: "FanoutCoreTests",
             dependencies: ["FanoutCore", "FanoutTestSupport"],
             exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
-            resources: [.copy("Fixtures/firebase-admin")]
+            resources: [.copy("Fixtures/firebase-admin"), .copy("Fixtures/wal")]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

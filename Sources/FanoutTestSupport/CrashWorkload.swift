@@ -94,20 +94,21 @@ public struct CrashWorkload {
         }
     }
 
-    /// The model after the first `count` operations, with the step clock's times.
-    public func model(after count: Int, configuration: EngineConfiguration = EngineConfiguration()) -> ReferenceModel {
-        var model = ReferenceModel(configuration: configuration)
-        for index in 0..<count {
+    /// `model` (after the first `from` operations) advanced to after the first `to`, with the step
+    /// clock's times.
+    public func advance(_ model: ReferenceModel, from: Int, to: Int) -> ReferenceModel {
+        var model = model
+        for index in from..<to {
             Self.apply(self.operations[index], to: &model, now: StepClock.time(ofStep: index))
         }
         return model
     }
 
-    /// A comparable summary of what the engine holds for the workload's FIDs: token, user and
-    /// topics of each live installation.
-    public func summary(of engine: Engine) -> [String: String] {
+    /// A comparable summary of what the engine holds for the FIDs registered by the first `count`
+    /// operations: token, user and topics of each live installation.
+    public func summary(of engine: Engine, upTo count: Int) -> [String: String] {
         var result: [String: String] = [:]
-        for case .register(let fid, _, _) in self.operations {
+        for case .register(let fid, _, _) in self.operations.prefix(count) {
             guard let installation = try? engine.installation(.fid(FID(fid)!)) else { continue }
             let topics = (try? engine.topics(of: .fid(installation.fid)))?.map(\.value).sorted() ?? []
             result[fid] = "\(installation.token?.value ?? "-") \(installation.user?.value ?? "-") \(topics)"

@@ -27,6 +27,7 @@ struct CrashTests {
         let child = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanout-crash-child")
 
         var recovered = 0  // operations known to be in the directory
+        var model = ReferenceModel(configuration: EngineConfiguration())  // after `recovered` operations
         var kills = 0
         for cycle in 0..<Self.cycles {
             let process = Process()
@@ -65,13 +66,17 @@ struct CrashTests {
             #expect(acknowledged >= recovered, "cycle \(cycle): the child acknowledged nothing")
 
             // Recover and compare with the models of the two possible prefixes.
-            let engine = try Engine(directory: directory, durability: .none, clock: StepClock(startingAt: 0))
-            let state = workload.summary(of: engine)
-            try engine.close()
             let acknowledgedCount = acknowledged + 1
-            if state == CrashWorkload.summary(of: workload.model(after: acknowledgedCount)) {
+            let engine = try Engine(directory: directory, durability: .none, clock: StepClock(startingAt: 0))
+            let state = workload.summary(of: engine, upTo: min(total, acknowledgedCount + 1))
+            try engine.close()
+            let afterAcknowledged = workload.advance(model, from: recovered, to: acknowledgedCount)
+            let afterOneMore = acknowledgedCount < total ? workload.advance(afterAcknowledged, from: acknowledgedCount, to: acknowledgedCount + 1) : nil
+            if state == CrashWorkload.summary(of: afterAcknowledged) {
+                model = afterAcknowledged
                 recovered = acknowledgedCount
-            } else if acknowledgedCount < total, state == CrashWorkload.summary(of: workload.model(after: acknowledgedCount + 1)) {
+            } else if let afterOneMore, state == CrashWorkload.summary(of: afterOneMore) {
+                model = afterOneMore
                 recovered = acknowledgedCount + 1
             } else {
                 Issue.record("cycle \(cycle): the recovered state matches neither \(acknowledgedCount) nor \(acknowledgedCount + 1) operations")
