@@ -70,8 +70,8 @@ public final class Engine: Sendable {
         self.wal?.currentStatistics
     }
 
-    /// Flushes and syncs the log and releases the data directory. Calls after this fail with
-    /// `UNAVAILABLE`. A no-op for an in-memory engine.
+    /// Flushes and syncs the log and releases the data directory. Changes after this fail with
+    /// `UNAVAILABLE` (reads still answer from memory). A no-op for an in-memory engine.
     public func close() throws(FanoutError) {
         guard let descriptor = self.directoryLock.withLock({ lock -> Int32? in
             defer { lock = nil }
