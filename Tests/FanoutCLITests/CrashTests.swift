@@ -9,6 +9,7 @@ import Testing
 /// is there: the state must equal the model after the acknowledged prefix, or after one more
 /// operation (the one in flight when the child died, whose record may have reached the disk).
 ///
+/// Every 25 cycles the parent also takes a snapshot, so later children recover from it.
 /// `FANOUT_CRASH_CYCLES` sets the number of kill cycles (20 by default, the CI short form; the long
 /// form in docs/operations.md runs 500).
 @Suite("Crash test")
@@ -69,6 +70,10 @@ struct CrashTests {
             let acknowledgedCount = acknowledged + 1
             let engine = try Engine(directory: directory, durability: .none, clock: StepClock(startingAt: 0))
             let state = workload.summary(of: engine, upTo: min(total, acknowledgedCount + 1))
+            if cycle % 25 == 24 {
+                // Snapshots keep recovery short, and go through the kill cycles too.
+                try engine.snapshot()
+            }
             try engine.close()
             let afterAcknowledged = workload.advance(model, from: recovered, to: acknowledgedCount)
             let afterOneMore = acknowledgedCount < total ? workload.advance(afterAcknowledged, from: acknowledgedCount, to: acknowledgedCount + 1) : nil
