@@ -51,28 +51,14 @@ public enum MessageParser {
         _ = reader.take("name", violations: &violations)  // output only; ignored as FCM does
         let data = reader.stringMap("data", violations: &violations) ?? []
         self.checkDataKeys(data, at: reader.field("data"), violations: &violations)
-        let notification = reader.object("notification", violations: &violations).map { notificationReader in
-            var notificationReader = notificationReader
-            return self.notification(&notificationReader, violations: &violations)
-        }
-        let android = reader.object("android", violations: &violations).map { androidReader in
-            var androidReader = androidReader
-            return self.android(&androidReader, violations: &violations)
-        }
-        let apns = reader.object("apns", violations: &violations).map { apnsReader in
-            var apnsReader = apnsReader
-            return self.apns(&apnsReader, violations: &violations)
-        }
-        let webpush = reader.object("webpush", violations: &violations).map { webpushReader in
-            var webpushReader = webpushReader
-            return self.webpush(&webpushReader, violations: &violations)
-        }
-        let analyticsLabel = reader.object("fcm_options", violations: &violations).flatMap { optionsReader in
-            var optionsReader = optionsReader
-            let label = self.analyticsLabel(&optionsReader, violations: &violations)
-            optionsReader.finish(violations: &violations)
-            return label
-        }
+        let notification = reader.read("notification", violations: &violations, with: Self.notification(_:violations:))
+        let android = reader.read("android", violations: &violations, with: Self.android(_:violations:))
+        let apns = reader.read("apns", violations: &violations, with: Self.apns(_:violations:))
+        let webpush = reader.read("webpush", violations: &violations, with: Self.webpush(_:violations:))
+        let analyticsLabel = reader.read("fcm_options", violations: &violations) { options, violations in
+            defer { options.finish(violations: &violations) }
+            return Self.analyticsLabel(&options, violations: &violations)
+        } ?? nil
         reader.finish(violations: &violations)
         guard let target else { return nil }
         let message = Message(

@@ -151,6 +151,17 @@ struct ObjectReader {
         return ObjectReader(value, at: self.field(name), violations: &violations)
     }
 
+    /// Reads field `name` as an object with `read` (which finishes the inner reader); `nil` when
+    /// the field is absent or not an object.
+    mutating func read<T>(
+        _ name: String,
+        violations: inout Violations,
+        with read: (inout ObjectReader, inout Violations) -> T
+    ) -> T? {
+        guard var object = self.object(name, violations: &violations) else { return nil }
+        return read(&object, &violations)
+    }
+
     // MARK: - Names
 
     /// `collapseKey` -> `collapse_key`; keys without an uppercase ASCII letter are returned as they are.
