@@ -40,12 +40,22 @@ public enum WALFormat {
 
     /// One framed batch holding `records`, numbered from `firstLSN`.
     public static func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
-        var body = BinaryWriter(capacity: 64 * records.count)
+        Self.batch(rawRecords: records.map(Self.encode), firstLSN: firstLSN)
+    }
+
+    /// A record's bytes (`u8 type | body`).
+    package static func encode(_ record: WALRecord) -> [UInt8] {
+        var writer = BinaryWriter(capacity: 64)
+        record.encode(into: &writer)
+        return writer.bytes
+    }
+
+    /// One framed batch of already-encoded records (tests frame arbitrary bytes with this).
+    package static func batch(rawRecords records: [[UInt8]], firstLSN: UInt64) -> [UInt8] {
+        var body = BinaryWriter(capacity: records.reduce(0) { $0 + $1.count + 4 })
         for record in records {
-            let lengthOffset = body.bytes.count
-            body.write(UInt32(0))
-            record.encode(into: &body)
-            body.set(UInt32(body.bytes.count - lengthOffset - 4), at: lengthOffset)
+            body.write(UInt32(record.count))
+            body.append(record)
         }
         var payload = body.bytes
         var flags: UInt8 = 0
