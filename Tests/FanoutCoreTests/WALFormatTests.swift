@@ -29,7 +29,17 @@ struct WALFormatTests {
         let token = RegistrationToken("tok\(UInt32.random(in: 0...UInt32.max, using: &random)):APA91b" + String(repeating: "x", count: Int.random(in: 0...200, using: &random)))!
         let user = UserID("user-\(Int.random(in: 0...99, using: &random))")!
         let topic = TopicName("topic-\(Int.random(in: 0...9, using: &random))")!
-        switch Int.random(in: 0..<13, using: &random) {
+        switch Int.random(in: 0..<17, using: &random) {
+        case 13: return .restoreUser(project, user: user, anonymous: Bool.random(using: &random), lastActive: at)
+        case 14: return .retireFIDs(project, fids: [fid, FID.make(fromRandomBytes: random.bytes(17))])
+        case 15: return .retireTokenHashes(project, hashes: (0..<Int.random(in: 0...5, using: &random)).map { _ in random.next() })
+        case 16:
+            var ordinal: UInt32 = 0
+            let ordinals = (0..<Int.random(in: 0...40, using: &random)).map { _ -> UInt32 in
+                ordinal += UInt32.random(in: 1...1000, using: &random)
+                return ordinal
+            }
+            return .restoreSubscribers(project, topic: topic, ordinals: ordinals)
         case 0: return .createProject(project)
         case 1: return .deleteProject(project)
         case 2:

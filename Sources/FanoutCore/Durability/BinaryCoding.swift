@@ -37,6 +37,17 @@ struct BinaryWriter {
         self.write(timestamp.millisecondsSinceEpoch)
     }
 
+    /// Appends `values` as consecutive little-endian u32s in one copy.
+    mutating func appendLittleEndian(_ values: [UInt32]) {
+        let start = self.bytes.count
+        self.bytes.append(contentsOf: repeatElement(0, count: values.count * 4))
+        self.bytes.withUnsafeMutableBytes { raw in
+            for (index, value) in values.enumerated() {
+                raw.storeBytes(of: value.littleEndian, toByteOffset: start + index * 4, as: UInt32.self)
+            }
+        }
+    }
+
     mutating func append(_ bytes: [UInt8]) {
         self.bytes.append(contentsOf: bytes)
     }
@@ -77,6 +88,17 @@ struct BinaryReader {
         }
         self.position += size
         return I(littleEndian: value)
+    }
+
+    /// `count` little-endian u32s.
+    mutating func readLittleEndianUInt32s(_ count: Int) throws(Error) -> [UInt32] {
+        guard count >= 0, self.remaining >= count * 4 else { throw Error(offset: self.position, reason: "truncated") }
+        let start = self.position
+        let values = self.bytes.withUnsafeBytes { raw in
+            (0..<count).map { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + $0 * 4, as: UInt32.self)) }
+        }
+        self.position += count * 4
+        return values
     }
 
     mutating func readBool() throws(Error) -> Bool {

@@ -49,6 +49,14 @@ extension ProjectState {
             self.registry.restoreRetired(fids: fids)
         case .retireTokenHashes(_, let hashes):
             self.registry.restoreRetired(tokenHashes: hashes)
+        case .restoreSubscribers(_, let topic, let ordinals):
+            // Restored registrations took slots 0, 1, 2, ... in order: an ordinal is a slot.
+            guard ordinals.allSatisfy({ self.registry.isLive($0) }) else {
+                throw FanoutError(.internal, "replay: a subscriber ordinal of topic \(topic) is not a restored installation")
+            }
+            guard self.topics.restore(ordinals, to: topic) else {
+                throw FanoutError(.internal, "replay: topic \(topic) restored twice")
+            }
         }
     }
 
@@ -78,11 +86,17 @@ extension ProjectState {
                 records.append(.bindDevice(project, fid: fid, user: user, anonymous: record.isAnonymous, at: Timestamp(millisecondsSinceEpoch: 0)))
             }
         }
+        // Registrations above went out in ascending slot order; a restore gives them slots 0, 1, ...
+        // so each topic's subscribers are stored as those ordinals (4 bytes each, not an 18-byte FID).
+        var ordinalOfSlot = [UInt32](repeating: 0, count: self.registry.slotCapacity)
+        var ordinal: UInt32 = 0
+        self.registry.liveSlots.forEach { slot in
+            ordinalOfSlot[Int(slot)] = ordinal
+            ordinal += 1
+        }
         for (topic, _) in self.topics.allTopics() {
-            let fids = self.topics.subscribers(of: topic).slots.compactMap { self.registry.fid(ofSlot: $0) }
-            for start in stride(from: 0, to: fids.count, by: 1 << 16) {
-                records.append(.subscribe(project, topic: topic, fids: Array(fids[start..<min(start + (1 << 16), fids.count)])))
-            }
+            let ordinals = self.topics.subscribers(of: topic).slots.map { ordinalOfSlot[Int($0)] }
+            records.append(.restoreSubscribers(project, topic: topic, ordinals: ordinals))
         }
         let (retiredFIDs, retiredTokens) = self.registry.tombstones
         if !retiredFIDs.isEmpty { records.append(.retireFIDs(project, fids: retiredFIDs)) }
@@ -99,7 +113,7 @@ extension WALRecord {
             .touch(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
-            .retireTokenHashes(let p, _):
+            .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _):
             return p
         }
     }

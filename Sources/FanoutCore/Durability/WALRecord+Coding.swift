@@ -90,6 +90,12 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(UInt32(hashes.count))
             for hash in hashes { writer.write(hash) }
+        case .restoreSubscribers(let project, let topic, let ordinals):
+            writer.write(Kind.restoreSubscribers.rawValue)
+            writer.write(project.value)
+            writer.write(topic.value)
+            writer.write(UInt32(ordinals.count))
+            writer.appendLittleEndian(ordinals)
         }
     }
 
@@ -177,6 +183,17 @@ extension WALRecord {
             hashes.reserveCapacity(count)
             for _ in 0..<count { hashes.append(try reader.read(UInt64.self)) }
             record = .retireTokenHashes(project, hashes: hashes)
+        case .restoreSubscribers:
+            let topic = try Self.validated(TopicName(try reader.readString(limit: TopicName.maximumLength)), reader, "topic")
+            let count = Int(try reader.read(UInt32.self))
+            guard count * 4 <= reader.remaining else {
+                throw BinaryReader.Error(offset: reader.position - 4, reason: "an ordinal count the record cannot hold")
+            }
+            let ordinals = try reader.readLittleEndianUInt32s(count)
+            guard zip(ordinals, ordinals.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                throw BinaryReader.Error(offset: reader.position, reason: "ordinals are not strictly ascending")
+            }
+            record = .restoreSubscribers(project, topic: topic, ordinals: ordinals)
         }
         guard reader.remaining == 0 else {
             throw BinaryReader.Error(offset: reader.position, reason: "trailing bytes after the record")

@@ -23,6 +23,9 @@ public enum WALRecord: Hashable, Sendable {
     case retireFIDs(ProjectID, fids: [FID])
     /// Hashes of retired tokens (tombstones), as a snapshot restores them.
     case retireTokenHashes(ProjectID, hashes: [UInt64])
+    /// A topic's subscribers in a snapshot, as ordinals of the snapshot's registrations (ascending):
+    /// restored registrations take slots 0, 1, 2, ... in order, so an ordinal is the restored slot.
+    case restoreSubscribers(ProjectID, topic: TopicName, ordinals: [UInt32])
 
     /// A registration as it was applied (with the FID the engine chose).
     public struct RegisteredInstallation: Hashable, Sendable {
@@ -71,6 +74,7 @@ public enum WALRecord: Hashable, Sendable {
         case restoreUser = 14
         case retireFIDs = 15
         case retireTokenHashes = 16
+        case restoreSubscribers = 17
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -96,6 +100,8 @@ public enum WALRecord: Hashable, Sendable {
             return "restoreUser \(project) user=\(user) anonymous=\(anonymous) lastActive=\(lastActive)"
         case .retireFIDs(let project, let fids): return "retireFIDs \(project) count=\(fids.count)"
         case .retireTokenHashes(let project, let hashes): return "retireTokenHashes \(project) count=\(hashes.count)"
+        case .restoreSubscribers(let project, let topic, let ordinals):
+            return "restoreSubscribers \(project) topic=\(topic) count=\(ordinals.count)"
         }
     }
 }

@@ -27,6 +27,11 @@ public struct SlotSet: Hashable, Sendable, Sequence {
     public init(_ slots: some Sequence<UInt32>) {
         var sorted = Array(slots)
         sorted.sort()
+        self.init(sortedUnique: sorted)
+    }
+
+    /// A set of `slots`, which are ascending (duplicates are skipped); no sort.
+    init(sortedUnique sorted: [UInt32]) {
         self.init()
         var chunk = [UInt16]()
         var currentKey: UInt16? = nil

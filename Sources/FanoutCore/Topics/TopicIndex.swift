@@ -80,6 +80,21 @@ struct TopicIndex {
         return results
     }
 
+    /// Loads a topic that has no subscribers yet with `slots` (strictly ascending) in bulk, as a
+    /// snapshot restores it; returns false (changing nothing) when the topic already exists or a
+    /// slot would pass the per-installation limit.
+    mutating func restore(_ slots: [UInt32], to topic: TopicName) -> Bool {
+        guard self.idByName[topic] == nil,
+            slots.allSatisfy({ self.topicsBySlot.count(of: $0) < self.maximumTopicsPerInstallation })
+        else { return false }
+        guard !slots.isEmpty else { return true }
+        let id = self.id(creating: topic)
+        self.subscribers[Int(id)] = SlotSet(sortedUnique: slots)
+        for slot in slots { self.topicsBySlot.append(id, to: slot) }
+        self.subscriptionCount += slots.count
+        return true
+    }
+
     /// Unsubscribes every slot of `slots` from `topic`. Not being subscribed is fine.
     mutating func unsubscribe(_ slots: [UInt32], from topic: TopicName) {
         guard let id = self.idByName[topic] else { return }
