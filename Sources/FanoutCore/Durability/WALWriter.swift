@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,6 +25,9 @@ final class WALWriter: @unchecked Sendable {
     private var acknowledgedLSN: UInt64
     private var failure: FanoutError?
     private var closing = false
+    /// False once `failure` or `closing` is set (both under `state`): lets `checkHealthy`, on every
+    /// mutation's path, skip the mutex while the log is healthy.
+    private let accepting = Atomic<Bool>(true)
     private var running = true
     private var rollRequested = false
     private var statistics = WALStatistics()
@@ -96,6 +101,7 @@ final class WALWriter: @unchecked Sendable {
     /// Throws the log's failure, if it has failed or is closing (checked before a change is applied,
     /// so that a change the log cannot take is not applied either).
     func checkHealthy() throws(FanoutError) {
+        if self.accepting.load(ordering: .acquiring) { return }
         self.state.lock()
         defer { self.state.unlock() }
         if let failure = self.failure { throw failure }
@@ -136,6 +142,7 @@ final class WALWriter: @unchecked Sendable {
     func close() throws(FanoutError) {
         self.state.lock()
         self.closing = true
+        self.accepting.store(false, ordering: .releasing)
         self.state.signal(.work)
         while self.running { self.state.wait(.acknowledged) }
         let failure = self.failure
@@ -207,6 +214,7 @@ final class WALWriter: @unchecked Sendable {
             } catch {
                 self.state.withLock {
                     self.failure = FanoutError(.unavailable, "the write-ahead log failed: \(error)")
+                    self.accepting.store(false, ordering: .releasing)
                     self.running = false
                     self.wakeWaiters()
                     self.state.broadcast(.acknowledged)
