@@ -81,7 +81,7 @@ public struct Message: Sendable {
 
         /// A header's value, if given (names are case-insensitive, as in HTTP).
         public func header(_ name: String) -> String? {
-            self.headers.first { MessageParser.asciiLowercased($0.key) == name }?.value
+            self.headers.first { ASCII.lowercased($0.key) == name }?.value
         }
     }
 
@@ -95,7 +95,7 @@ public struct Message: Sendable {
         public var analyticsLabel: String?
 
         public func header(_ name: String) -> String? {
-            self.headers.first { MessageParser.asciiLowercased($0.key) == name }?.value
+            self.headers.first { ASCII.lowercased($0.key) == name }?.value
         }
     }
 

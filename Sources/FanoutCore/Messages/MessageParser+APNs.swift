@@ -41,7 +41,7 @@ extension MessageParser {
     private static func checkAPNsHeaders(_ headers: [(key: String, value: String)], at path: String, violations: inout Violations) {
         for (name, value) in headers {
             var field: String { "\(path).\(ObjectReader.printable(name))" }
-            switch Self.asciiLowercased(name) {
+            switch ASCII.lowercased(name) {
             case "apns-priority":
                 if !["10", "5", "1"].contains(value) { violations.add(field, "must be \"10\", \"5\" or \"1\"") }
             case "apns-push-type":
@@ -172,12 +172,6 @@ extension MessageParser {
         default:
             violations.add(path, "must be a sound name or a critical sound dictionary, got \(sound.typeName)")
         }
-    }
-
-    /// `name` with ASCII letters lowercased; header names are ASCII, and most are lowercase already.
-    static func asciiLowercased(_ name: String) -> String {
-        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return name }
-        return String(decoding: name.utf8.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 + 32 : $0 }, as: UTF8.self)
     }
 
     /// `8-4-4-4-12` hexadecimal digits.

@@ -6,7 +6,7 @@ extension MessageParser {
         if let headers = reader.stringMap("headers", violations: &violations) {
             let path = reader.field("headers")
             for (name, value) in headers {
-                switch Self.asciiLowercased(name) {
+                switch ASCII.lowercased(name) {
                 case "ttl":
                     if UInt32(value) == nil {
                         violations.add("\(path).\(ObjectReader.printable(name))", "must be a non-negative number of seconds")

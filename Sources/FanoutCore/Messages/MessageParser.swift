@@ -163,9 +163,7 @@ public enum MessageParser {
                 let count = word.utf8CodeUnitCount
                 guard wholeKey ? utf8.count == count : utf8.count >= count else { return false }
                 return word.withUTF8Buffer { expected in
-                    zip(utf8.prefix(count), expected).allSatisfy { actual, wanted in
-                        (actual >= UInt8(ascii: "A") && actual <= UInt8(ascii: "Z") ? actual + 32 : actual) == wanted
-                    }
+                    zip(utf8.prefix(count), expected).allSatisfy { ASCII.lowercased($0) == $1 }
                 }
             }
             if isReserved("from", wholeKey: true) || isReserved("message_type", wholeKey: true)

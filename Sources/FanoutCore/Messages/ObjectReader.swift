@@ -166,13 +166,13 @@ struct ObjectReader {
 
     /// `collapseKey` -> `collapse_key`; keys without an uppercase ASCII letter are returned as they are.
     static func snakeCase(_ key: String) -> String {
-        guard key.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return key }
+        guard key.utf8.contains(where: ASCII.isUppercase) else { return key }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(key.utf8.count + 4)
         for byte in key.utf8 {
-            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") {
+            if ASCII.isUppercase(byte) {
                 bytes.append(UInt8(ascii: "_"))
-                bytes.append(byte + 32)
+                bytes.append(ASCII.lowercased(byte))
             } else {
                 bytes.append(byte)
             }

@@ -9,8 +9,22 @@ enum ASCII {
     @inline(__always)
     static func isAlphanumeric(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || Self.isUppercase(byte)
             || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+    }
+
+    /// `[A-Z]`
+    @inline(__always)
+    static func isUppercase(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+
+    /// `byte` with an ASCII capital letter lowercased.
+    @inline(__always)
+    static func lowercased(_ byte: UInt8) -> UInt8 { Self.isUppercase(byte) ? byte + 32 : byte }
+
+    /// `string` with ASCII capital letters lowercased (header names, keys); returned as is when it has none.
+    static func lowercased(_ string: String) -> String {
+        guard string.utf8.contains(where: Self.isUppercase) else { return string }
+        return String(decoding: string.utf8.map(Self.lowercased), as: UTF8.self)
     }
 
     /// `[0-9a-fA-F]`
