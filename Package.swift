@@ -4,6 +4,7 @@ import PackageDescription
 // MARK: - Dependencies
 
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let dequeModule: Target.Dependency = .product(name: "DequeModule", package: "swift-collections")
 
 // MARK: - Compile-time flags
 //
@@ -19,7 +20,8 @@ let package = Package(
         .executable(name: "fanout", targets: ["fanout"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0")
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // MARK: - System libraries (imported `internal` only)
@@ -37,7 +39,7 @@ let package = Package(
         // MARK: - Targets
         .target(
             name: "FanoutCore",
-            dependencies: ["CFanoutOpenSSL", "CFanoutLZ4"],
+            dependencies: ["CFanoutOpenSSL", "CFanoutLZ4", dequeModule],
             swiftSettings: [internalChecks]
         ),
         .target(

@@ -78,6 +78,7 @@ public final class Engine: Sendable {
             return lock
         }) else { return }
         defer { Glibc.close(descriptor) }
+        self.finishConsumers()
         try self.wal?.close()
     }
 
@@ -112,6 +113,7 @@ public final class Engine: Sendable {
                 throw .notFound("no project \(id)", field: "project")
             }
             let lsn = try self.wal?.append([.deleteProject(id)])
+            projects[id]?.state.withLock { $0.finishConsumers() }
             projects[id] = nil
             return lsn
         }
@@ -337,7 +339,7 @@ public final class Engine: Sendable {
 
     /// Runs a change under the project's lock and queues its log records there; waits for them to
     /// be durable after releasing the lock.
-    private func mutate<Result: Sendable>(
+    func mutate<Result: Sendable>(
         _ id: ProjectID,
         _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
     ) throws(FanoutError) -> Result {
@@ -353,7 +355,7 @@ public final class Engine: Sendable {
         return result
     }
 
-    private func withProject<Result: Sendable>(
+    func withProject<Result: Sendable>(
         _ id: ProjectID,
         _ body: (inout ProjectState) throws(FanoutError) -> Result
     ) throws(FanoutError) -> Result {

@@ -1,4 +1,4 @@
-/// Everything one project owns: its installations, users and topics. A plain value with no locks;
+/// Everything one project owns: its installations, users, topics and mailboxes. A plain value with no locks;
 /// `Engine` serialises access per project. Every mutation validates everything first and changes
 /// state only when it will succeed, so nothing is ever half-applied.
 struct ProjectState {
@@ -7,6 +7,7 @@ struct ProjectState {
     var registry = InstallationRegistry()
     var topics: TopicIndex
     var users: [UserID: UserRecord] = [:]
+    var deliveries = DeliveryState()
 
     init(id: ProjectID, configuration: EngineConfiguration) {
         self.id = id
@@ -68,6 +69,7 @@ struct ProjectState {
     }
 
     private mutating func deleteSlot(_ slot: UInt32) {
+        self.dropMailbox(slot)
         self.topics.removeAll(of: slot)
         self.unbind(slot)
         self.registry.delete(slot: slot)

@@ -50,22 +50,40 @@ extension ProjectState {
         case .retireTokenHashes(_, let hashes):
             self.registry.restoreRetired(tokenHashes: hashes)
         case .restoreSubscribers(_, let topic, let ordinals):
-            // Restored registrations took slots 0, 1, 2, ... in order: an ordinal is a slot.
+            // An ordinal is the slot the installation was restored to: its own slot after a
+            // `restoreSlotLayout`, else 0, 1, 2, ... in the order of the registrations.
             guard ordinals.allSatisfy({ self.registry.isLive($0) }) else {
                 throw FanoutError(.internal, "replay: a subscriber ordinal of topic \(topic) is not a restored installation")
             }
             guard self.topics.restore(ordinals, to: topic) else {
                 throw FanoutError(.internal, "replay: topic \(topic) restored twice")
             }
+        case .restoreSlotLayout(_, let capacity, let freeSlots):
+            guard self.registry.prepareLayout(capacity: Int(capacity), freeSlots: freeSlots) else {
+                throw FanoutError(.internal, "replay: a slot layout for a registry that is not empty, or with bad free slots")
+            }
+        case .send(_, let sequence, let at, let body):
+            try self.replaySend(sequence: sequence, at: at, body: body)
+        case .acknowledge(_, let deliveries):
+            self.replayAcknowledgements(deliveries)
+        case .expireDeliveries(_, let at):
+            _ = self.expireDeliveries(now: at)
+        case .restoreMessage(_, let sequence, let at, let body, let slots, let markerSlots):
+            try self.restoreMessage(sequence: sequence, at: at, body: body, slots: slots, markerSlots: markerSlots)
+        case .restoreMessageSequence(_, let next):
+            self.deliveries.nextSequence = max(self.deliveries.nextSequence, next)
         }
     }
 
-    /// Records that rebuild this project's state exactly (for a snapshot): installations with
-    /// their creation and last-seen times, users with their kind and last activity, bindings,
-    /// subscriptions, and the tombstones of deleted FIDs and retired tokens.
+    /// Records that rebuild this project's state exactly (for a snapshot): the slot layout,
+    /// installations (in their slots) with their creation and last-seen times, users with their
+    /// kind and last activity, bindings, subscriptions, the tombstones of deleted FIDs and retired
+    /// tokens, and the messages with pending deliveries.
     func snapshotRecords() -> [WALRecord] {
         let project = self.id
-        var records: [WALRecord] = []
+        var records: [WALRecord] = [
+            .restoreSlotLayout(project, capacity: UInt32(self.registry.slotCapacity), freeSlots: self.registry.freeSlotList)
+        ]
         var boundUsers: [(UInt32, UserID)] = []
         self.registry.liveSlots.forEach { slot in
             guard let i = self.registry.installation(atSlot: slot) else { return }
@@ -86,21 +104,15 @@ extension ProjectState {
                 records.append(.bindDevice(project, fid: fid, user: user, anonymous: record.isAnonymous, at: Timestamp(millisecondsSinceEpoch: 0)))
             }
         }
-        // Registrations above went out in ascending slot order; a restore gives them slots 0, 1, ...
-        // so each topic's subscribers are stored as those ordinals (4 bytes each, not an 18-byte FID).
-        var ordinalOfSlot = [UInt32](repeating: 0, count: self.registry.slotCapacity)
-        var ordinal: UInt32 = 0
-        self.registry.liveSlots.forEach { slot in
-            ordinalOfSlot[Int(slot)] = ordinal
-            ordinal += 1
-        }
+        // The layout record puts every installation back in its slot, so subscribers are stored as
+        // slots (4 bytes each, not an 18-byte FID).
         for (topic, _) in self.topics.allTopics() {
-            let ordinals = self.topics.subscribers(of: topic).slots.map { ordinalOfSlot[Int($0)] }
-            records.append(.restoreSubscribers(project, topic: topic, ordinals: ordinals))
+            records.append(.restoreSubscribers(project, topic: topic, ordinals: self.topics.subscribers(of: topic).slots))
         }
         let (retiredFIDs, retiredTokens) = self.registry.tombstones
         if !retiredFIDs.isEmpty { records.append(.retireFIDs(project, fids: retiredFIDs)) }
         if !retiredTokens.isEmpty { records.append(.retireTokenHashes(project, hashes: retiredTokens)) }
+        records += self.snapshotMessageRecords()
         return records
     }
 }
@@ -113,7 +125,9 @@ extension WALRecord {
             .touch(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
-            .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _):
+            .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _), .restoreSlotLayout(let p, _, _),
+            .send(let p, _, _, _), .acknowledge(let p, _), .expireDeliveries(let p, _), .restoreMessage(let p, _, _, _, _, _),
+            .restoreMessageSequence(let p, _):
             return p
         }
     }

@@ -96,6 +96,56 @@ extension WALRecord {
             writer.write(topic.value)
             writer.write(UInt32(ordinals.count))
             writer.appendLittleEndian(ordinals)
+        case .restoreSlotLayout(let project, let capacity, let freeSlots):
+            writer.write(Kind.restoreSlotLayout.rawValue)
+            writer.write(project.value)
+            writer.write(capacity)
+            writer.write(UInt32(freeSlots.count))
+            writer.appendLittleEndian(freeSlots)
+        case .send(let project, let sequence, let at, let body):
+            writer.write(Kind.send.rawValue)
+            writer.write(project.value)
+            writer.write(sequence)
+            writer.write(at)
+            writer.write(UInt32(body.count))
+            writer.append(body)
+        case .acknowledge(let project, let deliveries):
+            // Runs of one message's deliveries share its sequence: u32 runs | (u64 sequence | u32 n | n x u32 slot)*
+            writer.write(Kind.acknowledge.rawValue)
+            writer.write(project.value)
+            var runs: [(sequence: UInt64, slots: [UInt32])] = []
+            for delivery in deliveries {
+                if runs.last?.sequence == delivery.messageSequence {
+                    runs[runs.count - 1].slots.append(delivery.slot)
+                } else {
+                    runs.append((delivery.messageSequence, [delivery.slot]))
+                }
+            }
+            writer.write(UInt32(runs.count))
+            for run in runs {
+                writer.write(run.sequence)
+                writer.write(UInt32(run.slots.count))
+                writer.appendLittleEndian(run.slots)
+            }
+        case .expireDeliveries(let project, let at):
+            writer.write(Kind.expireDeliveries.rawValue)
+            writer.write(project.value)
+            writer.write(at)
+        case .restoreMessage(let project, let sequence, let at, let body, let slots, let markerSlots):
+            writer.write(Kind.restoreMessage.rawValue)
+            writer.write(project.value)
+            writer.write(sequence)
+            writer.write(at)
+            writer.write(UInt32(body.count))
+            writer.append(body)
+            writer.write(UInt32(slots.count))
+            writer.appendLittleEndian(slots)
+            writer.write(UInt32(markerSlots.count))
+            writer.appendLittleEndian(markerSlots)
+        case .restoreMessageSequence(let project, let next):
+            writer.write(Kind.restoreMessageSequence.rawValue)
+            writer.write(project.value)
+            writer.write(next)
         }
     }
 
@@ -185,15 +235,46 @@ extension WALRecord {
             record = .retireTokenHashes(project, hashes: hashes)
         case .restoreSubscribers:
             let topic = try Self.validated(TopicName(try reader.readString(limit: TopicName.maximumLength)), reader, "topic")
+            record = .restoreSubscribers(project, topic: topic, ordinals: try Self.readAscendingSlots(&reader))
+        case .restoreSlotLayout:
+            let capacity = try reader.read(UInt32.self)
             let count = Int(try reader.read(UInt32.self))
             guard count * 4 <= reader.remaining else {
-                throw BinaryReader.Error(offset: reader.position - 4, reason: "an ordinal count the record cannot hold")
+                throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
             }
-            let ordinals = try reader.readLittleEndianUInt32s(count)
-            guard zip(ordinals, ordinals.dropFirst()).allSatisfy({ $0 < $1 }) else {
-                throw BinaryReader.Error(offset: reader.position, reason: "ordinals are not strictly ascending")
+            record = .restoreSlotLayout(project, capacity: capacity, freeSlots: try reader.readLittleEndianUInt32s(count))
+        case .send:
+            let sequence = try reader.read(UInt64.self)
+            let at = try reader.readTimestamp()
+            record = .send(project, sequence: sequence, at: at, body: try Self.readBody(&reader))
+        case .acknowledge:
+            let runs = Int(try reader.read(UInt32.self))
+            guard runs * 12 <= reader.remaining else {
+                throw BinaryReader.Error(offset: reader.position - 4, reason: "a run count the record cannot hold")
             }
-            record = .restoreSubscribers(project, topic: topic, ordinals: ordinals)
+            var deliveries: [DeliveryID] = []
+            for _ in 0..<runs {
+                let sequence = try reader.read(UInt64.self)
+                let count = Int(try reader.read(UInt32.self))
+                guard count * 4 <= reader.remaining else {
+                    throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
+                }
+                for slot in try reader.readLittleEndianUInt32s(count) {
+                    deliveries.append(DeliveryID(messageSequence: sequence, slot: slot))
+                }
+            }
+            record = .acknowledge(project, deliveries: deliveries)
+        case .expireDeliveries:
+            record = .expireDeliveries(project, at: try reader.readTimestamp())
+        case .restoreMessage:
+            let sequence = try reader.read(UInt64.self)
+            let at = try reader.readTimestamp()
+            let body = try Self.readBody(&reader)
+            let slots = try Self.readAscendingSlots(&reader)
+            let markerSlots = try Self.readAscendingSlots(&reader)
+            record = .restoreMessage(project, sequence: sequence, at: at, body: body, slots: slots, markerSlots: markerSlots)
+        case .restoreMessageSequence:
+            record = .restoreMessageSequence(project, next: try reader.read(UInt64.self))
         }
         guard reader.remaining == 0 else {
             throw BinaryReader.Error(offset: reader.position, reason: "trailing bytes after the record")
@@ -212,6 +293,28 @@ extension WALRecord {
         fids.reserveCapacity(count)
         for _ in 0..<count { fids.append(try reader.readFID()) }
         return fids
+    }
+
+    /// `u32 count | count x u32`, strictly ascending.
+    private static func readAscendingSlots(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [UInt32] {
+        let count = Int(try reader.read(UInt32.self))
+        guard count * 4 <= reader.remaining else {
+            throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
+        }
+        let slots = try reader.readLittleEndianUInt32s(count)
+        guard zip(slots, slots.dropFirst()).allSatisfy({ $0 < $1 }) else {
+            throw BinaryReader.Error(offset: reader.position, reason: "slots are not strictly ascending")
+        }
+        return slots
+    }
+
+    /// `u32 length | bytes`: a send body, at most what the message parser accepts.
+    private static func readBody(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [UInt8] {
+        let length = Int(try reader.read(UInt32.self))
+        guard length <= JSONParser.Limits().maximumBytes, length <= reader.remaining else {
+            throw BinaryReader.Error(offset: reader.position - 4, reason: "a message body length the record cannot hold")
+        }
+        return Array(try reader.readBytes(length))
     }
 
     private static func validated<T>(_ value: T?, _ reader: BinaryReader, _ what: String) throws(BinaryReader.Error) -> T {

@@ -26,6 +26,22 @@ public enum WALRecord: Hashable, Sendable {
     /// A topic's subscribers in a snapshot, as ordinals of the snapshot's registrations (ascending):
     /// restored registrations take slots 0, 1, 2, ... in order, so an ordinal is the restored slot.
     case restoreSubscribers(ProjectID, topic: TopicName, ordinals: [UInt32])
+    /// The registry's slot layout in a snapshot, before its registrations: the slot count and the
+    /// free list. The registrations that follow (ascending slots) take the other slots, so every
+    /// installation keeps its slot across a restart, and subscriber ordinals are those slots.
+    case restoreSlotLayout(ProjectID, capacity: UInt32, freeSlots: [UInt32])
+    /// A send: the body once, with the sequence number of its message id and the time it was
+    /// accepted; replay resolves the same audience, since it replays everything before it in order.
+    case send(ProjectID, sequence: UInt64, at: Timestamp, body: [UInt8])
+    /// Deliveries acknowledged by consumers.
+    case acknowledge(ProjectID, deliveries: [DeliveryID])
+    /// An expiry sweep at a time: every delivery that expired by then left its mailbox.
+    case expireDeliveries(ProjectID, at: Timestamp)
+    /// A message with pending deliveries in a snapshot: its body, sequence and acceptance time,
+    /// the slots it waits in (ascending) and the slots where its "deleted messages" marker waits.
+    case restoreMessage(ProjectID, sequence: UInt64, at: Timestamp, body: [UInt8], slots: [UInt32], markerSlots: [UInt32])
+    /// The sequence number of the project's next message, in a snapshot.
+    case restoreMessageSequence(ProjectID, next: UInt64)
 
     /// A registration as it was applied (with the FID the engine chose).
     public struct RegisteredInstallation: Hashable, Sendable {
@@ -75,6 +91,12 @@ public enum WALRecord: Hashable, Sendable {
         case retireFIDs = 15
         case retireTokenHashes = 16
         case restoreSubscribers = 17
+        case restoreSlotLayout = 18
+        case send = 19
+        case acknowledge = 20
+        case expireDeliveries = 21
+        case restoreMessage = 22
+        case restoreMessageSequence = 23
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -102,6 +124,18 @@ public enum WALRecord: Hashable, Sendable {
         case .retireTokenHashes(let project, let hashes): return "retireTokenHashes \(project) count=\(hashes.count)"
         case .restoreSubscribers(let project, let topic, let ordinals):
             return "restoreSubscribers \(project) topic=\(topic) count=\(ordinals.count)"
+        case .restoreSlotLayout(let project, let capacity, let freeSlots):
+            return "restoreSlotLayout \(project) capacity=\(capacity) free=\(freeSlots.count)"
+        case .send(let project, let sequence, let at, let body):
+            return "send \(project) message=\(sequence) bytes=\(body.count) at=\(at)"
+        case .acknowledge(let project, let deliveries):
+            return "acknowledge \(project) count=\(deliveries.count)"
+        case .expireDeliveries(let project, let at):
+            return "expireDeliveries \(project) at=\(at)"
+        case .restoreMessage(let project, let sequence, let at, let body, let slots, let markerSlots):
+            return "restoreMessage \(project) message=\(sequence) bytes=\(body.count) at=\(at) pending=\(slots.count) markers=\(markerSlots.count)"
+        case .restoreMessageSequence(let project, let next):
+            return "restoreMessageSequence \(project) next=\(next)"
         }
     }
 }

@@ -276,6 +276,27 @@ struct InstallationRegistry {
         self.retiredTokens.formUnion(tokenHashes)
     }
 
+    // MARK: - Slot layout
+
+    /// The free slots in the order they will be reused (last first), for snapshots.
+    var freeSlotList: [UInt32] { self.freeSlots }
+
+    /// Prepares an empty registry to be restored with the same slots a snapshot was taken with:
+    /// registrations replayed next in ascending slot order take the live slots (every slot below
+    /// `capacity` not in `freeSlots`), and then `freeSlots` is the free list again.
+    /// - Returns: false when the registry is not empty or a free slot is out of range (nothing changed).
+    mutating func prepareLayout(capacity: Int, freeSlots: [UInt32]) -> Bool {
+        guard self.records.isEmpty, freeSlots.allSatisfy({ Int($0) < capacity }) else { return false }
+        let free = Set(freeSlots)
+        guard free.count == freeSlots.count else { return false }
+        self.records = Array(
+            repeating: Record(token: nil, fid: nil, generation: 0, appIndex: 0, platform: .android, createdAt: 0, lastSeen: 0, user: nil, extras: nil),
+            count: capacity
+        )
+        self.freeSlots = freeSlots + (0..<UInt32(capacity)).reversed().filter { !free.contains($0) }
+        return true
+    }
+
     // MARK: - Helpers
 
     private mutating func allocateSlot() -> UInt32 {

@@ -61,11 +61,19 @@ public struct FanoutError: Error, Hashable, Sendable, CustomStringConvertible {
     public var message: String
     /// The input field the error is about, as a path (`registrations[2]`, `message.topic`), if any.
     public var field: String?
+    /// For a message FCM would refuse: every violation found (`field` names the first).
+    public var violations: [FieldViolation] = []
 
     public init(_ code: Code, _ message: String, field: String? = nil) {
         self.code = code
         self.message = message
         self.field = field
+    }
+
+    /// `INVALID_ARGUMENT` carrying a message's violations.
+    public init(_ error: MessageError) {
+        self.init(.invalidArgument, error.message, field: error.violations.first?.field)
+        self.violations = error.violations
     }
 
     public var description: String {

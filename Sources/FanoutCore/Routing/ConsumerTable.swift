@@ -1,0 +1,48 @@
+internal import DequeModule
+
+/// The consumers attached to one project, and which installations' deliveries go to whom.
+///
+/// A device consumer owns its slots (their mailboxes carry a flag, so the send path needs no
+/// lookup); every other slot's deliveries go to the workers of its platform, which take turns
+/// pulling slots from the platform's ready queue. The queues are kept only while a platform has
+/// workers. Not thread-safe: the engine serialises access per project.
+struct ConsumerTable {
+    struct Consumer {
+        let id: UInt64
+        /// The platform of a worker; `nil` for a device consumer.
+        let platform: Platform?
+        /// A device consumer's slots.
+        var slots: Set<UInt32>
+        /// The most unacknowledged deliveries it may hold.
+        var credit: Int
+        var inFlight: Set<DeliveryID> = []
+        let sink: DeliverySink
+
+        var hasRoom: Bool { self.inFlight.count < self.credit }
+    }
+
+    var byID: [UInt64: Consumer] = [:]
+    var deviceConsumer: [UInt32: UInt64] = [:]
+    var workers = PerPlatform<[UInt64]> { _ in [] }
+    /// Slots of each platform with deliveries no consumer holds (flagged `isQueued` in the mailbox).
+    var readyQueue = PerPlatform<Deque<UInt32>> { _ in Deque() }
+    /// Where the next turn among a platform's workers starts.
+    var nextWorker = PerPlatform<Int> { _ in 0 }
+    /// Consumers that may have room for waiting deliveries (filled after each change).
+    var needsFill: Set<UInt64> = []
+    var nextID: UInt64 = 1
+
+    /// A worker of `platform` with room, taking turns; `nil` when all are full (or there are none).
+    mutating func workerWithRoom(for platform: Platform) -> UInt64? {
+        let workers = self.workers[platform]
+        guard !workers.isEmpty else { return nil }
+        for offset in 0..<workers.count {
+            let id = workers[(self.nextWorker[platform] + offset) % workers.count]
+            if self.byID[id]?.hasRoom == true {
+                self.nextWorker[platform] = (self.nextWorker[platform] + offset + 1) % workers.count
+                return id
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,31 @@
+/// A message waiting for one installation, as a consumer receives it or `pendingDeliveries` lists
+/// it. The rendered message is shared by every delivery of the send; nothing here is a copy of it.
+public struct Delivery: Sendable {
+    /// The payload of the "deleted messages" marker that replaces a mailbox's non-collapsible
+    /// messages when more than 100 were pending (FCM's `onDeletedMessages`).
+    public static let deletedMessagesPayload: [UInt8] = Array(#"{"message_type":"deleted_messages"}"#.utf8)
+
+    public var id: DeliveryID
+    public var project: ProjectID
+    public var fid: FID
+    /// The installation's current registration token, if it has one.
+    public var token: RegistrationToken?
+    public var platform: Platform
+    /// When the delivery expires (from the message's TTL or `apns-expiration` for this platform).
+    public var expiry: Timestamp
+    /// The message, or `nil` for the "deleted messages" marker.
+    public var message: RenderedMessage?
+    /// Whether a consumer holds it unacknowledged (only in `pendingDeliveries` listings).
+    public var isInFlight: Bool
+
+    /// `projects/{project}/messages/{sequence}`.
+    public var messageID: String { SendResult.messageID(project: self.project, sequence: self.id.messageSequence) }
+
+    /// Whether this is the "deleted messages" marker rather than a message.
+    public var isDeletedMessagesMarker: Bool { self.message == nil }
+
+    /// What the platform receives: the rendered APNs body, Android payload or web push payload.
+    public var payload: [UInt8] {
+        self.message?.payload(for: self.platform) ?? Self.deletedMessagesPayload
+    }
+}

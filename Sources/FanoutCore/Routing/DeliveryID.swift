@@ -1,0 +1,27 @@
+/// Names one delivery: the message (its per-project sequence number) and the installation slot it
+/// waits for. A message reaches an installation at most once, so the pair is unique, and both
+/// halves survive a restart (slots are kept by snapshots), so an id means the same delivery after
+/// recovery. Written `<sequence>.<slot>`.
+public struct DeliveryID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The message's sequence number in its project (the `{id}` of `projects/{project}/messages/{id}`).
+    public var messageSequence: UInt64
+    public var slot: UInt32
+
+    public init(messageSequence: UInt64, slot: UInt32) {
+        self.messageSequence = messageSequence
+        self.slot = slot
+    }
+
+    /// Parses `<sequence>.<slot>`.
+    public init?(_ string: String) {
+        let parts = string.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let sequence = UInt64(parts[0]), let slot = UInt32(parts[1]) else { return nil }
+        self.init(messageSequence: sequence, slot: slot)
+    }
+
+    public var description: String { "\(self.messageSequence).\(self.slot)" }
+
+    public static func < (lhs: DeliveryID, rhs: DeliveryID) -> Bool {
+        (lhs.messageSequence, lhs.slot) < (rhs.messageSequence, rhs.slot)
+    }
+}

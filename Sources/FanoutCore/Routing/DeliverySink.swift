@@ -1,0 +1,70 @@
+internal import DequeModule
+
+/// Where the engine puts the deliveries it hands to one consumer, and where the consumer takes
+/// them from (`next()` or `poll`). The engine pushes under its project lock; the sink has its own
+/// lock, never held while calling out. At most `credit` deliveries are ever buffered here.
+final class DeliverySink: Sendable {
+    private struct State {
+        var buffer = Deque<Delivery>()
+        var waiter: CheckedContinuation<Delivery?, Never>?
+        var isFinished = false
+        var isCancelled = false
+    }
+
+    private let state = Locked(State())
+
+    func push(_ delivery: Delivery) {
+        let waiter = self.state.withLock { state -> CheckedContinuation<Delivery?, Never>? in
+            guard !state.isFinished else { return nil }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.buffer.append(delivery)
+            return nil
+        }
+        waiter?.resume(returning: delivery)
+    }
+
+    /// Ends the stream: `next()` returns what is buffered, then `nil`.
+    func finish() {
+        let waiter = self.state.withLock { state -> CheckedContinuation<Delivery?, Never>? in
+            state.isFinished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// The next delivery, waiting for one; `nil` once finished or when the task is cancelled.
+    /// One caller at a time.
+    func next() async -> Delivery? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Delivery?, Never>) in
+                let ready = self.state.withLock { state -> Delivery?? in
+                    if let delivery = state.buffer.popFirst() { return .some(delivery) }
+                    if state.isFinished || state.isCancelled { return .some(nil) }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiter = self.state.withLock { state -> CheckedContinuation<Delivery?, Never>? in
+                state.isCancelled = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: nil)
+        }
+    }
+
+    /// Takes up to `maximum` buffered deliveries without waiting.
+    func poll(maximum: Int) -> [Delivery] {
+        self.state.withLock { state in
+            let count = min(maximum, state.buffer.count)
+            defer { state.buffer.removeFirst(count) }
+            return Array(state.buffer.prefix(count))
+        }
+    }
+}

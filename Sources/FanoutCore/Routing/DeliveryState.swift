@@ -1,0 +1,48 @@
+/// Everything one project holds for delivery: the messages with pending deliveries, every
+/// installation's mailbox, the attached consumers, the message sequence and the counters. The
+/// rules that use it live in `ProjectState+Deliveries.swift`, which also sees the registry.
+struct DeliveryState {
+    /// Messages by entry index (`nil` where free); mailbox nodes name these indices.
+    var entries: [MessageEntry?] = []
+    var freeEntries: [UInt32] = []
+    var mailboxes = MailboxTable()
+    var consumers = ConsumerTable()
+    /// The sequence number of the next message (ids start at 1).
+    var nextSequence: UInt64 = 1
+    /// Counters since the engine opened (`pending`, `messages` and `consumers` are filled on read).
+    var counters = DeliveryStatistics()
+
+    var statistics: DeliveryStatistics {
+        var statistics = self.counters
+        statistics.pending = self.mailboxes.count
+        statistics.messages = self.entries.count - self.freeEntries.count
+        statistics.consumers = self.consumers.byID.count
+        return statistics
+    }
+
+    /// Stores a message entry; returns its index.
+    mutating func add(_ entry: MessageEntry) -> UInt32 {
+        if let index = self.freeEntries.popLast() {
+            self.entries[Int(index)] = entry
+            return index
+        }
+        self.entries.append(entry)
+        return UInt32(self.entries.count - 1)
+    }
+
+    /// Drops `count` references to entry `index`; the entry goes with its last one.
+    mutating func release(_ index: UInt32, count: Int = 1) {
+        self.entries[Int(index)]!.references -= count
+        if self.entries[Int(index)]!.references == 0 {
+            self.entries[Int(index)] = nil
+            self.freeEntries.append(index)
+        }
+    }
+
+    /// Entry indices of live messages in sequence order.
+    var entryIndicesBySequence: [UInt32] {
+        self.entries.indices.compactMap { index in self.entries[index].map { (UInt32(index), $0.sequence) } }
+            .sorted { $0.1 < $1.1 }
+            .map(\.0)
+    }
+}

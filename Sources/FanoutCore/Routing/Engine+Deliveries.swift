@@ -1,0 +1,109 @@
+extension Engine {
+    // MARK: - Sends
+
+    /// Sends an FCM HTTP v1 body (`{"validate_only":..., "message":{...}}` or a bare message):
+    /// validates it, resolves its target and puts one delivery per recipient in their mailboxes,
+    /// once the send is as durable as the engine's durability says.
+    ///
+    /// With `validate_only` nothing is resolved or changed, and the id is FCM's `fake_message_id`.
+    /// - Throws: `INVALID_ARGUMENT` with every violation (`FanoutError.violations`) for a message
+    ///   FCM would refuse; `NOT_FOUND` for an unknown project.
+    public func send(_ body: [UInt8], in project: ProjectID = .default) throws(FanoutError) -> SendResult {
+        let request: SendRequest
+        do {
+            request = try MessageParser.parseSendRequest(body)
+        } catch {
+            throw FanoutError(error)
+        }
+        if request.validateOnly {
+            try self.withProject(project) { (_: inout ProjectState) throws(FanoutError) in }
+            return SendResult(
+                messageID: "projects/\(project)/messages/\(SendResult.validateOnlyMessageID)",
+                sequence: 0,
+                audience: 0,
+                enqueued: 0,
+                recipients: []
+            )
+        }
+        let now = self.clock.now()
+        let rendered = RenderedMessage(request.message, acceptedAt: now)
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let sequence = state.deliveries.nextSequence
+            let result = state.send(rendered, body: body, sequence: sequence, now: now)
+            return (result, [.send(project, sequence: sequence, at: now, body: body)])
+        }
+    }
+
+    // MARK: - Deliveries
+
+    /// The deliveries waiting for an installation, oldest first, including those a consumer holds
+    /// unacknowledged (`isInFlight`). Expired ones are not listed (a sweep removes them).
+    public func pendingDeliveries(for address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> [Delivery] {
+        let now = self.clock.now()
+        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+            state.pendingDeliveries(of: try state.slot(for: address), now: now)
+        }
+    }
+
+    /// Removes every delivery whose TTL has run out by the clock's now; returns how many. A server
+    /// calls this periodically; tests call it after moving their clock.
+    @discardableResult
+    public func expireDeliveries(in project: ProjectID = .default) throws(FanoutError) -> Int {
+        let now = self.clock.now()
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let expired = state.expireDeliveries(now: now)
+            return (expired, expired == 0 ? [] : [.expireDeliveries(project, at: now)])
+        }
+    }
+
+    /// Delivery counts of a project since the engine opened, and what is pending now.
+    public func deliveryStatistics(in project: ProjectID = .default) throws(FanoutError) -> DeliveryStatistics {
+        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in state.deliveries.statistics }
+    }
+
+    // MARK: - Consumers
+
+    /// Attaches a consumer. It receives the backlog first, then deliveries as they are enqueued,
+    /// never holding more than `credit` unacknowledged; what it holds when it detaches is delivered
+    /// again (at-least-once).
+    /// - Throws: `INVALID_ARGUMENT` for a credit outside 1...65536 or a bad installation list;
+    ///   `NOT_FOUND` / `UNREGISTERED` for an unknown installation or project.
+    public func attachConsumer(_ scope: ConsumerScope, credit: Int, in project: ProjectID = .default) throws(FanoutError) -> DeliveryConsumer {
+        let sink = DeliverySink()
+        let now = self.clock.now()
+        let id = try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+            try state.attachConsumer(scope, credit: credit, sink: sink, now: now)
+        }
+        return DeliveryConsumer(engine: self, project: project, id: id, sink: sink)
+    }
+
+    func acknowledge(_ ids: [DeliveryID], consumer: UInt64, in project: ProjectID) throws(FanoutError) -> Int {
+        let now = self.clock.now()
+        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            var acknowledged = try state.acknowledge(ids, consumer: consumer, now: now)
+            acknowledged.sort()
+            return (acknowledged.count, acknowledged.isEmpty ? [] : [.acknowledge(project, deliveries: acknowledged)])
+        }
+    }
+
+    func grant(_ credit: Int, consumer: UInt64, in project: ProjectID) throws(FanoutError) {
+        let now = self.clock.now()
+        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+            try state.grant(credit, to: consumer, now: now)
+        }
+    }
+
+    func detach(consumer: UInt64, in project: ProjectID) {
+        let now = self.clock.now()
+        try? self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+            state.detachConsumer(consumer, now: now)
+        }
+    }
+
+    /// Ends every consumer's stream (on close).
+    func finishConsumers() {
+        for box in self.projects.withLock({ Array($0.values) }) {
+            box.state.withLock { $0.finishConsumers() }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+/// A message with deliveries still pending: the rendered message shared by all of them, what each
+/// platform's deliveries need to know (expiry, collapse key, whether the payload fits), the slots
+/// it was enqueued to (for expiry sweeps) and how many deliveries still reference it.
+struct MessageEntry {
+    let sequence: UInt64
+    let rendered: RenderedMessage
+    /// The send body as received (what snapshots store; never logged in text).
+    let body: [UInt8]
+    let expiry: PerPlatform<Int64>
+    let collapseKey: PerPlatform<String?>
+    /// TTL 0 (or an `apns-expiration` already past): deliver to a consumer attached now, or never.
+    let isNowOrNever: PerPlatform<Bool>
+    /// The slots that may hold a delivery of this message.
+    var audience: SlotSet
+    /// Mailbox nodes referencing this entry (deliveries and "deleted messages" markers).
+    var references = 0
+    /// The time of the last expiry sweep that visited it: a sweep comes back only when another
+    /// platform's expiry has passed since.
+    var lastSweep = Int64.min
+
+    init(sequence: UInt64, rendered: RenderedMessage, body: [UInt8], audience: SlotSet) {
+        self.sequence = sequence
+        self.rendered = rendered
+        self.body = body
+        self.audience = audience
+        self.expiry = PerPlatform { rendered.expiry(for: $0).millisecondsSinceEpoch }
+        self.collapseKey = PerPlatform { rendered.collapseKey(for: $0) }
+        let accepted = rendered.acceptedAt.millisecondsSinceEpoch
+        self.isNowOrNever = PerPlatform { rendered.expiry(for: $0).millisecondsSinceEpoch <= accepted }
+    }
+
+    /// Whether a delivery to `platform` is held back by the 100-pending rule's count: it is neither
+    /// collapsible nor TTL 0.
+    func countsTowardPendingLimit(on platform: Platform) -> Bool {
+        self.collapseKey[platform] == nil && !self.isNowOrNever[platform]
+    }
+}
+
+/// One value per platform, stored inline.
+struct PerPlatform<Value> {
+    var android: Value
+    var ios: Value
+    var web: Value
+
+    init(_ make: (Platform) -> Value) {
+        self.android = make(.android)
+        self.ios = make(.ios)
+        self.web = make(.web)
+    }
+
+    subscript(platform: Platform) -> Value {
+        get {
+            switch platform {
+            case .android: return self.android
+            case .ios: return self.ios
+            case .web: return self.web
+            }
+        }
+        set {
+            switch platform {
+            case .android: self.android = newValue
+            case .ios: self.ios = newValue
+            case .web: self.web = newValue
+            }
+        }
+    }
+}
+
+extension PerPlatform: Sendable where Value: Sendable {}
