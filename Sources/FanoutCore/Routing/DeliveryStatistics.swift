@@ -22,4 +22,6 @@ public struct DeliveryStatistics: Hashable, Sendable {
     public var messages = 0
     /// Consumers attached now.
     public var consumers = 0
+
+    public init() {}
 }

@@ -58,6 +58,7 @@ extension ProjectState {
         self.deliveries.counters.rejected += rejected
         self.scheduleWorkers()
         self.dispatch(now: now)
+        self.checkDeliveryInvariants()
 
         let recipients = addressed?.map { slot -> BatchItemResult in
             guard let slot, let platform = self.registry.platform(ofSlot: slot) else { return .failed(.unregistered) }
@@ -245,6 +246,7 @@ extension ProjectState {
         self.deliveries.counters.acknowledged += acknowledged.count
         self.deliveries.consumers.needsFill.insert(consumer)
         self.dispatch(now: now)
+        self.checkDeliveryInvariants()
         return acknowledged
     }
 
@@ -281,6 +283,7 @@ extension ProjectState {
             }
         }
         self.deliveries.counters.expired += expired
+        self.checkDeliveryInvariants()
         return expired
     }
 
@@ -543,6 +546,40 @@ extension ProjectState {
         self.deliveries.consumers.byID[id]!.inFlight.insert(delivery.id)
         self.deliveries.consumers.byID[id]!.sink.push(delivery)
         self.deliveries.counters.delivered += 1
+    }
+}
+
+// MARK: - Invariants
+
+extension ProjectState {
+    /// In debug builds, after every delivery operation: each mailbox's count and marker flag match
+    /// its nodes, and each message's reference count matches the nodes naming it.
+    func checkDeliveryInvariants() {
+        #if FANOUT_INTERNAL_CHECKS
+        self.deliveries.mailboxes.checkInvariants()
+        var references = [Int](repeating: 0, count: self.deliveries.entries.count)
+        for position in self.deliveries.mailboxes.heads.indices {
+            let slot = UInt32(position)
+            let head = self.deliveries.mailboxes.head(slot)
+            guard let platform = self.registry.platform(ofSlot: slot) else {
+                precondition(head.isEmpty, "a free slot has a mailbox")
+                continue
+            }
+            var counted = 0
+            var markers = 0
+            self.deliveries.mailboxes.forEach(in: slot) { _, node in
+                let entry = self.deliveries.entries[Int(node.entry)]!
+                references[Int(node.entry)] += 1
+                if node.isMarker { markers += 1 } else if entry.countsTowardPendingLimit(on: platform) { counted += 1 }
+                return true
+            }
+            precondition(counted == Int(head.counted), "slot \(slot) counts \(head.counted), holds \(counted)")
+            precondition(markers <= 1 && (markers == 1) == (head.flags & MailboxTable.Head.hasMarker != 0), "slot \(slot) marker flag")
+        }
+        for (index, entry) in self.deliveries.entries.enumerated() {
+            precondition((entry?.references ?? 0) == references[index], "message entry \(index) references")
+        }
+        #endif
     }
 }
 
