@@ -1,0 +1,290 @@
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// Random sends (to FIDs, multicast and a topic; collapsible or not; TTL default, 60 s or 0),
+/// device consumers that take, acknowledge and detach, clock moves and expiry sweeps, against a
+/// plain model of FCM's mailbox rules. The durable variant closes and reopens the engine (and takes
+/// snapshots): every pending delivery must come back, nothing acknowledged may.
+@Suite("Deliveries against the reference model")
+struct DeliveryModelTests {
+    @Test(arguments: [11, 12, 13] as [UInt64])
+    func inMemoryEngineMatchesModel(seed: UInt64) throws {
+        var harness = try DeliveryHarness(seed: seed, directory: nil)
+        for _ in 0..<3000 { try harness.step() }
+        #expect(harness.model.maximumPendingSeen > 100, "the 100-pending rule was exercised")
+        #expect(harness.exercised["collapse"]! > 0 && harness.exercised["marker"]! > 0 && harness.exercised["ttl0-taken"]! > 0)
+    }
+
+    @Test(arguments: [21, 22] as [UInt64])
+    func reopenedEngineMatchesModel(seed: UInt64) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-delivery-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var harness = try DeliveryHarness(seed: seed, directory: directory)
+        for step in 0..<2400 {
+            try harness.step()
+            if step % 300 == 299 {
+                if step % 600 == 599 { try harness.engine.snapshot() }
+                try harness.reopen()
+                try harness.compare()
+            }
+        }
+        try harness.engine.close()
+    }
+}
+
+/// FCM's mailbox rules written as plainly as possible: one array per installation.
+struct MailboxModel {
+    struct Item: Equatable {
+        var sequence: UInt64
+        var collapseKey: String?
+        var expiry: Int64
+        var isNowOrNever: Bool
+        var isMarker: Bool
+        var isInFlight = false
+
+        var isCounted: Bool { !self.isMarker && self.collapseKey == nil && !self.isNowOrNever }
+    }
+
+    struct Consumer {
+        var credit: Int
+        var held: Set<UInt64> = []
+        var received: [UInt64] = []
+    }
+
+    struct Installation {
+        let fid: FID
+        let platform: Platform
+        var items: [Item] = []
+        var consumer: Consumer?
+    }
+
+    var installations: [FID: Installation] = [:]
+    var maximumPendingSeen = 0
+    var exercised: [String: Int] = ["collapse": 0, "marker": 0, "ttl0-taken": 0]
+
+    mutating func send(_ sequence: UInt64, to fids: [FID], collapseKey: String?, ttlSeconds: Int64?, now: Int64) {
+        for fid in Set(fids) {
+            guard var installation = self.installations[fid] else { continue }
+            let expiry = installation.platform == .ios ? now + 30 * 86_400_000 : now + (ttlSeconds ?? 2_419_200) * 1000
+            let item = Item(sequence: sequence, collapseKey: collapseKey, expiry: expiry, isNowOrNever: expiry <= now, isMarker: false)
+            if item.isNowOrNever {
+                if var consumer = installation.consumer, consumer.held.count < consumer.credit {
+                    var taken = item
+                    taken.isInFlight = true
+                    installation.items.append(taken)
+                    consumer.held.insert(sequence)
+                    consumer.received.append(sequence)
+                    installation.consumer = consumer
+                    self.exercised["ttl0-taken"]! += 1
+                }
+            } else if let collapseKey {
+                let collapsible = installation.items.filter { !$0.isMarker && !$0.isNowOrNever && $0.collapseKey != nil }
+                if let same = installation.items.firstIndex(where: { !$0.isMarker && !$0.isNowOrNever && $0.collapseKey == collapseKey }) {
+                    installation.items.remove(at: same)
+                    self.exercised["collapse"]! += 1
+                } else if Set(collapsible.map(\.collapseKey)).count >= 4, let oldest = collapsible.first {
+                    installation.items.removeAll { $0 == oldest }
+                    self.exercised["collapse"]! += 1
+                }
+                installation.items.append(item)
+            } else if installation.items.filter(\.isCounted).count >= 100 {
+                installation.items.removeAll(where: \.isCounted)
+                if !installation.items.contains(where: \.isMarker) {
+                    var marker = item
+                    marker.isMarker = true
+                    installation.items.append(marker)
+                }
+                self.exercised["marker"]! += 1
+            } else {
+                installation.items.append(item)
+            }
+            self.maximumPendingSeen = max(self.maximumPendingSeen, installation.items.count)
+            self.installations[fid] = Self.filled(installation, now: now)
+        }
+    }
+
+    static func filled(_ installation: Installation, now: Int64) -> Installation {
+        guard var consumer = installation.consumer else { return installation }
+        var installation = installation
+        for index in installation.items.indices where !installation.items[index].isInFlight && installation.items[index].expiry > now {
+            guard consumer.held.count < consumer.credit else { break }
+            installation.items[index].isInFlight = true
+            consumer.held.insert(installation.items[index].sequence)
+            consumer.received.append(installation.items[index].sequence)
+        }
+        installation.consumer = consumer
+        return installation
+    }
+
+    mutating func attach(_ fid: FID, credit: Int, now: Int64) {
+        self.installations[fid]!.consumer = Consumer(credit: credit)
+        self.installations[fid] = Self.filled(self.installations[fid]!, now: now)
+    }
+
+    mutating func acknowledge(_ fid: FID, _ sequences: [UInt64], now: Int64) {
+        for sequence in sequences where self.installations[fid]!.consumer!.held.remove(sequence) != nil {
+            self.installations[fid]!.items.removeAll { $0.sequence == sequence }
+        }
+        self.installations[fid] = Self.filled(self.installations[fid]!, now: now)
+    }
+
+    mutating func detach(_ fid: FID) {
+        guard let consumer = self.installations[fid]!.consumer else { return }
+        for index in self.installations[fid]!.items.indices where consumer.held.contains(self.installations[fid]!.items[index].sequence) {
+            self.installations[fid]!.items[index].isInFlight = false
+        }
+        self.installations[fid]!.consumer = nil
+    }
+
+    mutating func expire(now: Int64) {
+        for fid in self.installations.keys {
+            self.installations[fid]!.items.removeAll { $0.expiry <= now }
+        }
+    }
+
+    /// After a restart: no consumers, nothing in flight, and TTL-0 deliveries gone.
+    mutating func restart() {
+        for fid in self.installations.keys {
+            self.installations[fid]!.consumer = nil
+            self.installations[fid]!.items.removeAll(where: \.isNowOrNever)
+            for index in self.installations[fid]!.items.indices { self.installations[fid]!.items[index].isInFlight = false }
+        }
+    }
+}
+
+struct DeliveryHarness {
+    var random: SeededRandomNumberGenerator
+    let clock = ManualClock()
+    private(set) var engine: Engine
+    let directory: String?
+    var model = MailboxModel()
+    var fids: [FID] = []
+    var subscribers: Set<FID> = []
+    var consumers: [FID: DeliveryConsumer] = [:]
+    var sequence: UInt64 = 0
+    var exercised: [String: Int] { self.model.exercised }
+
+    init(seed: UInt64, directory: String?) throws {
+        self.random = SeededRandomNumberGenerator(seed: seed)
+        self.directory = directory
+        if let directory {
+            self.engine = try Engine(directory: directory, durability: .none, clock: self.clock)
+        } else {
+            self.engine = Engine(clock: self.clock)
+        }
+    }
+
+    mutating func reopen() throws {
+        guard let directory else { return }
+        self.consumers = [:]
+        try self.engine.close()
+        self.engine = try Engine(directory: directory, durability: .none, clock: self.clock)
+        self.model.restart()
+    }
+
+    var now: Int64 { self.clock.now().millisecondsSinceEpoch }
+
+    mutating func step() throws {
+        let roll = Int.random(in: 0..<100, using: &self.random)
+        switch roll {
+        case 0..<6 where self.fids.count < 14, 0..<2:
+            let platform = Platform.allCases.randomElement(using: &self.random)!
+            let installation = try self.engine.register(RegistrationRequest(platform: platform, appID: AppID("app")!)).installation
+            self.fids.append(installation.fid)
+            self.model.installations[installation.fid] = .init(fid: installation.fid, platform: platform)
+            if Bool.random(using: &self.random) {
+                _ = try self.engine.subscribe([installation.fid.string], to: TopicName("t")!)
+                self.subscribers.insert(installation.fid)
+            }
+        case 6..<8 where self.fids.count > 4:
+            let fid = self.fids.remove(at: Int.random(in: 0..<self.fids.count, using: &self.random))
+            self.consumers[fid] = nil
+            try self.engine.deleteInstallation(fid)
+            self.model.installations[fid] = nil
+            self.subscribers.remove(fid)
+        case 8..<60 where !self.fids.isEmpty:
+            try self.send()
+        case 60..<70 where !self.fids.isEmpty:
+            let fid = self.fids.randomElement(using: &self.random)!
+            if self.consumers[fid] == nil {
+                let credit = Int.random(in: 1...5, using: &self.random)
+                self.consumers[fid] = try self.engine.attachConsumer(.installations([.fid(fid)]), credit: credit)
+                self.model.attach(fid, credit: credit, now: self.now)
+            } else {
+                self.consumers[fid]!.detach()
+                self.consumers[fid] = nil
+                self.model.detach(fid)
+            }
+        case 70..<85 where !self.consumers.isEmpty:
+            let fid = self.consumers.keys.sorted { $0.string < $1.string }.randomElement(using: &self.random)!
+            let held = self.model.installations[fid]!.consumer!.held.sorted()
+            let acknowledged = held.filter { _ in Bool.random(using: &self.random) }
+            _ = try self.consumers[fid]!.acknowledge(acknowledged.map { DeliveryID(messageSequence: $0, slot: try! self.slot(fid)) })
+            self.model.acknowledge(fid, acknowledged, now: self.now)
+        case 85..<92:
+            self.clock.advance(by: .seconds(Int64.random(in: 1...40, using: &self.random)))
+            // Moving time can make nothing new available (expired deliveries are not handed out).
+        case 92..<100:
+            _ = try self.engine.expireDeliveries()
+            self.model.expire(now: self.now)
+        default:
+            return
+        }
+        try self.compare()
+    }
+
+    func slot(_ fid: FID) throws -> UInt32 {
+        try self.engine.installation(.fid(fid)).slot
+    }
+
+    mutating func send() throws {
+        let collapseKey = Int.random(in: 0..<4, using: &self.random) == 0 ? "k\(Int.random(in: 0..<6, using: &self.random))" : nil
+        let ttl: Int64? = [nil, nil, 60, 0].randomElement(using: &self.random)!
+        var targets: [FID]
+        var target: String
+        switch Int.random(in: 0..<3, using: &self.random) {
+        case 0:
+            let fid = self.fids.randomElement(using: &self.random)!
+            targets = [fid]
+            target = #""fid":"\#(fid.string)""#
+        case 1:
+            targets = (0..<Int.random(in: 1...4, using: &self.random)).map { _ in self.fids.randomElement(using: &self.random)! }
+            target = #""fids":[\#(targets.map { "\"\($0.string)\"" }.joined(separator: ","))]"#
+        default:
+            targets = Array(self.subscribers)
+            target = #""topic":"t""#
+        }
+        var android: [String] = []
+        var apnsHeaders = [#""apns-priority":"5""#]
+        var webHeaders: [String] = []
+        if let collapseKey {
+            android.append(#""collapse_key":"\#(collapseKey)""#)
+            apnsHeaders.append(#""apns-collapse-id":"\#(collapseKey)""#)
+            webHeaders.append(#""Topic":"\#(collapseKey)""#)
+        }
+        if let ttl { android.append(#""ttl":"\#(ttl)s""#) }
+        let body = #"{"message":{\#(target),"data":{"k":"v"},"android":{\#(android.joined(separator: ","))},"apns":{"headers":{\#(apnsHeaders.joined(separator: ","))}},"webpush":{"headers":{\#(webHeaders.joined(separator: ","))}}}}"#
+        let result = try self.engine.send(Array(body.utf8))
+        self.sequence += 1
+        #expect(result.sequence == self.sequence)
+        self.model.send(self.sequence, to: targets, collapseKey: collapseKey, ttlSeconds: ttl, now: self.now)
+    }
+
+    /// Every installation's pending deliveries, and what each consumer received, agree with the model.
+    mutating func compare() throws {
+        for fid in self.fids {
+            let pending = try self.engine.pendingDeliveries(for: .fid(fid))
+            let expected = self.model.installations[fid]!.items.filter { $0.expiry > self.now }
+            #expect(pending.map(\.id.messageSequence) == expected.map(\.sequence), "pending of \(fid)")
+            #expect(pending.map(\.isDeletedMessagesMarker) == expected.map(\.isMarker))
+            #expect(pending.map(\.isInFlight) == expected.map(\.isInFlight))
+            if let consumer = self.consumers[fid] {
+                let received = consumer.poll().map(\.id.messageSequence)
+                #expect(received.sorted() == self.model.installations[fid]!.consumer!.received.sorted(), "received by \(fid)")
+                self.model.installations[fid]!.consumer!.received = []
+            }
+        }
+    }
+}
