@@ -1,0 +1,71 @@
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// The firebase-admin corpus sent through the engine to an installation on each platform: every
+/// delivery carries that platform's rendered payload (fcm-rules.md sections 3 and 9), with FCM's
+/// data keys where each platform puts them, and the platform's expiry.
+@Suite("Deliveries of the firebase-admin corpus")
+struct DeliveryCorpusTests {
+    @Test(arguments: Platform.allCases)
+    func everyCorpusMessageReachesEachPlatformWithItsPayload(platform: Platform) throws {
+        for (name, bytes) in MessageTests.corpus {
+            let request = try MessageParser.parseSendRequest(bytes)
+            let clock = ManualClock()
+            let engine = Engine(clock: clock)
+            // An installation the message's target reaches.
+            var registration = RegistrationRequest(platform: platform, appID: AppID("app")!)
+            switch request.message.target {
+            case .token(let token): registration.token = token
+            case .fid(let fid): registration.offeredFID = fid.string
+            default: break
+            }
+            let installation = try engine.register(registration).installation
+            switch request.message.target {
+            case .topic(let topic):
+                _ = try engine.subscribe([installation.fid.string], to: topic)
+            case .condition(let condition):
+                for topic in condition.topics { _ = try engine.subscribe([installation.fid.string], to: topic) }
+            default:
+                break
+            }
+            // A worker attached before the send also takes TTL-0 messages.
+            let worker = try engine.attachConsumer(.platform(platform), credit: 10)
+            let result = try engine.send(bytes)
+            if request.validateOnly {
+                #expect(result.messageID.hasSuffix("/fake_message_id") && worker.poll().isEmpty, "\(name) is only validated")
+                continue
+            }
+            #expect(result.enqueued == 1, "\(name) reaches the \(platform) installation")
+            let deliveries = worker.poll()
+            #expect(deliveries.count == 1, "\(name)")
+            guard let delivery = deliveries.first else { continue }
+
+            let expected = RenderedMessage(request.message, acceptedAt: clock.now())
+            #expect(delivery.payload == expected.payload(for: platform), "\(name) \(platform) payload")
+            #expect(delivery.expiry == expected.expiry(for: platform), "\(name) \(platform) expiry")
+            #expect(delivery.fid == installation.fid)
+            let payload = try #require(try JSONSerialization.jsonObject(with: Data(delivery.payload)) as? [String: Any], "\(name)")
+            let data = request.message.data
+            switch platform {
+            case .ios:
+                // APNs: `aps` plus the data keys at the top level.
+                #expect(payload["aps"] is [String: Any], "\(name) has aps")
+                for (key, value) in data { #expect(payload[key] as? String == value, "\(name) ios data \(key)") }
+            case .android, .web:
+                let rendered = payload["data"] as? [String: String] ?? [:]
+                for (key, value) in data {
+                    let override = (platform == .android ? request.message.android?.data : request.message.webpush?.data)?.first { $0.key == key }
+                    #expect(rendered[key] == (override?.value ?? value), "\(name) \(platform) data \(key)")
+                }
+                if let title = request.message.notification?.title {
+                    let notification = payload["notification"] as? [String: Any]
+                    #expect(notification?["title"] != nil, "\(name) \(platform) notification title \(title.count)")
+                }
+            }
+            _ = try worker.acknowledge([delivery.id])
+            #expect(try engine.deliveryStatistics().messages == 0)
+        }
+    }
+}
