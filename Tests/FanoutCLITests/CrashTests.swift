@@ -6,7 +6,9 @@ import Testing
 /// kill -9 at random moments: a child process (`fanout-crash-child`) runs a seeded workload on a
 /// durable engine with durability `always` and reports each acknowledged operation on a pipe; the
 /// parent kills it with SIGKILL, opens the directory, and checks that every acknowledged operation
-/// is there: the state must equal the model after the acknowledged prefix, or after one more
+/// is there (registrations, subscriptions, sends with their pending deliveries, and acknowledgements:
+/// an acknowledged delivery must never come back): the state must equal the model after the
+/// acknowledged prefix, or after one more
 /// operation (the one in flight when the child died, whose record may have reached the disk).
 ///
 /// Every 25 cycles the parent also takes a snapshot, so later children recover from it.
@@ -28,7 +30,7 @@ struct CrashTests {
         let child = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanout-crash-child")
 
         var recovered = 0  // operations known to be in the directory
-        var model = ReferenceModel(configuration: EngineConfiguration())  // after `recovered` operations
+        var model = CrashModel(configuration: EngineConfiguration())  // after `recovered` operations
         var kills = 0
         for cycle in 0..<Self.cycles {
             let process = Process()
@@ -90,5 +92,6 @@ struct CrashTests {
         }
         #expect(kills == Self.cycles, "every cycle ended with SIGKILL")
         #expect(recovered > Self.cycles, "the workload made progress")
+        #expect(model.sends > 0 && model.mailboxes.installations.values.contains { !$0.items.isEmpty }, "sends were exercised")
     }
 }

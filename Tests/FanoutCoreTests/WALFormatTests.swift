@@ -29,7 +29,25 @@ struct WALFormatTests {
         let token = RegistrationToken("tok\(UInt32.random(in: 0...UInt32.max, using: &random)):APA91b" + String(repeating: "x", count: Int.random(in: 0...200, using: &random)))!
         let user = UserID("user-\(Int.random(in: 0...99, using: &random))")!
         let topic = TopicName("topic-\(Int.random(in: 0...9, using: &random))")!
-        switch Int.random(in: 0..<17, using: &random) {
+        func ascendingSlots() -> [UInt32] {
+            var slot: UInt32 = 0
+            return (0..<Int.random(in: 0...40, using: &random)).map { _ -> UInt32 in
+                slot += UInt32.random(in: 1...1000, using: &random)
+                return slot
+            }
+        }
+        let body = Array(#"{"message":{"topic":"news","data":{"k":"\#(Int.random(in: 0...999, using: &random))"}}}"#.utf8)
+        let sequence = UInt64.random(in: 1...1_000_000, using: &random)
+        switch Int.random(in: 0..<23, using: &random) {
+        case 17: return .restoreSlotLayout(project, capacity: UInt32.random(in: 0...100_000, using: &random), freeSlots: ascendingSlots().shuffled(using: &random))
+        case 18: return .send(project, sequence: sequence, at: at, body: body)
+        case 19:
+            // Runs of one sequence, as the engine logs them (sorted), and a lone one.
+            let deliveries = ascendingSlots().map { DeliveryID(messageSequence: sequence, slot: $0) } + [DeliveryID(messageSequence: sequence + 1, slot: 7)]
+            return .acknowledge(project, deliveries: deliveries)
+        case 20: return .expireDeliveries(project, at: at)
+        case 21: return .restoreMessage(project, sequence: sequence, at: at, body: body, slots: ascendingSlots(), markerSlots: ascendingSlots())
+        case 22: return .restoreMessageSequence(project, next: sequence)
         case 13: return .restoreUser(project, user: user, anonymous: Bool.random(using: &random), lastActive: at)
         case 14: return .retireFIDs(project, fids: [fid, FID.make(fromRandomBytes: random.bytes(17))])
         case 15: return .retireTokenHashes(project, hashes: (0..<Int.random(in: 0...5, using: &random)).map { _ in random.next() })
