@@ -19,7 +19,7 @@ struct FanoutCommand: ParsableCommand {
 
             Exit codes: 0 valid / success, 1 invalid input, 2 usage error.
             """,
-        subcommands: [FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self, SnapshotCommand.self, DemoCommand.self]
+        subcommands: [FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self, SnapshotCommand.self, SendCommand.self, PendingCommand.self, DemoCommand.self]
     )
 
     static func main() {

@@ -1,3 +1,4 @@
+import FanoutCore
 import Foundation
 import Testing
 
@@ -134,5 +135,35 @@ struct FanoutCLITests {
         let clean = try self.fanout("wal", "verify", directory)
         #expect(clean.status == 0)
         #expect(!clean.output.contains("40 records"), "records after the damage are gone")
+    }
+
+    @Test func sendAndPendingWorkOnADataDirectory() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-cli-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let engine = try Engine(directory: directory, durability: .always)
+        let phone = try engine.register(RegistrationRequest(token: RegistrationToken("cli-token"), platform: .ios, appID: AppID("app")!)).installation
+        _ = try engine.subscribe([phone.fid.string], to: TopicName("news")!)
+        try engine.close()
+
+        let sent = try self.fanout("send", directory, "-", input: #"{"message":{"topic":"news","notification":{"title":"Hi"}}}"#)
+        #expect(sent.status == 0, "\(sent.error)")
+        #expect(sent.output == #"{"name":"projects/default/messages/1","audience":1,"enqueued":1,"recipients":[]}"# + "\n")
+        let multicast = try self.fanout("send", directory, input: #"{"message":{"tokens":["cli-token","gone"],"data":{"k":"v"}}}"#)
+        #expect(multicast.output.contains(#""recipients":["ok","UNREGISTERED"]"#))
+
+        let pending = try self.fanout("pending", directory, "--fid", phone.fid.string)
+        #expect(pending.status == 0)
+        let lines = pending.output.split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(lines.first?.hasPrefix("1.\(phone.slot) projects/default/messages/1 ios expires=") == true)
+        #expect(lines.last == "# 2 pending")
+        #expect(!pending.output.contains("cli-token") && !pending.output.contains("Hi"), "no tokens or payloads")
+
+        let invalid = try self.fanout("send", directory, input: #"{"message":{"topic":"news","data":{"from":"x"}}}"#)
+        #expect(invalid.status == 1)
+        #expect(invalid.output.contains(#""field":"message.data.from""#))
+        #expect(try self.fanout("send", directory, "--project", "no-such-project", input: #"{"message":{"topic":"news"}}"#).status == 1)
+        #expect(try self.fanout("pending", directory, "--fid", "not-a-fid").status == 2)
+        #expect(try self.fanout("pending", directory, "--fid", "cAECAwQFBgcICQoLDA0ODx").status == 1)
     }
 }
