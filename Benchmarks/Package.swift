@@ -12,14 +12,28 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CBenchmarkMalloc", path: "Sources/CBenchmarkMalloc"),
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: [.product(name: "FanoutCore", package: "fanout"), "CBenchmarkMalloc"]
+        ),
         .executableTarget(
             name: "TopicIndexBenchmarks",
             dependencies: [
                 .product(name: "FanoutCore", package: "fanout"),
                 .product(name: "Benchmark", package: "benchmark"),
-                "CBenchmarkMalloc",
+                "BenchmarkSupport",
             ],
             path: "Benchmarks/TopicIndexBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "DeliveryBenchmarks",
+            dependencies: [
+                .product(name: "FanoutCore", package: "fanout"),
+                .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkSupport",
+            ],
+            path: "Benchmarks/DeliveryBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(

@@ -56,11 +56,12 @@ struct PerPlatform<Value> {
             case .web: return self.web
             }
         }
-        set {
+        // In place, so that mutating a stored collection through the subscript does not copy it.
+        _modify {
             switch platform {
-            case .android: self.android = newValue
-            case .ios: self.ios = newValue
-            case .web: self.web = newValue
+            case .android: yield &self.android
+            case .ios: yield &self.ios
+            case .web: yield &self.web
             }
         }
     }
