@@ -94,8 +94,32 @@ struct DemoCommand: ParsableCommand {
         try engine.linkUser(anonymous: anonymous, to: ana, in: project)
         print("after linking, ana's devices:", try engine.user(ana, in: project).devices.map { $0.device.name ?? "" }.joined(separator: ", "))
 
+        print("\n== Sends, mailboxes and a delivery worker")
+        let sent = try engine.send(
+            Array(#"{"message":{"condition":"'news' in topics && !('sport' in topics)","notification":{"title":"Kick-off"}}}"#.utf8),
+            in: project
+        )
+        print("\(sent.messageID) reached \(sent.audience) installations")
+        let toAna = try engine.send(Array(#"{"message":{"user":"ana","data":{"score":"2-1"}}}"#.utf8), in: project)
+        print("\(toAna.messageID) reached ana's \(toAna.audience) devices")
+        let multicast = try engine.send(
+            Array(#"{"message":{"tokens":["demo-android-token-1","demo-ios-token-1"],"data":{"score":"2-1"}}}"#.utf8),
+            in: project
+        )
+        print("\(multicast.messageID) per recipient: \(multicast.recipients)")
+        for delivery in try engine.pendingDeliveries(for: .fid(phone.fid), in: project) {
+            print("phone mailbox: \(delivery.messageID), \(delivery.payload.count)-byte APNs body")
+        }
+        let worker = try engine.attachConsumer(.platform(.ios), credit: 10, in: project)
+        let taken = worker.poll()
+        print("an iOS worker took \(taken.count) and acknowledged \(try worker.acknowledge(taken.map(\.id)))")
+        worker.detach()
+        print("phone mailbox now holds \(try engine.pendingDeliveries(for: .fid(phone.fid), in: project).count)")
+
         print("\n== Deleting an installation")
         try engine.deleteInstallation(browser.fid, in: project)
         print("news subscribers:", try engine.subscriberCount(of: news, in: project))
+        let statistics = try engine.deliveryStatistics(in: project)
+        print("deliveries: \(statistics.enqueued) enqueued, \(statistics.acknowledged) acknowledged, \(statistics.dropped) dropped with the browser, \(statistics.pending) pending")
     }
 }
