@@ -35,7 +35,9 @@ struct ProjectState {
     // MARK: - Installations
 
     mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
-        try self.registry.register(request, now: now)
+        let result = try self.registry.register(request, now: now)
+        self.deliveries.mailboxes.setPlatform(result.installation.platform, of: result.installation.slot)
+        return result
     }
 
     mutating func refreshToken(
@@ -70,6 +72,7 @@ struct ProjectState {
 
     private mutating func deleteSlot(_ slot: UInt32) {
         self.dropMailbox(slot)
+        self.deliveries.mailboxes.setPlatform(nil, of: slot)
         self.topics.removeAll(of: slot)
         self.unbind(slot)
         self.registry.delete(slot: slot)

@@ -35,8 +35,10 @@ let benchmarks: @Sendable () -> Void = {
         setup: { _ = FanoutFixture.shared }
     )
 
+    let deliveriesPerSend = BenchmarkMetric.custom("deliveries per send", useScalingFactor: false)
     Benchmark(
         "Fanout.condition5.2M",
+        configuration: .init(metrics: [.wallClock, .mallocCountTotal, deliveriesPerSend]),
         closure: { benchmark in
             let fixture = FanoutFixture.shared
             for _ in benchmark.scaledIterations {
@@ -44,6 +46,7 @@ let benchmarks: @Sendable () -> Void = {
                 let result = try! fixture.engine.send(fixture.conditionBody)
                 benchmark.stopMeasurement()
                 precondition(result.enqueued == fixture.conditionAudience)
+                benchmark.measurement(deliveriesPerSend, result.enqueued)
                 fixture.expireEverything()
             }
         },

@@ -34,7 +34,7 @@ extension ProjectState {
         var rejected = 0
         self.deliveries.mailboxes.reserveHeads(self.registry.slotCapacity)
         for slot in audience {
-            guard let platform = self.registry.platform(ofSlot: slot) else { continue }
+            guard let platform = self.deliveries.mailboxes.platform(of: slot) else { continue }
             guard fits[platform] else {
                 rejected += 1
                 continue
@@ -562,7 +562,7 @@ extension ProjectState {
             let slot = UInt32(position)
             let head = self.deliveries.mailboxes.head(slot)
             guard let platform = self.registry.platform(ofSlot: slot) else {
-                precondition(head.isEmpty, "a free slot has a mailbox")
+                precondition(head.isEmpty && head.platformCode == 0, "a free slot has a mailbox or a platform")
                 continue
             }
             var counted = 0
@@ -575,6 +575,7 @@ extension ProjectState {
             }
             precondition(counted == Int(head.counted), "slot \(slot) counts \(head.counted), holds \(counted)")
             precondition(markers <= 1 && (markers == 1) == (head.flags & MailboxTable.Head.hasMarker != 0), "slot \(slot) marker flag")
+            precondition(self.deliveries.mailboxes.platform(of: slot) == platform, "slot \(slot) platform")
         }
         for (index, entry) in self.deliveries.entries.enumerated() {
             precondition((entry?.references ?? 0) == references[index], "message entry \(index) references")
