@@ -277,6 +277,7 @@ struct DeliveryTests {
         try consumer.grant(2)
         #expect(consumer.poll().map(\.id.messageSequence) == [4, 5])
         #expect(throws: FanoutError.self) { try consumer.grant(0) }
+        #expect(throws: FanoutError.self) { try consumer.grant(Int.max) }
         #expect(throws: FanoutError.self) { try self.engine.attachConsumer(.platform(.ios), credit: 0) }
     }
 

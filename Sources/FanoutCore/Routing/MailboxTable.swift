@@ -98,17 +98,12 @@ struct MailboxTable {
         self.heads[Int(slot)].counted = UInt8(Int(self.heads[Int(slot)].counted) + delta)
     }
 
-    /// Makes room for heads up to `capacity` slots (grows geometrically).
-    mutating func reserveHeads(_ capacity: Int) {
-        guard capacity > self.heads.count else { return }
+    /// Makes sure `slot` has a head, growing the table geometrically.
+    private mutating func ensureHead(_ slot: UInt32) {
+        guard Int(slot) >= self.heads.count else { return }
+        let capacity = max(Int(slot) + 1, self.heads.count * 2, 1024)
         self.heads.reserveCapacity(capacity)
         self.heads.append(contentsOf: repeatElement(Head(), count: capacity - self.heads.count))
-    }
-
-    private mutating func ensureHead(_ slot: UInt32) {
-        if Int(slot) >= self.heads.count {
-            self.reserveHeads(max(Int(slot) + 1, self.heads.count * 2, 1024))
-        }
     }
 
     // MARK: - Nodes

@@ -32,7 +32,6 @@ extension ProjectState {
         var references = 0
         var enqueued = 0
         var rejected = 0
-        self.deliveries.mailboxes.reserveHeads(self.registry.slotCapacity)
         for slot in audience {
             guard let platform = self.deliveries.mailboxes.platform(of: slot) else { continue }
             guard fits[platform] else {
@@ -267,7 +266,7 @@ extension ProjectState {
             self.deliveries.entries[position]!.lastSweep = cutoff
             for slot in entry.audience {
                 guard self.deliveries.entries[position] != nil else { break }
-                guard let platform = self.registry.platform(ofSlot: slot), entry.expiry[platform] <= cutoff else { continue }
+                guard let platform = self.deliveries.mailboxes.platform(of: slot), entry.expiry[platform] <= cutoff else { continue }
                 var previous = MailboxTable.none
                 var nodeIndex = self.deliveries.mailboxes.first(in: slot)
                 while nodeIndex != MailboxTable.none {
@@ -413,7 +412,7 @@ extension ProjectState {
         guard let current = self.deliveries.consumers.byID[id]?.credit else {
             throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
         }
-        guard credit >= 1, current + credit <= Self.maximumCredit else {
+        guard credit >= 1, credit <= Self.maximumCredit - current else {
             throw .invalidArgument("credit must stay in 1...\(Self.maximumCredit); have \(current), granted \(credit)", field: "credit")
         }
         self.deliveries.consumers.byID[id]!.credit += credit
@@ -617,7 +616,6 @@ extension ProjectState {
             throw FanoutError(.internal, "replay: message \(sequence) has a delivery and a marker in one mailbox")
         }
         let index = self.deliveries.add(MessageEntry(sequence: sequence, rendered: rendered, body: body, audience: audience))
-        self.deliveries.mailboxes.reserveHeads(self.registry.slotCapacity)
         for slot in audience {
             guard let platform = self.registry.platform(ofSlot: slot) else {
                 throw FanoutError(.internal, "replay: message \(sequence) waits in slot \(slot), which holds no installation")
