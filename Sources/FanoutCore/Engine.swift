@@ -94,7 +94,7 @@ public final class Engine: Sendable {
             projects[id] = ProjectBox(ProjectState(id: id, configuration: self.configuration))
             return lsn
         }
-        if let lsn { try self.wal?.waitUntilAcknowledged(lsn) }
+        try self.awaitLog(lsn)
     }
 
     /// The projects, sorted.
@@ -117,7 +117,7 @@ public final class Engine: Sendable {
             projects[id] = nil
             return lsn
         }
-        if let lsn { try self.wal?.waitUntilAcknowledged(lsn) }
+        try self.awaitLog(lsn)
     }
 
     // MARK: - Installations
@@ -337,8 +337,41 @@ public final class Engine: Sendable {
 
     // MARK: - Helpers
 
+    // MARK: - Waiting without blocking
+
+    /// Where `durably` collects the LSN its operations must wait for.
+    final class PendingAcknowledgement: @unchecked Sendable {
+        // Safe: written and read only by the task that runs `durably`, in order.
+        var lsn: UInt64 = 0
+    }
+
+    @TaskLocal static var pendingAcknowledgement: PendingAcknowledgement?
+
+    /// Runs engine operations without blocking the calling thread on the log: inside `body` every
+    /// change is applied and logged but returns at once; `durably` then suspends the task until all
+    /// of them are as durable as the engine's durability says, and returns `body`'s result. For
+    /// servers on event loops or Swift concurrency: many callers, no thread waiting per caller.
+    ///
+    /// ```swift
+    /// let result = try await engine.durably { try engine.subscribe(tokens, to: topic) }
+    /// ```
+    /// Other callers may see the changes before `durably` returns (as with the blocking calls).
+    /// Tasks started inside `body` are not covered. Changes made before `body` throws are still
+    /// waited for, then its error is thrown.
+    /// - Throws: what `body` throws, or `UNAVAILABLE` when the log fails before the changes are durable.
+    public func durably<Result: Sendable>(_ body: () throws -> Result) async throws -> Result {
+        let pending = PendingAcknowledgement()
+        let outcome = Self.$pendingAcknowledgement.withValue(pending) { () -> Swift.Result<Result, any Error> in
+            Swift.Result { try body() }
+        }
+        if pending.lsn > 0, let wal = self.wal {
+            try await wal.acknowledgement(of: pending.lsn)
+        }
+        return try outcome.get()
+    }
+
     /// Runs a change under the project's lock and queues its log records there; waits for them to
-    /// be durable after releasing the lock.
+    /// be durable after releasing the lock (or leaves that to `durably`).
     func mutate<Result: Sendable>(
         _ id: ProjectID,
         _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
@@ -351,8 +384,18 @@ public final class Engine: Sendable {
             guard let wal = self.wal, !records.isEmpty else { return (result, nil) }
             return (result, try wal.append(records))
         }
-        if let lsn { try self.wal?.waitUntilAcknowledged(lsn) }
+        try self.awaitLog(lsn)
         return result
+    }
+
+    /// Waits until the records before `lsn` are durable, or, inside `durably`, leaves that to it.
+    private func awaitLog(_ lsn: UInt64?) throws(FanoutError) {
+        guard let lsn else { return }
+        if let pending = Self.pendingAcknowledgement {
+            pending.lsn = max(pending.lsn, lsn)
+        } else {
+            try self.wal?.waitUntilAcknowledged(lsn)
+        }
     }
 
     func withProject<Result: Sendable>(

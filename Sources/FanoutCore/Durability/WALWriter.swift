@@ -34,6 +34,8 @@ final class WALWriter: @unchecked Sendable {
     /// Callers waiting for an LSN, each on its own condition variable, so that a batch wakes only
     /// the callers it acknowledges (a broadcast would wake all of them, on every batch).
     private var waiters: [(lsn: UInt64, condition: UnsafeMutablePointer<pthread_cond_t>)] = []
+    /// Tasks suspended until an LSN is acknowledged (`acknowledgement(of:)`): no thread waits.
+    private var suspendedWaiters: [(lsn: UInt64, continuation: CheckedContinuation<FanoutError?, Never>)] = []
 
     // Writer-thread state.
     private var descriptor: Int32 = -1
@@ -129,12 +131,42 @@ final class WALWriter: @unchecked Sendable {
         if self.acknowledgedLSN < lsn, let failure = self.failure { throw failure }
     }
 
+    /// Suspends the calling task (blocking no thread) until every record before `lsn` is acknowledged.
+    func acknowledgement(of lsn: UInt64) async throws(FanoutError) {
+        let failure = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in
+            self.state.lock()
+            if self.acknowledgedLSN >= lsn {
+                self.state.unlock()
+                continuation.resume(returning: nil)
+            } else if let failure = self.failure {
+                self.state.unlock()
+                continuation.resume(returning: failure)
+            } else {
+                self.suspendedWaiters.append((lsn, continuation))
+                self.state.unlock()
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// Wakes the waiters whose LSN is acknowledged (all of them after a failure); call with the lock held.
     private func wakeWaiters() {
         self.waiters.removeAll { waiter in
             guard waiter.lsn <= self.acknowledgedLSN || self.failure != nil else { return false }
             pthread_cond_signal(waiter.condition)
             return true
+        }
+        // Resuming only schedules the task; it runs after the lock is released.
+        self.suspendedWaiters.removeAll { waiter in
+            if waiter.lsn <= self.acknowledgedLSN {
+                waiter.continuation.resume(returning: nil)
+                return true
+            }
+            if let failure = self.failure {
+                waiter.continuation.resume(returning: failure)
+                return true
+            }
+            return false
         }
     }
 
