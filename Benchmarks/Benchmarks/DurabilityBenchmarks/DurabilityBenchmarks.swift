@@ -6,7 +6,8 @@ import Foundation
 // from 1, 16 and 256 concurrent callers (real threads), with durability `always` and
 // `interval(5)`, next to the raw rate of `write` + `fdatasync` on the same disk. Each iteration
 // runs 2048 mutations (at least 64 per caller) on a fresh engine in a temporary directory;
-// latencies are per mutation.
+// latencies are per mutation. The `durably` variants run them from tasks that suspend (no thread
+// blocked per caller) while their batch syncs.
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark(
@@ -62,6 +63,21 @@ let benchmarks: @Sendable () -> Void = {
                 benchmark.measurement(custom[2], figures.p99Microseconds)
                 benchmark.measurement(custom[3], figures.perSync)
             }
+        }
+    }
+
+    // The same registrations from concurrent tasks through `Engine.durably`: suspended, not blocked,
+    // while their batch syncs (how a server on event loops or Swift concurrency calls the engine).
+    for tasks in [16, 64, 256, 1024] {
+        Benchmark(
+            "Durability.register.always.durably.tasks\(tasks)",
+            configuration: .init(metrics: custom, warmupIterations: 1, maxDuration: .seconds(10), maxIterations: 8)
+        ) { benchmark async in
+            let figures = await DurableLoad.runTasks(tasks: tasks, mutations: max(4096, tasks * 16))
+            benchmark.measurement(custom[0], figures.perSecond)
+            benchmark.measurement(custom[1], figures.p50Microseconds)
+            benchmark.measurement(custom[2], figures.p99Microseconds)
+            benchmark.measurement(custom[3], figures.perSync)
         }
     }
 }
@@ -154,6 +170,49 @@ enum DurableLoad {
         let statistics = engine.logStatistics!
         try! engine.close()
         let all = latencies.all.sorted()
+        func microseconds(_ duration: Duration) -> Int {
+            Int(duration.components.seconds) * 1_000_000 + Int(duration.components.attoseconds / 1_000_000_000_000)
+        }
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return Figures(
+            perSecond: Int(Double(all.count) / seconds),
+            p50Microseconds: microseconds(all[all.count / 2]),
+            p99Microseconds: microseconds(all[min(all.count - 1, all.count * 99 / 100)]),
+            perSync: statistics.syncs == 0 ? statistics.records : statistics.records / statistics.syncs
+        )
+    }
+}
+
+extension DurableLoad {
+    /// `mutations` registrations from `tasks` concurrent tasks, each awaiting `engine.durably`,
+    /// on a fresh engine with durability `always`.
+    static func runTasks(tasks: Int, mutations: Int) async -> Figures {
+        let directory = NSTemporaryDirectory() + "fanout-bench-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let engine = try! Engine(directory: directory, durability: .always)
+        let perTask = max(1, mutations / tasks)
+        let start = ContinuousClock.now
+        let all = await withTaskGroup(of: [Duration].self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    var local: [Duration] = []
+                    local.reserveCapacity(perTask)
+                    for index in 0..<perTask {
+                        let token = RegistrationToken("bench-\(task)-\(index):APA91b" + String(repeating: "x", count: 140))!
+                        let begin = ContinuousClock.now
+                        _ = try! await engine.durably {
+                            try engine.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:a")!))
+                        }
+                        local.append(ContinuousClock.now - begin)
+                    }
+                    return local
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }.sorted()
+        }
+        let elapsed = ContinuousClock.now - start
+        let statistics = engine.logStatistics!
+        try! engine.close()
         func microseconds(_ duration: Duration) -> Int {
             Int(duration.components.seconds) * 1_000_000 + Int(duration.components.attoseconds / 1_000_000_000_000)
         }
