@@ -37,8 +37,9 @@ struct BinaryWriter {
         self.write(timestamp.millisecondsSinceEpoch)
     }
 
-    /// Appends `values` as consecutive little-endian u32s in one copy.
-    mutating func appendLittleEndian(_ values: [UInt32]) {
+    /// Appends `u32 count | count x u32`, the values in one copy.
+    mutating func writeCounted(_ values: [UInt32]) {
+        self.write(UInt32(values.count))
         let start = self.bytes.count
         self.bytes.append(contentsOf: repeatElement(0, count: values.count * 4))
         self.bytes.withUnsafeMutableBytes { raw in
@@ -90,9 +91,13 @@ struct BinaryReader {
         return I(littleEndian: value)
     }
 
-    /// `count` little-endian u32s.
-    mutating func readLittleEndianUInt32s(_ count: Int) throws(Error) -> [UInt32] {
-        guard count >= 0, self.remaining >= count * 4 else { throw Error(offset: self.position, reason: "truncated") }
+    /// `u32 count | count x u32`; a count the remaining bytes cannot hold is refused before anything
+    /// is allocated.
+    mutating func readCountedUInt32s() throws(Error) -> [UInt32] {
+        let count = Int(try self.read(UInt32.self))
+        guard self.remaining >= count * 4 else {
+            throw Error(offset: self.position - 4, reason: "a count of \(count) values the record cannot hold")
+        }
         let start = self.position
         let values = self.bytes.withUnsafeBytes { raw in
             (0..<count).map { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + $0 * 4, as: UInt32.self)) }

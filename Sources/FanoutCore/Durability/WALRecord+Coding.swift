@@ -94,14 +94,12 @@ extension WALRecord {
             writer.write(Kind.restoreSubscribers.rawValue)
             writer.write(project.value)
             writer.write(topic.value)
-            writer.write(UInt32(ordinals.count))
-            writer.appendLittleEndian(ordinals)
+            writer.writeCounted(ordinals)
         case .restoreSlotLayout(let project, let capacity, let freeSlots):
             writer.write(Kind.restoreSlotLayout.rawValue)
             writer.write(project.value)
             writer.write(capacity)
-            writer.write(UInt32(freeSlots.count))
-            writer.appendLittleEndian(freeSlots)
+            writer.writeCounted(freeSlots)
         case .send(let project, let sequence, let at, let body):
             writer.write(Kind.send.rawValue)
             writer.write(project.value)
@@ -124,8 +122,7 @@ extension WALRecord {
             writer.write(UInt32(runs.count))
             for run in runs {
                 writer.write(run.sequence)
-                writer.write(UInt32(run.slots.count))
-                writer.appendLittleEndian(run.slots)
+                writer.writeCounted(run.slots)
             }
         case .expireDeliveries(let project, let at):
             writer.write(Kind.expireDeliveries.rawValue)
@@ -138,10 +135,8 @@ extension WALRecord {
             writer.write(at)
             writer.write(UInt32(body.count))
             writer.append(body)
-            writer.write(UInt32(slots.count))
-            writer.appendLittleEndian(slots)
-            writer.write(UInt32(markerSlots.count))
-            writer.appendLittleEndian(markerSlots)
+            writer.writeCounted(slots)
+            writer.writeCounted(markerSlots)
         case .restoreMessageSequence(let project, let next):
             writer.write(Kind.restoreMessageSequence.rawValue)
             writer.write(project.value)
@@ -238,11 +233,7 @@ extension WALRecord {
             record = .restoreSubscribers(project, topic: topic, ordinals: try Self.readAscendingSlots(&reader))
         case .restoreSlotLayout:
             let capacity = try reader.read(UInt32.self)
-            let count = Int(try reader.read(UInt32.self))
-            guard count * 4 <= reader.remaining else {
-                throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
-            }
-            record = .restoreSlotLayout(project, capacity: capacity, freeSlots: try reader.readLittleEndianUInt32s(count))
+            record = .restoreSlotLayout(project, capacity: capacity, freeSlots: try reader.readCountedUInt32s())
         case .send:
             let sequence = try reader.read(UInt64.self)
             let at = try reader.readTimestamp()
@@ -255,11 +246,7 @@ extension WALRecord {
             var deliveries: [DeliveryID] = []
             for _ in 0..<runs {
                 let sequence = try reader.read(UInt64.self)
-                let count = Int(try reader.read(UInt32.self))
-                guard count * 4 <= reader.remaining else {
-                    throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
-                }
-                for slot in try reader.readLittleEndianUInt32s(count) {
+                for slot in try reader.readCountedUInt32s() {
                     deliveries.append(DeliveryID(messageSequence: sequence, slot: slot))
                 }
             }
@@ -297,11 +284,7 @@ extension WALRecord {
 
     /// `u32 count | count x u32`, strictly ascending.
     private static func readAscendingSlots(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [UInt32] {
-        let count = Int(try reader.read(UInt32.self))
-        guard count * 4 <= reader.remaining else {
-            throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
-        }
-        let slots = try reader.readLittleEndianUInt32s(count)
+        let slots = try reader.readCountedUInt32s()
         guard zip(slots, slots.dropFirst()).allSatisfy({ $0 < $1 }) else {
             throw BinaryReader.Error(offset: reader.position, reason: "slots are not strictly ascending")
         }

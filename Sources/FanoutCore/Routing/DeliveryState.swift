@@ -20,7 +20,8 @@ struct DeliveryState {
         return statistics
     }
 
-    /// Stores a message entry; returns its index.
+    /// Stores a message entry with no references yet; returns its index. Its deliveries are then
+    /// counted with `retain`, which drops the entry if there are none.
     mutating func add(_ entry: MessageEntry) -> UInt32 {
         if let index = self.freeEntries.popLast() {
             self.entries[Int(index)] = entry
@@ -30,9 +31,19 @@ struct DeliveryState {
         return UInt32(self.entries.count - 1)
     }
 
-    /// Drops `count` references to entry `index`; the entry goes with its last one.
-    mutating func release(_ index: UInt32, count: Int = 1) {
-        self.entries[Int(index)]!.references -= count
+    /// Adds `count` references to entry `index` (the deliveries just enqueued); an entry nothing
+    /// references goes at once.
+    mutating func retain(_ index: UInt32, count: Int) {
+        self.adjustReferences(index, by: count)
+    }
+
+    /// Drops one reference to entry `index`; the entry goes with its last one.
+    mutating func release(_ index: UInt32) {
+        self.adjustReferences(index, by: -1)
+    }
+
+    private mutating func adjustReferences(_ index: UInt32, by delta: Int) {
+        self.entries[Int(index)]!.references += delta
         if self.entries[Int(index)]!.references == 0 {
             self.entries[Int(index)] = nil
             self.freeEntries.append(index)

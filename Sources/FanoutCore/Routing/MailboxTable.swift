@@ -151,6 +151,20 @@ struct MailboxTable {
     /// The first node of `slot`'s mailbox, or `none`.
     func first(in slot: UInt32) -> UInt32 { self.head(slot).first }
 
+    /// The first node of `slot`'s mailbox that satisfies `predicate`, with the node before it
+    /// (`none` when it is the first), ready for `remove(_:after:in:)`.
+    func first(in slot: UInt32, where predicate: (Node) -> Bool) -> (index: UInt32, previous: UInt32)? {
+        var previous = Self.none
+        var index = self.head(slot).first
+        while index != Self.none {
+            let node = self.nodes[Int(index)]
+            if predicate(node) { return (index, previous) }
+            previous = index
+            index = node.next
+        }
+        return nil
+    }
+
     /// Unlinks node `index` from `slot`'s mailbox, where `previous` is the node before it (`none`
     /// for the first). Callers walk with `first(in:)` and `node(_:).next`, keeping `previous`.
     mutating func remove(_ index: UInt32, after previous: UInt32, in slot: UInt32) {

@@ -23,10 +23,11 @@ struct MessageEntry {
         self.rendered = rendered
         self.body = body
         self.audience = audience
-        self.expiry = PerPlatform { rendered.expiry(for: $0).millisecondsSinceEpoch }
-        self.collapseKey = PerPlatform { rendered.collapseKey(for: $0) }
+        let expiry = PerPlatform { rendered.expiry(for: $0).millisecondsSinceEpoch }
         let accepted = rendered.acceptedAt.millisecondsSinceEpoch
-        self.isNowOrNever = PerPlatform { rendered.expiry(for: $0).millisecondsSinceEpoch <= accepted }
+        self.expiry = expiry
+        self.collapseKey = PerPlatform { rendered.collapseKey(for: $0) }
+        self.isNowOrNever = PerPlatform { expiry[$0] <= accepted }
     }
 
     /// Whether a delivery to `platform` is held back by the 100-pending rule's count: it is neither

@@ -48,11 +48,7 @@ extension ProjectState {
                 break
             }
         }
-        self.deliveries.entries[Int(index)]!.references += references
-        if references == 0 {
-            self.deliveries.entries[Int(index)] = nil
-            self.deliveries.freeEntries.append(index)
-        }
+        self.deliveries.retain(index, count: references)
         self.deliveries.counters.enqueued += enqueued
         self.deliveries.counters.rejected += rejected
         self.scheduleWorkers()
@@ -202,32 +198,14 @@ extension ProjectState {
     /// Finds the delivery `id` and unlinks it; false when it is not pending (acknowledged,
     /// expired, collapsed, dropped, or never there).
     private mutating func removeDelivery(_ id: DeliveryID) -> Bool {
-        guard let platform = self.registry.platform(ofSlot: id.slot) else { return false }
-        var previous = MailboxTable.none
-        var index = self.deliveries.mailboxes.first(in: id.slot)
-        while index != MailboxTable.none {
-            let node = self.deliveries.mailboxes.node(index)
-            if self.deliveries.entries[Int(node.entry)]!.sequence == id.messageSequence {
-                self.unlink(index, after: previous, in: id.slot, platform: platform)
-                return true
-            }
-            previous = index
-            index = node.next
-        }
-        return false
+        guard let platform = self.registry.platform(ofSlot: id.slot), let found = self.find(id) else { return false }
+        self.unlink(found.index, after: found.previous, in: id.slot, platform: platform)
+        return true
     }
 
-    /// The node of delivery `id`, if pending.
-    private func node(of id: DeliveryID) -> UInt32? {
-        var found: UInt32? = nil
-        self.deliveries.mailboxes.forEach(in: id.slot) { index, node in
-            if self.deliveries.entries[Int(node.entry)]!.sequence == id.messageSequence {
-                found = index
-                return false
-            }
-            return true
-        }
-        return found
+    /// The node of delivery `id` and the node before it, if it is pending.
+    private func find(_ id: DeliveryID) -> (index: UInt32, previous: UInt32)? {
+        self.deliveries.mailboxes.first(in: id.slot) { self.deliveries.entries[Int($0.entry)]!.sequence == id.messageSequence }
     }
 
     // MARK: - Acknowledgements, expiry, deletion
@@ -266,19 +244,11 @@ extension ProjectState {
             self.deliveries.entries[position]!.lastSweep = cutoff
             for slot in entry.audience {
                 guard self.deliveries.entries[position] != nil else { break }
-                guard let platform = self.deliveries.mailboxes.platform(of: slot), entry.expiry[platform] <= cutoff else { continue }
-                var previous = MailboxTable.none
-                var nodeIndex = self.deliveries.mailboxes.first(in: slot)
-                while nodeIndex != MailboxTable.none {
-                    let node = self.deliveries.mailboxes.node(nodeIndex)
-                    if node.entry == index {
-                        self.unlink(nodeIndex, after: previous, in: slot, platform: platform)
-                        expired += 1
-                        break
-                    }
-                    previous = nodeIndex
-                    nodeIndex = node.next
-                }
+                guard let platform = self.deliveries.mailboxes.platform(of: slot), entry.expiry[platform] <= cutoff,
+                    let found = self.deliveries.mailboxes.first(in: slot, where: { $0.entry == index })
+                else { continue }
+                self.unlink(found.index, after: found.previous, in: slot, platform: platform)
+                expired += 1
             }
         }
         self.deliveries.counters.expired += expired
@@ -442,7 +412,7 @@ extension ProjectState {
 
     /// A delivery a consumer gave back (detached without acknowledging) waits again.
     private mutating func release(_ id: DeliveryID) {
-        guard let index = self.node(of: id), self.deliveries.mailboxes.node(index).isInFlight else { return }
+        guard let index = self.find(id)?.index, self.deliveries.mailboxes.node(index).isInFlight else { return }
         self.deliveries.mailboxes.setInFlight(index, false)
         if let platform = self.registry.platform(ofSlot: id.slot) { self.markReady(id.slot, platform: platform) }
     }
@@ -628,8 +598,7 @@ extension ProjectState {
                 self.deliveries.mailboxes.adjustCounted(slot, by: 1)
             }
         }
-        self.deliveries.entries[Int(index)]!.references = audience.count
-        if audience.isEmpty { self.deliveries.release(index, count: 0) }
+        self.deliveries.retain(index, count: audience.count)
         self.deliveries.nextSequence = max(self.deliveries.nextSequence, sequence + 1)
     }
 
