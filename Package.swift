@@ -17,6 +17,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "FanoutCore", targets: ["FanoutCore"]),
+        // Seeded generator, manual clock and reference models, for tests and the benchmark package (not API).
+        .library(name: "FanoutTestSupport", targets: ["FanoutTestSupport"]),
         .executable(name: "fanout", targets: ["fanout"]),
     ],
     dependencies: [

@@ -14,45 +14,28 @@ let package = Package(
         .systemLibrary(name: "CBenchmarkMalloc", path: "Sources/CBenchmarkMalloc"),
         .target(
             name: "BenchmarkSupport",
-            dependencies: [.product(name: "FanoutCore", package: "fanout"), "CBenchmarkMalloc"]
-        ),
-        .executableTarget(
-            name: "TopicIndexBenchmarks",
             dependencies: [
                 .product(name: "FanoutCore", package: "fanout"),
-                .product(name: "Benchmark", package: "benchmark"),
-                "BenchmarkSupport",
-            ],
-            path: "Benchmarks/TopicIndexBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(
-            name: "DeliveryBenchmarks",
-            dependencies: [
-                .product(name: "FanoutCore", package: "fanout"),
-                .product(name: "Benchmark", package: "benchmark"),
-                "BenchmarkSupport",
-            ],
-            path: "Benchmarks/DeliveryBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(
-            name: "MessageBenchmarks",
-            dependencies: [
-                .product(name: "FanoutCore", package: "fanout"),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/MessageBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(
-            name: "DurabilityBenchmarks",
-            dependencies: [
-                .product(name: "FanoutCore", package: "fanout"),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/DurabilityBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+                .product(name: "FanoutTestSupport", package: "fanout"),
+                "CBenchmarkMalloc",
+            ]
         ),
     ]
 )
+
+// One executable per suite, each with the shared fixtures.
+for suite in ["TopicIndexBenchmarks", "DeliveryBenchmarks", "MessageBenchmarks", "DurabilityBenchmarks"] {
+    package.targets.append(
+        .executableTarget(
+            name: suite,
+            dependencies: [
+                .product(name: "FanoutCore", package: "fanout"),
+                .product(name: "FanoutTestSupport", package: "fanout"),
+                .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkSupport",
+            ],
+            path: "Benchmarks/\(suite)",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        )
+    )
+}

@@ -137,6 +137,19 @@ enum DurableLoad {
         var p50Microseconds: Int
         var p99Microseconds: Int
         var perSync: Int
+
+        /// Throughput and per-mutation latency percentiles of one run, and its records per sync.
+        init(latencies: [Duration], elapsed: Duration, statistics: WALStatistics) {
+            let sorted = latencies.sorted()
+            func microseconds(_ duration: Duration) -> Int {
+                Int(duration.components.seconds) * 1_000_000 + Int(duration.components.attoseconds / 1_000_000_000_000)
+            }
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            self.perSecond = Int(Double(sorted.count) / seconds)
+            self.p50Microseconds = microseconds(sorted[sorted.count / 2])
+            self.p99Microseconds = microseconds(sorted[min(sorted.count - 1, sorted.count * 99 / 100)])
+            self.perSync = statistics.syncs == 0 ? statistics.records : statistics.records / statistics.syncs
+        }
     }
 
     /// `mutations` registrations spread over `callers` threads on a fresh durable engine.
@@ -169,17 +182,7 @@ enum DurableLoad {
         let elapsed = ContinuousClock.now - start
         let statistics = engine.logStatistics!
         try! engine.close()
-        let all = latencies.all.sorted()
-        func microseconds(_ duration: Duration) -> Int {
-            Int(duration.components.seconds) * 1_000_000 + Int(duration.components.attoseconds / 1_000_000_000_000)
-        }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Figures(
-            perSecond: Int(Double(all.count) / seconds),
-            p50Microseconds: microseconds(all[all.count / 2]),
-            p99Microseconds: microseconds(all[min(all.count - 1, all.count * 99 / 100)]),
-            perSync: statistics.syncs == 0 ? statistics.records : statistics.records / statistics.syncs
-        )
+        return Figures(latencies: latencies.all, elapsed: elapsed, statistics: statistics)
     }
 }
 
@@ -208,21 +211,12 @@ extension DurableLoad {
                     return local
                 }
             }
-            return await group.reduce(into: []) { $0 += $1 }.sorted()
+            return await group.reduce(into: []) { $0 += $1 }
         }
         let elapsed = ContinuousClock.now - start
         let statistics = engine.logStatistics!
         try! engine.close()
-        func microseconds(_ duration: Duration) -> Int {
-            Int(duration.components.seconds) * 1_000_000 + Int(duration.components.attoseconds / 1_000_000_000_000)
-        }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Figures(
-            perSecond: Int(Double(all.count) / seconds),
-            p50Microseconds: microseconds(all[all.count / 2]),
-            p99Microseconds: microseconds(all[min(all.count - 1, all.count * 99 / 100)]),
-            perSync: statistics.syncs == 0 ? statistics.records : statistics.records / statistics.syncs
-        )
+        return Figures(latencies: all, elapsed: elapsed, statistics: statistics)
     }
 }
 

@@ -1,5 +1,6 @@
 import BenchmarkSupport
 import FanoutCore
+import FanoutTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +25,7 @@ final class SubscribeFixture: Sendable {
             topics[size] = topic
         }
         self.topics = topics
-        var random = SplitMix(seed: 42)
+        var random = SeededRandomNumberGenerator(seed: 42)
         var order = Array(installed..<(installed + fresh))
         order.shuffle(using: &random)
         self.freshBatches = stride(from: 0, to: fresh, by: 1000).map { start in
@@ -47,7 +48,7 @@ final class AudienceFixture: Sendable {
     private init() {
         let installations = 2_000_000
         Fixtures.register(installations, into: self.engine)
-        var random = SplitMix(seed: 7)
+        var random = SeededRandomNumberGenerator(seed: 7)
         var topics: [TopicName] = []
         for size in [1_000_000, 500_000, 100_000, 10_000, 1_000] {
             let topic = TopicName("audience-\(Fixtures.label(size))")!
@@ -83,7 +84,7 @@ enum MemoryFixture {
         case .dense:
             plan = (0..<20).map { (TopicName("dense-\($0)")!, Array(0..<installations)) }
         case .sparse:
-            var random = SplitMix(seed: 99)
+            var random = SeededRandomNumberGenerator(seed: 99)
             var members: [[Int]] = Array(repeating: [], count: 1000)
             for installation in 0..<installations {
                 var chosen = Set<Int>()

@@ -6,7 +6,8 @@ import Glibc
 #endif
 
 /// What every benchmark target builds its fixtures from: realistic tokens, registration and
-/// subscription in bulk, heap readings, and a seeded random generator.
+/// subscription in bulk, and heap readings. (Seeded randomness and the manual clock come from
+/// FanoutTestSupport.)
 public enum Fixtures {
     public static func label(_ size: Int) -> String {
         size >= 1_000_000 ? "\(size / 1_000_000)M" : size >= 1000 ? "\(size / 1000)k" : "\(size)"
@@ -53,20 +54,5 @@ public enum Fixtures {
     public static func heapInUse() -> Int {
         let info = mallinfo2()
         return Int(info.uordblks) + Int(info.hblkhd)
-    }
-}
-
-/// SplitMix64, for repeatable fixtures.
-public struct SplitMix: RandomNumberGenerator {
-    public var state: UInt64
-
-    public init(seed: UInt64) { self.state = seed }
-
-    public mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
