@@ -197,6 +197,21 @@ struct DurableEngineTests {
         try reopened.close()
     }
 
+    @Test func deliveryCountersStartAtZeroAfterRecovery() throws {
+        try Self.withDirectory { directory in
+            let engine = try Engine(directory: directory, durability: .none)
+            _ = try engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .ios, appID: AppID("app")!))
+            _ = try engine.send(Array(#"{"message":{"token":"t","data":{"k":"v"}}}"#.utf8))
+            #expect(try engine.deliveryStatistics().sends == 1)
+            try engine.close()
+            let reopened = try Engine(directory: directory, durability: .none)
+            let statistics = try reopened.deliveryStatistics()
+            #expect(statistics.sends == 0 && statistics.enqueued == 0, "replay is not counted")
+            #expect(statistics.pending == 1 && statistics.messages == 1, "the state is back")
+            try reopened.close()
+        }
+    }
+
     @Test func segmentsRollAndTheLogSpansThem() throws {
         try Self.withDirectory { directory in
             let engine = try Engine(directory: directory, durability: .none, segmentSize: 4096)

@@ -38,6 +38,10 @@ extension Engine {
                 segmentIndex: replay.nextSegmentIndex,
                 nextLSN: replay.report.nextLSN
             )
+            // Delivery counters count what happens from now on; replay rebuilt the state, not events.
+            for id in replay.projects.keys {
+                replay.projects[id]!.deliveries.counters = DeliveryStatistics()
+            }
             replay.report.duration = ContinuousClock.now - started
             self.init(
                 configuration: configuration,
