@@ -118,13 +118,28 @@ public final class RenderedMessage: Sendable {
         return object.members.isEmpty ? nil : object
     }
 
-    private static func renderAndroid(_ message: Message) -> JSONObject {
+    /// `{"data":{...},"notification":{...}}` with a platform's data and notification overrides
+    /// applied (either member left out when empty): how Android and web payloads start.
+    private static func dataAndNotification(
+        _ message: Message,
+        dataOverrides: [(key: String, value: String)]?,
+        notificationOverrides: JSONObject?
+    ) -> JSONObject {
         var payload = JSONObject()
-        let data = self.merged(message.data, message.android?.data)
+        let data = self.merged(message.data, dataOverrides)
         if !data.isEmpty { payload.members.append(.init(key: "data", value: self.stringObject(data))) }
-        if let notification = self.notificationObject(message.notification, overrides: message.android?.notification) {
+        if let notification = self.notificationObject(message.notification, overrides: notificationOverrides) {
             payload.members.append(.init(key: "notification", value: .object(notification)))
         }
+        return payload
+    }
+
+    private static func renderAndroid(_ message: Message) -> JSONObject {
+        var payload = self.dataAndNotification(
+            message,
+            dataOverrides: message.android?.data,
+            notificationOverrides: message.android?.notification
+        )
         if let android = message.android {
             if let key = android.collapseKey { payload.members.append(.init(key: "collapse_key", value: .string(key))) }
             if let priority = android.priority { payload.members.append(.init(key: "priority", value: .string(priority.rawValue))) }
@@ -134,12 +149,11 @@ public final class RenderedMessage: Sendable {
     }
 
     private static func renderWebpush(_ message: Message) -> JSONObject {
-        var payload = JSONObject()
-        let data = self.merged(message.data, message.webpush?.data)
-        if !data.isEmpty { payload.members.append(.init(key: "data", value: self.stringObject(data))) }
-        if let notification = self.notificationObject(message.notification, overrides: message.webpush?.notification) {
-            payload.members.append(.init(key: "notification", value: .object(notification)))
-        }
+        var payload = self.dataAndNotification(
+            message,
+            dataOverrides: message.webpush?.data,
+            notificationOverrides: message.webpush?.notification
+        )
         if let link = message.webpush?.link {
             payload.members.append(.init(key: "fcm_options", value: .object(JSONObject([.init(key: "link", value: .string(link))]))))
         }
