@@ -35,9 +35,7 @@ struct ProjectState {
     // MARK: - Installations
 
     mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
-        let result = try self.registry.register(request, now: now)
-        self.deliveries.mailboxes.setPlatform(result.installation.platform, of: result.installation.slot)
-        return result
+        try self.registry.register(request, now: now)
     }
 
     mutating func refreshToken(
@@ -72,7 +70,6 @@ struct ProjectState {
 
     private mutating func deleteSlot(_ slot: UInt32) {
         self.dropMailbox(slot)
-        self.deliveries.mailboxes.setPlatform(nil, of: slot)
         self.topics.removeAll(of: slot)
         self.unbind(slot)
         self.registry.delete(slot: slot)

@@ -16,7 +16,7 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(r.fid)
             writer.write(r.token?.value)
-            writer.write(Self.platformCode(r.platform))
+            writer.write(r.platform.code)
             writer.write(r.appID.value)
             writer.write(r.device.name)
             writer.write(r.device.os)
@@ -305,20 +305,10 @@ extension WALRecord {
         return value
     }
 
-    private static func platformCode(_ platform: Platform) -> UInt8 {
-        switch platform {
-        case .android: return 1
-        case .ios: return 2
-        case .web: return 3
-        }
-    }
-
     private static func platform(_ code: UInt8, _ reader: BinaryReader) throws(BinaryReader.Error) -> Platform {
-        switch code {
-        case 1: return .android
-        case 2: return .ios
-        case 3: return .web
-        default: throw BinaryReader.Error(offset: reader.position - 1, reason: "unknown platform")
+        guard let platform = Platform(code: code) else {
+            throw BinaryReader.Error(offset: reader.position - 1, reason: "unknown platform")
         }
+        return platform
     }
 }

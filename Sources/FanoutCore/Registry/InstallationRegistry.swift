@@ -11,7 +11,6 @@ struct InstallationRegistry {
         var fid: FID?
         var generation: UInt32
         var appIndex: UInt32
-        var platform: Platform
         var createdAt: Int64
         var lastSeen: Int64
         var user: UserID?
@@ -30,6 +29,10 @@ struct InstallationRegistry {
     }
 
     private var records: [Record] = []
+    /// Each slot's `Platform.code` (0 when free), apart from the records: a
+    /// fan-out reads it for every recipient, and one byte per slot stays in cache where a ~90-byte
+    /// record would miss.
+    private var platformCodes: [UInt8] = []
     private var freeSlots: [UInt32] = []
     private var slotByFID = SlotHashIndex()
     private var slotByToken = SlotHashIndex()
@@ -106,8 +109,8 @@ struct InstallationRegistry {
     }
 
     func platform(ofSlot slot: UInt32) -> Platform? {
-        guard self.isLive(slot) else { return nil }
-        return self.records[Int(slot)].platform
+        guard Int(slot) < self.platformCodes.count else { return nil }
+        return Platform(code: self.platformCodes[Int(slot)])
     }
 
     func lastSeen(ofSlot slot: UInt32) -> Timestamp? {
@@ -132,7 +135,7 @@ struct InstallationRegistry {
             generation: record.generation,
             fid: fid,
             token: record.token,
-            platform: record.platform,
+            platform: self.platform(ofSlot: slot)!,
             appID: self.appIDs[Int(record.appIndex)],
             device: record.extras?.device ?? DeviceDetails(),
             apnsToken: record.extras?.apnsToken,
@@ -183,7 +186,6 @@ struct InstallationRegistry {
             fid: fid,
             generation: generation,
             appIndex: self.intern(request.appID),
-            platform: request.platform,
             createdAt: now.millisecondsSinceEpoch,
             lastSeen: now.millisecondsSinceEpoch,
             user: nil,
@@ -193,6 +195,7 @@ struct InstallationRegistry {
         if let token = request.token {
             self.slotByToken.insert(hash: token.hashValue, slot: slot)
         }
+        self.platformCodes[Int(slot)] = request.platform.code
         self.liveSlots.insert(slot)
         // Force-unwrap is safe: the slot was just filled.
         return RegistrationResult(installation: self.installation(atSlot: slot)!, fidWasAssigned: assigned)
@@ -246,6 +249,7 @@ struct InstallationRegistry {
         self.records[Int(slot)].fid = nil
         self.records[Int(slot)].user = nil
         self.records[Int(slot)].extras = nil
+        self.platformCodes[Int(slot)] = 0
         self.liveSlots.remove(slot)
         self.freeSlots.append(slot)
     }
@@ -290,9 +294,10 @@ struct InstallationRegistry {
         let free = Set(freeSlots)
         guard free.count == freeSlots.count else { return false }
         self.records = Array(
-            repeating: Record(token: nil, fid: nil, generation: 0, appIndex: 0, platform: .android, createdAt: 0, lastSeen: 0, user: nil, extras: nil),
+            repeating: Record(token: nil, fid: nil, generation: 0, appIndex: 0, createdAt: 0, lastSeen: 0, user: nil, extras: nil),
             count: capacity
         )
+        self.platformCodes = Array(repeating: 0, count: capacity)
         self.freeSlots = freeSlots + (0..<UInt32(capacity)).reversed().filter { !free.contains($0) }
         return true
     }
@@ -304,8 +309,9 @@ struct InstallationRegistry {
             return slot
         }
         let slot = UInt32(self.records.count)
+        self.platformCodes.append(0)
         self.records.append(
-            Record(token: nil, fid: nil, generation: 0, appIndex: 0, platform: .android, createdAt: 0, lastSeen: 0, user: nil, extras: nil)
+            Record(token: nil, fid: nil, generation: 0, appIndex: 0, createdAt: 0, lastSeen: 0, user: nil, extras: nil)
         )
         return slot
     }

@@ -3,7 +3,7 @@
 /// A node names a `MessageEntry` (30 bits) with two flags (held by a consumer; "deleted messages"
 /// marker) and links to the next node; the payload stays in the shared entry. A mailbox head
 /// (12 bytes, indexed by slot) holds the first and last node, the count that the 100-pending rule
-/// watches, flags, and the installation's platform. Mailboxes keep enqueue order, which is message sequence order. They are
+/// watches, and flags. Mailboxes keep enqueue order, which is message sequence order. They are
 /// short (at most 100 counted deliveries, 4 collapse keys and a marker), so removing from the
 /// middle walks the list. Not thread-safe: the engine serialises access per project.
 struct MailboxTable {
@@ -37,8 +37,6 @@ struct MailboxTable {
         /// Deliveries counted by the 100-pending rule (neither collapsible nor TTL 0).
         var counted: UInt8 = 0
         var flags: UInt8 = 0
-        /// The installation's platform (0: none), kept here so that a fan-out reads one array.
-        var platformCode: UInt8 = 0
 
         static let isQueued: UInt8 = 1
         static let hasDeviceConsumer: UInt8 = 2
@@ -69,28 +67,6 @@ struct MailboxTable {
             self.heads[Int(slot)].flags |= flag
         } else {
             self.heads[Int(slot)].flags &= ~flag
-        }
-    }
-
-    /// The platform of the installation in `slot`, `nil` when the slot is free.
-    func platform(of slot: UInt32) -> Platform? {
-        guard Int(slot) < self.heads.count else { return nil }
-        switch self.heads[Int(slot)].platformCode {
-        case 1: return .android
-        case 2: return .ios
-        case 3: return .web
-        default: return nil
-        }
-    }
-
-    /// Records the platform of a newly registered installation (`nil` when its slot is freed).
-    mutating func setPlatform(_ platform: Platform?, of slot: UInt32) {
-        self.ensureHead(slot)
-        switch platform {
-        case .android: self.heads[Int(slot)].platformCode = 1
-        case .ios: self.heads[Int(slot)].platformCode = 2
-        case .web: self.heads[Int(slot)].platformCode = 3
-        case nil: self.heads[Int(slot)].platformCode = 0
         }
     }
 

@@ -33,7 +33,7 @@ extension ProjectState {
         var enqueued = 0
         var rejected = 0
         for slot in audience {
-            guard let platform = self.deliveries.mailboxes.platform(of: slot) else { continue }
+            guard let platform = self.registry.platform(ofSlot: slot) else { continue }
             guard fits[platform] else {
                 rejected += 1
                 continue
@@ -244,7 +244,7 @@ extension ProjectState {
             self.deliveries.entries[position]!.lastSweep = cutoff
             for slot in entry.audience {
                 guard self.deliveries.entries[position] != nil else { break }
-                guard let platform = self.deliveries.mailboxes.platform(of: slot), entry.expiry[platform] <= cutoff,
+                guard let platform = self.registry.platform(ofSlot: slot), entry.expiry[platform] <= cutoff,
                     let found = self.deliveries.mailboxes.first(in: slot, where: { $0.entry == index })
                 else { continue }
                 self.unlink(found.index, after: found.previous, in: slot, platform: platform)
@@ -531,7 +531,7 @@ extension ProjectState {
             let slot = UInt32(position)
             let head = self.deliveries.mailboxes.head(slot)
             guard let platform = self.registry.platform(ofSlot: slot) else {
-                precondition(head.isEmpty && head.platformCode == 0, "a free slot has a mailbox or a platform")
+                precondition(head.isEmpty, "a free slot has a mailbox")
                 continue
             }
             var counted = 0
@@ -544,7 +544,6 @@ extension ProjectState {
             }
             precondition(counted == Int(head.counted), "slot \(slot) counts \(head.counted), holds \(counted)")
             precondition(markers <= 1 && (markers == 1) == (head.flags & MailboxTable.Head.hasMarker != 0), "slot \(slot) marker flag")
-            precondition(self.deliveries.mailboxes.platform(of: slot) == platform, "slot \(slot) platform")
         }
         for (index, entry) in self.deliveries.entries.enumerated() {
             precondition((entry?.references ?? 0) == references[index], "message entry \(index) references")
