@@ -5,6 +5,11 @@ import PackageDescription
 
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
 let dequeModule: Target.Dependency = .product(name: "DequeModule", package: "swift-collections")
+let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
+let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
+let nioEmbedded: Target.Dependency = .product(name: "NIOEmbedded", package: "swift-nio")
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 
 // MARK: - Compile-time flags
 //
@@ -19,11 +24,18 @@ let package = Package(
         .library(name: "FanoutCore", targets: ["FanoutCore"]),
         // Seeded generator, manual clock and reference models, for tests and the benchmark package (not API).
         .library(name: "FanoutTestSupport", targets: ["FanoutTestSupport"]),
+        .library(name: "FanoutWire", targets: ["FanoutWire"]),
+        .library(name: "FanoutServer", targets: ["FanoutServer"]),
+        .library(name: "FanoutClient", targets: ["FanoutClient"]),
+        .executable(name: "fanoutd", targets: ["fanoutd"]),
         .executable(name: "fanout", targets: ["fanout"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
     ],
     targets: [
         // MARK: - System libraries (imported `internal` only)
@@ -44,6 +56,19 @@ let package = Package(
             dependencies: ["CFanoutOpenSSL", "CFanoutLZ4", dequeModule],
             swiftSettings: [internalChecks]
         ),
+        // The TCP protocol's frames and messages, shared by the server and the client.
+        .target(
+            name: "FanoutWire",
+            dependencies: ["FanoutCore", nioCore]
+        ),
+        .target(
+            name: "FanoutServer",
+            dependencies: ["FanoutCore", "FanoutWire", "CFanoutOpenSSL", nioCore, nioPosix, logging, serviceLifecycle]
+        ),
+        .target(
+            name: "FanoutClient",
+            dependencies: ["FanoutCore", "FanoutWire", nioCore, nioPosix]
+        ),
         .target(
             name: "FanoutTestSupport",
             dependencies: ["FanoutCore"]
@@ -51,8 +76,12 @@ let package = Package(
 
         // MARK: - Executables
         .executableTarget(
+            name: "fanoutd",
+            dependencies: ["FanoutCore", "FanoutServer", argumentParser, logging, serviceLifecycle]
+        ),
+        .executableTarget(
             name: "fanout",
-            dependencies: ["FanoutCore", argumentParser]
+            dependencies: ["FanoutCore", "FanoutClient", argumentParser]
         ),
         // The crash test's child process (not a product).
         .executableTarget(
@@ -67,11 +96,21 @@ let package = Package(
             exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
             resources: [.copy("Fixtures/firebase-admin"), .copy("Fixtures/wal")]
         ),
+        .testTarget(
+            name: "FanoutWireTests",
+            dependencies: ["FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioEmbedded],
+            resources: [.copy("Fixtures")]
+        ),
+        // Loopback server and client on port 0.
+        .testTarget(
+            name: "FanoutServerTests",
+            dependencies: ["FanoutServer", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, logging]
+        ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).
         .testTarget(
             name: "FanoutCLITests",
-            dependencies: ["fanout", "fanout-crash-child", "FanoutCore", "FanoutTestSupport"]
+            dependencies: ["fanout", "fanoutd", "fanout-crash-child", "FanoutCore", "FanoutTestSupport"]
         ),
     ]
 )

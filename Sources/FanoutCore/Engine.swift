@@ -360,14 +360,38 @@ public final class Engine: Sendable {
     /// waited for, then its error is thrown.
     /// - Throws: what `body` throws, or `UNAVAILABLE` when the log fails before the changes are durable.
     public func durably<Result: Sendable>(_ body: () throws -> Result) async throws -> Result {
+        try await self.apply(body).durable()
+    }
+
+    /// The first half of `durably`: runs `body` at once, its changes applied and logged, and
+    /// returns without waiting for the log. `durable()` on the result then waits. A server uses it
+    /// to apply a connection's pipelined requests in order while their syncs overlap.
+    public func apply<Result: Sendable>(_ body: () throws -> Result) -> Applied<Result> {
         let pending = PendingAcknowledgement()
         let outcome = Self.$pendingAcknowledgement.withValue(pending) { () -> Swift.Result<Result, any Error> in
             Swift.Result { try body() }
         }
-        if pending.lsn > 0, let wal = self.wal {
-            try await wal.acknowledgement(of: pending.lsn)
+        return Applied(engine: self, outcome: outcome, lsn: pending.lsn)
+    }
+
+    /// Changes applied by `Engine.apply` whose log records may not be durable yet.
+    public struct Applied<Result: Sendable>: Sendable {
+        let engine: Engine
+        let outcome: Swift.Result<Result, any Error>
+        let lsn: UInt64
+
+        /// Whether there is nothing to wait for (no change was logged).
+        public var isDurable: Bool { self.lsn == 0 || self.engine.wal == nil }
+
+        /// Waits until the changes are as durable as the engine's durability says, then returns
+        /// the body's result or throws its error.
+        /// - Throws: what the body threw, or `UNAVAILABLE` when the log failed first.
+        public func durable() async throws -> Result {
+            if !self.isDurable, let wal = self.engine.wal {
+                try await wal.acknowledgement(of: self.lsn)
+            }
+            return try self.outcome.get()
         }
-        return try outcome.get()
     }
 
     /// Runs a change under the project's lock and queues its log records there; waits for them to

@@ -17,6 +17,32 @@ public struct Installation: Hashable, Sendable {
     public var createdAt: Timestamp
     /// The last time the installation registered, refreshed its token or was touched.
     public var lastSeen: Timestamp
+
+    public init(
+        slot: UInt32,
+        generation: UInt32,
+        fid: FID,
+        token: RegistrationToken?,
+        platform: Platform,
+        appID: AppID,
+        device: DeviceDetails,
+        apnsToken: APNsDeviceToken?,
+        user: UserID?,
+        createdAt: Timestamp,
+        lastSeen: Timestamp
+    ) {
+        self.slot = slot
+        self.generation = generation
+        self.fid = fid
+        self.token = token
+        self.platform = platform
+        self.appID = appID
+        self.device = device
+        self.apnsToken = apnsToken
+        self.user = user
+        self.createdAt = createdAt
+        self.lastSeen = lastSeen
+    }
 }
 
 /// What an app sends to register an installation.
@@ -53,4 +79,9 @@ public struct RegistrationResult: Hashable, Sendable {
     public var installation: Installation
     /// True when the engine did not use the offered FID (none, invalid, taken or retired).
     public var fidWasAssigned: Bool
+
+    public init(installation: Installation, fidWasAssigned: Bool) {
+        self.installation = installation
+        self.fidWasAssigned = fidWasAssigned
+    }
 }

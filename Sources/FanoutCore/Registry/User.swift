@@ -6,6 +6,13 @@ public struct User: Hashable, Sendable {
     public var devices: [Installation]
     /// The last bind, link or device activity.
     public var lastActive: Timestamp
+
+    public init(id: UserID, isAnonymous: Bool, devices: [Installation], lastActive: Timestamp) {
+        self.id = id
+        self.isAnonymous = isAnonymous
+        self.devices = devices
+        self.lastActive = lastActive
+    }
 }
 
 /// The user directory's record: devices as slots.

@@ -1,0 +1,3 @@
+import NIOPosix
+import ServiceLifecycle
+import Logging

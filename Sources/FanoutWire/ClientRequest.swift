@@ -1,0 +1,310 @@
+public import FanoutCore
+public import NIOCore
+
+/// A frame from client to server: a request and the id its reply will echo.
+public struct ClientFrame: WireFrame, Hashable, Sendable {
+    public var requestID: UInt32
+    public var request: ClientRequest
+
+    public init(requestID: UInt32, request: ClientRequest) {
+        self.requestID = requestID
+        self.request = request
+    }
+
+    public var opcode: Opcode { self.request.opcode }
+
+    public func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
+        try self.request.encodePayload(into: &buffer)
+    }
+
+    public static func decode(header: FrameHeader, payload: ByteBuffer) throws(ProtocolError) -> ClientFrame {
+        ClientFrame(requestID: header.requestID, request: try ClientRequest.decode(opcode: header.opcode, payload: payload, requestID: header.requestID))
+    }
+}
+
+/// Every request of the protocol (docs/wire-protocol.md section 5). Names of things travel as
+/// strings; the server checks them with the engine's rules.
+public enum ClientRequest: Hashable, Sendable {
+    case hello(Hello)
+    case ping
+    case createProject(project: String)
+    case deleteProject(project: String)
+    case listProjects
+    case register(project: String, RegistrationFields)
+    case refreshToken(project: String, registration: String, token: String)
+    case touch(project: String, registration: String)
+    case getInstallation(project: String, registration: String)
+    case deleteInstallation(project: String, fid: String)
+    case staleInstallations(project: String, limit: UInt32)
+    case pruneExpired(project: String)
+    case installationCount(project: String)
+    case bindDevice(project: String, registration: String, user: String, anonymous: Bool)
+    case signOut(project: String, user: String, registration: String)
+    case linkUser(project: String, anonymous: String, permanent: String)
+    case getUser(project: String, user: String)
+    case cleanUpAnonymousUsers(project: String)
+    case subscribe(project: String, topic: String, registrations: [String])
+    case unsubscribe(project: String, topic: String, registrations: [String])
+    case topicsOf(project: String, registration: String)
+    case listTopics(project: String, startAfter: String, limit: UInt32)
+    case subscriberCount(project: String, topic: String)
+    case send(project: String, body: [UInt8])
+    case pending(project: String, registration: String)
+    case expireDeliveries(project: String)
+    case stats(project: String)
+    case attach(project: String, scope: AttachScope, credit: UInt32)
+    case grant(credit: UInt32)
+    case acknowledge([DeliveryID])
+    case detach
+
+    public var opcode: Opcode {
+        switch self {
+        case .hello: return .hello
+        case .ping: return .ping
+        case .createProject: return .createProject
+        case .deleteProject: return .deleteProject
+        case .listProjects: return .listProjects
+        case .register: return .register
+        case .refreshToken: return .refreshToken
+        case .touch: return .touch
+        case .getInstallation: return .getInstallation
+        case .deleteInstallation: return .deleteInstallation
+        case .staleInstallations: return .staleInstallations
+        case .pruneExpired: return .pruneExpired
+        case .installationCount: return .installationCount
+        case .bindDevice: return .bindDevice
+        case .signOut: return .signOut
+        case .linkUser: return .linkUser
+        case .getUser: return .getUser
+        case .cleanUpAnonymousUsers: return .cleanUpAnonymousUsers
+        case .subscribe: return .subscribe
+        case .unsubscribe: return .unsubscribe
+        case .topicsOf: return .topicsOf
+        case .listTopics: return .listTopics
+        case .subscriberCount: return .subscriberCount
+        case .send: return .send
+        case .pending: return .pending
+        case .expireDeliveries: return .expireDeliveries
+        case .stats: return .stats
+        case .attach: return .attach
+        case .grant: return .grant
+        case .acknowledge: return .acknowledge
+        case .detach: return .detach
+        }
+    }
+
+    /// The project a request is about, for the ones scoped to a project.
+    public var project: String? {
+        switch self {
+        case .hello, .ping, .listProjects, .grant, .acknowledge, .detach:
+            return nil
+        case .createProject(let project), .deleteProject(let project), .register(let project, _),
+            .refreshToken(let project, _, _), .touch(let project, _), .getInstallation(let project, _),
+            .deleteInstallation(let project, _), .staleInstallations(let project, _), .pruneExpired(let project),
+            .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
+            .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project),
+            .subscribe(let project, _, _), .unsubscribe(let project, _, _), .topicsOf(let project, _),
+            .listTopics(let project, _, _), .subscriberCount(let project, _), .send(let project, _),
+            .pending(let project, _), .expireDeliveries(let project), .stats(let project),
+            .attach(let project, _, _):
+            return project
+        }
+    }
+
+    // MARK: - Encoding
+
+    /// Writes the payload (not the header).
+    func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
+        if let project = self.project {
+            try buffer.writeWireString(project, field: "project")
+        }
+        switch self {
+        case .hello(let hello):
+            buffer.writeInteger(hello.role.rawValue)
+            let (kind, bytes): (UInt8, [UInt8])
+            switch hello.credential {
+            case .apiKey(let key): (kind, bytes) = (1, key)
+            case .installationAuthToken(let token): (kind, bytes) = (2, token)
+            case .unknown(let other, let credential): (kind, bytes) = (other, credential)
+            }
+            buffer.writeInteger(kind)
+            try buffer.writeWireBytes(bytes, field: "credential")
+            try buffer.writeWireString(hello.clientName, field: "client name")
+        case .ping, .listProjects, .detach, .createProject, .deleteProject, .pruneExpired, .installationCount,
+            .cleanUpAnonymousUsers, .expireDeliveries, .stats:
+            break
+        case .register(_, let fields):
+            try buffer.writeWireOptionalString(fields.offeredFID, field: "fid")
+            try buffer.writeWireOptionalString(fields.token, field: "token")
+            buffer.writeInteger(fields.platform.wireValue)
+            try buffer.writeWireString(fields.appID, field: "app id")
+            try buffer.writeWireOptionalString(fields.deviceName, field: "device name")
+            try buffer.writeWireOptionalString(fields.deviceOS, field: "device os")
+            try buffer.writeWireOptionalString(fields.deviceType, field: "device type")
+            try buffer.writeWireOptionalString(fields.apnsToken, field: "apns token")
+        case .refreshToken(_, let registration, let token):
+            try buffer.writeWireString(registration, field: "registration")
+            try buffer.writeWireString(token, field: "token")
+        case .touch(_, let registration), .getInstallation(_, let registration), .topicsOf(_, let registration),
+            .pending(_, let registration):
+            try buffer.writeWireString(registration, field: "registration")
+        case .deleteInstallation(_, let fid):
+            try buffer.writeWireString(fid, field: "fid")
+        case .staleInstallations(_, let limit):
+            buffer.writeInteger(limit)
+        case .bindDevice(_, let registration, let user, let anonymous):
+            try buffer.writeWireString(registration, field: "registration")
+            try buffer.writeWireString(user, field: "user")
+            buffer.writeWireBool(anonymous)
+        case .signOut(_, let user, let registration):
+            try buffer.writeWireString(user, field: "user")
+            try buffer.writeWireString(registration, field: "registration")
+        case .linkUser(_, let anonymous, let permanent):
+            try buffer.writeWireString(anonymous, field: "anonymous user")
+            try buffer.writeWireString(permanent, field: "permanent user")
+        case .getUser(_, let user):
+            try buffer.writeWireString(user, field: "user")
+        case .subscribe(_, let topic, let registrations), .unsubscribe(_, let topic, let registrations):
+            try buffer.writeWireString(topic, field: "topic")
+            try buffer.writeWireStrings(registrations, field: "registrations")
+        case .listTopics(_, let startAfter, let limit):
+            try buffer.writeWireString(startAfter, field: "start after")
+            buffer.writeInteger(limit)
+        case .subscriberCount(_, let topic):
+            try buffer.writeWireString(topic, field: "topic")
+        case .send(_, let body):
+            try buffer.writeWireBytes(body, field: "body")
+        case .attach(_, let scope, let credit):
+            switch scope {
+            case .platform(let platform):
+                buffer.writeInteger(1, as: UInt8.self)
+                buffer.writeInteger(platform.wireValue)
+            case .installations(let registrations):
+                buffer.writeInteger(2, as: UInt8.self)
+                try buffer.writeWireStrings(registrations, field: "registrations")
+            }
+            buffer.writeInteger(credit)
+        case .grant(let credit):
+            buffer.writeInteger(credit)
+        case .acknowledge(let ids):
+            try buffer.writeWireCount(ids.count, field: "deliveries")
+            for id in ids {
+                buffer.writeMultipleIntegers(id.messageSequence, id.slot)
+            }
+        }
+    }
+
+    // MARK: - Decoding
+
+    /// Decodes the payload of a request frame; every byte must be used.
+    static func decode(opcode: Opcode, payload: ByteBuffer, requestID: UInt32) throws(ProtocolError) -> ClientRequest {
+        var reader = PayloadReader(payload, requestID: requestID, opcode: opcode)
+        let request = try Self.decode(opcode: opcode, from: &reader)
+        try reader.finish()
+        return request
+    }
+
+    private static func decode(opcode: Opcode, from reader: inout PayloadReader) throws(ProtocolError) -> ClientRequest {
+        switch opcode {
+        case .hello:
+            let roleByte = try reader.u8("role")
+            guard let role = Hello.Role(rawValue: roleByte) else {
+                throw reader.error("role \(roleByte) is unknown")
+            }
+            let kind = try reader.u8("credential kind")
+            let bytes = try reader.bytes("credential")
+            let credential: Hello.Credential
+            switch kind {
+            case 1: credential = .apiKey(bytes)
+            case 2: credential = .installationAuthToken(bytes)
+            default: credential = .unknown(kind: kind, bytes)
+            }
+            let name = try reader.string("client name")
+            guard name.utf8.count <= Hello.maximumClientNameLength else {
+                throw reader.error("client name is longer than \(Hello.maximumClientNameLength) bytes")
+            }
+            return .hello(Hello(role: role, credential: credential, clientName: name))
+        case .ping: return .ping
+        case .listProjects: return .listProjects
+        case .detach: return .detach
+        case .grant: return .grant(credit: try reader.u32("credit"))
+        case .acknowledge:
+            let ids = try reader.list("deliveries", minimumElementSize: 12) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
+                DeliveryID(messageSequence: try reader.u64(field + ".sequence"), slot: try reader.u32(field + ".slot"))
+            }
+            return .acknowledge(ids)
+        default:
+            break
+        }
+        guard opcode.isRequest else {
+            throw reader.error("not a request opcode")
+        }
+        let project: String
+        switch opcode {
+        case .createProject, .deleteProject, .register, .refreshToken, .touch, .getInstallation, .deleteInstallation,
+            .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
+            .cleanUpAnonymousUsers, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .send,
+            .pending, .expireDeliveries, .stats, .attach:
+            project = try reader.string("project")
+        default:
+            throw reader.error("unknown opcode")
+        }
+        switch opcode {
+        case .createProject: return .createProject(project: project)
+        case .deleteProject: return .deleteProject(project: project)
+        case .register:
+            let fid = try reader.optionalString("fid")
+            let token = try reader.optionalString("token")
+            let platform = try reader.platform("platform")
+            return .register(project: project, RegistrationFields(
+                offeredFID: fid,
+                token: token,
+                platform: platform,
+                appID: try reader.string("app id"),
+                deviceName: try reader.optionalString("device name"),
+                deviceOS: try reader.optionalString("device os"),
+                deviceType: try reader.optionalString("device type"),
+                apnsToken: try reader.optionalString("apns token")
+            ))
+        case .refreshToken:
+            return .refreshToken(project: project, registration: try reader.string("registration"), token: try reader.string("token"))
+        case .touch: return .touch(project: project, registration: try reader.string("registration"))
+        case .getInstallation: return .getInstallation(project: project, registration: try reader.string("registration"))
+        case .deleteInstallation: return .deleteInstallation(project: project, fid: try reader.string("fid"))
+        case .staleInstallations: return .staleInstallations(project: project, limit: try reader.u32("limit"))
+        case .pruneExpired: return .pruneExpired(project: project)
+        case .installationCount: return .installationCount(project: project)
+        case .bindDevice:
+            return .bindDevice(
+                project: project,
+                registration: try reader.string("registration"),
+                user: try reader.string("user"),
+                anonymous: try reader.bool("anonymous")
+            )
+        case .signOut: return .signOut(project: project, user: try reader.string("user"), registration: try reader.string("registration"))
+        case .linkUser:
+            return .linkUser(project: project, anonymous: try reader.string("anonymous user"), permanent: try reader.string("permanent user"))
+        case .getUser: return .getUser(project: project, user: try reader.string("user"))
+        case .cleanUpAnonymousUsers: return .cleanUpAnonymousUsers(project: project)
+        case .subscribe:
+            return .subscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
+        case .unsubscribe:
+            return .unsubscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
+        case .topicsOf: return .topicsOf(project: project, registration: try reader.string("registration"))
+        case .listTopics: return .listTopics(project: project, startAfter: try reader.string("start after"), limit: try reader.u32("limit"))
+        case .subscriberCount: return .subscriberCount(project: project, topic: try reader.string("topic"))
+        case .send: return .send(project: project, body: try reader.bytes("body"))
+        case .pending: return .pending(project: project, registration: try reader.string("registration"))
+        case .expireDeliveries: return .expireDeliveries(project: project)
+        case .stats: return .stats(project: project)
+        default:  // .attach
+            let scope: AttachScope
+            switch try reader.u8("scope") {
+            case 1: scope = .platform(try reader.platform("platform"))
+            case 2: scope = .installations(try reader.strings("registrations"))
+            case let other: throw reader.error("scope \(other) is unknown")
+            }
+            return .attach(project: project, scope: scope, credit: try reader.u32("credit"))
+        }
+    }
+}

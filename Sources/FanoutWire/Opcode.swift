@@ -1,0 +1,64 @@
+/// The kind of a frame (docs/wire-protocol.md section 5). Requests are `0x01`-`0x7F`; the reply to
+/// a request is its opcode with the high bit set; `0xF0`-`0xFF` are the server's own frames.
+public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt8
+
+    public init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    public static let hello = Opcode(rawValue: 0x01)
+    public static let ping = Opcode(rawValue: 0x02)
+    public static let createProject = Opcode(rawValue: 0x10)
+    public static let deleteProject = Opcode(rawValue: 0x11)
+    public static let listProjects = Opcode(rawValue: 0x12)
+    public static let register = Opcode(rawValue: 0x20)
+    public static let refreshToken = Opcode(rawValue: 0x21)
+    public static let touch = Opcode(rawValue: 0x22)
+    public static let getInstallation = Opcode(rawValue: 0x23)
+    public static let deleteInstallation = Opcode(rawValue: 0x24)
+    public static let staleInstallations = Opcode(rawValue: 0x25)
+    public static let pruneExpired = Opcode(rawValue: 0x26)
+    public static let installationCount = Opcode(rawValue: 0x27)
+    public static let bindDevice = Opcode(rawValue: 0x30)
+    public static let signOut = Opcode(rawValue: 0x31)
+    public static let linkUser = Opcode(rawValue: 0x32)
+    public static let getUser = Opcode(rawValue: 0x33)
+    public static let cleanUpAnonymousUsers = Opcode(rawValue: 0x34)
+    public static let subscribe = Opcode(rawValue: 0x40)
+    public static let unsubscribe = Opcode(rawValue: 0x41)
+    public static let topicsOf = Opcode(rawValue: 0x42)
+    public static let listTopics = Opcode(rawValue: 0x43)
+    public static let subscriberCount = Opcode(rawValue: 0x44)
+    public static let send = Opcode(rawValue: 0x50)
+    public static let pending = Opcode(rawValue: 0x51)
+    public static let expireDeliveries = Opcode(rawValue: 0x52)
+    public static let stats = Opcode(rawValue: 0x53)
+    public static let attach = Opcode(rawValue: 0x60)
+    public static let grant = Opcode(rawValue: 0x61)
+    public static let acknowledge = Opcode(rawValue: 0x62)
+    public static let detach = Opcode(rawValue: 0x63)
+
+    public static let delivery = Opcode(rawValue: 0xF0)
+    public static let goAway = Opcode(rawValue: 0xFE)
+    public static let error = Opcode(rawValue: 0xFF)
+
+    /// Whether a client may send it.
+    public var isRequest: Bool { self.rawValue >= 0x01 && self.rawValue <= 0x7F }
+
+    /// The opcode of the reply to this request.
+    public var reply: Opcode { Opcode(rawValue: self.rawValue | 0x80) }
+
+    /// The request this reply answers (for reply opcodes `0x81`-`0xEF`).
+    public var request: Opcode { Opcode(rawValue: self.rawValue & 0x7F) }
+
+    /// Whether a consumer key may send it.
+    public var isConsumerRequest: Bool {
+        switch self {
+        case .hello, .ping, .attach, .grant, .acknowledge, .detach: return true
+        default: return false
+        }
+    }
+
+    public var description: String { "0x" + String(self.rawValue, radix: 16, uppercase: true) }
+}

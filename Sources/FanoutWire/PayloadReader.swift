@@ -1,0 +1,142 @@
+internal import FanoutCore
+internal import NIOCore
+
+/// Reads one frame's payload field by field (docs/wire-protocol.md section 3). Every failure is a
+/// `ProtocolError` naming the field and carrying the frame's request id; `finish` insists that
+/// every byte was read.
+struct PayloadReader {
+    private var buffer: ByteBuffer
+    let requestID: UInt32
+    let opcode: Opcode
+
+    init(_ buffer: ByteBuffer, requestID: UInt32, opcode: Opcode) {
+        self.buffer = buffer
+        self.requestID = requestID
+        self.opcode = opcode
+    }
+
+    func error(_ message: String) -> ProtocolError {
+        ProtocolError(.invalidArgument, "\(self.opcode): \(message)", requestID: self.requestID)
+    }
+
+    private mutating func integer<Integer: FixedWidthInteger>(_ field: String, as: Integer.Type = Integer.self) throws(ProtocolError) -> Integer {
+        guard let value = self.buffer.readInteger(as: Integer.self) else {
+            throw self.error("the payload ends inside \(field)")
+        }
+        return value
+    }
+
+    mutating func u8(_ field: String) throws(ProtocolError) -> UInt8 { try self.integer(field) }
+    mutating func u16(_ field: String) throws(ProtocolError) -> UInt16 { try self.integer(field) }
+    mutating func u32(_ field: String) throws(ProtocolError) -> UInt32 { try self.integer(field) }
+    mutating func u64(_ field: String) throws(ProtocolError) -> UInt64 { try self.integer(field) }
+    mutating func i64(_ field: String) throws(ProtocolError) -> Int64 { try self.integer(field) }
+
+    mutating func bool(_ field: String) throws(ProtocolError) -> Bool {
+        switch try self.u8(field) {
+        case 0: return false
+        case 1: return true
+        case let other: throw self.error("\(field) is not a bool (\(other))")
+        }
+    }
+
+    mutating func string(_ field: String) throws(ProtocolError) -> String {
+        let count = Int(try self.u16(field))
+        guard let view = self.buffer.readSlice(length: count) else {
+            throw self.error("the payload ends inside \(field)")
+        }
+        guard let string = view.withUnsafeReadableBytes({ String(validatingUTF8Bytes: $0) }) else {
+            throw self.error("\(field) is not valid UTF-8")
+        }
+        return string
+    }
+
+    mutating func bytes(_ field: String) throws(ProtocolError) -> [UInt8] {
+        let count = Int(try self.u32(field))
+        guard count <= self.buffer.readableBytes, let bytes = self.buffer.readBytes(length: count) else {
+            throw self.error("the payload ends inside \(field)")
+        }
+        return bytes
+    }
+
+    mutating func isPresent(_ field: String) throws(ProtocolError) -> Bool {
+        switch try self.u8(field) {
+        case 0: return false
+        case 1: return true
+        case let other: throw self.error("\(field) has an invalid optional tag (\(other))")
+        }
+    }
+
+    mutating func optionalString(_ field: String) throws(ProtocolError) -> String? {
+        try self.isPresent(field) ? try self.string(field) : nil
+    }
+
+    /// A list's count, checked against the bytes left (each element takes at least `minimumElementSize`).
+    mutating func count(_ field: String, minimumElementSize: Int = 1) throws(ProtocolError) -> Int {
+        let count = Int(try self.u32(field))
+        guard count <= self.buffer.readableBytes / max(minimumElementSize, 1) else {
+            throw self.error("\(field) announces \(count) elements but the payload is shorter")
+        }
+        return count
+    }
+
+    mutating func list<Element>(
+        _ field: String,
+        minimumElementSize: Int = 1,
+        _ element: (inout PayloadReader, String) throws(ProtocolError) -> Element
+    ) throws(ProtocolError) -> [Element] {
+        let count = try self.count(field, minimumElementSize: minimumElementSize)
+        var elements: [Element] = []
+        elements.reserveCapacity(count)
+        for index in 0..<count {
+            elements.append(try element(&self, "\(field)[\(index)]"))
+        }
+        return elements
+    }
+
+    mutating func strings(_ field: String) throws(ProtocolError) -> [String] {
+        try self.list(field, minimumElementSize: 2) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
+            try reader.string(name)
+        }
+    }
+
+    mutating func platform(_ field: String) throws(ProtocolError) -> Platform {
+        let code = try self.u8(field)
+        guard let platform = Platform(wireValue: code) else {
+            throw self.error("\(field) is not a platform (\(code))")
+        }
+        return platform
+    }
+
+    mutating func timestamp(_ field: String) throws(ProtocolError) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: try self.i64(field))
+    }
+
+    /// A model value built from a string the server produced; a value the model refuses is a protocol error.
+    mutating func model<Value>(_ field: String, _ make: (String) -> Value?) throws(ProtocolError) -> Value {
+        let string = try self.string(field)
+        guard let value = make(string) else {
+            throw self.error("\(field) is not valid")
+        }
+        return value
+    }
+
+    mutating func optionalModel<Value>(_ field: String, _ make: (String) -> Value?) throws(ProtocolError) -> Value? {
+        try self.isPresent(field) ? try self.model(field, make) : nil
+    }
+
+    /// Throws unless every byte of the payload was read.
+    func finish() throws(ProtocolError) {
+        guard self.buffer.readableBytes == 0 else {
+            throw self.error("\(self.buffer.readableBytes) bytes after the last field")
+        }
+    }
+}
+
+extension String {
+    /// The string for `bytes` if they are valid UTF-8.
+    init?(validatingUTF8Bytes bytes: UnsafeRawBufferPointer) {
+        guard let string = String(validating: bytes, as: UTF8.self) else { return nil }
+        self = string
+    }
+}

@@ -1,0 +1,54 @@
+internal import FanoutCore
+internal import NIOCore
+
+/// Writes payload fields (docs/wire-protocol.md section 3). Strings longer than a `u16` count and
+/// lists longer than a `u32` count cannot be encoded: `ProtocolError` naming the field.
+extension ByteBuffer {
+    mutating func writeWireBool(_ value: Bool) {
+        self.writeInteger(value ? 1 : 0, as: UInt8.self)
+    }
+
+    mutating func writeWireString(_ string: String, field: String) throws(ProtocolError) {
+        let count = string.utf8.count
+        guard count <= Int(UInt16.max) else {
+            throw ProtocolError(.invalidArgument, "\(field) is \(count) bytes; at most \(UInt16.max) can be sent")
+        }
+        self.writeInteger(UInt16(count))
+        self.writeString(string)
+    }
+
+    mutating func writeWireOptionalString(_ string: String?, field: String) throws(ProtocolError) {
+        if let string {
+            self.writeInteger(1, as: UInt8.self)
+            try self.writeWireString(string, field: field)
+        } else {
+            self.writeInteger(0, as: UInt8.self)
+        }
+    }
+
+    mutating func writeWireBytes(_ bytes: [UInt8], field: String) throws(ProtocolError) {
+        guard bytes.count <= Int(UInt32.max) else {
+            throw ProtocolError(.invalidArgument, "\(field) is too long to send")
+        }
+        self.writeInteger(UInt32(bytes.count))
+        self.writeBytes(bytes)
+    }
+
+    mutating func writeWireCount(_ count: Int, field: String) throws(ProtocolError) {
+        guard count <= Int(UInt32.max) else {
+            throw ProtocolError(.invalidArgument, "\(field) has too many elements to send")
+        }
+        self.writeInteger(UInt32(count))
+    }
+
+    mutating func writeWireStrings(_ strings: [String], field: String) throws(ProtocolError) {
+        try self.writeWireCount(strings.count, field: field)
+        for (index, string) in strings.enumerated() {
+            try self.writeWireString(string, field: "\(field)[\(index)]")
+        }
+    }
+
+    mutating func writeWireTimestamp(_ timestamp: Timestamp) {
+        self.writeInteger(timestamp.millisecondsSinceEpoch)
+    }
+}

@@ -1,0 +1,22 @@
+public import FanoutCore
+
+/// A frame that breaks the protocol: the peer gets an ERROR frame with `code` and the connection
+/// is closed (docs/wire-protocol.md section 7). `requestID` is the offending frame's, or 0.
+public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var code: FanoutError.Code
+    public var message: String
+    public var requestID: UInt32
+
+    public init(_ code: FanoutError.Code = .invalidArgument, _ message: String, requestID: UInt32 = 0) {
+        self.code = code
+        self.message = message
+        self.requestID = requestID
+    }
+
+    /// The error as the ERROR frame carries it.
+    public var fanoutError: FanoutError {
+        FanoutError(self.code, self.message)
+    }
+
+    public var description: String { "\(self.code): \(self.message)" }
+}

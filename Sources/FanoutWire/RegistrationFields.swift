@@ -1,0 +1,132 @@
+public import FanoutCore
+
+/// REGISTER's fields as they travel: strings, checked by the server with the engine's rules.
+public struct RegistrationFields: Hashable, Sendable {
+    public var offeredFID: String?
+    public var token: String?
+    public var platform: Platform
+    public var appID: String
+    public var deviceName: String?
+    public var deviceOS: String?
+    public var deviceType: String?
+    /// Hex, iOS only.
+    public var apnsToken: String?
+
+    public init(
+        offeredFID: String? = nil,
+        token: String? = nil,
+        platform: Platform,
+        appID: String,
+        deviceName: String? = nil,
+        deviceOS: String? = nil,
+        deviceType: String? = nil,
+        apnsToken: String? = nil
+    ) {
+        self.offeredFID = offeredFID
+        self.token = token
+        self.platform = platform
+        self.appID = appID
+        self.deviceName = deviceName
+        self.deviceOS = deviceOS
+        self.deviceType = deviceType
+        self.apnsToken = apnsToken
+    }
+}
+
+/// What an ATTACH consumes.
+public enum AttachScope: Hashable, Sendable {
+    /// A delivery worker for every installation of the platform.
+    case platform(Platform)
+    /// A device consumer of these installations (FIDs or tokens).
+    case installations([String])
+}
+
+/// A delivery as a consumer receives it (DELIVERY frames, PENDING replies).
+public struct WireDelivery: Hashable, Sendable {
+    public var id: DeliveryID
+    public var fid: FID
+    public var token: RegistrationToken?
+    public var platform: Platform
+    public var expiry: Timestamp
+    /// Held by a consumer unacknowledged (PENDING replies only).
+    public var isInFlight: Bool
+    /// FCM's "deleted messages" marker rather than a message.
+    public var isDeletedMessagesMarker: Bool
+    /// What the platform receives: the APNs body, the Android message or the web push payload.
+    public var payload: [UInt8]
+
+    public init(
+        id: DeliveryID,
+        fid: FID,
+        token: RegistrationToken?,
+        platform: Platform,
+        expiry: Timestamp,
+        isInFlight: Bool,
+        isDeletedMessagesMarker: Bool,
+        payload: [UInt8]
+    ) {
+        self.id = id
+        self.fid = fid
+        self.token = token
+        self.platform = platform
+        self.expiry = expiry
+        self.isInFlight = isInFlight
+        self.isDeletedMessagesMarker = isDeletedMessagesMarker
+        self.payload = payload
+    }
+
+    /// The engine's delivery as it travels.
+    public init(_ delivery: Delivery) {
+        self.init(
+            id: delivery.id,
+            fid: delivery.fid,
+            token: delivery.token,
+            platform: delivery.platform,
+            expiry: delivery.expiry,
+            isInFlight: delivery.isInFlight,
+            isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
+            payload: delivery.payload
+        )
+    }
+}
+
+/// SEND's reply.
+public struct SendReceipt: Hashable, Sendable {
+    /// `projects/{project}/messages/{sequence}`, or `fake_message_id` for `validate_only`.
+    public var messageID: String
+    public var sequence: UInt64
+    public var audience: UInt32
+    public var enqueued: UInt32
+    /// One per recipient for token, FID and multicast targets.
+    public var recipients: [BatchItemResult]
+
+    public init(messageID: String, sequence: UInt64, audience: UInt32, enqueued: UInt32, recipients: [BatchItemResult]) {
+        self.messageID = messageID
+        self.sequence = sequence
+        self.audience = audience
+        self.enqueued = enqueued
+        self.recipients = recipients
+    }
+}
+
+/// STATS's reply: the installation count and the delivery counters.
+public struct ProjectStatistics: Hashable, Sendable {
+    public var installations: UInt64
+    public var deliveries: DeliveryStatistics
+
+    public init(installations: UInt64, deliveries: DeliveryStatistics) {
+        self.installations = installations
+        self.deliveries = deliveries
+    }
+}
+
+/// One LIST_TOPICS entry.
+public struct TopicCount: Hashable, Sendable {
+    public var topic: String
+    public var subscribers: UInt64
+
+    public init(topic: String, subscribers: UInt64) {
+        self.topic = topic
+        self.subscribers = subscribers
+    }
+}

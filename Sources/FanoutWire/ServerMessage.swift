@@ -1,0 +1,260 @@
+public import FanoutCore
+public import NIOCore
+
+/// A frame from server to client. For replies `requestID` is the request's; for DELIVERY the
+/// ATTACH's; for GOAWAY, 0.
+public struct ServerFrame: WireFrame, Hashable, Sendable {
+    public var requestID: UInt32
+    public var message: ServerMessage
+
+    public init(requestID: UInt32, message: ServerMessage) {
+        self.requestID = requestID
+        self.message = message
+    }
+
+    public var opcode: Opcode { self.message.opcode }
+
+    public func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
+        try self.message.encodePayload(into: &buffer)
+    }
+
+    public static func decode(header: FrameHeader, payload: ByteBuffer) throws(ProtocolError) -> ServerFrame {
+        ServerFrame(requestID: header.requestID, message: try ServerMessage.decode(opcode: header.opcode, payload: payload, requestID: header.requestID))
+    }
+}
+
+/// Every frame a server sends (docs/wire-protocol.md section 5). Replies that share a payload
+/// layout share a case and name the request they answer.
+public enum ServerMessage: Hashable, Sendable {
+    case welcome(Welcome)
+    case pong
+    /// An empty reply: CREATE_PROJECT, DELETE_PROJECT, ATTACH, GRANT, DETACH.
+    case done(Opcode)
+    /// A list of names: LIST_PROJECTS, CLEAN_UP_ANONYMOUS, TOPICS_OF.
+    case names(Opcode, [String])
+    case registered(RegistrationResult)
+    /// REFRESH_TOKEN, TOUCH, GET_INSTALLATION, DELETE_INSTALLATION, BIND_DEVICE, SIGN_OUT.
+    case installation(Opcode, Installation)
+    /// How many are stale, and the least recently seen of them.
+    case staleInstallations(total: UInt64, [Installation])
+    /// PRUNE_EXPIRED, INSTALLATION_COUNT, SUBSCRIBER_COUNT, EXPIRE_DELIVERIES, ACK.
+    case count(Opcode, UInt64)
+    /// LINK_USER, GET_USER.
+    case user(Opcode, User)
+    /// SUBSCRIBE, UNSUBSCRIBE: one result per registration.
+    case itemResults(Opcode, [BatchItemResult])
+    case topics([TopicCount])
+    case sent(SendReceipt)
+    case pending([WireDelivery])
+    case stats(ProjectStatistics)
+    case delivery(WireDelivery)
+    case goAway(FanoutError.Code, String)
+    case error(FanoutError)
+
+    public var opcode: Opcode {
+        switch self {
+        case .welcome: return Opcode.hello.reply
+        case .pong: return Opcode.ping.reply
+        case .done(let request), .names(let request, _), .installation(let request, _), .count(let request, _),
+            .user(let request, _), .itemResults(let request, _):
+            return request.reply
+        case .registered: return Opcode.register.reply
+        case .staleInstallations: return Opcode.staleInstallations.reply
+        case .topics: return Opcode.listTopics.reply
+        case .sent: return Opcode.send.reply
+        case .pending: return Opcode.pending.reply
+        case .stats: return Opcode.stats.reply
+        case .delivery: return .delivery
+        case .goAway: return .goAway
+        case .error: return .error
+        }
+    }
+
+    /// The reply layout of each request.
+    enum ReplyLayout {
+        case welcome, pong, done, names, registered, installation, staleInstallations, count, user, itemResults
+        case topics, sent, pending, stats
+
+        init?(request: Opcode) {
+            switch request {
+            case .hello: self = .welcome
+            case .ping: self = .pong
+            case .createProject, .deleteProject, .attach, .grant, .detach: self = .done
+            case .listProjects, .cleanUpAnonymousUsers, .topicsOf: self = .names
+            case .register: self = .registered
+            case .refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut: self = .installation
+            case .staleInstallations: self = .staleInstallations
+            case .pruneExpired, .installationCount, .subscriberCount, .expireDeliveries, .acknowledge: self = .count
+            case .linkUser, .getUser: self = .user
+            case .subscribe, .unsubscribe: self = .itemResults
+            case .listTopics: self = .topics
+            case .send: self = .sent
+            case .pending: self = .pending
+            case .stats: self = .stats
+            default: return nil
+            }
+        }
+    }
+
+    // MARK: - Encoding
+
+    func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
+        switch self {
+        case .welcome(let welcome):
+            buffer.writeMultipleIntegers(
+                welcome.version,
+                welcome.maximumPayloadSize,
+                welcome.idleTimeoutMilliseconds,
+                welcome.maximumCredit,
+                welcome.maximumInFlight
+            )
+            try buffer.writeWireStrings(welcome.projects, field: "projects")
+        case .pong, .done:
+            break
+        case .names(_, let names):
+            try buffer.writeWireStrings(names, field: "names")
+        case .registered(let result):
+            buffer.writeWireBool(result.fidWasAssigned)
+            try buffer.writeWireInstallation(result.installation)
+        case .installation(_, let installation):
+            try buffer.writeWireInstallation(installation)
+        case .staleInstallations(let total, let installations):
+            buffer.writeInteger(total)
+            try buffer.writeWireCount(installations.count, field: "installations")
+            for installation in installations { try buffer.writeWireInstallation(installation) }
+        case .count(_, let count):
+            buffer.writeInteger(count)
+        case .user(_, let user):
+            try buffer.writeWireString(user.id.value, field: "user")
+            buffer.writeWireBool(user.isAnonymous)
+            buffer.writeWireTimestamp(user.lastActive)
+            try buffer.writeWireCount(user.devices.count, field: "devices")
+            for device in user.devices { try buffer.writeWireInstallation(device) }
+        case .itemResults(_, let results):
+            try buffer.writeWireItemResults(results)
+        case .topics(let topics):
+            try buffer.writeWireCount(topics.count, field: "topics")
+            for topic in topics {
+                try buffer.writeWireString(topic.topic, field: "topic")
+                buffer.writeInteger(topic.subscribers)
+            }
+        case .sent(let receipt):
+            try buffer.writeWireString(receipt.messageID, field: "message id")
+            buffer.writeMultipleIntegers(receipt.sequence, receipt.audience, receipt.enqueued)
+            try buffer.writeWireItemResults(receipt.recipients)
+        case .pending(let deliveries):
+            try buffer.writeWireCount(deliveries.count, field: "deliveries")
+            for delivery in deliveries { try buffer.writeWireDelivery(delivery) }
+        case .stats(let stats):
+            let d = stats.deliveries
+            buffer.writeMultipleIntegers(
+                stats.installations, UInt64(d.sends), UInt64(d.enqueued), UInt64(d.delivered), UInt64(d.acknowledged),
+                UInt64(d.expired), UInt64(d.collapsed)
+            )
+            buffer.writeMultipleIntegers(UInt64(d.dropped), UInt64(d.rejected), UInt64(d.pending), UInt64(d.messages), UInt64(d.consumers))
+        case .delivery(let delivery):
+            try buffer.writeWireDelivery(delivery)
+        case .goAway(let code, let reason):
+            buffer.writeInteger(code.wireValue)
+            try buffer.writeWireString(reason, field: "reason")
+        case .error(let error):
+            buffer.writeInteger(error.code.wireValue)
+            try buffer.writeWireString(String(error.message.prefix(2048)), field: "message")
+            try buffer.writeWireOptionalString(error.field, field: "field")
+            try buffer.writeWireCount(error.violations.count, field: "violations")
+            for violation in error.violations {
+                try buffer.writeWireString(violation.field, field: "violation field")
+                try buffer.writeWireString(violation.description, field: "violation description")
+            }
+        }
+    }
+
+    // MARK: - Decoding
+
+    static func decode(opcode: Opcode, payload: ByteBuffer, requestID: UInt32) throws(ProtocolError) -> ServerMessage {
+        var reader = PayloadReader(payload, requestID: requestID, opcode: opcode)
+        let message = try Self.decode(opcode: opcode, from: &reader)
+        try reader.finish()
+        return message
+    }
+
+    private static func decode(opcode: Opcode, from reader: inout PayloadReader) throws(ProtocolError) -> ServerMessage {
+        switch opcode {
+        case .delivery:
+            return .delivery(try reader.delivery("delivery"))
+        case .goAway:
+            return .goAway(FanoutError.Code(wireValue: try reader.u8("status")), try reader.string("reason"))
+        case .error:
+            let code = FanoutError.Code(wireValue: try reader.u8("status"))
+            var error = FanoutError(code, try reader.string("message"), field: try reader.optionalString("field"))
+            error.violations = try reader.list("violations", minimumElementSize: 4) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
+                FieldViolation(field: try reader.string(field + ".field"), description: try reader.string(field + ".description"))
+            }
+            return .error(error)
+        default:
+            break
+        }
+        let request = opcode.request
+        guard opcode.rawValue >= 0x80, let layout = ReplyLayout(request: request) else {
+            throw reader.error("not a server opcode")
+        }
+        switch layout {
+        case .welcome:
+            let version = try reader.u16("version")
+            return .welcome(Welcome(
+                version: version,
+                maximumPayloadSize: try reader.u32("maximum frame size"),
+                idleTimeoutMilliseconds: try reader.u32("idle timeout"),
+                maximumCredit: try reader.u32("maximum credit"),
+                maximumInFlight: try reader.u32("maximum in flight"),
+                projects: try reader.strings("projects")
+            ))
+        case .pong: return .pong
+        case .done: return .done(request)
+        case .names: return .names(request, try reader.strings("names"))
+        case .registered:
+            let assigned = try reader.bool("fid was assigned")
+            return .registered(RegistrationResult(installation: try reader.installation("installation"), fidWasAssigned: assigned))
+        case .installation: return .installation(request, try reader.installation("installation"))
+        case .staleInstallations:
+            let total = try reader.u64("total")
+            return .staleInstallations(total: total, try reader.installations("installations"))
+        case .count: return .count(request, try reader.u64("count"))
+        case .user:
+            let id = try reader.model("user", UserID.init)
+            let anonymous = try reader.bool("anonymous")
+            let lastActive = try reader.timestamp("last active")
+            return .user(request, User(id: id, isAnonymous: anonymous, devices: try reader.installations("devices"), lastActive: lastActive))
+        case .itemResults: return .itemResults(request, try reader.itemResults("results"))
+        case .topics:
+            return .topics(try reader.list("topics", minimumElementSize: 10) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
+                TopicCount(topic: try reader.string(field + ".topic"), subscribers: try reader.u64(field + ".subscribers"))
+            })
+        case .sent:
+            let id = try reader.string("message id")
+            let sequence = try reader.u64("sequence")
+            let audience = try reader.u32("audience")
+            let enqueued = try reader.u32("enqueued")
+            return .sent(SendReceipt(messageID: id, sequence: sequence, audience: audience, enqueued: enqueued, recipients: try reader.itemResults("recipients")))
+        case .pending:
+            return .pending(try reader.list("deliveries", minimumElementSize: 30) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
+                try reader.delivery(field)
+            })
+        case .stats:
+            let installations = try reader.u64("installations")
+            var d = DeliveryStatistics()
+            d.sends = try reader.count64("sends")
+            d.enqueued = try reader.count64("enqueued")
+            d.delivered = try reader.count64("delivered")
+            d.acknowledged = try reader.count64("acknowledged")
+            d.expired = try reader.count64("expired")
+            d.collapsed = try reader.count64("collapsed")
+            d.dropped = try reader.count64("dropped")
+            d.rejected = try reader.count64("rejected")
+            d.pending = try reader.count64("pending")
+            d.messages = try reader.count64("messages")
+            d.consumers = try reader.count64("consumers")
+            return .stats(ProjectStatistics(installations: installations, deliveries: d))
+        }
+    }
+}
