@@ -1,0 +1,196 @@
+internal import FanoutCore
+internal import FanoutWire
+internal import Logging
+internal import NIOCore
+internal import ServiceLifecycle
+
+/// Serves one connection: reads frames in order, applies each request to the engine at once (so a
+/// connection's requests take effect in the order sent), and writes each reply when its changes
+/// are durable, from a child task, so that the syncs of pipelined requests overlap. A consumer's
+/// deliveries are pumped by another child task, in batches.
+struct Connection {
+    let executor: RequestExecutor
+    let configuration: ServerConfiguration
+    let keys: APIKeyStore
+    let welcome: Welcome
+    let logger: Logger
+
+    typealias Inbound = NIOAsyncChannelInboundStream<ClientFrame>
+    typealias Outbound = NIOAsyncChannelOutboundWriter<ServerFrame>
+
+    /// The consumer a connection attached, and what it may still be granted.
+    private struct Attachment {
+        let consumer: DeliveryConsumer
+        var credit: Int
+    }
+
+    func serve(_ channel: NIOAsyncChannel<ClientFrame, ServerFrame>) async {
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                try await withGracefulShutdownHandler {
+                    try await self.run(inbound: inbound, outbound: outbound)
+                } onGracefulShutdown: {
+                    // Stop reading: the loop ends after the frames already read.
+                    channel.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+                }
+                if Task.isShuttingDownGracefully {
+                    try await outbound.write(ServerFrame(requestID: 0, message: .goAway(.unavailable, "shutting down")))
+                }
+            }
+        } catch {
+            self.logger.debug("connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func run(inbound: Inbound, outbound: Outbound) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            var state = ConnectionState(keys: self.keys, welcome: self.welcome)
+            var attachment: Attachment?
+            var inFlight = 0
+            defer { attachment?.consumer.detach() }
+            do {
+                for try await frame in inbound {
+                    let id = frame.requestID
+                    let request: ClientRequest
+                    switch state.receive(frame.request) {
+                    case .reply(let message):
+                        try await outbound.write(ServerFrame(requestID: id, message: message))
+                        continue
+                    case .fail(let message):
+                        try await outbound.write(ServerFrame(requestID: id, message: message))
+                        return
+                    case .perform(let authorised):
+                        request = authorised
+                    }
+                    guard let key = state.key else { return }
+                    switch request {
+                    case .attach(let project, let scope, let credit):
+                        let reply: ServerMessage
+                        do throws(FanoutError) {
+                            guard attachment == nil else {
+                                throw FanoutError(.failedPrecondition, "the connection has an attachment already")
+                            }
+                            guard credit >= 1, Int(credit) <= self.configuration.maximumCredit else {
+                                throw FanoutError(.invalidArgument, "credit must be in 1...\(self.configuration.maximumCredit)", field: "credit")
+                            }
+                            let consumer = try self.executor.engine.attachConsumer(
+                                try Self.scope(scope),
+                                credit: Int(credit),
+                                in: try RequestExecutor.project(project)
+                            )
+                            attachment = Attachment(consumer: consumer, credit: Int(credit))
+                            reply = .done(.attach)
+                        } catch {
+                            reply = .error(error)
+                        }
+                        try await outbound.write(ServerFrame(requestID: id, message: reply))
+                        if let consumer = attachment?.consumer, case .done = reply {
+                            group.addTask {
+                                try await Self.pump(consumer, to: outbound, attachID: id)
+                                return false
+                            }
+                        }
+                        continue
+                    case .grant(let credit):
+                        let reply: ServerMessage
+                        do throws(FanoutError) {
+                            guard let current = attachment else {
+                                throw FanoutError(.failedPrecondition, "GRANT needs an attachment")
+                            }
+                            guard credit >= 1, current.credit + Int(credit) <= self.configuration.maximumCredit else {
+                                throw FanoutError(.invalidArgument, "credit may not pass \(self.configuration.maximumCredit)", field: "credit")
+                            }
+                            try current.consumer.grant(Int(credit))
+                            attachment?.credit += Int(credit)
+                            reply = .done(.grant)
+                        } catch {
+                            reply = .error(error)
+                        }
+                        try await outbound.write(ServerFrame(requestID: id, message: reply))
+                        continue
+                    case .detach:
+                        let reply: ServerMessage
+                        if let current = attachment {
+                            current.consumer.detach()
+                            attachment = nil
+                            reply = .done(.detach)
+                        } else {
+                            reply = .error(FanoutError(.failedPrecondition, "DETACH needs an attachment"))
+                        }
+                        try await outbound.write(ServerFrame(requestID: id, message: reply))
+                        continue
+                    default:
+                        break
+                    }
+                    // An engine operation: applied now, answered when durable.
+                    let consumer = attachment?.consumer
+                    let applied = self.executor.engine.apply { () throws(FanoutError) -> ServerMessage in
+                        if case .acknowledge(let ids) = request {
+                            guard let consumer else {
+                                throw FanoutError(.failedPrecondition, "ACK needs an attachment")
+                            }
+                            return .count(.acknowledge, UInt64(try consumer.acknowledge(ids)))
+                        }
+                        return try self.executor.execute(request, key: key)
+                    }
+                    if applied.isDurable {
+                        try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
+                        continue
+                    }
+                    group.addTask {
+                        try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
+                        return true
+                    }
+                    inFlight += 1
+                    while inFlight >= self.configuration.maximumInFlight, let isReply = try await group.next() {
+                        if isReply { inFlight -= 1 }
+                    }
+                }
+            } catch let error as ProtocolError {
+                self.logger.debug("protocol error", metadata: ["error": "\(error)"])
+                try await outbound.write(ServerFrame(requestID: error.requestID, message: .error(error.fanoutError)))
+            }
+            // The stream ended (the peer closed, or a graceful shutdown): finish the replies.
+            attachment?.consumer.detach()
+            attachment = nil
+            while let isReply = try await group.next() {
+                if isReply { inFlight -= 1 }
+            }
+        }
+    }
+
+    /// The reply for an applied request, once durable.
+    private static func reply(_ applied: Engine.Applied<ServerMessage>) async -> ServerMessage {
+        do {
+            return try await applied.durable()
+        } catch let error as FanoutError {
+            return .error(error)
+        } catch {
+            return .error(FanoutError(.internal, "unexpected error"))
+        }
+    }
+
+    /// Writes a consumer's deliveries as they arrive, in batches of what is ready.
+    private static func pump(_ consumer: DeliveryConsumer, to outbound: Outbound, attachID: UInt32) async throws {
+        while let first = await consumer.next() {
+            var frames = [ServerFrame(requestID: attachID, message: .delivery(WireDelivery(first)))]
+            for delivery in consumer.poll(maximum: 255) {
+                frames.append(ServerFrame(requestID: attachID, message: .delivery(WireDelivery(delivery))))
+            }
+            try await outbound.write(contentsOf: frames)
+        }
+    }
+
+    private static func scope(_ scope: AttachScope) throws(FanoutError) -> ConsumerScope {
+        switch scope {
+        case .platform(let platform):
+            return .platform(platform)
+        case .installations(let registrations):
+            var addresses: [RegistrationAddress] = []
+            for (index, registration) in registrations.enumerated() {
+                addresses.append(try RequestExecutor.address(registration, field: "registrations[\(index)]"))
+            }
+            return .installations(addresses)
+        }
+    }
+}

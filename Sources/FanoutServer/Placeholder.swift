@@ -1,3 +1,0 @@
-import NIOPosix
-import ServiceLifecycle
-import Logging

@@ -1,0 +1,156 @@
+internal import FanoutCore
+internal import FanoutWire
+
+/// Performs the engine's operations for requests (everything but the consumer's, which belong to
+/// the connection), turning the wire's strings into the engine's checked names. Errors name the
+/// field and never contain a token.
+struct RequestExecutor: Sendable {
+    let engine: Engine
+    let maximumPayloadSize: Int
+
+    func execute(_ request: ClientRequest, key: APIKey) throws(FanoutError) -> ServerMessage {
+        let opcode = request.opcode
+        switch request {
+        case .ping:
+            return .pong
+        case .createProject(let project):
+            try self.engine.createProject(try Self.project(project))
+            return .done(opcode)
+        case .deleteProject(let project):
+            try self.engine.deleteProject(try Self.project(project))
+            return .done(opcode)
+        case .listProjects:
+            return .names(opcode, self.engine.projectIDs().map(\.value).filter { key.projects.contains($0) })
+        case .register(let project, let fields):
+            return .registered(try self.engine.register(try Self.registration(fields), in: try Self.project(project)))
+        case .refreshToken(let project, let registration, let token):
+            let token = try Self.parse(token, "token", RegistrationToken.init)
+            return .installation(opcode, try self.engine.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
+        case .touch(let project, let registration):
+            return .installation(opcode, try self.engine.touch(try Self.address(registration), in: try Self.project(project)))
+        case .getInstallation(let project, let registration):
+            return .installation(opcode, try self.engine.installation(try Self.address(registration), in: try Self.project(project)))
+        case .deleteInstallation(let project, let fid):
+            return .installation(opcode, try self.engine.deleteInstallation(try Self.parse(fid, "fid", FID.init), in: try Self.project(project)))
+        case .staleInstallations(let project, let limit):
+            guard (1...1000).contains(limit) else {
+                throw FanoutError(.invalidArgument, "limit must be in 1...1000", field: "limit")
+            }
+            let stale = try self.engine.staleInstallations(in: try Self.project(project))
+            return .staleInstallations(total: UInt64(stale.count), Array(stale.prefix(Int(limit))))
+        case .pruneExpired(let project):
+            return .count(opcode, UInt64(try self.engine.pruneExpiredInstallations(in: try Self.project(project)).count))
+        case .installationCount(let project):
+            return .count(opcode, UInt64(try self.engine.installationCount(in: try Self.project(project))))
+        case .bindDevice(let project, let registration, let user, let anonymous):
+            return .installation(opcode, try self.engine.bindDevice(
+                try Self.address(registration),
+                to: try Self.parse(user, "user", UserID.init),
+                anonymous: anonymous,
+                in: try Self.project(project)
+            ))
+        case .signOut(let project, let user, let registration):
+            return .installation(opcode, try self.engine.signOut(
+                try Self.parse(user, "user", UserID.init),
+                on: try Self.address(registration),
+                in: try Self.project(project)
+            ))
+        case .linkUser(let project, let anonymous, let permanent):
+            return .user(opcode, try self.engine.linkUser(
+                anonymous: try Self.parse(anonymous, "anonymous user", UserID.init),
+                to: try Self.parse(permanent, "permanent user", UserID.init),
+                in: try Self.project(project)
+            ))
+        case .getUser(let project, let user):
+            return .user(opcode, try self.engine.user(try Self.parse(user, "user", UserID.init), in: try Self.project(project)))
+        case .cleanUpAnonymousUsers(let project):
+            return .names(opcode, try self.engine.cleanUpAnonymousUsers(in: try Self.project(project)).map(\.value))
+        case .subscribe(let project, let topic, let registrations):
+            return .itemResults(opcode, try self.engine.subscribe(
+                registrations,
+                to: try Self.parse(topic, "topic", TopicName.init),
+                in: try Self.project(project)
+            ))
+        case .unsubscribe(let project, let topic, let registrations):
+            return .itemResults(opcode, try self.engine.unsubscribe(
+                registrations,
+                from: try Self.parse(topic, "topic", TopicName.init),
+                in: try Self.project(project)
+            ))
+        case .topicsOf(let project, let registration):
+            return .names(opcode, try self.engine.topics(of: try Self.address(registration), in: try Self.project(project)).map(\.value))
+        case .listTopics(let project, let startAfter, let limit):
+            guard (1...10_000).contains(limit) else {
+                throw FanoutError(.invalidArgument, "limit must be in 1...10000", field: "limit")
+            }
+            return .topics(self.page(try self.engine.listTopics(in: try Self.project(project)), after: startAfter, limit: Int(limit)))
+        case .subscriberCount(let project, let topic):
+            return .count(opcode, UInt64(try self.engine.subscriberCount(of: try Self.parse(topic, "topic", TopicName.init), in: try Self.project(project))))
+        case .send(let project, let body):
+            let result = try self.engine.send(body, in: try Self.project(project))
+            return .sent(SendReceipt(
+                messageID: result.messageID,
+                sequence: result.sequence,
+                audience: UInt32(clamping: result.audience),
+                enqueued: UInt32(clamping: result.enqueued),
+                recipients: result.recipients
+            ))
+        case .pending(let project, let registration):
+            return .pending(try self.engine.pendingDeliveries(for: try Self.address(registration), in: try Self.project(project)).map(WireDelivery.init))
+        case .expireDeliveries(let project):
+            return .count(opcode, UInt64(try self.engine.expireDeliveries(in: try Self.project(project))))
+        case .stats(let project):
+            let id = try Self.project(project)
+            return .stats(ProjectStatistics(
+                installations: UInt64(try self.engine.installationCount(in: id)),
+                deliveries: try self.engine.deliveryStatistics(in: id)
+            ))
+        case .hello, .attach, .grant, .acknowledge, .detach:
+            throw FanoutError(.internal, "\(opcode) is handled by the connection")
+        }
+    }
+
+    /// A page of topics after `startAfter`, at most `limit` and small enough for one frame.
+    private func page(_ topics: [(name: TopicName, subscribers: Int)], after startAfter: String, limit: Int) -> [TopicCount] {
+        var page: [TopicCount] = []
+        var bytes = 4
+        let budget = self.maximumPayloadSize - 64
+        for topic in topics where topic.name.value > startAfter {
+            bytes += 2 + topic.name.value.utf8.count + 8
+            guard page.count < limit, bytes <= budget else { break }
+            page.append(TopicCount(topic: topic.name.value, subscribers: UInt64(topic.subscribers)))
+        }
+        return page
+    }
+
+    // MARK: - From the wire's strings to the engine's names
+
+    static func parse<Value>(_ string: String, _ field: String, _ make: (String) -> Value?) throws(FanoutError) -> Value {
+        guard let value = make(string) else {
+            throw FanoutError(.invalidArgument, "\(field) is not valid", field: field)
+        }
+        return value
+    }
+
+    static func project(_ string: String) throws(FanoutError) -> ProjectID {
+        try Self.parse(string, "project", ProjectID.init)
+    }
+
+    static func address(_ string: String, field: String = "registration") throws(FanoutError) -> RegistrationAddress {
+        guard let address = RegistrationAddress(parsing: string) else {
+            throw FanoutError(.invalidArgument, "\(field) is neither a FID nor a registration token", field: field)
+        }
+        return address
+    }
+
+    static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {
+        RegistrationRequest(
+            offeredFID: fields.offeredFID,
+            token: try fields.token.map { (token: String) throws(FanoutError) in try Self.parse(token, "token", RegistrationToken.init) },
+            platform: fields.platform,
+            appID: try Self.parse(fields.appID, "app id", AppID.init),
+            device: try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),
+            apnsToken: try fields.apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apns token", APNsDeviceToken.init) }
+        )
+    }
+}

@@ -1,0 +1,40 @@
+public import FanoutWire
+
+/// How a `FanoutServer` listens and the limits it announces in WELCOME.
+public struct ServerConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port (`FanoutServer.localPort` tells which).
+    public var port: Int
+    /// The largest frame payload either side may send.
+    public var maximumPayloadSize: Int
+    /// A connection that sends nothing for this long gets GOAWAY and is closed.
+    public var idleTimeout: Duration
+    /// The largest total credit a consumer may hold (the engine allows at most 65536).
+    public var maximumCredit: Int
+    /// Requests worked on at once per connection; past it the connection is not read.
+    public var maximumInFlight: Int
+    /// Buffered output above this many bytes makes a connection unwritable ...
+    public var writeBufferHighWaterMark: Int
+    /// ... and a connection that stays unwritable this long is closed (a consumer that stopped reading).
+    public var stallTimeout: Duration
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 7400,
+        maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize,
+        idleTimeout: Duration = .seconds(60),
+        maximumCredit: Int = 65_536,
+        maximumInFlight: Int = 1024,
+        writeBufferHighWaterMark: Int = 1024 * 1024,
+        stallTimeout: Duration = .seconds(10)
+    ) {
+        self.host = host
+        self.port = port
+        self.maximumPayloadSize = maximumPayloadSize
+        self.idleTimeout = idleTimeout
+        self.maximumCredit = maximumCredit
+        self.maximumInFlight = maximumInFlight
+        self.writeBufferHighWaterMark = writeBufferHighWaterMark
+        self.stallTimeout = stallTimeout
+    }
+}
