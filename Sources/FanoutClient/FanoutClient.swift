@@ -1,0 +1,294 @@
+public import FanoutCore
+public import FanoutWire
+public import NIOCore
+public import NIOPosix
+
+/// An async client of `fanoutd` (docs/wire-protocol.md). One connection, any number of
+/// concurrent calls: calls from many tasks are pipelined on it and their replies matched by
+/// request id. Reconnecting is left to the caller.
+///
+/// ```swift
+/// let client = try await FanoutClient.connect(host: "127.0.0.1", port: 7400, apiKey: key)
+/// let results = try await client.subscribe(tokens, to: "news")
+/// let receipt = try await client.send(#"{"message":{"topic":"news","data":{"k":"v"}}}"#)
+/// try await client.close()
+/// ```
+/// Engine errors are thrown as `FanoutError` with the server's status, message and field.
+public final class FanoutClient: Sendable {
+    private let channel: any Channel
+    /// The limits the server announced.
+    public let welcome: Welcome
+
+    private init(channel: any Channel, welcome: Welcome) {
+        self.channel = channel
+        self.welcome = welcome
+    }
+
+    /// Connects and says HELLO.
+    /// - Throws: `FanoutError` `UNAUTHENTICATED` for a key the server refuses, or the connect error.
+    public static func connect(
+        host: String,
+        port: Int,
+        apiKey: String,
+        role: Hello.Role = .admin,
+        clientName: String = "FanoutClient",
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> FanoutClient {
+        let channel = try await ClientBootstrap(group: eventLoopGroup)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ServerFrame>(maximumPayloadSize: 64 * 1024 * 1024)))
+                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ClientFrame>(maximumPayloadSize: 64 * 1024 * 1024)))
+                    try pipeline.addHandler(ClientHandler())
+                    return channel
+                }
+            }
+        let hello = Hello(role: role, credential: .apiKey(Array(apiKey.utf8)), clientName: String(clientName.utf8.prefix(Hello.maximumClientNameLength)) ?? "")
+        let reply: ServerMessage
+        do {
+            reply = try await Self.request(.hello(hello), on: channel)
+        } catch {
+            try? await channel.close()
+            throw error
+        }
+        guard case .welcome(let welcome) = reply else {
+            try? await channel.close()
+            throw FanoutError(.internal, "the server answered HELLO with \(reply.opcode)")
+        }
+        // Keep-alive: PING after a third of the idle timeout without a write.
+        let keepAlive = TimeAmount.milliseconds(Int64(max(welcome.idleTimeoutMilliseconds / 3, 100)))
+        try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.addHandler(IdleStateHandler(writeTimeout: keepAlive), position: .first)
+        }.get()
+        return FanoutClient(channel: channel, welcome: welcome)
+    }
+
+    /// Closes the connection; calls still waiting fail with `UNAVAILABLE`.
+    public func close() async throws {
+        do {
+            try await self.channel.close()
+        } catch ChannelError.alreadyClosed {
+        }
+    }
+
+    /// Sends any request and returns the reply; an ERROR reply is thrown as `FanoutError`.
+    public func request(_ request: ClientRequest) async throws -> ServerMessage {
+        try await Self.request(request, on: self.channel)
+    }
+
+    private static func request(
+        _ request: ClientRequest,
+        on channel: any Channel,
+        deliveries: AsyncThrowingStream<WireDelivery, any Error>.Continuation? = nil
+    ) async throws -> ServerMessage {
+        let reply = ReplyPromise(channel.eventLoop.makePromise(of: ServerMessage.self))
+        channel.writeAndFlush(PendingRequest(request: request, reply: reply, deliveries: deliveries)).whenFailure { error in
+            reply.fail(error)
+        }
+        let message = try await reply.futureResult.get()
+        if case .error(let error) = message {
+            throw error
+        }
+        return message
+    }
+
+    private func unexpected(_ message: ServerMessage, for opcode: Opcode) -> FanoutError {
+        FanoutError(.internal, "the server answered \(opcode) with \(message.opcode)")
+    }
+
+    // MARK: - Projects
+
+    public func ping() async throws {
+        _ = try await self.request(.ping)
+    }
+
+    public func createProject(_ project: String) async throws {
+        _ = try await self.request(.createProject(project: project))
+    }
+
+    public func deleteProject(_ project: String) async throws {
+        _ = try await self.request(.deleteProject(project: project))
+    }
+
+    /// The projects the key may use.
+    public func listProjects() async throws -> [String] {
+        try await self.names(.listProjects)
+    }
+
+    // MARK: - Installations
+
+    public func register(_ fields: RegistrationFields, in project: String = "default") async throws -> RegistrationResult {
+        let reply = try await self.request(.register(project: project, fields))
+        guard case .registered(let result) = reply else { throw self.unexpected(reply, for: .register) }
+        return result
+    }
+
+    public func refreshToken(_ registration: String, to token: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.refreshToken(project: project, registration: registration, token: token))
+    }
+
+    public func touch(_ registration: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.touch(project: project, registration: registration))
+    }
+
+    public func installation(_ registration: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.getInstallation(project: project, registration: registration))
+    }
+
+    /// Deletes an installation; returns what it was.
+    @discardableResult
+    public func deleteInstallation(fid: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.deleteInstallation(project: project, fid: fid))
+    }
+
+    /// How many installations are stale, and the `limit` least recently seen of them.
+    public func staleInstallations(limit: Int = 100, in project: String = "default") async throws -> (total: Int, installations: [Installation]) {
+        let reply = try await self.request(.staleInstallations(project: project, limit: UInt32(clamping: limit)))
+        guard case .staleInstallations(let total, let installations) = reply else { throw self.unexpected(reply, for: .staleInstallations) }
+        return (Int(clamping: total), installations)
+    }
+
+    public func pruneExpiredInstallations(in project: String = "default") async throws -> Int {
+        try await self.count(.pruneExpired(project: project))
+    }
+
+    public func installationCount(in project: String = "default") async throws -> Int {
+        try await self.count(.installationCount(project: project))
+    }
+
+    // MARK: - Users
+
+    public func bindDevice(_ registration: String, to user: String, anonymous: Bool = false, in project: String = "default") async throws -> Installation {
+        try await self.installation(.bindDevice(project: project, registration: registration, user: user, anonymous: anonymous))
+    }
+
+    public func signOut(_ user: String, on registration: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.signOut(project: project, user: user, registration: registration))
+    }
+
+    public func linkUser(anonymous: String, to permanent: String, in project: String = "default") async throws -> User {
+        try await self.user(.linkUser(project: project, anonymous: anonymous, permanent: permanent))
+    }
+
+    public func user(_ user: String, in project: String = "default") async throws -> User {
+        try await self.user(.getUser(project: project, user: user))
+    }
+
+    public func cleanUpAnonymousUsers(in project: String = "default") async throws -> [String] {
+        try await self.names(.cleanUpAnonymousUsers(project: project))
+    }
+
+    // MARK: - Topics
+
+    /// Subscribes up to 1000 registrations (FIDs or tokens); one result per registration.
+    public func subscribe(_ registrations: [String], to topic: String, in project: String = "default") async throws -> [BatchItemResult] {
+        try await self.itemResults(.subscribe(project: project, topic: topic, registrations: registrations))
+    }
+
+    public func unsubscribe(_ registrations: [String], from topic: String, in project: String = "default") async throws -> [BatchItemResult] {
+        try await self.itemResults(.unsubscribe(project: project, topic: topic, registrations: registrations))
+    }
+
+    public func topics(of registration: String, in project: String = "default") async throws -> [String] {
+        try await self.names(.topicsOf(project: project, registration: registration))
+    }
+
+    /// A page of topics sorted by name, after `startAfter`; fewer than `limit` means the last page.
+    public func listTopics(after startAfter: String = "", limit: Int = 1000, in project: String = "default") async throws -> [TopicCount] {
+        let reply = try await self.request(.listTopics(project: project, startAfter: startAfter, limit: UInt32(clamping: limit)))
+        guard case .topics(let topics) = reply else { throw self.unexpected(reply, for: .listTopics) }
+        return topics
+    }
+
+    public func subscriberCount(of topic: String, in project: String = "default") async throws -> Int {
+        try await self.count(.subscriberCount(project: project, topic: topic))
+    }
+
+    // MARK: - Sends and deliveries
+
+    /// Sends an FCM HTTP v1 body (`{"message": {...}}` or a bare message).
+    public func send(_ body: [UInt8], in project: String = "default") async throws -> SendReceipt {
+        let reply = try await self.request(.send(project: project, body: body))
+        guard case .sent(let receipt) = reply else { throw self.unexpected(reply, for: .send) }
+        return receipt
+    }
+
+    public func send(_ json: String, in project: String = "default") async throws -> SendReceipt {
+        try await self.send(Array(json.utf8), in: project)
+    }
+
+    public func pendingDeliveries(for registration: String, in project: String = "default") async throws -> [WireDelivery] {
+        let reply = try await self.request(.pending(project: project, registration: registration))
+        guard case .pending(let deliveries) = reply else { throw self.unexpected(reply, for: .pending) }
+        return deliveries
+    }
+
+    public func expireDeliveries(in project: String = "default") async throws -> Int {
+        try await self.count(.expireDeliveries(project: project))
+    }
+
+    public func statistics(in project: String = "default") async throws -> ProjectStatistics {
+        let reply = try await self.request(.stats(project: project))
+        guard case .stats(let statistics) = reply else { throw self.unexpected(reply, for: .stats) }
+        return statistics
+    }
+
+    /// Attaches this connection as a consumer (one attachment per connection) and returns its
+    /// deliveries: the backlog first, then new ones, never more than `credit` unacknowledged.
+    /// The stream ends after `detach`, and throws when the connection is lost.
+    public func attach(_ scope: AttachScope, credit: Int, in project: String = "default") async throws -> AsyncThrowingStream<WireDelivery, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<WireDelivery, any Error>.makeStream()
+        _ = try await Self.request(.attach(project: project, scope: scope, credit: UInt32(clamping: credit)), on: self.channel, deliveries: continuation)
+        return stream
+    }
+
+    /// Raises the attachment's credit.
+    public func grant(_ credit: Int) async throws {
+        _ = try await self.request(.grant(credit: UInt32(clamping: credit)))
+    }
+
+    /// Acknowledges deliveries; returns how many were still pending. Returns once durable.
+    @discardableResult
+    public func acknowledge(_ ids: [DeliveryID]) async throws -> Int {
+        try await self.count(.acknowledge(ids))
+    }
+
+    /// Ends the attachment; what it holds unacknowledged goes to the next consumer.
+    public func detach() async throws {
+        _ = try await self.request(.detach)
+    }
+
+    // MARK: - Reply shapes
+
+    private func names(_ request: ClientRequest) async throws -> [String] {
+        let reply = try await self.request(request)
+        guard case .names(_, let names) = reply else { throw self.unexpected(reply, for: request.opcode) }
+        return names
+    }
+
+    private func installation(_ request: ClientRequest) async throws -> Installation {
+        let reply = try await self.request(request)
+        guard case .installation(_, let installation) = reply else { throw self.unexpected(reply, for: request.opcode) }
+        return installation
+    }
+
+    private func user(_ request: ClientRequest) async throws -> User {
+        let reply = try await self.request(request)
+        guard case .user(_, let user) = reply else { throw self.unexpected(reply, for: request.opcode) }
+        return user
+    }
+
+    private func count(_ request: ClientRequest) async throws -> Int {
+        let reply = try await self.request(request)
+        guard case .count(_, let count) = reply else { throw self.unexpected(reply, for: request.opcode) }
+        return Int(clamping: count)
+    }
+
+    private func itemResults(_ request: ClientRequest) async throws -> [BatchItemResult] {
+        let reply = try await self.request(request)
+        guard case .itemResults(_, let results) = reply else { throw self.unexpected(reply, for: request.opcode) }
+        return results
+    }
+}

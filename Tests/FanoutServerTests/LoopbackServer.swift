@@ -1,0 +1,101 @@
+import FanoutClient
+import FanoutCore
+import FanoutServer
+import FanoutWire
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// A `fanoutd` in the test process: a durable engine on a temporary directory and a server on
+/// 127.0.0.1 port 0, with three keys.
+enum LoopbackServer {
+    static let adminKey = "test-admin-key-0000000001"
+    static let shopAdminKey = "shop-admin-key-0000000001"
+    static let consumerKey = "consumer-key-000000000001"
+
+    static let keys = APIKeyStore([
+        APIKey(key: Array(adminKey.utf8), role: .admin, projects: .all),
+        APIKey(key: Array(shopAdminKey.utf8), role: .admin, projects: .only(["shop-app"])),
+        APIKey(key: Array(consumerKey.utf8), role: .consumer, projects: .all),
+    ])
+
+    /// A fresh directory under the system temporary directory, removed afterwards.
+    static func withDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-server-test-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try await body(path)
+    }
+
+    /// Opens the engine on `directory`, serves it while `body` runs, then stops the server and
+    /// closes the engine.
+    static func serve<T>(
+        directory: String,
+        configuration: ServerConfiguration = ServerConfiguration(port: 0),
+        _ body: (_ port: Int, _ engine: Engine) async throws -> T
+    ) async throws -> T {
+        let engine = try Engine(directory: directory)
+        defer { try? engine.close() }
+        var configuration = configuration
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        let server = try await FanoutServer.bind(engine: engine, keys: Self.keys, configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await server.run() }
+            defer { group.cancelAll() }
+            return try await body(server.localPort, engine)
+        }
+    }
+
+    static func connect(_ port: Int, key: String = adminKey, role: Hello.Role = .admin) async throws -> FanoutClient {
+        try await FanoutClient.connect(host: "127.0.0.1", port: port, apiKey: key, role: role)
+    }
+}
+
+/// A connection that writes raw bytes and reads decoded server frames, for the protocol's edges.
+struct RawConnection {
+    let channel: NIOAsyncChannel<ServerFrame, ByteBuffer>
+
+    static func open(_ port: Int) async throws -> RawConnection {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder<ServerFrame>(maximumPayloadSize: 1 << 26)))
+                    return try NIOAsyncChannel<ServerFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return RawConnection(channel: channel)
+    }
+
+    static func bytes(_ frame: ClientFrame) throws -> ByteBuffer {
+        var buffer = ByteBuffer()
+        try frame.encode(into: &buffer)
+        return buffer
+    }
+
+    static func hello(key: String = LoopbackServer.adminKey, role: Hello.Role = .admin, id: UInt32 = 1) throws -> ByteBuffer {
+        try Self.bytes(ClientFrame(requestID: id, request: .hello(Hello(role: role, credential: .apiKey(Array(key.utf8)), clientName: "raw"))))
+    }
+
+    /// Writes `bytes`, then reads every frame until the server closes the connection.
+    func exchange(_ writes: [ByteBuffer], closeAfterWriting: Bool = false) async throws -> [ServerFrame] {
+        try await self.channel.executeThenClose { inbound, outbound in
+            for bytes in writes { try await outbound.write(bytes) }
+            if closeAfterWriting { outbound.finish() }
+            var frames: [ServerFrame] = []
+            do {
+                for try await frame in inbound { frames.append(frame) }
+            } catch {
+                // A reset after the server's error frame ends the stream the same way.
+            }
+            return frames
+        }
+    }
+
+    /// Writes `bytes` and reads exactly `count` frames, leaving the connection open for more.
+    static func frames(_ count: Int, from iterator: inout NIOAsyncChannelInboundStream<ServerFrame>.AsyncIterator) async throws -> [ServerFrame] {
+        var frames: [ServerFrame] = []
+        while frames.count < count, let frame = try await iterator.next() { frames.append(frame) }
+        return frames
+    }
+}

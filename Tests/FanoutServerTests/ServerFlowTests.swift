@@ -1,0 +1,121 @@
+import FanoutClient
+import FanoutCore
+import FanoutServer
+import FanoutWire
+import Testing
+
+/// The whole path over loopback with the real client: register, subscribe, send to a topic and a
+/// condition, consume and acknowledge, restart on the same directory.
+@Suite("Server: end to end")
+struct ServerFlowTests {
+    static let android = "token-android-0001"
+    static let ios = "token-ios-0001"
+    static let web = "token-web-0001"
+
+    @Test func registerSubscribeSendConsumeAcknowledgeRestart() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            let fids = try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                var fids: [String: FID] = [:]
+                for (token, platform) in [(Self.android, Platform.android), (Self.ios, .ios), (Self.web, .web)] {
+                    let result = try await admin.register(RegistrationFields(token: token, platform: platform, appID: "1:1234567890:\(platform):abcdef"))
+                    #expect(result.installation.platform == platform)
+                    #expect(result.installation.token?.value == token)
+                    fids[token] = result.installation.fid
+                }
+                #expect(try await admin.subscribe([Self.android, Self.ios], to: "news") == [.ok, .ok])
+                #expect(try await admin.subscribe([Self.ios, Self.web, "not a token"], to: "sports") == [.ok, .ok, .failed(.invalidArgument)])
+                #expect(try await admin.topics(of: Self.ios) == ["news", "sports"])
+                #expect(try await admin.subscriberCount(of: "news") == 2)
+
+                // A worker for iOS, a device consumer for the Android installation.
+                let worker = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)
+                var iosDeliveries = try await worker.attach(.platform(.ios), credit: 10).makeAsyncIterator()
+                let device = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)
+                var androidDeliveries = try await device.attach(.installations([Self.android]), credit: 10).makeAsyncIterator()
+
+                let condition = try await admin.send(#"{"message":{"condition":"'news' in topics && 'sports' in topics","data":{"kind":"both"}}}"#)
+                #expect(condition.audience == 1)
+                #expect(condition.enqueued == 1)
+                let topic = try await admin.send(#"{"message":{"topic":"news","notification":{"title":"Hello"}}}"#)
+                #expect(topic.audience == 2)
+
+                let first = try #require(try await iosDeliveries.next())
+                let second = try #require(try await iosDeliveries.next())
+                #expect(first.fid == fids[Self.ios])
+                #expect(second.fid == fids[Self.ios])
+                #expect([first.id.messageSequence, second.id.messageSequence] == [condition.sequence, topic.sequence])
+                #expect(String(decoding: first.payload, as: UTF8.self).contains("\"kind\":\"both\""))
+                #expect(try await worker.acknowledge([first.id, second.id]) == 2)
+
+                let forAndroid = try #require(try await androidDeliveries.next())
+                #expect(forAndroid.fid == fids[Self.android])
+                #expect(forAndroid.id.messageSequence == topic.sequence)
+                #expect(forAndroid.platform == .android)
+                // Not acknowledged: it must wait for the next consumer, across the restart.
+
+                let statistics = try await admin.statistics()
+                #expect(statistics.installations == 3)
+                #expect(statistics.deliveries.acknowledged == 2)
+                #expect(statistics.deliveries.pending == 1)
+                try await worker.close()
+                try await device.close()
+                try await admin.close()
+                return fids
+            }
+
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                #expect(try await admin.installationCount() == 3)
+                #expect(try await admin.topics(of: Self.ios) == ["news", "sports"])
+                #expect(try await admin.installation(Self.web).fid == fids[Self.web])
+                #expect(try await admin.pendingDeliveries(for: Self.ios).isEmpty)
+                let waiting = try await admin.pendingDeliveries(for: Self.android)
+                #expect(waiting.count == 1)
+                #expect(waiting.first?.isInFlight == false)
+
+                let device = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)
+                var deliveries = try await device.attach(.installations([Self.android]), credit: 1).makeAsyncIterator()
+                let again = try #require(try await deliveries.next())
+                #expect(again.id == waiting.first?.id)
+                #expect(try await device.acknowledge([again.id]) == 1)
+                #expect(try await admin.pendingDeliveries(for: Self.android).isEmpty)
+                try await device.close()
+                try await admin.close()
+            }
+        }
+    }
+
+    /// Many requests in flight on one connection at once: every reply reaches its caller.
+    @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let client = try await LoopbackServer.connect(port)
+                let tokens = (0..<300).map { "pipelined-token-\($0)" }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for token in tokens {
+                        group.addTask {
+                            let result = try await client.register(RegistrationFields(token: token, platform: .web, appID: "1:1:web:a"))
+                            #expect(result.installation.token?.value == token)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                // Requests on one connection are applied in order: each subscribe sees its register.
+                let results = try await withThrowingTaskGroup(of: (Int, [BatchItemResult]).self) { group in
+                    for (index, token) in tokens.enumerated() {
+                        group.addTask { (index, try await client.subscribe([token], to: "topic-\(index % 7)")) }
+                    }
+                    var all: [Int: [BatchItemResult]] = [:]
+                    for try await (index, result) in group { all[index] = result }
+                    return all
+                }
+                #expect(results.count == tokens.count)
+                #expect(results.values.allSatisfy { $0 == [.ok] })
+                #expect(try await client.listTopics().map(\.subscribers).reduce(0, +) == 300)
+                #expect(try await client.listTopics(after: "topic-3", limit: 2).map(\.topic) == ["topic-4", "topic-5"])
+                try await client.close()
+            }
+        }
+    }
+}
