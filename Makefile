@@ -3,7 +3,7 @@
 # lz4 command-line tool (the tests check snapshot files with `lz4 -t`) when it is missing.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-.PHONY: deps build run test benchmark clean
+.PHONY: deps build run demo test benchmark clean
 
 deps:
 	@missing=""; \
@@ -19,12 +19,16 @@ deps:
 build: deps
 	swift build
 
-# Until fanoutd exists (the protocol issue), `run` shows the CLI and a demo against ./fanout-data
-# (each run adds a project there; the next run recovers them from the write-ahead log).
+# `run` serves ./fanout-data on 127.0.0.1:7400 (release build). The first start prints an admin
+# API key and stores it in ./fanout-data/api-keys, where the `fanout` CLI finds it.
 run: deps
+	swift build -c release --product fanoutd --product fanout
+	.build/release/fanoutd --data-dir ./fanout-data --listen 127.0.0.1:7400
+
+# The engine's demo (no server): registers, subscribes and sends into ./fanout-demo-data.
+demo: deps
 	swift build --product fanout
-	.build/debug/fanout --help
-	.build/debug/fanout demo --data-dir ./fanout-data
+	.build/debug/fanout demo --data-dir ./fanout-demo-data
 
 test: deps
 	swift build --build-tests

@@ -10,6 +10,7 @@ let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio
 let nioEmbedded: Target.Dependency = .product(name: "NIOEmbedded", package: "swift-nio")
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
 
 // MARK: - Compile-time flags
 //
@@ -77,11 +78,11 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", argumentParser, logging, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutServer", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals]
         ),
         .executableTarget(
             name: "fanout",
-            dependencies: ["FanoutCore", "FanoutClient", argumentParser]
+            dependencies: ["FanoutCore", "FanoutClient", "FanoutWire", argumentParser]
         ),
         // The crash test's child process (not a product).
         .executableTarget(

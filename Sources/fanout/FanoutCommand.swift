@@ -5,27 +5,39 @@ import FanoutCore
 import Glibc
 #endif
 
-/// `fanout`: offline tools for the fanout engine, and (later) a client of `fanoutd`.
+/// `fanout`: offline tools for the fanout engine, and a client of `fanoutd`.
 ///
 /// Exit codes: 0 success or valid input, 1 invalid input, 2 usage error.
 @main
-struct FanoutCommand: ParsableCommand {
+struct FanoutCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout",
         abstract: "Tools for fanout, an FCM-style message routing and topic fan-out engine.",
         discussion: """
-            Offline checks of FIDs, topic names and topic conditions, exactly as the engine \
-            validates them, and a demo of the engine's model.
+            A client of fanoutd (--server, --api-key or FANOUT_SERVER, FANOUT_API_KEY): projects, \
+            installations, users, subscriptions, sends, consumers and statistics. Offline: checks \
+            of FIDs, topic names, conditions and messages exactly as the engine validates them, \
+            the write-ahead log's tools, and a demo of the engine.
 
             Exit codes: 0 valid / success, 1 invalid input, 2 usage error.
             """,
-        subcommands: [FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self, SnapshotCommand.self, SendCommand.self, PendingCommand.self, DemoCommand.self]
+        subcommands: [
+            ProjectCommand.self, RegisterCommand.self, RefreshCommand.self, DeleteCommand.self, InstallationCommand.self,
+            UserCommand.self, SubscribeCommand.self, UnsubscribeCommand.self, TopicsCommand.self, SendCommand.self,
+            PendingCommand.self, TailCommand.self, StatsCommand.self,
+            FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self,
+            SnapshotCommand.self, DemoCommand.self,
+        ]
     )
 
-    static func main() {
+    static func main() async {
         do {
             var command = try Self.parseAsRoot()
-            try command.run()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
         } catch {
             // ArgumentParser reports usage errors as 64; this tool promises 2.
             if Self.exitCode(for: error) == .validationFailure {

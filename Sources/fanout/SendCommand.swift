@@ -1,32 +1,31 @@
 import ArgumentParser
+import FanoutClient
+import FanoutWire
 import FanoutCore
 
-struct SendCommand: ParsableCommand {
+struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one FCM v1 body to a project of a data directory (offline), durably.",
+        abstract: "Send one FCM v1 body through fanoutd, or offline into a data directory (--data-dir).",
         discussion: """
-            Prints {"name":"projects/P/messages/N","audience":A,"enqueued":E,"recipients":[...]} (recipients \
-            for token, FID and multicast targets, in input order), or FCM's error object. Takes the \
-            directory's lock: run it while no fanoutd uses the directory. \
-            Exit codes: 0 sent, 1 invalid message or unknown project, 2 usage or I/O error.
+            Prints the message id, the audience size and per-recipient errors (for token, FID and \
+            multicast targets, in input order); with --json or --data-dir, \
+            {"name":"projects/P/messages/N","audience":A,"enqueued":E,"recipients":[...]}. A refused \
+            message prints FCM's error object (--json) or its violations. --data-dir takes the \
+            directory's lock: use it while no fanoutd serves the directory. \
+            Exit codes: 0 sent, 1 invalid message or unknown project, 2 usage, I/O or connection error.
             """
     )
 
-    @Argument(help: "The data directory.")
-    var directory: String
+    @OptionGroup var server: ServerOptions
+
+    @Option(name: .customLong("data-dir"), help: "Send offline into this data directory instead of through a server.")
+    var dataDirectory: String?
 
     @Argument(help: "The JSON file to read, or - for standard input.")
     var file: String = "-"
 
-    @Option(help: "The project to send in.")
-    var project: String = ProjectID.default.value
-
-    func run() throws {
-        guard let project = ProjectID(self.project) else {
-            writeToStandardError("fanout send: invalid project id \(self.project)\n")
-            throw ExitCode(2)
-        }
+    func run() async throws {
         let bytes: [UInt8]
         do {
             bytes = try readInput(self.file, limit: JSONParser.Limits().maximumBytes + 1)
@@ -34,7 +33,23 @@ struct SendCommand: ParsableCommand {
             writeToStandardError("fanout send: \(error)\n")
             throw ExitCode(2)
         }
-        let engine = try openEngine(self.directory, command: "send")
+        guard let directory = self.dataDirectory else {
+            let receipt = try await self.server.withClient(command: "send") { try await $0.send(bytes, in: self.server.project) }
+            if self.server.json {
+                Self.printJSON(name: receipt.messageID, audience: Int(receipt.audience), enqueued: Int(receipt.enqueued), recipients: receipt.recipients)
+            } else {
+                print("\(receipt.messageID) audience=\(receipt.audience) enqueued=\(receipt.enqueued)")
+                for (index, result) in receipt.recipients.enumerated() where result != .ok {
+                    print("  recipient #\(index + 1): \(result)")
+                }
+            }
+            return
+        }
+        guard let project = ProjectID(self.server.project) else {
+            writeToStandardError("fanout send: invalid project id \(self.server.project)\n")
+            throw ExitCode(2)
+        }
+        let engine = try openEngine(directory, command: "send")
         defer { try? engine.close() }
         let result: SendResult
         do {
@@ -46,54 +61,65 @@ struct SendCommand: ParsableCommand {
             writeToStandardError("fanout send: \(error)\n")
             throw ExitCode(error.code == .unavailable ? 2 : 1)
         }
-        let recipients = result.recipients.map { JSONValue.string($0.description) }
+        Self.printJSON(name: result.messageID, audience: result.audience, enqueued: result.enqueued, recipients: result.recipients)
+    }
+
+    static func printJSON(name: String, audience: Int, enqueued: Int, recipients: [BatchItemResult]) {
         let output = JSONObject([
-            .init(key: "name", value: .string(result.messageID)),
-            .init(key: "audience", value: .number(JSONNumber(text: String(result.audience)))),
-            .init(key: "enqueued", value: .number(JSONNumber(text: String(result.enqueued)))),
-            .init(key: "recipients", value: .array(recipients)),
+            .init(key: "name", value: .string(name)),
+            .init(key: "audience", value: .number(JSONNumber(text: String(audience)))),
+            .init(key: "enqueued", value: .number(JSONNumber(text: String(enqueued)))),
+            .init(key: "recipients", value: .array(recipients.map { JSONValue.string($0.description) })),
         ])
         print(String(decoding: JSONWriter.encode(.object(output)), as: UTF8.self))
     }
 }
 
-struct PendingCommand: ParsableCommand {
+struct PendingCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pending",
-        abstract: "List the deliveries waiting for one installation of a data directory (offline).",
+        abstract: "List the deliveries waiting for one installation, through fanoutd or offline (--data-dir).",
         discussion: """
             One line per delivery, oldest first: delivery id, message id, platform, expiry, payload \
             size (payloads and tokens are not printed). Exit codes: 0 listed, 1 unknown installation \
-            or project, 2 usage or I/O error.
+            or project, 2 usage, I/O or connection error.
             """
     )
 
-    @Argument(help: "The data directory.")
-    var directory: String
+    @OptionGroup var server: ServerOptions
 
-    @Option(help: "The installation's FID.")
-    var fid: String
+    @Option(name: .customLong("data-dir"), help: "Read this data directory offline instead of asking a server.")
+    var dataDirectory: String?
 
-    @Option(help: "The project of the installation.")
-    var project: String = ProjectID.default.value
+    @Argument(help: "The installation: FID or token.")
+    var registration: String
 
-    func run() throws {
-        guard let project = ProjectID(self.project), let fid = FID(self.fid) else {
-            writeToStandardError("fanout pending: invalid \(ProjectID(self.project) == nil ? "project id" : "FID")\n")
-            throw ExitCode(2)
-        }
-        let engine = try openEngine(self.directory, command: "pending")
-        defer { try? engine.close() }
-        let deliveries: [Delivery]
-        do {
-            deliveries = try engine.pendingDeliveries(for: .fid(fid), in: project)
-        } catch {
-            writeToStandardError("fanout pending: \(error)\n")
-            throw ExitCode(error.code == .unavailable ? 2 : 1)
+    func run() async throws {
+        let deliveries: [(id: DeliveryID, platform: Platform, expiry: Timestamp, bytes: Int, marker: Bool)]
+        if let directory = self.dataDirectory {
+            guard let project = ProjectID(self.server.project), let address = RegistrationAddress(parsing: self.registration) else {
+                writeToStandardError("fanout pending: invalid \(ProjectID(self.server.project) == nil ? "project id" : "registration")\n")
+                throw ExitCode(2)
+            }
+            let engine = try openEngine(directory, command: "pending")
+            defer { try? engine.close() }
+            do {
+                deliveries = try engine.pendingDeliveries(for: address, in: project).map {
+                    ($0.id, $0.platform, $0.expiry, $0.payload.count, $0.isDeletedMessagesMarker)
+                }
+            } catch {
+                writeToStandardError("fanout pending: \(error)\n")
+                throw ExitCode(error.code == .unavailable ? 2 : 1)
+            }
+        } else {
+            deliveries = try await self.server.withClient(command: "pending") {
+                try await $0.pendingDeliveries(for: self.registration, in: self.server.project)
+            }.map { ($0.id, $0.platform, $0.expiry, $0.payload.count, $0.isDeletedMessagesMarker) }
         }
         for delivery in deliveries {
-            let kind = delivery.isDeletedMessagesMarker ? " deleted-messages-marker" : ""
-            print("\(delivery.id) \(delivery.messageID) \(delivery.platform) expires=\(delivery.expiry) bytes=\(delivery.payload.count)\(kind)")
+            let kind = delivery.marker ? " deleted-messages-marker" : ""
+            let messageID = "projects/\(self.server.project)/messages/\(delivery.id.messageSequence)"
+            print("\(delivery.id) \(messageID) \(delivery.platform) expires=\(delivery.expiry) bytes=\(delivery.bytes)\(kind)")
         }
         print("# \(deliveries.count) pending")
     }

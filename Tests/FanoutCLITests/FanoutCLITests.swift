@@ -12,7 +12,15 @@ struct FanoutCLITests {
     }
 
     /// Runs the `fanout` binary built next to this test bundle, with `input` on stdin.
+    static func fanout(_ arguments: [String], input: String = "") throws -> Outcome {
+        try FanoutCLITests().fanout(arguments, input: input)
+    }
+
     func fanout(_ arguments: String..., input: String = "") throws -> Outcome {
+        try self.fanout(arguments, input: input)
+    }
+
+    func fanout(_ arguments: [String], input: String = "") throws -> Outcome {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let process = Process()
         process.executableURL = directory.appendingPathComponent("fanout")
@@ -145,13 +153,13 @@ struct FanoutCLITests {
         _ = try engine.subscribe([phone.fid.string], to: TopicName("news")!)
         try engine.close()
 
-        let sent = try self.fanout("send", directory, "-", input: #"{"message":{"topic":"news","notification":{"title":"Hi"}}}"#)
+        let sent = try self.fanout("send", "--data-dir", directory, "-", input: #"{"message":{"topic":"news","notification":{"title":"Hi"}}}"#)
         #expect(sent.status == 0, "\(sent.error)")
         #expect(sent.output == #"{"name":"projects/default/messages/1","audience":1,"enqueued":1,"recipients":[]}"# + "\n")
-        let multicast = try self.fanout("send", directory, input: #"{"message":{"tokens":["cli-token","gone"],"data":{"k":"v"}}}"#)
+        let multicast = try self.fanout("send", "--data-dir", directory, input: #"{"message":{"tokens":["cli-token","gone"],"data":{"k":"v"}}}"#)
         #expect(multicast.output.contains(#""recipients":["ok","UNREGISTERED"]"#))
 
-        let pending = try self.fanout("pending", directory, "--fid", phone.fid.string)
+        let pending = try self.fanout("pending", "--data-dir", directory, phone.fid.string)
         #expect(pending.status == 0)
         let lines = pending.output.split(separator: "\n")
         #expect(lines.count == 3)
@@ -159,11 +167,11 @@ struct FanoutCLITests {
         #expect(lines.last == "# 2 pending")
         #expect(!pending.output.contains("cli-token") && !pending.output.contains("Hi"), "no tokens or payloads")
 
-        let invalid = try self.fanout("send", directory, input: #"{"message":{"topic":"news","data":{"from":"x"}}}"#)
+        let invalid = try self.fanout("send", "--data-dir", directory, input: #"{"message":{"topic":"news","data":{"from":"x"}}}"#)
         #expect(invalid.status == 1)
         #expect(invalid.output.contains(#""field":"message.data.from""#))
-        #expect(try self.fanout("send", directory, "--project", "no-such-project", input: #"{"message":{"topic":"news"}}"#).status == 1)
-        #expect(try self.fanout("pending", directory, "--fid", "not-a-fid").status == 2)
-        #expect(try self.fanout("pending", directory, "--fid", "cAECAwQFBgcICQoLDA0ODx").status == 1)
+        #expect(try self.fanout("send", "--data-dir", directory, "--project", "no-such-project", input: #"{"message":{"topic":"news"}}"#).status == 1)
+        #expect(try self.fanout("pending", "--data-dir", directory, "not a fid").status == 2)
+        #expect(try self.fanout("pending", "--data-dir", directory, "cAECAwQFBgcICQoLDA0ODx").status == 1)
     }
 }

@@ -1,0 +1,91 @@
+public import FanoutCore
+public import Logging
+internal import NIOPosix
+public import ServiceLifecycle
+
+/// The engine's periodic work in a server: expiring deliveries whose TTL ran out (every
+/// `expiryInterval`), pruning installations past `expireAfter` (every `pruneInterval`), and, when
+/// `snapshotInterval` is set, writing a snapshot (on the NIO thread pool: it does file I/O). Ends
+/// on cancellation or graceful shutdown.
+public struct MaintenanceService: Service {
+    public var engine: Engine
+    public var expiryInterval: Duration
+    public var pruneInterval: Duration
+    public var snapshotInterval: Duration?
+    public var logger: Logger
+
+    public init(
+        engine: Engine,
+        expiryInterval: Duration = .seconds(1),
+        pruneInterval: Duration = .seconds(3600),
+        snapshotInterval: Duration? = nil,
+        logger: Logger = Logger(label: "fanoutd")
+    ) {
+        self.engine = engine
+        self.expiryInterval = expiryInterval
+        self.pruneInterval = pruneInterval
+        self.snapshotInterval = snapshotInterval
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let clock = ContinuousClock()
+        var nextPrune = clock.now.advanced(by: self.pruneInterval)
+        var nextSnapshot = self.snapshotInterval.map { clock.now.advanced(by: $0) }
+        while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown {
+                    try await Task.sleep(for: self.expiryInterval)
+                }
+            } catch {
+                return
+            }
+            await self.expireDeliveries()
+            if clock.now >= nextPrune {
+                nextPrune = clock.now.advanced(by: self.pruneInterval)
+                await self.pruneInstallations()
+            }
+            if let due = nextSnapshot, clock.now >= due, let interval = self.snapshotInterval {
+                nextSnapshot = clock.now.advanced(by: interval)
+                await self.snapshot()
+            }
+        }
+    }
+
+    func expireDeliveries() async {
+        for project in self.engine.projectIDs() {
+            do {
+                let expired = try await self.engine.durably { try self.engine.expireDeliveries(in: project) }
+                if expired > 0 {
+                    self.logger.debug("expired deliveries", metadata: ["project": "\(project)", "count": "\(expired)"])
+                }
+            } catch {
+                self.logger.warning("expiring deliveries failed", metadata: ["project": "\(project)", "error": "\(error)"])
+            }
+        }
+    }
+
+    func pruneInstallations() async {
+        for project in self.engine.projectIDs() {
+            do {
+                let pruned = try await self.engine.durably { try self.engine.pruneExpiredInstallations(in: project) }
+                if !pruned.isEmpty {
+                    self.logger.info("pruned expired installations", metadata: ["project": "\(project)", "count": "\(pruned.count)"])
+                }
+            } catch {
+                self.logger.warning("pruning installations failed", metadata: ["project": "\(project)", "error": "\(error)"])
+            }
+        }
+    }
+
+    func snapshot() async {
+        let engine = self.engine
+        do {
+            let started = ContinuousClock.now
+            let file = try await NIOThreadPool.singleton.runIfActive { try engine.snapshot() }
+            self.logger.info("snapshot written", metadata: ["file": "\(file)", "duration": "\(ContinuousClock.now - started)"])
+        } catch {
+            self.logger.warning("snapshot failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

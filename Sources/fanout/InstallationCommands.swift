@@ -1,0 +1,164 @@
+import ArgumentParser
+import FanoutClient
+import FanoutCore
+import FanoutWire
+
+struct RegisterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "register",
+        abstract: "Register an installation (the server assigns the FID unless a valid free one is offered)."
+    )
+    @OptionGroup var server: ServerOptions
+    @Option(help: "android, ios or web.") var platform: String
+    @Option(name: .customLong("app-id"), help: "The Firebase app id.") var appID: String
+    @Option(help: "The registration token.") var token: String?
+    @Option(help: "The FID the app generated.") var fid: String?
+    @Option(name: .customLong("device-name")) var deviceName: String?
+    @Option(name: .customLong("device-os")) var deviceOS: String?
+    @Option(name: .customLong("apns-token"), help: "The APNs device token, hex (iOS).") var apnsToken: String?
+
+    func run() async throws {
+        guard let platform = Platform(rawValue: self.platform) else {
+            throw ValidationError("--platform must be android, ios or web")
+        }
+        let fields = RegistrationFields(
+            offeredFID: self.fid,
+            token: self.token,
+            platform: platform,
+            appID: self.appID,
+            deviceName: self.deviceName,
+            deviceOS: self.deviceOS,
+            apnsToken: self.apnsToken
+        )
+        let result = try await self.server.withClient(command: "register") { try await $0.register(fields, in: self.server.project) }
+        self.server.print(result.installation)
+    }
+}
+
+struct RefreshCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "refresh", abstract: "Rotate an installation's registration token.")
+    @OptionGroup var server: ServerOptions
+    @Argument(help: "The installation: FID or current token.") var registration: String
+    @Argument(help: "The new token.") var token: String
+
+    func run() async throws {
+        let installation = try await self.server.withClient(command: "refresh") {
+            try await $0.refreshToken(self.registration, to: self.token, in: self.server.project)
+        }
+        self.server.print(installation)
+    }
+}
+
+struct DeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete an installation (its token, topics, mailbox).")
+    @OptionGroup var server: ServerOptions
+    @Argument(help: "The FID.") var fid: String
+
+    func run() async throws {
+        let installation = try await self.server.withClient(command: "delete") { try await $0.deleteInstallation(fid: self.fid, in: self.server.project) }
+        self.server.print(installation)
+    }
+}
+
+struct InstallationCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "installation", abstract: "Show an installation and its topics.")
+    @OptionGroup var server: ServerOptions
+    @Argument(help: "FID or token.") var registration: String
+
+    func run() async throws {
+        let (installation, topics) = try await self.server.withClient(command: "installation") { client in
+            (try await client.installation(self.registration, in: self.server.project), try await client.topics(of: self.registration, in: self.server.project))
+        }
+        if self.server.json {
+            guard case .object(var object) = installation.json else { return }
+            object.members.append(.init(key: "topics", value: .array(topics.map(JSONValue.string))))
+            printJSON(.object(object))
+        } else {
+            print(installation.line)
+            print("topics: \(topics.joined(separator: " "))")
+        }
+    }
+}
+
+struct UserCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "user",
+        abstract: "Bind devices to users, sign out, link anonymous users, list a user's devices.",
+        subcommands: [Bind.self, SignOut.self, Link.self, Devices.self]
+    )
+
+    struct Bind: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Bind an installation to a user.")
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "FID or token.") var registration: String
+        @Argument(help: "The user id.") var user: String
+        @Flag(help: "The user is anonymous.") var anonymous = false
+
+        func run() async throws {
+            let installation = try await self.server.withClient(command: "user bind") {
+                try await $0.bindDevice(self.registration, to: self.user, anonymous: self.anonymous, in: self.server.project)
+            }
+            self.server.print(installation)
+        }
+    }
+
+    struct SignOut: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "signout", abstract: "Sign a user out of a device (drops its token).")
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The user id.") var user: String
+        @Argument(help: "FID or token.") var registration: String
+
+        func run() async throws {
+            let installation = try await self.server.withClient(command: "user signout") {
+                try await $0.signOut(self.user, on: self.registration, in: self.server.project)
+            }
+            self.server.print(installation)
+        }
+    }
+
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Link an anonymous user to a permanent one.")
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The anonymous user.") var anonymous: String
+        @Argument(help: "The permanent user.") var permanent: String
+
+        func run() async throws {
+            let user = try await self.server.withClient(command: "user link") {
+                try await $0.linkUser(anonymous: self.anonymous, to: self.permanent, in: self.server.project)
+            }
+            self.server.print(user)
+        }
+    }
+
+    struct Devices: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "A user's devices.")
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The user id.") var user: String
+
+        func run() async throws {
+            let user = try await self.server.withClient(command: "user devices") { try await $0.user(self.user, in: self.server.project) }
+            self.server.print(user)
+        }
+    }
+}
+
+struct StatsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "stats", abstract: "A project's installation count and delivery counters.")
+    @OptionGroup var server: ServerOptions
+
+    func run() async throws {
+        let stats = try await self.server.withClient(command: "stats") { try await $0.statistics(in: self.server.project) }
+        let d = stats.deliveries
+        let fields: [(String, Int)] = [
+            ("installations", Int(stats.installations)), ("sends", d.sends), ("enqueued", d.enqueued),
+            ("delivered", d.delivered), ("acknowledged", d.acknowledged), ("expired", d.expired),
+            ("collapsed", d.collapsed), ("dropped", d.dropped), ("rejected", d.rejected),
+            ("pending", d.pending), ("messages", d.messages), ("consumers", d.consumers),
+        ]
+        if self.server.json {
+            printJSON(.object(JSONObject(fields.map { .init(key: $0.0, value: jsonNumber($0.1)) })))
+        } else {
+            for (name, value) in fields { print("\(name): \(value)") }
+        }
+    }
+}

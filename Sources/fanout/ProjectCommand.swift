@@ -1,0 +1,43 @@
+import ArgumentParser
+import FanoutClient
+import FanoutWire
+
+struct ProjectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "project",
+        abstract: "Create, delete or list the projects of a fanoutd.",
+        subcommands: [Create.self, Delete.self, List.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a project.")
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The project id (6-30 of a-z, 0-9, -).") var id: String
+
+        func run() async throws {
+            try await self.server.withClient(command: "project create") { try await $0.createProject(self.id) }
+            if !self.server.json { print("created \(self.id)") }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a project and everything in it.")
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "The project id.") var id: String
+
+        func run() async throws {
+            try await self.server.withClient(command: "project delete") { try await $0.deleteProject(self.id) }
+            if !self.server.json { print("deleted \(self.id)") }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the projects the key may use.")
+        @OptionGroup var server: ServerOptions
+
+        func run() async throws {
+            let names = try await self.server.withClient(command: "project list") { try await $0.listProjects() }
+            self.server.print(names: names)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+import ArgumentParser
+import FanoutClient
+import FanoutCore
+import FanoutWire
+import Foundation
+
+/// How the networked subcommands reach `fanoutd`, and how they print.
+struct ServerOptions: ParsableArguments {
+    @Option(help: "host:port of fanoutd (default: $FANOUT_SERVER, else 127.0.0.1:7400).")
+    var server: String?
+
+    @Option(name: .customLong("api-key"), help: "The API key (default: $FANOUT_API_KEY, else the first admin key in ./fanout-data/api-keys).")
+    var apiKey: String?
+
+    @Option(help: "The project.")
+    var project = ProjectID.default.value
+
+    @Flag(help: "Print JSON, one object per line, for programs.")
+    var json = false
+
+    /// Connects, runs `body`, closes. Server errors exit 1, connection and usage errors exit 2.
+    func withClient<T>(command: String, role: Hello.Role = .admin, _ body: (FanoutClient) async throws -> T) async throws -> T {
+        let address = self.server ?? ProcessInfo.processInfo.environment["FANOUT_SERVER"] ?? "127.0.0.1:7400"
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else {
+            writeToStandardError("fanout \(command): --server must be host:port\n")
+            throw ExitCode(2)
+        }
+        guard let key = self.apiKey ?? ProcessInfo.processInfo.environment["FANOUT_API_KEY"] ?? Self.keyFromDataDirectory() else {
+            writeToStandardError("fanout \(command): no API key: pass --api-key or set FANOUT_API_KEY\n")
+            throw ExitCode(2)
+        }
+        let client: FanoutClient
+        do {
+            client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, apiKey: key, role: role, clientName: "fanout \(command)")
+        } catch let error as FanoutError {
+            writeToStandardError("fanout \(command): \(error)\n")
+            throw ExitCode(2)
+        } catch {
+            writeToStandardError("fanout \(command): cannot connect to \(address): \(error)\n")
+            throw ExitCode(2)
+        }
+        do {
+            let result = try await body(client)
+            try? await client.close()
+            return result
+        } catch let error as FanoutError {
+            try? await client.close()
+            self.report(error, command: command)
+            throw ExitCode(error.code == .unavailable ? 2 : 1)
+        } catch {
+            try? await client.close()
+            if error is ExitCode { throw error }
+            writeToStandardError("fanout \(command): \(error)\n")
+            throw ExitCode(2)
+        }
+    }
+
+    /// A server error: FCM's error object with --json, a line otherwise.
+    func report(_ error: FanoutError, command: String) {
+        if self.json {
+            var members: [JSONObject.Member] = [
+                .init(key: "status", value: .string(error.code.name)),
+                .init(key: "message", value: .string(error.message)),
+            ]
+            if let field = error.field { members.append(.init(key: "field", value: .string(field))) }
+            if !error.violations.isEmpty {
+                members.append(.init(key: "details", value: .array(error.violations.map {
+                    .object(JSONObject([.init(key: "field", value: .string($0.field)), .init(key: "description", value: .string($0.description))]))
+                })))
+            }
+            printJSON(.object(JSONObject([.init(key: "error", value: .object(JSONObject(members)))])))
+        } else {
+            writeToStandardError("fanout \(command): \(error)\n")
+            for violation in error.violations {
+                writeToStandardError("  \(violation.field): \(violation.description)\n")
+            }
+        }
+    }
+
+    /// The first admin key of ./fanout-data/api-keys, where `make run` keeps it.
+    private static func keyFromDataDirectory() -> String? {
+        guard let text = try? String(contentsOfFile: "./fanout-data/api-keys", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let fields = line.split(separator: " ")
+            if fields.count == 3, fields[1] == "admin" { return String(fields[0]) }
+        }
+        return nil
+    }
+}
+
+// MARK: - Output
+
+func printJSON(_ value: JSONValue) {
+    print(String(decoding: JSONWriter.encode(value), as: UTF8.self))
+}
+
+func jsonNumber(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
+
+extension Installation {
+    /// Tokens appear only in JSON output (for programs), never in the human form.
+    var json: JSONValue {
+        var members: [JSONObject.Member] = [
+            .init(key: "fid", value: .string(self.fid.string)),
+            .init(key: "platform", value: .string(self.platform.rawValue)),
+            .init(key: "appId", value: .string(self.appID.value)),
+            .init(key: "slot", value: jsonNumber(Int(self.slot))),
+            .init(key: "createdAt", value: jsonNumber(Int(self.createdAt.millisecondsSinceEpoch))),
+            .init(key: "lastSeen", value: jsonNumber(Int(self.lastSeen.millisecondsSinceEpoch))),
+        ]
+        if let token = self.token { members.append(.init(key: "token", value: .string(token.value))) }
+        if let user = self.user { members.append(.init(key: "user", value: .string(user.value))) }
+        if let name = self.device.name { members.append(.init(key: "deviceName", value: .string(name))) }
+        return .object(JSONObject(members))
+    }
+
+    var line: String {
+        let token = self.token.map { "token=<\($0.value.utf8.count) bytes>" } ?? "no-token"
+        let user = self.user.map { " user=\($0.value)" } ?? ""
+        return "\(self.fid) \(self.platform) app=\(self.appID) \(token)\(user) last-seen=\(self.lastSeen.millisecondsSinceEpoch)"
+    }
+}
+
+extension ServerOptions {
+    func print(_ installation: Installation) {
+        if self.json { printJSON(installation.json) } else { Swift.print(installation.line) }
+    }
+
+    func print(_ user: User) {
+        if self.json {
+            printJSON(.object(JSONObject([
+                .init(key: "user", value: .string(user.id.value)),
+                .init(key: "anonymous", value: .bool(user.isAnonymous)),
+                .init(key: "devices", value: .array(user.devices.map(\.json))),
+            ])))
+        } else {
+            Swift.print("\(user.id)\(user.isAnonymous ? " (anonymous)" : "") \(user.devices.count) device(s)")
+            for device in user.devices { Swift.print("  " + device.line) }
+        }
+    }
+
+    func print(names: [String]) {
+        if self.json { printJSON(.array(names.map(JSONValue.string))) } else { names.forEach { Swift.print($0) } }
+    }
+}

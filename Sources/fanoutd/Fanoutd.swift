@@ -1,0 +1,131 @@
+import ArgumentParser
+import FanoutCore
+import FanoutServer
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import FanoutWire
+
+/// `fanoutd`: the fanout engine on a data directory, served over TCP (docs/wire-protocol.md).
+/// Configuration and a ServiceGroup, nothing else.
+@main
+struct Fanoutd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fanoutd",
+        abstract: "The fanout server: FCM-style registry, topic fan-out and delivery over a small binary protocol.",
+        discussion: """
+            With no options it serves ./fanout-data on 127.0.0.1:7400. On first start it creates an \
+            admin API key, stores it in DATA_DIR/api-keys and prints it once. SIGTERM or SIGINT shut \
+            it down gracefully: stop accepting, answer what was applied, sync the log, exit.
+            """
+    )
+
+    @Option(name: .customLong("data-dir"), help: "The data directory (created when missing).")
+    var dataDirectory = "./fanout-data"
+
+    @Option(help: "host:port to listen on (port 0 picks a free port).")
+    var listen = "127.0.0.1:7400"
+
+    @Option(help: "always (fdatasync before every reply), interval:MS, or none.")
+    var durability = "always"
+
+    @Option(name: .customLong("api-keys"), help: "The API key file (default: DATA_DIR/api-keys, created with one admin key when missing).")
+    var apiKeys: String?
+
+    @Option(name: .customLong("snapshot-every"), help: "Seconds between snapshots (0: none; `fanout snapshot` can write one offline).")
+    var snapshotEvery = 600
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds of silence after which a connection is closed.")
+    var idleTimeout = 60
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    mutating func run() async throws {
+        guard let level = Logger.Level(rawValue: self.logLevel) else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        let durability = try Self.durability(self.durability)
+        let (host, port) = try Self.hostAndPort(self.listen)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "fanoutd")
+
+        let engine = try Engine(directory: self.dataDirectory, durability: durability)
+        if let recovery = engine.recovery {
+            logger.info("recovered", metadata: ["report": "\(recovery)"])
+        }
+        let keys = try self.loadKeys(logger: logger)
+        var configuration = ServerConfiguration(host: host, port: port)
+        configuration.idleTimeout = .seconds(self.idleTimeout)
+        let server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: configuration, logger: logger)
+        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
+        let maintenance = MaintenanceService(
+            engine: engine,
+            snapshotInterval: self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil,
+            logger: logger
+        )
+        let group = ServiceGroup(
+            services: [server, maintenance],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        do {
+            try await group.run()
+        } catch {
+            logger.error("stopped", metadata: ["error": "\(error)"])
+        }
+        try engine.close()
+        logger.info("stopped; the log is synced")
+    }
+
+    /// The key file: the one given, or DATA_DIR/api-keys, created with a fresh admin key.
+    private func loadKeys(logger: Logger) throws -> APIKeyStore {
+        let path = self.apiKeys ?? (self.dataDirectory as NSString).appendingPathComponent("api-keys")
+        if FileManager.default.fileExists(atPath: path) {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let keys = try APIKeyStore(parsing: text)
+            guard !keys.keys.isEmpty else {
+                throw ValidationError("\(path) holds no keys")
+            }
+            return keys
+        }
+        guard self.apiKeys == nil else {
+            throw ValidationError("the key file \(path) does not exist")
+        }
+        let key = try APIKey.generate(role: .admin, projects: .all)
+        let store = APIKeyStore([key])
+        guard FileManager.default.createFile(atPath: path, contents: Data(store.text.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot write \(path)")
+        }
+        print("fanoutd: created an admin API key for every project; it is stored in \(path) and shown only now:")
+        print(String(decoding: key.key, as: UTF8.self))
+        fflush(stdout)
+        return store
+    }
+
+    static func durability(_ text: String) throws -> Durability {
+        switch text {
+        case "always": return .always
+        case "none": return .none
+        default:
+            if text.hasPrefix("interval:"), let milliseconds = Int(text.dropFirst("interval:".count)), milliseconds > 0 {
+                return .interval(milliseconds: milliseconds)
+            }
+            throw ValidationError("--durability must be always, none or interval:MS")
+        }
+    }
+
+    static func hostAndPort(_ text: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ValidationError("--listen must be host:port")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+}

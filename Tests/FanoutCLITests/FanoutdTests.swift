@@ -1,0 +1,120 @@
+import FanoutCore
+import Foundation
+import Testing
+
+/// `fanoutd` as users run it, driven by the `fanout` CLI: first start prints a key, every
+/// networked subcommand works, SIGTERM shuts down gracefully, a restart keeps the state.
+@Suite("fanoutd and the networked CLI")
+struct FanoutdTests {
+    /// A running `fanoutd` child process.
+    final class Daemon {
+        let process = Process()
+        let standardOutput = Pipe()
+        let standardError = Pipe()
+        private(set) var port = 0
+        private(set) var printedKey: String?
+        private var errorText = ""
+
+        init(directory: String) throws {
+            let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            self.process.executableURL = binaries.appendingPathComponent("fanoutd")
+            self.process.arguments = ["--data-dir", directory, "--listen", "127.0.0.1:0", "--snapshot-every", "0"]
+            self.process.standardOutput = self.standardOutput
+            self.process.standardError = self.standardError
+            try self.process.run()
+            // The log line `... address=127.0.0.1:PORT ... listening` says it serves.
+            while self.port == 0 {
+                let data = self.standardError.fileHandleForReading.availableData
+                guard !data.isEmpty else { throw CocoaError(.fileReadUnknown) }
+                self.errorText += String(decoding: data, as: UTF8.self)
+                for line in self.errorText.split(separator: "\n") where line.hasSuffix("listening") {
+                    if let range = line.range(of: "address=127.0.0.1:") {
+                        self.port = Int(line[range.upperBound...].prefix(while: \.isNumber)) ?? 0
+                    }
+                }
+            }
+        }
+
+        /// Sends SIGTERM and waits; returns the exit status and everything it wrote.
+        func stop() -> (status: Int32, output: String, error: String) {
+            self.process.terminate()
+            let output = String(decoding: self.standardOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let rest = String(decoding: self.standardError.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            self.process.waitUntilExit()
+            return (self.process.terminationStatus, output, self.errorText + rest)
+        }
+    }
+
+    func fanout(_ port: Int, _ key: String, _ arguments: String..., input: String = "") throws -> FanoutCLITests.Outcome {
+        try FanoutCLITests.fanout(arguments + ["--server", "127.0.0.1:\(port)", "--api-key", key], input: input)
+    }
+
+    @Test func everyNetworkedSubcommandAgainstARunningServer() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanoutd-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        let daemon = try Daemon(directory: directory)
+        let keyFile = try String(contentsOfFile: directory + "/api-keys", encoding: .utf8)
+        let keyLine = try #require(keyFile.split(separator: "\n").first { $0.hasSuffix(" admin *") })
+        let key = String(keyLine.split(separator: " ")[0])
+        let port = daemon.port
+
+        #expect(try self.fanout(port, key, "project", "create", "shop-app").status == 0)
+        #expect(try self.fanout(port, key, "project", "list").output == "default\nshop-app\n")
+
+        let android = try self.fanout(port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "cli-android-token", "--json")
+        #expect(android.status == 0, "\(android.error)")
+        #expect(android.output.contains(#""token":"cli-android-token""#))
+        let ios = try self.fanout(port, key, "register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "cli-ios-token")
+        #expect(ios.status == 0)
+        #expect(!ios.output.contains("cli-ios-token"), "the human form does not print tokens")
+
+        let subscribed = try self.fanout(port, key, "subscribe", "news", "cli-android-token", "cli-ios-token")
+        #expect(subscribed.output == "subscribed 2 of 2 to news\n")
+        // From a file, with one registration the server refuses (by position, without the token).
+        let partly = try self.fanout(port, key, "subscribe", "sports", "--file", "-", input: "cli-ios-token\nnot registered\n")
+        #expect(partly.status == 1)
+        #expect(partly.error.contains("registration #2: INVALID_ARGUMENT"))
+        #expect(try self.fanout(port, key, "topics").output == "news 2\nsports 1\n")
+        #expect(try self.fanout(port, key, "topics", "cli-ios-token").output == "news\nsports\n")
+
+        let bound = try self.fanout(port, key, "user", "bind", "cli-ios-token", "alice")
+        #expect(bound.output.contains("user=alice"))
+        #expect(try self.fanout(port, key, "user", "devices", "alice").output.hasPrefix("alice 1 device(s)"))
+
+        let sent = try self.fanout(port, key, "send", input: #"{"message":{"topic":"news","data":{"k":"v"}}}"#)
+        #expect(sent.output == "projects/default/messages/1 audience=2 enqueued=2\n", "\(sent.error)")
+        let refused = try self.fanout(port, key, "send", "--json", input: #"{"message":{"topic":"news","data":{"from":"x"}}}"#)
+        #expect(refused.status == 1)
+        #expect(refused.output.contains(#""field":"message.data.from""#))
+
+        let pending = try self.fanout(port, key, "pending", "cli-android-token")
+        #expect(pending.output.hasSuffix("# 1 pending\n"))
+        let tail = try self.fanout(port, key, "tail", "--platform", "android", "--count", "1", "--json")
+        #expect(tail.status == 0, "\(tail.error)")
+        #expect(tail.output.contains(#""platform":"android""#))
+        #expect(tail.output.contains(#"\"k\":\"v\""#))
+        #expect(try self.fanout(port, key, "pending", "cli-android-token").output == "# 0 pending\n")
+        let stats = try self.fanout(port, key, "stats", "--json")
+        #expect(stats.output.contains(#""installations":2"#))
+        #expect(stats.output.contains(#""acknowledged":1"#))
+
+        #expect(try self.fanout(port, "wrong-key-000000000000", "stats").status == 2)
+        #expect(try self.fanout(port, key, "installation", "no-such-token").status == 1)
+
+        let stopped = daemon.stop()
+        #expect(stopped.status == 0)
+        #expect(stopped.output.contains(key), "the first start prints the key")
+        #expect(stopped.error.contains("stopped; the log is synced"))
+
+        // A restart: no new key, the same state.
+        let again = try Daemon(directory: directory)
+        let installation = try self.fanout(again.port, key, "installation", "cli-ios-token", "--json")
+        #expect(installation.output.contains(#""topics":["news","sports"]"#), "\(installation.error)")
+        #expect(installation.output.contains(#""user":"alice""#))
+        #expect(try self.fanout(again.port, key, "pending", "cli-ios-token").output.hasSuffix("# 1 pending\n"))
+        let restarted = again.stop()
+        #expect(restarted.status == 0)
+        #expect(!restarted.output.contains(key))
+    }
+}
