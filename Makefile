@@ -22,7 +22,8 @@ build: deps
 # `run` serves ./fanout-data on 127.0.0.1:7400 (release build). The first start prints an admin
 # API key and stores it in ./fanout-data/api-keys, where the `fanout` CLI finds it.
 run: deps
-	swift build -c release --product fanoutd --product fanout
+	swift build -c release --product fanoutd
+	swift build -c release --product fanout
 	.build/release/fanoutd --data-dir ./fanout-data --listen 127.0.0.1:7400
 
 # The engine's demo (no server): registers, subscribes and sends into ./fanout-demo-data.
