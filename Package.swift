@@ -8,6 +8,7 @@ let dequeModule: Target.Dependency = .product(name: "DequeModule", package: "swi
 let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
 let nioEmbedded: Target.Dependency = .product(name: "NIOEmbedded", package: "swift-nio")
+let nioTestUtils: Target.Dependency = .product(name: "NIOTestUtils", package: "swift-nio")
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
@@ -99,7 +100,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FanoutWireTests",
-            dependencies: ["FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioEmbedded],
+            dependencies: ["FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioEmbedded, nioTestUtils],
             resources: [.copy("Fixtures")]
         ),
         // Loopback server and client on port 0.

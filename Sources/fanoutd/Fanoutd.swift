@@ -104,7 +104,7 @@ struct Fanoutd: AsyncParsableCommand {
         }
         print("fanoutd: created an admin API key for every project; it is stored in \(path) and shown only now:")
         print(String(decoding: key.key, as: UTF8.self))
-        fflush(stdout)
+        fflush(nil)
         return store
     }
 

@@ -1,0 +1,65 @@
+import FanoutCore
+import FanoutWire
+import Foundation
+import NIOCore
+import Testing
+
+/// The worked examples of docs/wire-protocol.md section 9, byte for byte. The `.hex` fixtures
+/// are written by this test when FANOUT_WRITE_FIXTURES=1 (then checked in); otherwise the encoder
+/// must produce them exactly and the decoder must read them back.
+@Suite("Wire golden frames")
+struct GoldenFrameTests {
+    static let fid = FID("cAECAwQFBgcICQoLDA0ODx")!
+
+    static let examples: [(name: String, frame: any WireFrame)] = [
+        ("hello", ClientFrame(requestID: 1, request: .hello(Hello(role: .admin, credential: .apiKey(Array("fk_0123456789abcdef".utf8)), clientName: "cli")))),
+        ("welcome", ServerFrame(requestID: 1, message: .welcome(Welcome(
+            maximumPayloadSize: 2_097_152, idleTimeoutMilliseconds: 60_000, maximumCredit: 65_536, maximumInFlight: 1024, projects: ["*"]
+        )))),
+        ("subscribe", ClientFrame(requestID: 2, request: .subscribe(project: "default", topic: "news", registrations: ["cAECAwQFBgcICQoLDA0ODx", "token-1"]))),
+        ("subscribe-reply", ServerFrame(requestID: 2, message: .itemResults(.subscribe, [.ok, .failed(.notFound)]))),
+        ("send", ClientFrame(requestID: 3, request: .send(project: "default", body: Array(#"{"message":{"topic":"news","data":{"k":"v"}}}"#.utf8)))),
+        ("send-reply", ServerFrame(requestID: 3, message: .sent(SendReceipt(messageID: "projects/default/messages/1", sequence: 1, audience: 1, enqueued: 1, recipients: [])))),
+        ("error", ServerFrame(requestID: 4, message: .error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))),
+    ]
+
+    static var fixtures: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    }
+
+    /// Hex, 16 bytes per line, split after the 12-byte header.
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef")
+        func line(_ slice: ArraySlice<UInt8>) -> String {
+            slice.map { String([digits[Int($0 >> 4)], digits[Int($0 & 0xF)]]) }.joined(separator: " ")
+        }
+        var lines = [line(bytes.prefix(12))]
+        var rest = bytes.dropFirst(12)
+        while !rest.isEmpty {
+            lines.append(line(rest.prefix(16)))
+            rest = rest.dropFirst(16)
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    @Test(arguments: 0..<examples.count)
+    func exampleMatchesItsFixture(index: Int) throws {
+        let (name, frame) = Self.examples[index]
+        var buffer = ByteBuffer()
+        try frame.encode(into: &buffer)
+        let bytes = Array(buffer.readableBytesView)
+        let url = Self.fixtures.appendingPathComponent("\(name).hex")
+        if ProcessInfo.processInfo.environment["FANOUT_WRITE_FIXTURES"] == "1" {
+            try Self.hex(bytes).write(to: url, atomically: true, encoding: .utf8)
+        }
+        let fixture = try String(contentsOf: try #require(Bundle.module.url(forResource: "Fixtures/\(name)", withExtension: "hex")), encoding: .utf8)
+        #expect(Self.hex(bytes) == fixture, "\(name)")
+        // And back: the fixture's bytes decode to the example.
+        let parsed = fixture.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { UInt8($0, radix: 16) }
+        if let client = frame as? ClientFrame {
+            #expect(try WireCodecTests.decodeAll(ByteBuffer(bytes: parsed), as: ClientFrame.self) == [client])
+        } else if let server = frame as? ServerFrame {
+            #expect(try WireCodecTests.decodeAll(ByteBuffer(bytes: parsed), as: ServerFrame.self) == [server])
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import FanoutCore
+import FanoutTestSupport
+import FanoutWire
+import NIOCore
+import NIOTestUtils
+import Testing
+
+/// The codec of docs/wire-protocol.md: every message round-trips, the decoder handles any
+/// split of the byte stream, and each malformed input ends in the documented error.
+@Suite("Wire codec")
+struct WireCodecTests {
+    static func encode(_ frame: some WireFrame) throws -> ByteBuffer {
+        var buffer = ByteBuffer()
+        try frame.encode(into: &buffer)
+        return buffer
+    }
+
+    static func decodeAll<Frame: WireFrame>(_ bytes: ByteBuffer, as: Frame.Type, limit: Int = FrameHeader.defaultMaximumPayloadSize) throws -> [Frame] {
+        var decoder = FrameDecoder<Frame>(maximumPayloadSize: limit)
+        var buffer = bytes
+        var frames: [Frame] = []
+        while let frame = try decoder.decode(buffer: &buffer) { frames.append(frame) }
+        if let last = try decoder.decodeLast(buffer: &buffer, seenEOF: true) { frames.append(last) }
+        return frames
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func everyRequestRoundTrips(seed: UInt64) throws {
+        var samples = WireSamples(seed: seed)
+        var seen = Set<UInt8>()
+        for index in 0..<2000 {
+            let frame = ClientFrame(requestID: samples.u32(), request: samples.request())
+            seen.insert(frame.opcode.rawValue)
+            let decoded = try Self.decodeAll(try Self.encode(frame), as: ClientFrame.self)
+            #expect(decoded == [frame], "seed \(seed), sample \(index)")
+        }
+        #expect(seen.count == 31, "every request opcode was generated")
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func everyServerMessageRoundTrips(seed: UInt64) throws {
+        var samples = WireSamples(seed: seed)
+        var seen = Set<UInt8>()
+        for index in 0..<2000 {
+            let frame = ServerFrame(requestID: samples.u32(), message: samples.message())
+            seen.insert(frame.opcode.rawValue)
+            let decoded = try Self.decodeAll(try Self.encode(frame), as: ServerFrame.self)
+            #expect(decoded == [frame], "seed \(seed), sample \(index)")
+            // FanoutError's equality looks at code and field only: compare the rest too.
+            if case .error(let sent) = frame.message, case .error(let received)? = decoded.first?.message {
+                #expect(sent.message == received.message && sent.violations == received.violations)
+            }
+        }
+        #expect(seen.count >= 30)
+    }
+
+    /// Drip-fed, batched and shuffled inputs decode to the same frames (NIO's verifier).
+    @Test func decoderHandlesEverySplitOfTheStream() throws {
+        var samples = WireSamples(seed: 7)
+        var pairs: [(ByteBuffer, [ClientFrame])] = []
+        for _ in 0..<40 {
+            let frames = (0..<samples.int(1...3)).map { _ in ClientFrame(requestID: samples.u32(), request: samples.request()) }
+            var bytes = ByteBuffer()
+            for frame in frames { try frame.encode(into: &bytes) }
+            pairs.append((bytes, frames))
+        }
+        try ByteToMessageDecoderVerifier.verifyDecoder(inputOutputPairs: pairs) { FrameDecoder<ClientFrame>() }
+    }
+
+    // MARK: - Malformed input, each with its exact error
+
+    static func header(version: UInt8 = 1, opcode: UInt8, flags: UInt16 = 0, requestID: UInt32 = 9, length: UInt32) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeMultipleIntegers(version, opcode, flags, requestID, length)
+        return buffer
+    }
+
+    static func expectError(_ bytes: ByteBuffer, code: FanoutError.Code = .invalidArgument, requestID: UInt32 = 9, containing text: String) {
+        do {
+            let frames = try Self.decodeAll(bytes, as: ClientFrame.self, limit: 1024)
+            Issue.record("expected \(code) (\(text)), decoded \(frames)")
+        } catch let error as ProtocolError {
+            #expect(error.code == code)
+            #expect(error.requestID == requestID)
+            #expect(error.message.contains(text), "\(error.message)")
+        } catch {
+            Issue.record("not a ProtocolError: \(error)")
+        }
+    }
+
+    @Test func aFrameOverTheLimitIsRefusedBeforeItsPayloadArrives() {
+        // Only the header: the decoder must not wait for 1025 bytes.
+        Self.expectError(Self.header(opcode: 0x50, length: 1025), code: .resourceExhausted, containing: "over the maximum frame size 1024")
+    }
+
+    @Test func anUnknownVersionOrFlagsAreRefused() {
+        Self.expectError(Self.header(version: 2, opcode: 0x02, length: 0), containing: "protocol version 2 is not supported")
+        Self.expectError(Self.header(opcode: 0x02, flags: 1, length: 0), containing: "flags must be 0")
+    }
+
+    @Test func unknownAndServerOpcodesAreRefused() {
+        Self.expectError(Self.header(opcode: 0x7E, length: 0), containing: "unknown opcode")
+        Self.expectError(Self.header(opcode: 0x00, length: 0), containing: "not a request opcode")
+        Self.expectError(Self.header(opcode: 0xF0, length: 0), containing: "not a request opcode")
+    }
+
+    @Test func anEmptyPayloadWhereFieldsAreDueIsTruncated() {
+        Self.expectError(Self.header(opcode: 0x40, length: 0), containing: "the payload ends inside project")
+    }
+
+    @Test func aConnectionEndingInsideAFrameIsAnError() {
+        var bytes = Self.header(opcode: 0x11, length: 10)
+        bytes.writeBytes([0, 7, 100, 101])
+        Self.expectError(bytes, containing: "the connection ended inside a frame")
+        Self.expectError(ByteBuffer(bytes: [1, 2, 0]), requestID: 0, containing: "the connection ended inside a frame (3 bytes)")
+    }
+
+    @Test func invalidEncodingsAreRefused() {
+        // A string that is not UTF-8.
+        var bytes = Self.header(opcode: 0x11, length: 4)
+        bytes.writeBytes([0, 2, 0xC3, 0x28])
+        Self.expectError(bytes, containing: "project is not valid UTF-8")
+        // A bool that is 2.
+        var bind = ByteBuffer()
+        for text in ["default", "reg", "user"] {
+            bind.writeInteger(UInt16(text.utf8.count))
+            bind.writeString(text)
+        }
+        bind.writeInteger(2 as UInt8)
+        var frame = Self.header(opcode: 0x30, length: UInt32(bind.readableBytes))
+        frame.writeImmutableBuffer(bind)
+        Self.expectError(frame, containing: "anonymous is not a bool (2)")
+        // A list announcing more elements than bytes.
+        var subscribe = ByteBuffer()
+        for text in ["default", "news"] {
+            subscribe.writeInteger(UInt16(text.utf8.count))
+            subscribe.writeString(text)
+        }
+        subscribe.writeInteger(UInt32(1_000_000))
+        var list = Self.header(opcode: 0x40, length: UInt32(subscribe.readableBytes))
+        list.writeImmutableBuffer(subscribe)
+        Self.expectError(list, containing: "registrations announces 1000000 elements")
+        // Bytes after the last field.
+        var ping = Self.header(opcode: 0x02, length: 1)
+        ping.writeInteger(0 as UInt8)
+        Self.expectError(ping, containing: "1 bytes after the last field")
+        // An optional whose tag is 7.
+        var register = ByteBuffer()
+        register.writeInteger(UInt16(7))
+        register.writeString("default")
+        register.writeInteger(7 as UInt8)
+        var optional = Self.header(opcode: 0x20, length: UInt32(register.readableBytes))
+        optional.writeImmutableBuffer(register)
+        Self.expectError(optional, containing: "fid has an invalid optional tag (7)")
+    }
+
+    @Test func anEncodedFrameOverTheLimitIsNotWritten() throws {
+        var buffer = ByteBuffer()
+        buffer.writeString("kept")
+        let frame = ClientFrame(requestID: 3, request: .send(project: "default", body: [UInt8](repeating: 0x41, count: 2000)))
+        #expect(throws: ProtocolError(.resourceExhausted, "a 0x50 frame of 2013 bytes is over the maximum frame size 1024", requestID: 3)) {
+            try frame.encode(into: &buffer, maximumPayloadSize: 1024)
+        }
+        #expect(buffer.readableBytes == 4, "nothing of the refused frame is left in the buffer")
+    }
+}

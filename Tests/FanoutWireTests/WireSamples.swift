@@ -1,0 +1,153 @@
+import FanoutCore
+import FanoutTestSupport
+import FanoutWire
+
+/// Random values of every message of both directions, from a seeded generator.
+struct WireSamples {
+    var random: SeededRandomNumberGenerator
+
+    init(seed: UInt64) {
+        self.random = SeededRandomNumberGenerator(seed: seed)
+    }
+
+    mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self.random) }
+    mutating func bool() -> Bool { Bool.random(using: &self.random) }
+    mutating func u32() -> UInt32 { UInt32.random(in: 0...UInt32.max, using: &self.random) }
+    mutating func u64() -> UInt64 { self.random.next() }
+
+    /// Any string, including multi-byte UTF-8.
+    mutating func string(maximum: Int = 24) -> String {
+        let alphabet: [Character] = Array("abcXYZ09-_:.' é日本🙂")
+        return String((0..<self.int(0...maximum)).map { _ in alphabet[self.int(0...(alphabet.count - 1))] })
+    }
+
+    mutating func optionalString() -> String? { self.bool() ? self.string() : nil }
+    mutating func strings() -> [String] { (0..<self.int(0...5)).map { _ in self.string() } }
+    mutating func platform() -> Platform { Platform.allCases[self.int(0...2)] }
+    mutating func bytes() -> [UInt8] { self.random.bytes(self.int(0...64)) }
+
+    mutating func fid() -> FID {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let first = Array("cdef")[self.int(0...3)]
+        let rest = (0..<21).map { _ in alphabet[self.int(0...63)] }
+        return FID(String([first] + rest))!
+    }
+
+    mutating func token() -> RegistrationToken { RegistrationToken("tok-\(self.u64())")! }
+    mutating func timestamp() -> Timestamp { Timestamp(millisecondsSinceEpoch: Int64.random(in: -1_000_000...Int64.max, using: &self.random)) }
+
+    mutating func installation() -> Installation {
+        Installation(
+            slot: self.u32(),
+            generation: self.u32(),
+            fid: self.fid(),
+            token: self.bool() ? self.token() : nil,
+            platform: self.platform(),
+            appID: AppID("1:\(self.u32()):ios:\(self.u32())")!,
+            device: (try? DeviceDetails(name: self.bool() ? "Pixel" : nil, os: self.bool() ? "14" : nil, type: nil)) ?? DeviceDetails(),
+            apnsToken: self.bool() ? APNsDeviceToken(String(repeating: "ab", count: 32)) : nil,
+            user: self.bool() ? UserID("user-\(self.u32())") : nil,
+            createdAt: self.timestamp(),
+            lastSeen: self.timestamp()
+        )
+    }
+
+    mutating func delivery() -> WireDelivery {
+        WireDelivery(
+            id: DeliveryID(messageSequence: self.u64(), slot: self.u32()),
+            fid: self.fid(),
+            token: self.bool() ? self.token() : nil,
+            platform: self.platform(),
+            expiry: self.timestamp(),
+            isInFlight: self.bool(),
+            isDeletedMessagesMarker: self.bool(),
+            payload: self.bytes()
+        )
+    }
+
+    mutating func itemResults() -> [BatchItemResult] {
+        let codes: [FanoutError.Code] = [.invalidArgument, .notFound, .unregistered, .tooManyTopics, .internal]
+        return (0..<self.int(0...6)).map { _ in self.bool() ? .ok : .failed(codes[self.int(0...(codes.count - 1))]) }
+    }
+
+    mutating func request() -> ClientRequest {
+        let project = self.string()
+        switch self.int(0...30) {
+        case 0:
+            let credential: Hello.Credential = self.bool() ? .apiKey(self.bytes()) : .installationAuthToken(self.bytes())
+            return .hello(Hello(role: self.bool() ? .admin : .consumer, credential: credential, clientName: self.string(maximum: 10)))
+        case 1: return .ping
+        case 2: return .createProject(project: project)
+        case 3: return .deleteProject(project: project)
+        case 4: return .listProjects
+        case 5:
+            return .register(project: project, RegistrationFields(
+                offeredFID: self.optionalString(), token: self.optionalString(), platform: self.platform(), appID: self.string(),
+                deviceName: self.optionalString(), deviceOS: self.optionalString(), deviceType: self.optionalString(), apnsToken: self.optionalString()
+            ))
+        case 6: return .refreshToken(project: project, registration: self.string(), token: self.string())
+        case 7: return .touch(project: project, registration: self.string())
+        case 8: return .getInstallation(project: project, registration: self.string())
+        case 9: return .deleteInstallation(project: project, fid: self.string())
+        case 10: return .staleInstallations(project: project, limit: self.u32())
+        case 11: return .pruneExpired(project: project)
+        case 12: return .installationCount(project: project)
+        case 13: return .bindDevice(project: project, registration: self.string(), user: self.string(), anonymous: self.bool())
+        case 14: return .signOut(project: project, user: self.string(), registration: self.string())
+        case 15: return .linkUser(project: project, anonymous: self.string(), permanent: self.string())
+        case 16: return .getUser(project: project, user: self.string())
+        case 17: return .cleanUpAnonymousUsers(project: project)
+        case 18: return .subscribe(project: project, topic: self.string(), registrations: self.strings())
+        case 19: return .unsubscribe(project: project, topic: self.string(), registrations: self.strings())
+        case 20: return .topicsOf(project: project, registration: self.string())
+        case 21: return .listTopics(project: project, startAfter: self.string(), limit: self.u32())
+        case 22: return .subscriberCount(project: project, topic: self.string())
+        case 23: return .send(project: project, body: self.bytes())
+        case 24: return .pending(project: project, registration: self.string())
+        case 25: return .expireDeliveries(project: project)
+        case 26: return .stats(project: project)
+        case 27:
+            return .attach(project: project, scope: self.bool() ? .platform(self.platform()) : .installations(self.strings()), credit: self.u32())
+        case 28: return .grant(credit: self.u32())
+        case 29: return .acknowledge((0..<self.int(0...5)).map { _ in DeliveryID(messageSequence: self.u64(), slot: self.u32()) })
+        default: return .detach
+        }
+    }
+
+    mutating func message() -> ServerMessage {
+        switch self.int(0...17) {
+        case 0:
+            return .welcome(Welcome(
+                version: 1, maximumPayloadSize: self.u32(), idleTimeoutMilliseconds: self.u32(), maximumCredit: self.u32(),
+                maximumInFlight: self.u32(), projects: self.strings()
+            ))
+        case 1: return .pong
+        case 2: return .done([.createProject, .deleteProject, .attach, .grant, .detach][self.int(0...4)])
+        case 3: return .names([.listProjects, .cleanUpAnonymousUsers, .topicsOf][self.int(0...2)], self.strings())
+        case 4: return .registered(RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool()))
+        case 5: return .installation([.refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut][self.int(0...5)], self.installation())
+        case 6: return .staleInstallations(total: self.u64(), (0..<self.int(0...3)).map { _ in self.installation() })
+        case 7: return .count([.pruneExpired, .installationCount, .subscriberCount, .expireDeliveries, .acknowledge][self.int(0...4)], self.u64())
+        case 8:
+            return .user(self.bool() ? .linkUser : .getUser, User(
+                id: UserID("u-\(self.u32())")!, isAnonymous: self.bool(), devices: (0..<self.int(0...3)).map { _ in self.installation() }, lastActive: self.timestamp()
+            ))
+        case 9: return .itemResults(self.bool() ? .subscribe : .unsubscribe, self.itemResults())
+        case 10: return .topics((0..<self.int(0...4)).map { _ in TopicCount(topic: self.string(), subscribers: self.u64()) })
+        case 11: return .sent(SendReceipt(messageID: self.string(), sequence: self.u64(), audience: self.u32(), enqueued: self.u32(), recipients: self.itemResults()))
+        case 12: return .pending((0..<self.int(0...3)).map { _ in self.delivery() })
+        case 13:
+            var deliveries = DeliveryStatistics()
+            deliveries.sends = self.int(0...1_000_000)
+            deliveries.pending = self.int(0...1_000_000)
+            deliveries.consumers = self.int(0...10)
+            return .stats(ProjectStatistics(installations: self.u64() >> 1, deliveries: deliveries))
+        case 14: return .delivery(self.delivery())
+        case 15: return .goAway([.unavailable, .internal][self.int(0...1)], self.string())
+        default:
+            var error = FanoutError([.invalidArgument, .notFound, .permissionDenied][self.int(0...2)], self.string(), field: self.optionalString())
+            error.violations = (0..<self.int(0...3)).map { _ in FieldViolation(field: self.string(), description: self.string()) }
+            return .error(error)
+        }
+    }
+}
