@@ -73,7 +73,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutTestSupport",
-            dependencies: ["FanoutCore"]
+            dependencies: ["FanoutCore", "FanoutWire", nioCore]
         ),
 
         // MARK: - Executables
@@ -106,7 +106,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, logging]
+            dependencies: ["FanoutServer", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, logging, serviceLifecycle]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

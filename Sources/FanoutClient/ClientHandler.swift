@@ -75,7 +75,7 @@ final class ClientHandler: ChannelDuplexHandler {
         }
         let written = promise ?? context.eventLoop.makePromise()
         written.futureResult.assumeIsolated().whenFailure { [weak self] error in
-            self?.pending.removeValue(forKey: id)?.fail(error)
+            self?.pending.removeValue(forKey: id)?.fail(FanoutClient.connectionError(error))
         }
         context.write(Self.wrapOutboundOut(ClientFrame(requestID: id, request: request.request)), promise: written)
     }
@@ -109,7 +109,7 @@ final class ClientHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.failAll(error)
+        self.failAll(FanoutClient.connectionError(error))
         context.close(promise: nil)
     }
 

@@ -85,13 +85,20 @@ public final class FanoutClient: Sendable {
     ) async throws -> ServerMessage {
         let reply = ReplyPromise(channel.eventLoop.makePromise(of: ServerMessage.self))
         channel.writeAndFlush(PendingRequest(request: request, reply: reply, deliveries: deliveries)).whenFailure { error in
-            reply.fail(error)
+            reply.fail(Self.connectionError(error))
         }
         let message = try await reply.futureResult.get()
         if case .error(let error) = message {
             throw error
         }
         return message
+    }
+
+    /// A failed write as the client reports it: `UNAVAILABLE`, unless it is a `FanoutError` already.
+    static func connectionError(_ error: any Error) -> FanoutError {
+        if let error = error as? FanoutError { return error }
+        if let error = error as? ProtocolError { return error.fanoutError }
+        return FanoutError(.unavailable, "the connection is closed (\(error))")
     }
 
     private func unexpected(_ message: ServerMessage, for opcode: Opcode) -> FanoutError {

@@ -1,42 +1,41 @@
-import FanoutCore
-import FanoutTestSupport
-import FanoutWire
+public import FanoutCore
+public import FanoutWire
 
-/// Random values of every message of both directions, from a seeded generator.
-struct WireSamples {
-    var random: SeededRandomNumberGenerator
+/// Random values of every message of both directions, from a seeded generator (wire tests).
+public struct WireSamples {
+    public var random: SeededRandomNumberGenerator
 
-    init(seed: UInt64) {
+    public init(seed: UInt64) {
         self.random = SeededRandomNumberGenerator(seed: seed)
     }
 
-    mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self.random) }
-    mutating func bool() -> Bool { Bool.random(using: &self.random) }
-    mutating func u32() -> UInt32 { UInt32.random(in: 0...UInt32.max, using: &self.random) }
-    mutating func u64() -> UInt64 { self.random.next() }
+    public mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self.random) }
+    public mutating func bool() -> Bool { Bool.random(using: &self.random) }
+    public mutating func u32() -> UInt32 { UInt32.random(in: 0...UInt32.max, using: &self.random) }
+    public mutating func u64() -> UInt64 { self.random.next() }
 
     /// Any string, including multi-byte UTF-8.
-    mutating func string(maximum: Int = 24) -> String {
+    public mutating func string(maximum: Int = 24) -> String {
         let alphabet: [Character] = Array("abcXYZ09-_:.' é日本🙂")
         return String((0..<self.int(0...maximum)).map { _ in alphabet[self.int(0...(alphabet.count - 1))] })
     }
 
-    mutating func optionalString() -> String? { self.bool() ? self.string() : nil }
-    mutating func strings() -> [String] { (0..<self.int(0...5)).map { _ in self.string() } }
-    mutating func platform() -> Platform { Platform.allCases[self.int(0...2)] }
-    mutating func bytes() -> [UInt8] { self.random.bytes(self.int(0...64)) }
+    public mutating func optionalString() -> String? { self.bool() ? self.string() : nil }
+    public mutating func strings() -> [String] { (0..<self.int(0...5)).map { _ in self.string() } }
+    public mutating func platform() -> Platform { Platform.allCases[self.int(0...2)] }
+    public mutating func bytes() -> [UInt8] { self.random.bytes(self.int(0...64)) }
 
-    mutating func fid() -> FID {
+    public mutating func fid() -> FID {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
         let first = Array("cdef")[self.int(0...3)]
         let rest = (0..<21).map { _ in alphabet[self.int(0...63)] }
         return FID(String([first] + rest))!
     }
 
-    mutating func token() -> RegistrationToken { RegistrationToken("tok-\(self.u64())")! }
-    mutating func timestamp() -> Timestamp { Timestamp(millisecondsSinceEpoch: Int64.random(in: -1_000_000...Int64.max, using: &self.random)) }
+    public mutating func token() -> RegistrationToken { RegistrationToken("tok-\(self.u64())")! }
+    public mutating func timestamp() -> Timestamp { Timestamp(millisecondsSinceEpoch: Int64.random(in: -1_000_000...Int64.max, using: &self.random)) }
 
-    mutating func installation() -> Installation {
+    public mutating func installation() -> Installation {
         Installation(
             slot: self.u32(),
             generation: self.u32(),
@@ -52,7 +51,7 @@ struct WireSamples {
         )
     }
 
-    mutating func delivery() -> WireDelivery {
+    public mutating func delivery() -> WireDelivery {
         WireDelivery(
             id: DeliveryID(messageSequence: self.u64(), slot: self.u32()),
             fid: self.fid(),
@@ -65,12 +64,12 @@ struct WireSamples {
         )
     }
 
-    mutating func itemResults() -> [BatchItemResult] {
+    public mutating func itemResults() -> [BatchItemResult] {
         let codes: [FanoutError.Code] = [.invalidArgument, .notFound, .unregistered, .tooManyTopics, .internal]
         return (0..<self.int(0...6)).map { _ in self.bool() ? .ok : .failed(codes[self.int(0...(codes.count - 1))]) }
     }
 
-    mutating func request() -> ClientRequest {
+    public mutating func request() -> ClientRequest {
         let project = self.string()
         switch self.int(0...30) {
         case 0:
@@ -114,7 +113,7 @@ struct WireSamples {
         }
     }
 
-    mutating func message() -> ServerMessage {
+    public mutating func message() -> ServerMessage {
         switch self.int(0...17) {
         case 0:
             return .welcome(Welcome(

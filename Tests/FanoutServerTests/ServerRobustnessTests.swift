@@ -1,0 +1,154 @@
+import FanoutClient
+import FanoutCore
+import FanoutServer
+import FanoutTestSupport
+import FanoutWire
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Testing
+
+/// Bad input, silent and stuck peers, and shutdown (docs/wire-protocol.md section 7): each ends
+/// as documented and the server keeps serving everyone else.
+@Suite("Server: bad input, timeouts, shutdown")
+struct ServerRobustnessTests {
+    @Test func malformedFramesEndInAnErrorFrameAndAClosedConnection() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            // A short idle timeout, so that a case the server waits on fails fast instead of hanging.
+            try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(idleTimeout: .seconds(5))) { port, _ in
+                var samples = WireSamples(seed: 11)
+                var random = SeededRandomNumberGenerator(seed: 12)
+                var cases = 0
+                while cases < 40 {
+                    var valid = ByteBuffer()
+                    try ClientFrame(requestID: 5, request: samples.request()).encode(into: &valid)
+                    let mutated = FrameFuzz.mutate(Array(valid.readableBytesView), using: &random)
+                    // Only frames the decoder refuses (a mutation may leave a valid frame, or a short one).
+                    guard FrameFuzz.feed(mutated, as: ClientFrame.self, maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize) == .protocolError,
+                        mutated.count >= 12, mutated[1] != Opcode.hello.rawValue
+                    else { continue }
+                    cases += 1
+                    let raw = try await RawConnection.open(port)
+                    let frames = try await raw.exchange([try RawConnection.hello(), ByteBuffer(bytes: mutated)])
+                    #expect(frames.count == 2, "\(frames)")
+                    #expect(frames.first?.message.opcode == Opcode.hello.reply)
+                    guard case .error(let error) = frames.last?.message else {
+                        Issue.record("expected an error frame, got \(frames)")
+                        continue
+                    }
+                    #expect([.invalidArgument, .resourceExhausted].contains(error.code))
+                }
+                // Meanwhile and afterwards, a well-behaved client is served.
+                let client = try await LoopbackServer.connect(port)
+                #expect(try await client.installationCount() == 0)
+                try await client.close()
+            }
+        }
+    }
+
+    @Test func anOversizedFrameIsRefusedWithoutReadingIt() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(maximumPayloadSize: 4096)) { port, _ in
+                var header = ByteBuffer()
+                header.writeMultipleIntegers(UInt8(1), Opcode.send.rawValue, UInt16(0), UInt32(77), UInt32(1 << 30))
+                let raw = try await RawConnection.open(port)
+                let frames = try await raw.exchange([try RawConnection.hello(), header])
+                #expect(frames.count == 2)
+                guard case .error(let error) = frames.last?.message else {
+                    Issue.record("expected an error frame, got \(frames)")
+                    return
+                }
+                #expect(error.code == .resourceExhausted)
+                #expect(frames.last?.requestID == 77)
+            }
+        }
+    }
+
+    @Test func aSilentConnectionGetsGoAwayAndIsClosed() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(idleTimeout: .milliseconds(300))) { port, _ in
+                // Not even a HELLO.
+                let raw = try await RawConnection.open(port)
+                let frames = try await raw.exchange([])
+                #expect(frames.map(\.message) == [.goAway(.unavailable, "idle timeout")])
+            }
+            // The client's keep-alive PINGs (every third of the timeout) keep its connection open
+            // across a silence from the caller longer than the timeout.
+            try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(idleTimeout: .seconds(2))) { port, _ in
+                let client = try await LoopbackServer.connect(port)
+                try await ContinuousClock().sleep(for: .milliseconds(2500))
+                try await client.ping()
+                try await client.close()
+            }
+        }
+    }
+
+    /// A consumer that stops reading: the server's output for it fills, stays above the
+    /// high-water mark for the stall timeout, and the connection is closed; what it held is
+    /// pending again.
+    @Test func aConsumerThatDoesNotReadIsDisconnected() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            let configuration = ServerConfiguration(writeBufferHighWaterMark: 16 * 1024, stallTimeout: .milliseconds(200))
+            try await LoopbackServer.serve(directory: directory, configuration: configuration) { port, engine in
+                let tokens = (0..<10_000).map { "stall-\($0)" }
+                try await engine.durably {
+                    for token in tokens {
+                        try engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .android, appID: AppID("1:1:android:a")!))
+                    }
+                    for batch in stride(from: 0, to: tokens.count, by: 1000) {
+                        _ = try engine.subscribe(Array(tokens[batch..<(batch + 1000)]), to: TopicName("big")!)
+                    }
+                }
+                // A consumer socket that never reads.
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .channelOption(.autoRead, value: false)
+                    .connect(host: "127.0.0.1", port: port).get()
+                var attach = ByteBuffer()
+                try ClientFrame(requestID: 1, request: .hello(Hello(role: .consumer, credential: .apiKey(Array(LoopbackServer.consumerKey.utf8))))).encode(into: &attach)
+                try ClientFrame(requestID: 2, request: .attach(project: "default", scope: .platform(.android), credit: 65_536)).encode(into: &attach)
+                try await channel.writeAndFlush(attach)
+                while try engine.deliveryStatistics().consumers == 0 { await Task.yield() }
+
+                let value = String(repeating: "x", count: 2000)  // 10000 deliveries of 2 KB: more than the sockets buffer
+                _ = try await engine.durably { try engine.send(Array(#"{"message":{"topic":"big","data":{"v":"\#(value)"}}}"#.utf8)) }
+                // Wait (bounded) for the server to give up on it: no consumer, nothing in flight.
+                let deadline = ContinuousClock.now + .seconds(60)
+                while try engine.deliveryStatistics().consumers > 0, ContinuousClock.now < deadline {
+                    try await ContinuousClock().sleep(for: .milliseconds(20))
+                }
+                let statistics = try engine.deliveryStatistics()
+                #expect(statistics.consumers == 0)
+                #expect(statistics.pending == 10_000)
+                #expect(try engine.pendingDeliveries(for: .token(RegistrationToken("stall-0")!)).allSatisfy { !$0.isInFlight })
+                try? await channel.close()
+            }
+        }
+    }
+
+    @Test func gracefulShutdownSaysGoAwayAfterTheRepliesOfWhatItApplied() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            let engine = try Engine(directory: directory)
+            defer { try? engine.close() }
+            let server = try await FanoutServer.bind(
+                engine: engine,
+                keys: LoopbackServer.keys,
+                configuration: ServerConfiguration(port: 0),
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let client = try await LoopbackServer.connect(server.localPort)
+                _ = try await client.register(RegistrationFields(token: "before-shutdown", platform: .web, appID: "1:1:web:a"))
+                await group.triggerGracefulShutdown()
+                try await tasks.next()  // the group returns: the server closed every connection
+                await #expect(throws: FanoutError.self) {
+                    _ = try await client.installationCount()
+                }
+                try? await client.close()
+            }
+            #expect(try engine.installation(.token(RegistrationToken("before-shutdown")!)).platform == .web)
+        }
+    }
+}
