@@ -24,16 +24,21 @@ let package = Package(
 )
 
 // One executable per suite, each with the shared fixtures.
-for suite in ["TopicIndexBenchmarks", "DeliveryBenchmarks", "MessageBenchmarks", "DurabilityBenchmarks"] {
+for suite in ["TopicIndexBenchmarks", "DeliveryBenchmarks", "MessageBenchmarks", "DurabilityBenchmarks", "ProtocolBenchmarks"] {
+    var dependencies: [Target.Dependency] = [
+        .product(name: "FanoutCore", package: "fanout"),
+        .product(name: "FanoutTestSupport", package: "fanout"),
+        .product(name: "Benchmark", package: "benchmark"),
+        "BenchmarkSupport",
+    ]
+    if suite == "ProtocolBenchmarks" {
+        // The server and the client over loopback, in one process.
+        dependencies += ["FanoutServer", "FanoutClient", "FanoutWire"].map { .product(name: $0, package: "fanout") }
+    }
     package.targets.append(
         .executableTarget(
             name: suite,
-            dependencies: [
-                .product(name: "FanoutCore", package: "fanout"),
-                .product(name: "FanoutTestSupport", package: "fanout"),
-                .product(name: "Benchmark", package: "benchmark"),
-                "BenchmarkSupport",
-            ],
+            dependencies: dependencies,
             path: "Benchmarks/\(suite)",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         )
