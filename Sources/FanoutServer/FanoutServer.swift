@@ -9,7 +9,7 @@ public import ServiceLifecycle
 /// listening socket; `run` serves until cancelled or shut down gracefully, when it stops
 /// accepting, stops reading, sends the replies of what it applied, says GOAWAY and closes. The
 /// caller closes the engine afterwards (which syncs the log).
-public final class FanoutServer: Service, Sendable {
+public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     private let listener: NIOAsyncChannel<NIOAsyncChannel<ClientFrame, ServerFrame>, Never>
     private let connection: Connection
 
@@ -68,6 +68,8 @@ public final class FanoutServer: Service, Sendable {
         )
         return FanoutServer(listener: listener, connection: connection)
     }
+
+    public var description: String { "FanoutServer(port: \(self.localPort))" }
 
     public func run() async throws {
         let connection = self.connection

@@ -7,7 +7,7 @@ public import ServiceLifecycle
 /// `expiryInterval`), pruning installations past `expireAfter` (every `pruneInterval`), and, when
 /// `snapshotInterval` is set, writing a snapshot (on the NIO thread pool: it does file I/O). Ends
 /// on cancellation or graceful shutdown.
-public struct MaintenanceService: Service {
+public struct MaintenanceService: Service, CustomStringConvertible {
     public var engine: Engine
     public var expiryInterval: Duration
     public var pruneInterval: Duration
@@ -27,6 +27,8 @@ public struct MaintenanceService: Service {
         self.snapshotInterval = snapshotInterval
         self.logger = logger
     }
+
+    public var description: String { "MaintenanceService" }
 
     public func run() async throws {
         let clock = ContinuousClock()
