@@ -69,7 +69,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutClient",
-            dependencies: ["FanoutCore", "FanoutWire", nioCore, nioPosix]
+            dependencies: ["FanoutCore", "FanoutWire", dequeModule, nioCore, nioPosix]
         ),
         .target(
             name: "FanoutTestSupport",

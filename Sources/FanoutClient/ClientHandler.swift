@@ -7,7 +7,7 @@ internal import NIOCore
 struct PendingRequest: Sendable {
     var request: ClientRequest
     var reply: ReplyPromise
-    var deliveries: AsyncThrowingStream<WireDelivery, any Error>.Continuation?
+    var deliveries: DeliveryStream?
 }
 
 /// A reply promise that may be completed from two places (the handler, or a failed write that
@@ -48,7 +48,7 @@ final class ClientHandler: ChannelDuplexHandler {
 
     private var nextRequestID: UInt32 = 1
     private var pending: [UInt32: ReplyPromise] = [:]
-    private var deliveries: AsyncThrowingStream<WireDelivery, any Error>.Continuation?
+    private var deliveries: DeliveryStream?
     private var attachID: UInt32?
     /// Set by GOAWAY: the reason later requests fail with.
     private var goAway: FanoutError?

@@ -81,7 +81,7 @@ public final class FanoutClient: Sendable {
     private static func request(
         _ request: ClientRequest,
         on channel: any Channel,
-        deliveries: AsyncThrowingStream<WireDelivery, any Error>.Continuation? = nil
+        deliveries: DeliveryStream? = nil
     ) async throws -> ServerMessage {
         let reply = ReplyPromise(channel.eventLoop.makePromise(of: ServerMessage.self))
         channel.writeAndFlush(PendingRequest(request: request, reply: reply, deliveries: deliveries)).whenFailure { error in
@@ -244,10 +244,11 @@ public final class FanoutClient: Sendable {
 
     /// Attaches this connection as a consumer (one attachment per connection) and returns its
     /// deliveries: the backlog first, then new ones, never more than `credit` unacknowledged.
-    /// The stream ends after `detach`, and throws when the connection is lost.
-    public func attach(_ scope: AttachScope, credit: Int, in project: String = "default") async throws -> AsyncThrowingStream<WireDelivery, any Error> {
-        let (stream, continuation) = AsyncThrowingStream<WireDelivery, any Error>.makeStream()
-        _ = try await Self.request(.attach(project: project, scope: scope, credit: UInt32(clamping: credit)), on: self.channel, deliveries: continuation)
+    /// The stream ends after `detach`, and throws when the connection is lost; `nextBatch` takes
+    /// what has arrived at once, to acknowledge it with one ACK.
+    public func attach(_ scope: AttachScope, credit: Int, in project: String = "default") async throws -> DeliveryStream {
+        let stream = DeliveryStream()
+        _ = try await Self.request(.attach(project: project, scope: scope, credit: UInt32(clamping: credit)), on: self.channel, deliveries: stream)
         return stream
     }
 

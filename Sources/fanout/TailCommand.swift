@@ -36,12 +36,15 @@ struct TailCommand: AsyncParsableCommand {
         try await self.server.withClient(command: "tail", role: self.consumer ? .consumer : .admin) { client in
             let deliveries = try await client.attach(scope, credit: self.credit, in: self.server.project)
             var received = 0
-            for try await delivery in deliveries {
-                self.print(delivery)
+            while true {
+                // What has arrived, up to --count, acknowledged with one ACK.
+                let batch = try await deliveries.nextBatch(maximum: self.count.map { $0 - received } ?? .max)
+                if batch.isEmpty { break }
+                batch.forEach(self.print)
                 if !self.noAcknowledge {
-                    try await client.acknowledge([delivery.id])
+                    try await client.acknowledge(batch.map(\.id))
                 }
-                received += 1
+                received += batch.count
                 if let count = self.count, received >= count { break }
             }
         }

@@ -86,6 +86,41 @@ struct ServerFlowTests {
         }
     }
 
+    /// A worker takes what has arrived in batches and acknowledges each batch with one ACK.
+    @Test func aWorkerTakesAndAcknowledgesInBatches() async throws {
+        try await LoopbackServer.withDirectory { directory in
+            try await LoopbackServer.serve(directory: directory) { port, engine in
+                let tokens = (0..<300).map { "batch-token-\($0)" }
+                try await engine.durably {
+                    for token in tokens {
+                        try engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("1:1:web:a")!))
+                    }
+                    _ = try engine.subscribe(tokens, to: TopicName("all")!)
+                }
+                let admin = try await LoopbackServer.connect(port)
+                let worker = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)
+                let deliveries = try await worker.attach(.platform(.web), credit: 64)
+                #expect(try await admin.send(#"{"message":{"topic":"all","data":{"n":"1"}}}"#).enqueued == 300)
+                var seen = Set<DeliveryID>()
+                var batches = 0
+                while seen.count < 300 {
+                    let batch = try await deliveries.nextBatch(maximum: 50)
+                    #expect(!batch.isEmpty && batch.count <= 50)
+                    seen.formUnion(batch.map(\.id))
+                    #expect(try await worker.acknowledge(batch.map(\.id)) == batch.count)
+                    batches += 1
+                }
+                #expect(seen.count == 300)
+                #expect(batches < 300, "batches hold more than one delivery")
+                #expect(try await admin.statistics().deliveries.pending == 0)
+                try await worker.detach()
+                #expect(try await deliveries.nextBatch().isEmpty, "the stream ends after DETACH")
+                try await worker.close()
+                try await admin.close()
+            }
+        }
+    }
+
     /// Many requests in flight on one connection at once: every reply reaches its caller.
     @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
         try await LoopbackServer.withDirectory { directory in

@@ -12,7 +12,8 @@ import Synchronization
 // - pipelined batch subscribe: batches of 1000 registrations, 16 batches in flight on one connection;
 // - single-request latency: one request at a time (a read, and a durable write);
 // - fan-out: a send to a topic of 10k installations, drained by 1, 10 or 100 consumer connections
-//   (platform workers sharing the deliveries), each acknowledging every delivery (pipelined acks).
+//   (platform workers sharing the deliveries), acknowledging each delivery with its own ACK
+//   (pipelined), or what has arrived with one ACK per batch (`nextBatch`).
 
 let benchmarks: @Sendable () -> Void = {
     let throughput: [BenchmarkMetric] = [
@@ -64,16 +65,18 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     for consumers in [1, 10, 100] {
+        for batched in [false, true] {
         Benchmark(
-            "Protocol.fanout.10k.consumers\(consumers)",
+            "Protocol.fanout.10k.consumers\(consumers).\(batched ? "ackBatches" : "ackEach")",
             configuration: .init(metrics: throughput, warmupIterations: 1, maxDuration: .seconds(20), maxIterations: 5)
         ) { benchmark async in
             await ProtocolLoad.report(benchmark) {
                 let perSecond = try await ProtocolLoad.withServer(installations: 10_000, subscribeTo: "news") { server, client in
-                    try await ProtocolLoad.fanOut(client, port: server.localPort, consumers: consumers, expected: 10_000)
+                    try await ProtocolLoad.fanOut(client, port: server.localPort, consumers: consumers, expected: 10_000, batched: batched)
                 }
                 benchmark.measurement(throughput[0], perSecond)
             }
+        }
         }
     }
 }
@@ -147,10 +150,10 @@ enum ProtocolLoad {
 
     /// Sends to `news` while `consumers` connections drain it as Android workers, each
     /// acknowledging every delivery; returns deliveries received and acknowledged per second.
-    static func fanOut(_ admin: FanoutClient, port: Int, consumers: Int, expected: Int) async throws -> Int {
+    static func fanOut(_ admin: FanoutClient, port: Int, consumers: Int, expected: Int, batched: Bool) async throws -> Int {
         let acknowledged = Counter()
         var clients: [FanoutClient] = []
-        var streams: [AsyncThrowingStream<WireDelivery, any Error>] = []
+        var streams: [DeliveryStream] = []
         for _ in 0..<consumers {
             let client = try await FanoutClient.connect(host: "127.0.0.1", port: port, apiKey: Self.key, role: .consumer)
             streams.append(try await client.attach(.platform(.android), credit: 1000))
@@ -161,6 +164,17 @@ enum ProtocolLoad {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (client, stream) in zip(all, streams) {
                 group.addTask {
+                    if batched {
+                        // What has arrived, acknowledged with one ACK per batch.
+                        while true {
+                            let batch = try await stream.nextBatch()
+                            if batch.isEmpty { return }
+                            try await client.acknowledge(batch.map(\.id))
+                            if acknowledged.add(batch.count) == expected {
+                                for client in all { try? await client.detach() }
+                            }
+                        }
+                    }
                     try await withThrowingTaskGroup(of: Void.self) { acks in
                         for try await delivery in stream {
                             acks.addTask {
