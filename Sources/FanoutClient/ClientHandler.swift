@@ -89,6 +89,12 @@ final class ClientHandler: ChannelDuplexHandler {
             }
         case .goAway(let code, let reason):
             self.goAway = FanoutError(code, "the server said GOAWAY: \(reason)")
+        case .welcome(let welcome):
+            // Keep-alive: PING after a third of the idle timeout without a write (added here, on the
+            // event loop, so that it starts with the session whatever the caller's tasks are doing).
+            let keepAlive = TimeAmount.milliseconds(Int64(max(welcome.idleTimeoutMilliseconds / 3, 100)))
+            try? context.pipeline.syncOperations.addHandler(IdleStateHandler(writeTimeout: keepAlive), position: .first)
+            self.pending.removeValue(forKey: frame.requestID)?.succeed(frame.message)
         default:
             guard let reply = self.pending.removeValue(forKey: frame.requestID) else { return }  // a keep-alive PONG
             if case .done(.detach) = frame.message {

@@ -57,11 +57,6 @@ public final class FanoutClient: Sendable {
             try? await channel.close()
             throw FanoutError(.internal, "the server answered HELLO with \(reply.opcode)")
         }
-        // Keep-alive: PING after a third of the idle timeout without a write.
-        let keepAlive = TimeAmount.milliseconds(Int64(max(welcome.idleTimeoutMilliseconds / 3, 100)))
-        try await channel.eventLoop.submit {
-            try channel.pipeline.syncOperations.addHandler(IdleStateHandler(writeTimeout: keepAlive), position: .first)
-        }.get()
         return FanoutClient(channel: channel, welcome: welcome)
     }
 
