@@ -83,7 +83,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "fanout",
-            dependencies: ["FanoutCore", "FanoutClient", "FanoutWire", argumentParser]
+            dependencies: ["FanoutCore", "FanoutClient", "FanoutServer", "FanoutWire", argumentParser]
         ),
         // The crash test's child process (not a product).
         .executableTarget(

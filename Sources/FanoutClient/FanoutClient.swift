@@ -39,8 +39,8 @@ public final class FanoutClient: Sendable {
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ServerFrame>(maximumPayloadSize: 64 * 1024 * 1024)))
-                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ClientFrame>(maximumPayloadSize: 64 * 1024 * 1024)))
+                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ServerMessage>(maximumPayloadSize: 64 * 1024 * 1024)))
+                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ClientRequest>(maximumPayloadSize: 64 * 1024 * 1024)))
                     try pipeline.addHandler(ClientHandler())
                     return channel
                 }
@@ -96,8 +96,13 @@ public final class FanoutClient: Sendable {
         return FanoutError(.unavailable, "the connection is closed (\(error))")
     }
 
-    private func unexpected(_ message: ServerMessage, for opcode: Opcode) -> FanoutError {
-        FanoutError(.internal, "the server answered \(opcode) with \(message.opcode)")
+    /// Sends a request and extracts the reply's value; a reply of another shape is `INTERNAL`.
+    private func request<Value>(_ request: ClientRequest, _ extract: (ServerMessage) -> Value?) async throws -> Value {
+        let reply = try await self.request(request)
+        guard let value = extract(reply) else {
+            throw FanoutError(.internal, "the server answered \(request.opcode) with \(reply.opcode)")
+        }
+        return value
     }
 
     // MARK: - Projects
@@ -122,9 +127,7 @@ public final class FanoutClient: Sendable {
     // MARK: - Installations
 
     public func register(_ fields: RegistrationFields, in project: String = "default") async throws -> RegistrationResult {
-        let reply = try await self.request(.register(project: project, fields))
-        guard case .registered(let result) = reply else { throw self.unexpected(reply, for: .register) }
-        return result
+        return try await self.request(.register(project: project, fields)) { if case .registered(let result) = $0 { result } else { nil } }
     }
 
     public func refreshToken(_ registration: String, to token: String, in project: String = "default") async throws -> Installation {
@@ -147,9 +150,7 @@ public final class FanoutClient: Sendable {
 
     /// How many installations are stale, and the `limit` least recently seen of them.
     public func staleInstallations(limit: Int = 100, in project: String = "default") async throws -> (total: Int, installations: [Installation]) {
-        let reply = try await self.request(.staleInstallations(project: project, limit: UInt32(clamping: limit)))
-        guard case .staleInstallations(let total, let installations) = reply else { throw self.unexpected(reply, for: .staleInstallations) }
-        return (Int(clamping: total), installations)
+        return try await self.request(.staleInstallations(project: project, limit: UInt32(clamping: limit))) { if case .staleInstallations(let total, let installations) = $0 { (Int(clamping: total), installations) } else { nil } }
     }
 
     public func pruneExpiredInstallations(in project: String = "default") async throws -> Int {
@@ -199,9 +200,7 @@ public final class FanoutClient: Sendable {
 
     /// A page of topics sorted by name, after `startAfter`; fewer than `limit` means the last page.
     public func listTopics(after startAfter: String = "", limit: Int = 1000, in project: String = "default") async throws -> [TopicCount] {
-        let reply = try await self.request(.listTopics(project: project, startAfter: startAfter, limit: UInt32(clamping: limit)))
-        guard case .topics(let topics) = reply else { throw self.unexpected(reply, for: .listTopics) }
-        return topics
+        return try await self.request(.listTopics(project: project, startAfter: startAfter, limit: UInt32(clamping: limit))) { if case .topics(let topics) = $0 { topics } else { nil } }
     }
 
     public func subscriberCount(of topic: String, in project: String = "default") async throws -> Int {
@@ -212,9 +211,7 @@ public final class FanoutClient: Sendable {
 
     /// Sends an FCM HTTP v1 body (`{"message": {...}}` or a bare message).
     public func send(_ body: [UInt8], in project: String = "default") async throws -> SendReceipt {
-        let reply = try await self.request(.send(project: project, body: body))
-        guard case .sent(let receipt) = reply else { throw self.unexpected(reply, for: .send) }
-        return receipt
+        return try await self.request(.send(project: project, body: body)) { if case .sent(let receipt) = $0 { receipt } else { nil } }
     }
 
     public func send(_ json: String, in project: String = "default") async throws -> SendReceipt {
@@ -222,9 +219,7 @@ public final class FanoutClient: Sendable {
     }
 
     public func pendingDeliveries(for registration: String, in project: String = "default") async throws -> [WireDelivery] {
-        let reply = try await self.request(.pending(project: project, registration: registration))
-        guard case .pending(let deliveries) = reply else { throw self.unexpected(reply, for: .pending) }
-        return deliveries
+        return try await self.request(.pending(project: project, registration: registration)) { if case .pending(let deliveries) = $0 { deliveries } else { nil } }
     }
 
     public func expireDeliveries(in project: String = "default") async throws -> Int {
@@ -232,9 +227,7 @@ public final class FanoutClient: Sendable {
     }
 
     public func statistics(in project: String = "default") async throws -> ProjectStatistics {
-        let reply = try await self.request(.stats(project: project))
-        guard case .stats(let statistics) = reply else { throw self.unexpected(reply, for: .stats) }
-        return statistics
+        return try await self.request(.stats(project: project)) { if case .stats(let statistics) = $0 { statistics } else { nil } }
     }
 
     /// Attaches this connection as a consumer (one attachment per connection) and returns its
@@ -266,32 +259,22 @@ public final class FanoutClient: Sendable {
     // MARK: - Reply shapes
 
     private func names(_ request: ClientRequest) async throws -> [String] {
-        let reply = try await self.request(request)
-        guard case .names(_, let names) = reply else { throw self.unexpected(reply, for: request.opcode) }
-        return names
+        return try await self.request(request) { if case .names(_, let names) = $0 { names } else { nil } }
     }
 
     private func installation(_ request: ClientRequest) async throws -> Installation {
-        let reply = try await self.request(request)
-        guard case .installation(_, let installation) = reply else { throw self.unexpected(reply, for: request.opcode) }
-        return installation
+        return try await self.request(request) { if case .installation(_, let installation) = $0 { installation } else { nil } }
     }
 
     private func user(_ request: ClientRequest) async throws -> User {
-        let reply = try await self.request(request)
-        guard case .user(_, let user) = reply else { throw self.unexpected(reply, for: request.opcode) }
-        return user
+        return try await self.request(request) { if case .user(_, let user) = $0 { user } else { nil } }
     }
 
     private func count(_ request: ClientRequest) async throws -> Int {
-        let reply = try await self.request(request)
-        guard case .count(_, let count) = reply else { throw self.unexpected(reply, for: request.opcode) }
-        return Int(clamping: count)
+        return try await self.request(request) { if case .count(_, let count) = $0 { Int(clamping: count) } else { nil } }
     }
 
     private func itemResults(_ request: ClientRequest) async throws -> [BatchItemResult] {
-        let reply = try await self.request(request)
-        guard case .itemResults(_, let results) = reply else { throw self.unexpected(reply, for: request.opcode) }
-        return results
+        return try await self.request(request) { if case .itemResults(_, let results) = $0 { results } else { nil } }
     }
 }

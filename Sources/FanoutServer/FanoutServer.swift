@@ -42,8 +42,8 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             .bind(host: configuration.host, port: configuration.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientFrame>(maximumPayloadSize: maximumPayloadSize)))
-                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ServerFrame>(maximumPayloadSize: maximumPayloadSize)))
+                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientRequest>(maximumPayloadSize: maximumPayloadSize)))
+                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ServerMessage>(maximumPayloadSize: maximumPayloadSize)))
                     try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
                     try pipeline.addHandler(ConnectionGuardHandler(stallTimeout: stallTimeout))
                     return try NIOAsyncChannel<ClientFrame, ServerFrame>(
@@ -54,7 +54,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             }
         let welcome = Welcome(
             maximumPayloadSize: UInt32(clamping: maximumPayloadSize),
-            idleTimeoutMilliseconds: UInt32(clamping: configuration.idleTimeout.milliseconds),
+            idleTimeoutMilliseconds: UInt32(clamping: idleTimeout.nanoseconds / 1_000_000),
             maximumCredit: UInt32(clamping: configuration.maximumCredit),
             maximumInFlight: UInt32(clamping: configuration.maximumInFlight),
             projects: []
@@ -85,18 +85,5 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         } onGracefulShutdown: {
             listener.channel.close(promise: nil)
         }
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        self = .milliseconds(duration.milliseconds)
     }
 }

@@ -5,8 +5,8 @@ internal import NIOCore
 public enum FrameFuzz {
     public enum Outcome: Hashable { case frames, incomplete, protocolError, otherError }
 
-    public static func feed<Frame: WireFrame>(_ bytes: [UInt8], as: Frame.Type, maximumPayloadSize: Int = 4096) -> Outcome {
-        var decoder = FrameDecoder<Frame>(maximumPayloadSize: maximumPayloadSize)
+    public static func feed<Message: WireMessage>(_ bytes: [UInt8], as: Message.Type, maximumPayloadSize: Int = 4096) -> Outcome {
+        var decoder = FrameDecoder<Message>(maximumPayloadSize: maximumPayloadSize)
         var buffer = ByteBuffer(bytes: bytes)
         var decoded = 0
         do {

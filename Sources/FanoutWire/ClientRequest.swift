@@ -1,30 +1,9 @@
 public import FanoutCore
 public import NIOCore
 
-/// A frame from client to server: a request and the id its reply will echo.
-public struct ClientFrame: WireFrame, Hashable, Sendable {
-    public var requestID: UInt32
-    public var request: ClientRequest
-
-    public init(requestID: UInt32, request: ClientRequest) {
-        self.requestID = requestID
-        self.request = request
-    }
-
-    public var opcode: Opcode { self.request.opcode }
-
-    public func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
-        try self.request.encodePayload(into: &buffer)
-    }
-
-    public static func decode(header: FrameHeader, payload: ByteBuffer) throws(ProtocolError) -> ClientFrame {
-        ClientFrame(requestID: header.requestID, request: try ClientRequest.decode(opcode: header.opcode, payload: payload, requestID: header.requestID))
-    }
-}
-
 /// Every request of the protocol (docs/wire-protocol.md section 5). Names of things travel as
 /// strings; the server checks them with the engine's rules.
-public enum ClientRequest: Hashable, Sendable {
+public enum ClientRequest: WireMessage {
     case hello(Hello)
     case ping
     case createProject(project: String)
@@ -113,8 +92,7 @@ public enum ClientRequest: Hashable, Sendable {
 
     // MARK: - Encoding
 
-    /// Writes the payload (not the header).
-    func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
+    public func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
         if let project = self.project {
             try buffer.writeWireString(project, field: "project")
         }
@@ -136,7 +114,7 @@ public enum ClientRequest: Hashable, Sendable {
         case .register(_, let fields):
             try buffer.writeWireOptionalString(fields.offeredFID, field: "fid")
             try buffer.writeWireOptionalString(fields.token, field: "token")
-            buffer.writeInteger(fields.platform.wireValue)
+            buffer.writeInteger(fields.platform.code)
             try buffer.writeWireString(fields.appID, field: "app id")
             try buffer.writeWireOptionalString(fields.deviceName, field: "device name")
             try buffer.writeWireOptionalString(fields.deviceOS, field: "device os")
@@ -178,7 +156,7 @@ public enum ClientRequest: Hashable, Sendable {
             switch scope {
             case .platform(let platform):
                 buffer.writeInteger(1, as: UInt8.self)
-                buffer.writeInteger(platform.wireValue)
+                buffer.writeInteger(platform.code)
             case .installations(let registrations):
                 buffer.writeInteger(2, as: UInt8.self)
                 try buffer.writeWireStrings(registrations, field: "registrations")
@@ -196,12 +174,10 @@ public enum ClientRequest: Hashable, Sendable {
 
     // MARK: - Decoding
 
-    /// Decodes the payload of a request frame; every byte must be used.
-    static func decode(opcode: Opcode, payload: ByteBuffer, requestID: UInt32) throws(ProtocolError) -> ClientRequest {
-        var reader = PayloadReader(payload, requestID: requestID, opcode: opcode)
-        let request = try Self.decode(opcode: opcode, from: &reader)
-        try reader.finish()
-        return request
+    public static func decode(opcode: Opcode, payload: ByteBuffer, requestID: UInt32) throws(ProtocolError) -> ClientRequest {
+        try PayloadReader.decodeWhole(payload, requestID: requestID, opcode: opcode) { (reader: inout PayloadReader) throws(ProtocolError) in
+            try Self.decode(opcode: opcode, from: &reader)
+        }
     }
 
     private static func decode(opcode: Opcode, from reader: inout PayloadReader) throws(ProtocolError) -> ClientRequest {

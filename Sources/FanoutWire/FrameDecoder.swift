@@ -5,8 +5,8 @@ public import NIOCore
 /// header, refuses a bad version, non-zero flags or a payload over `maximumPayloadSize` before
 /// buffering the payload, waits for the whole payload, then decodes it, insisting that every byte
 /// is used. Errors are `ProtocolError`s carrying the frame's request id.
-public struct FrameDecoder<Frame: WireFrame>: NIOSingleStepByteToMessageDecoder {
-    public typealias InboundOut = Frame
+public struct FrameDecoder<Message: WireMessage>: NIOSingleStepByteToMessageDecoder {
+    public typealias InboundOut = Frame<Message>
 
     public var maximumPayloadSize: Int
 
@@ -14,7 +14,7 @@ public struct FrameDecoder<Frame: WireFrame>: NIOSingleStepByteToMessageDecoder 
         self.maximumPayloadSize = maximumPayloadSize
     }
 
-    public mutating func decode(buffer: inout ByteBuffer) throws -> Frame? {
+    public mutating func decode(buffer: inout ByteBuffer) throws -> Frame<Message>? {
         guard let header = FrameHeader.peek(in: buffer) else { return nil }
         guard header.version == FrameHeader.currentVersion else {
             throw ProtocolError(.invalidArgument, "protocol version \(header.version) is not supported (version \(FrameHeader.currentVersion) is)", requestID: header.requestID)
@@ -29,10 +29,10 @@ public struct FrameDecoder<Frame: WireFrame>: NIOSingleStepByteToMessageDecoder 
         guard buffer.readableBytes >= FrameHeader.size + length else { return nil }
         buffer.moveReaderIndex(forwardBy: FrameHeader.size)
         guard let payload = buffer.readSlice(length: length) else { return nil }
-        return try Frame.decode(header: header, payload: payload)
+        return try Frame<Message>.decode(header: header, payload: payload)
     }
 
-    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame? {
+    public mutating func decodeLast(buffer: inout ByteBuffer, seenEOF: Bool) throws -> Frame<Message>? {
         if let frame = try self.decode(buffer: &buffer) {
             return frame
         }
@@ -45,8 +45,8 @@ public struct FrameDecoder<Frame: WireFrame>: NIOSingleStepByteToMessageDecoder 
 }
 
 /// Writes frames for a channel (a `MessageToByteHandler`), refusing payloads over the maximum.
-public struct FrameEncoder<Frame: WireFrame>: MessageToByteEncoder {
-    public typealias OutboundIn = Frame
+public struct FrameEncoder<Message: WireMessage>: MessageToByteEncoder {
+    public typealias OutboundIn = Frame<Message>
 
     public var maximumPayloadSize: Int
 
@@ -54,7 +54,7 @@ public struct FrameEncoder<Frame: WireFrame>: MessageToByteEncoder {
         self.maximumPayloadSize = maximumPayloadSize
     }
 
-    public func encode(data: Frame, out: inout ByteBuffer) throws {
+    public func encode(data: Frame<Message>, out: inout ByteBuffer) throws {
         try data.encode(into: &out, maximumPayloadSize: self.maximumPayloadSize)
     }
 }

@@ -102,7 +102,7 @@ struct PayloadReader {
 
     mutating func platform(_ field: String) throws(ProtocolError) -> Platform {
         let code = try self.u8(field)
-        guard let platform = Platform(wireValue: code) else {
+        guard let platform = Platform(code: code) else {
             throw self.error("\(field) is not a platform (\(code))")
         }
         return platform
@@ -123,6 +123,19 @@ struct PayloadReader {
 
     mutating func optionalModel<Value>(_ field: String, _ make: (String) -> Value?) throws(ProtocolError) -> Value? {
         try self.isPresent(field) ? try self.model(field, make) : nil
+    }
+
+    /// Decodes a whole payload with `body`, insisting that it uses every byte.
+    static func decodeWhole<Value>(
+        _ payload: ByteBuffer,
+        requestID: UInt32,
+        opcode: Opcode,
+        _ body: (inout PayloadReader) throws(ProtocolError) -> Value
+    ) throws(ProtocolError) -> Value {
+        var reader = PayloadReader(payload, requestID: requestID, opcode: opcode)
+        let value = try body(&reader)
+        try reader.finish()
+        return value
     }
 
     /// Throws unless every byte of the payload was read.

@@ -1,31 +1,9 @@
 public import FanoutCore
 public import NIOCore
 
-/// A frame from server to client. For replies `requestID` is the request's; for DELIVERY the
-/// ATTACH's; for GOAWAY, 0.
-public struct ServerFrame: WireFrame, Hashable, Sendable {
-    public var requestID: UInt32
-    public var message: ServerMessage
-
-    public init(requestID: UInt32, message: ServerMessage) {
-        self.requestID = requestID
-        self.message = message
-    }
-
-    public var opcode: Opcode { self.message.opcode }
-
-    public func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
-        try self.message.encodePayload(into: &buffer)
-    }
-
-    public static func decode(header: FrameHeader, payload: ByteBuffer) throws(ProtocolError) -> ServerFrame {
-        ServerFrame(requestID: header.requestID, message: try ServerMessage.decode(opcode: header.opcode, payload: payload, requestID: header.requestID))
-    }
-}
-
 /// Every frame a server sends (docs/wire-protocol.md section 5). Replies that share a payload
 /// layout share a case and name the request they answer.
-public enum ServerMessage: Hashable, Sendable {
+public enum ServerMessage: WireMessage {
     case welcome(Welcome)
     case pong
     /// An empty reply: CREATE_PROJECT, DELETE_PROJECT, ATTACH, GRANT, DETACH.
@@ -98,7 +76,7 @@ public enum ServerMessage: Hashable, Sendable {
 
     // MARK: - Encoding
 
-    func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
+    public func encodePayload(into buffer: inout ByteBuffer) throws(ProtocolError) {
         switch self {
         case .welcome(let welcome):
             buffer.writeMultipleIntegers(
@@ -171,11 +149,10 @@ public enum ServerMessage: Hashable, Sendable {
 
     // MARK: - Decoding
 
-    static func decode(opcode: Opcode, payload: ByteBuffer, requestID: UInt32) throws(ProtocolError) -> ServerMessage {
-        var reader = PayloadReader(payload, requestID: requestID, opcode: opcode)
-        let message = try Self.decode(opcode: opcode, from: &reader)
-        try reader.finish()
-        return message
+    public static func decode(opcode: Opcode, payload: ByteBuffer, requestID: UInt32) throws(ProtocolError) -> ServerMessage {
+        try PayloadReader.decodeWhole(payload, requestID: requestID, opcode: opcode) { (reader: inout PayloadReader) throws(ProtocolError) in
+            try Self.decode(opcode: opcode, from: &reader)
+        }
     }
 
     private static func decode(opcode: Opcode, from reader: inout PayloadReader) throws(ProtocolError) -> ServerMessage {

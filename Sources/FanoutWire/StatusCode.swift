@@ -50,23 +50,3 @@ extension BatchItemResult {
         self = wireValue == 0 ? .ok : .failed(FanoutError.Code(wireValue: wireValue))
     }
 }
-
-extension Platform {
-    /// The protocol's `platform` byte: 1 android, 2 ios, 3 web.
-    public var wireValue: UInt8 {
-        switch self {
-        case .android: return 1
-        case .ios: return 2
-        case .web: return 3
-        }
-    }
-
-    public init?(wireValue: UInt8) {
-        switch wireValue {
-        case 1: self = .android
-        case 2: self = .ios
-        case 3: self = .web
-        default: return nil
-        }
-    }
-}

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FanoutClient
 import FanoutCore
+import FanoutServer
 import FanoutWire
 import Foundation
 
@@ -79,12 +80,10 @@ struct ServerOptions: ParsableArguments {
 
     /// The first admin key of ./fanout-data/api-keys, where `make run` keeps it.
     private static func keyFromDataDirectory() -> String? {
-        guard let text = try? String(contentsOfFile: "./fanout-data/api-keys", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            let fields = line.split(separator: " ")
-            if fields.count == 3, fields[1] == "admin" { return String(fields[0]) }
-        }
-        return nil
+        guard let text = try? String(contentsOfFile: "./fanout-data/api-keys", encoding: .utf8),
+            let key = (try? APIKeyStore(parsing: text))?.keys.first(where: { $0.role == .admin })
+        else { return nil }
+        return String(decoding: key.key, as: UTF8.self)
     }
 }
 

@@ -54,8 +54,8 @@ func changeSubscriptions(subscribe: Bool, options: SubscriptionOptions, server: 
                 }
                 if ContinuousClock.now - lastProgress > .seconds(1) {
                     lastProgress = ContinuousClock.now
-                    let seconds = Double((ContinuousClock.now - started).components.seconds) + 1e-9
-                    writeToStandardError("\(command)d \(done) (\(Int(Double(done) / max(seconds, 1))) per second)\n")
+                    let seconds = (ContinuousClock.now - started) / .seconds(1)
+                    writeToStandardError("\(command)d \(done) (\(Int(Double(done) / seconds)) per second)\n")
                 }
             }
             while let batch = batches.next() {

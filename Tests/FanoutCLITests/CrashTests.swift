@@ -21,7 +21,7 @@ struct CrashTests {
     }
 
     @Test func everyAcknowledgedOperationSurvivesKillMinus9() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-crash-\(UUID().uuidString)").path
+        let directory = TemporaryDirectory.path("fanout-crash")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let seed: UInt64 = 2026
         let total = 100 + Self.cycles * 80

@@ -1,5 +1,6 @@
 import FanoutCore
 import Foundation
+import FanoutTestSupport
 import Testing
 
 /// The `fanout` executable's offline commands and exit codes (0 valid, 1 invalid, 2 usage).
@@ -110,7 +111,7 @@ struct FanoutCLITests {
     }
 
     @Test func walInspectVerifyRepair() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-wal-\(UUID().uuidString)").path
+        let directory = TemporaryDirectory.path("fanout-wal")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let child = Process()
@@ -146,7 +147,7 @@ struct FanoutCLITests {
     }
 
     @Test func sendAndPendingWorkOnADataDirectory() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-cli-\(UUID().uuidString)").path
+        let directory = TemporaryDirectory.path("fanout-cli")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let engine = try Engine(directory: directory, durability: .always)
         let phone = try engine.register(RegistrationRequest(token: RegistrationToken("cli-token"), platform: .ios, appID: AppID("app")!)).installation

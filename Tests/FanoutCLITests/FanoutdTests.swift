@@ -1,5 +1,6 @@
 import FanoutCore
 import Foundation
+import FanoutTestSupport
 import Testing
 
 /// `fanoutd` as users run it, driven by the `fanout` CLI: first start prints a key, every
@@ -50,7 +51,7 @@ struct FanoutdTests {
     }
 
     @Test func everyNetworkedSubcommandAgainstARunningServer() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanoutd-\(UUID().uuidString)").path
+        let directory = TemporaryDirectory.path("fanoutd")
         defer { try? FileManager.default.removeItem(atPath: directory) }
 
         let daemon = try Daemon(directory: directory)

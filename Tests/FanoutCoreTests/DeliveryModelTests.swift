@@ -19,7 +19,7 @@ struct DeliveryModelTests {
 
     @Test(arguments: [21, 22] as [UInt64])
     func reopenedEngineMatchesModel(seed: UInt64) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-delivery-\(UUID().uuidString)").path
+        let directory = TemporaryDirectory.path("fanout-delivery")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var harness = try DeliveryHarness(seed: seed, directory: directory)
         for step in 0..<2400 {

@@ -7,18 +7,11 @@ import Testing
 /// handled as docs/wal-format.md says; a directory has one owner.
 @Suite("Durable engine")
 struct DurableEngineTests {
-    /// A fresh directory under the system temporary directory, removed afterwards.
-    static func withDirectory(_ body: (String) throws -> Void) throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-test-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try body(path)
-    }
-
     /// The model test on a durable engine, closed and reopened (replaying the whole log) every 500
     /// operations; after each reopen the engine must still agree with the model on everything.
     @Test(arguments: [1, 2] as [UInt64])
     func reopenedEngineMatchesModel(seed: UInt64) throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             var harness = try Harness(seed: seed, directory: directory)
             for step in 0..<2500 {
                 try harness.randomOperation(step: step)
@@ -37,7 +30,7 @@ struct DurableEngineTests {
     /// (users, bindings, subscriptions, last-seen times and tombstones included) and replays the rest.
     @Test(arguments: [3, 4] as [UInt64])
     func snapshotsPreserveEverything(seed: UInt64) throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             var harness = try Harness(seed: seed, directory: directory)
             for step in 0..<2500 {
                 try harness.randomOperation(step: step)
@@ -56,7 +49,7 @@ struct DurableEngineTests {
     }
 
     @Test func snapshotsAreLZ4FramesAndReplaceTheLog() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none, segmentSize: 4096)
             for index in 0..<500 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
@@ -90,7 +83,7 @@ struct DurableEngineTests {
     }
 
     @Test func aCorruptSnapshotWhoseLogIsGoneRefusesToStart() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none, segmentSize: 1024)
             for index in 0..<100 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
@@ -114,7 +107,7 @@ struct DurableEngineTests {
     /// Group commit: with concurrent callers and `always`, one `fdatasync` acknowledges several
     /// records, and every caller gets its answer.
     @Test func concurrentCallersShareFsyncs() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always)
             let callers = 16
             let perCaller = 40
@@ -146,7 +139,7 @@ struct DurableEngineTests {
     }
 
     @Test func alwaysDurabilitySyncsAndReopens() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             var harness = try Harness(seed: 7, directory: directory, durability: .always)
             for step in 0..<200 {
                 try harness.randomOperation(step: step)
@@ -161,7 +154,7 @@ struct DurableEngineTests {
     /// on the cooperative pool (2 threads here) register, subscribe and send; everything they were
     /// answered is there after a reopen.
     @Test func durablyAcknowledgesWithoutBlocking() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-test-\(UUID().uuidString)").path
+        let path = TemporaryDirectory.path("fanout-test")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let engine = try Engine(directory: path, durability: .always)
         let synced = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -198,7 +191,7 @@ struct DurableEngineTests {
     }
 
     @Test func deliveryCountersStartAtZeroAfterRecovery() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none)
             _ = try engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .ios, appID: AppID("app")!))
             _ = try engine.send(Array(#"{"message":{"token":"t","data":{"k":"v"}}}"#.utf8))
@@ -213,7 +206,7 @@ struct DurableEngineTests {
     }
 
     @Test func segmentsRollAndTheLogSpansThem() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none, segmentSize: 4096)
             for index in 0..<300 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
@@ -231,7 +224,7 @@ struct DurableEngineTests {
     }
 
     @Test func aTornTailIsCutAndReported() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always)
             for index in 0..<10 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
@@ -261,7 +254,7 @@ struct DurableEngineTests {
     }
 
     @Test func damageBeforeTheLastSegmentRefusesToStart() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none, segmentSize: 2048)
             for index in 0..<100 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
@@ -285,7 +278,7 @@ struct DurableEngineTests {
     }
 
     @Test func aDirectoryHasOneOwner() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none)
             #expect(throws: FanoutError(.unavailable, "")) { try Engine(directory: directory, durability: .none) }
             try engine.close()
@@ -295,7 +288,7 @@ struct DurableEngineTests {
     }
 
     @Test func aClosedEngineRefusesChanges() throws {
-        try Self.withDirectory { directory in
+        try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none)
             try engine.close()
             #expect(throws: FanoutError(.unavailable, "")) {

@@ -88,7 +88,7 @@ struct WALFixtureTests {
     @Test func engineKeepsEverythingBeforeARandomCut() throws {
         var random = SeededRandomNumberGenerator(seed: 77)
         for trial in 0..<25 {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-cut-\(UUID().uuidString)").path
+            let directory = TemporaryDirectory.path("fanout-cut")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let engine = try Engine(directory: directory, durability: .always)
             for index in 0..<12 {

@@ -3,13 +3,14 @@ import FanoutCore
 import FanoutServer
 import FanoutWire
 import NIOCore
+import FanoutTestSupport
 import Testing
 
 /// Who may do what (docs/wire-protocol.md section 4), and what happens to the connection.
 @Suite("Server: authentication and permissions")
 struct AuthenticationTests {
     @Test func aRequestBeforeHelloIsUnauthenticatedAndClosed() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 let raw = try await RawConnection.open(port)
                 let frames = try await raw.exchange([try RawConnection.bytes(ClientFrame(requestID: 7, request: .listProjects))])
@@ -30,7 +31,7 @@ struct AuthenticationTests {
         ("", Hello.Role.admin),
     ])
     func aWrongKeyIsRefused(key: String, role: Hello.Role) async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 await #expect(throws: FanoutError(.unauthenticated, "")) {
                     _ = try await LoopbackServer.connect(port, key: key, role: role)
@@ -44,7 +45,7 @@ struct AuthenticationTests {
     }
 
     @Test func installationAuthTokensAreNotSupportedYet() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 let hello = Hello(role: .consumer, credential: .installationAuthToken(Array("eyJhbGciOiJFUzI1NiJ9.e30.sig".utf8)))
                 let raw = try await RawConnection.open(port)
@@ -60,7 +61,7 @@ struct AuthenticationTests {
     }
 
     @Test func aKeyForAnotherProjectIsDeniedAndTheConnectionSurvives() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 let shop = try await LoopbackServer.connect(port, key: LoopbackServer.shopAdminKey)
                 #expect(shop.welcome.projects == ["shop-app"])
@@ -79,7 +80,7 @@ struct AuthenticationTests {
     }
 
     @Test func aConsumerCallingAnAdminOpcodeIsDeniedAndTheConnectionSurvives() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 let consumer = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)
                 await #expect(throws: FanoutError(.permissionDenied, "")) {

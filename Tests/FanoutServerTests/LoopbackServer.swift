@@ -1,6 +1,7 @@
 import FanoutClient
 import FanoutCore
 import FanoutServer
+import FanoutTestSupport
 import FanoutWire
 import Foundation
 import Logging
@@ -19,13 +20,6 @@ enum LoopbackServer {
         APIKey(key: Array(shopAdminKey.utf8), role: .admin, projects: .only(["shop-app"])),
         APIKey(key: Array(consumerKey.utf8), role: .consumer, projects: .all),
     ])
-
-    /// A fresh directory under the system temporary directory, removed afterwards.
-    static func withDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-server-test-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        return try await body(path)
-    }
 
     /// Opens the engine on `directory`, serves it while `body` runs, then stops the server and
     /// closes the engine.
@@ -60,7 +54,7 @@ struct RawConnection {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder<ServerFrame>(maximumPayloadSize: 1 << 26)))
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder<ServerMessage>(maximumPayloadSize: 1 << 26)))
                     return try NIOAsyncChannel<ServerFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }

@@ -2,6 +2,7 @@ import FanoutClient
 import FanoutCore
 import FanoutServer
 import FanoutWire
+import FanoutTestSupport
 import Testing
 
 /// The whole path over loopback with the real client: register, subscribe, send to a topic and a
@@ -13,7 +14,7 @@ struct ServerFlowTests {
     static let web = "token-web-0001"
 
     @Test func registerSubscribeSendConsumeAcknowledgeRestart() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let fids = try await LoopbackServer.serve(directory: directory) { port, _ in
                 let admin = try await LoopbackServer.connect(port)
                 var fids: [String: FID] = [:]
@@ -88,7 +89,7 @@ struct ServerFlowTests {
 
     /// A worker takes what has arrived in batches and acknowledges each batch with one ACK.
     @Test func aWorkerTakesAndAcknowledgesInBatches() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, engine in
                 let tokens = (0..<300).map { "batch-token-\($0)" }
                 try await engine.durably {
@@ -123,7 +124,7 @@ struct ServerFlowTests {
 
     /// Many requests in flight on one connection at once: every reply reaches its caller.
     @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 let client = try await LoopbackServer.connect(port)
                 let tokens = (0..<300).map { "pipelined-token-\($0)" }

@@ -14,7 +14,7 @@ import Testing
 @Suite("Server: bad input, timeouts, shutdown")
 struct ServerRobustnessTests {
     @Test func malformedFramesEndInAnErrorFrameAndAClosedConnection() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             // The default idle timeout (60 s): a case the server waited on would end in GOAWAY and
             // fail, not hang; a shorter one could close a connection this test is slow to write on
             // when the machine is busy.
@@ -27,7 +27,7 @@ struct ServerRobustnessTests {
                     try ClientFrame(requestID: 5, request: samples.request()).encode(into: &valid)
                     let mutated = FrameFuzz.mutate(Array(valid.readableBytesView), using: &random)
                     // Only frames the decoder refuses (a mutation may leave a valid frame, or a short one).
-                    guard FrameFuzz.feed(mutated, as: ClientFrame.self, maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize) == .protocolError,
+                    guard FrameFuzz.feed(mutated, as: ClientRequest.self, maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize) == .protocolError,
                         mutated.count >= 12, mutated[1] != Opcode.hello.rawValue
                     else { continue }
                     cases += 1
@@ -50,7 +50,7 @@ struct ServerRobustnessTests {
     }
 
     @Test func anOversizedFrameIsRefusedWithoutReadingIt() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(maximumPayloadSize: 4096)) { port, _ in
                 var header = ByteBuffer()
                 header.writeMultipleIntegers(UInt8(1), Opcode.send.rawValue, UInt16(0), UInt32(77), UInt32(1 << 30))
@@ -68,7 +68,7 @@ struct ServerRobustnessTests {
     }
 
     @Test func aSilentConnectionGetsGoAwayAndIsClosed() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(idleTimeout: .milliseconds(300))) { port, _ in
                 // Not even a HELLO.
                 let raw = try await RawConnection.open(port)
@@ -90,7 +90,7 @@ struct ServerRobustnessTests {
     /// high-water mark for the stall timeout, and the connection is closed; what it held is
     /// pending again.
     @Test func aConsumerThatDoesNotReadIsDisconnected() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let configuration = ServerConfiguration(writeBufferHighWaterMark: 16 * 1024, stallTimeout: .milliseconds(200))
             try await LoopbackServer.serve(directory: directory, configuration: configuration) { port, engine in
                 let tokens = (0..<10_000).map { "stall-\($0)" }
@@ -129,7 +129,7 @@ struct ServerRobustnessTests {
     }
 
     @Test func gracefulShutdownSaysGoAwayAfterTheRepliesOfWhatItApplied() async throws {
-        try await LoopbackServer.withDirectory { directory in
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory)
             defer { try? engine.close() }
             let server = try await FanoutServer.bind(

@@ -20,8 +20,8 @@ struct FrameFuzzTests {
                 bytes[8] = 0
                 bytes[9] = 0
             }
-            outcomes.insert(FrameFuzz.feed(bytes, as: ClientFrame.self))
-            outcomes.insert(FrameFuzz.feed(bytes, as: ServerFrame.self))
+            outcomes.insert(FrameFuzz.feed(bytes, as: ClientRequest.self))
+            outcomes.insert(FrameFuzz.feed(bytes, as: ServerMessage.self))
         }
         #expect(outcomes.contains(.protocolError) && outcomes.contains(.incomplete))
         #expect(!outcomes.contains(.otherError), "every failure is a ProtocolError")
@@ -34,10 +34,10 @@ struct FrameFuzzTests {
         for _ in 0..<10_000 {
             var request = ByteBuffer()
             try ClientFrame(requestID: samples.u32(), request: samples.request()).encode(into: &request)
-            outcomes[FrameFuzz.feed(FrameFuzz.mutate(Array(request.readableBytesView), using: &random), as: ClientFrame.self), default: 0] += 1
+            outcomes[FrameFuzz.feed(FrameFuzz.mutate(Array(request.readableBytesView), using: &random), as: ClientRequest.self), default: 0] += 1
             var reply = ByteBuffer()
             try ServerFrame(requestID: samples.u32(), message: samples.message()).encode(into: &reply)
-            outcomes[FrameFuzz.feed(FrameFuzz.mutate(Array(reply.readableBytesView), using: &random), as: ServerFrame.self), default: 0] += 1
+            outcomes[FrameFuzz.feed(FrameFuzz.mutate(Array(reply.readableBytesView), using: &random), as: ServerMessage.self), default: 0] += 1
         }
         #expect(Set(outcomes.keys) == [.frames, .incomplete, .protocolError], "\(outcomes)")
     }

@@ -11,16 +11,21 @@ import Testing
 struct GoldenFrameTests {
     static let fid = FID("cAECAwQFBgcICQoLDA0ODx")!
 
-    static let examples: [(name: String, frame: any WireFrame)] = [
-        ("hello", ClientFrame(requestID: 1, request: .hello(Hello(role: .admin, credential: .apiKey(Array("fk_0123456789abcdef".utf8)), clientName: "cli")))),
-        ("welcome", ServerFrame(requestID: 1, message: .welcome(Welcome(
+    enum Example {
+        case client(ClientFrame)
+        case server(ServerFrame)
+    }
+
+    static let examples: [(name: String, frame: Example)] = [
+        ("hello", .client(ClientFrame(requestID: 1, request: .hello(Hello(role: .admin, credential: .apiKey(Array("fk_0123456789abcdef".utf8)), clientName: "cli"))))),
+        ("welcome", .server(ServerFrame(requestID: 1, message: .welcome(Welcome(
             maximumPayloadSize: 2_097_152, idleTimeoutMilliseconds: 60_000, maximumCredit: 65_536, maximumInFlight: 1024, projects: ["*"]
-        )))),
-        ("subscribe", ClientFrame(requestID: 2, request: .subscribe(project: "default", topic: "news", registrations: ["cAECAwQFBgcICQoLDA0ODx", "token-1"]))),
-        ("subscribe-reply", ServerFrame(requestID: 2, message: .itemResults(.subscribe, [.ok, .failed(.notFound)]))),
-        ("send", ClientFrame(requestID: 3, request: .send(project: "default", body: Array(#"{"message":{"topic":"news","data":{"k":"v"}}}"#.utf8)))),
-        ("send-reply", ServerFrame(requestID: 3, message: .sent(SendReceipt(messageID: "projects/default/messages/1", sequence: 1, audience: 1, enqueued: 1, recipients: [])))),
-        ("error", ServerFrame(requestID: 4, message: .error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))),
+        ))))),
+        ("subscribe", .client(ClientFrame(requestID: 2, request: .subscribe(project: "default", topic: "news", registrations: ["cAECAwQFBgcICQoLDA0ODx", "token-1"])))),
+        ("subscribe-reply", .server(ServerFrame(requestID: 2, message: .itemResults(.subscribe, [.ok, .failed(.notFound)])))),
+        ("send", .client(ClientFrame(requestID: 3, request: .send(project: "default", body: Array(#"{"message":{"topic":"news","data":{"k":"v"}}}"#.utf8))))),
+        ("send-reply", .server(ServerFrame(requestID: 3, message: .sent(SendReceipt(messageID: "projects/default/messages/1", sequence: 1, audience: 1, enqueued: 1, recipients: []))))),
+        ("error", .server(ServerFrame(requestID: 4, message: .error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project"))))),
     ]
 
     static var fixtures: URL {
@@ -44,9 +49,12 @@ struct GoldenFrameTests {
 
     @Test(arguments: 0..<examples.count)
     func exampleMatchesItsFixture(index: Int) throws {
-        let (name, frame) = Self.examples[index]
+        let (name, example) = Self.examples[index]
         var buffer = ByteBuffer()
-        try frame.encode(into: &buffer)
+        switch example {
+        case .client(let frame): try frame.encode(into: &buffer)
+        case .server(let frame): try frame.encode(into: &buffer)
+        }
         let bytes = Array(buffer.readableBytesView)
         let url = Self.fixtures.appendingPathComponent("\(name).hex")
         if ProcessInfo.processInfo.environment["FANOUT_WRITE_FIXTURES"] == "1" {
@@ -56,10 +64,9 @@ struct GoldenFrameTests {
         #expect(Self.hex(bytes) == fixture, "\(name)")
         // And back: the fixture's bytes decode to the example.
         let parsed = fixture.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { UInt8($0, radix: 16) }
-        if let client = frame as? ClientFrame {
-            #expect(try WireCodecTests.decodeAll(ByteBuffer(bytes: parsed), as: ClientFrame.self) == [client])
-        } else if let server = frame as? ServerFrame {
-            #expect(try WireCodecTests.decodeAll(ByteBuffer(bytes: parsed), as: ServerFrame.self) == [server])
+        switch example {
+        case .client(let frame): #expect(try WireCodecTests.decodeAll(ByteBuffer(bytes: parsed), as: ClientRequest.self) == [frame])
+        case .server(let frame): #expect(try WireCodecTests.decodeAll(ByteBuffer(bytes: parsed), as: ServerMessage.self) == [frame])
         }
     }
 }

@@ -32,34 +32,25 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark(
-        "Protocol.latency.getInstallation",
-        configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 20_000)
-    ) { benchmark async in
-        await ProtocolLoad.report(benchmark) {
-            try await ProtocolLoad.withServer(installations: 1) { _, client in
-                let token = Fixtures.token(0)
-                benchmark.startMeasurement()
-                for _ in benchmark.scaledIterations {
-                    blackHole(try await client.installation(token))
+    // One request at a time: a read, and a change that waits for its fdatasync.
+    let latencies: [(name: String, iterations: Int, call: @Sendable (FanoutClient, String) async throws -> Installation)] = [
+        ("getInstallation", 20_000, { try await $0.installation($1) }),
+        ("touch.durable", 5_000, { try await $0.touch($1) }),
+    ]
+    for (name, iterations, call) in latencies {
+        Benchmark(
+            "Protocol.latency.\(name)",
+            configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: iterations)
+        ) { benchmark async in
+            await ProtocolLoad.report(benchmark) {
+                try await ProtocolLoad.withServer(installations: 1) { _, client in
+                    let token = Fixtures.token(0)
+                    benchmark.startMeasurement()
+                    for _ in benchmark.scaledIterations {
+                        blackHole(try await call(client, token))
+                    }
+                    benchmark.stopMeasurement()
                 }
-                benchmark.stopMeasurement()
-            }
-        }
-    }
-
-    Benchmark(
-        "Protocol.latency.touch.durable",
-        configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5_000)
-    ) { benchmark async in
-        await ProtocolLoad.report(benchmark) {
-            try await ProtocolLoad.withServer(installations: 1) { _, client in
-                let token = Fixtures.token(0)
-                benchmark.startMeasurement()
-                for _ in benchmark.scaledIterations {
-                    blackHole(try await client.touch(token))
-                }
-                benchmark.stopMeasurement()
             }
         }
     }
@@ -145,7 +136,7 @@ enum ProtocolLoad {
             }
             try await group.waitForAll()
         }
-        return Int(Double(count) / (ContinuousClock.now - started).seconds)
+        return Int(Double(count) / ((ContinuousClock.now - started) / .seconds(1)))
     }
 
     /// Sends to `news` while `consumers` connections drain it as Android workers, each
@@ -192,7 +183,7 @@ enum ProtocolLoad {
             precondition(receipt.enqueued == expected)
             try await group.waitForAll()
         }
-        let elapsed = (ContinuousClock.now - started).seconds
+        let elapsed = (ContinuousClock.now - started) / .seconds(1)
         for client in clients { try? await client.close() }
         return Int(Double(expected) / elapsed)
     }
@@ -204,12 +195,5 @@ final class Counter: Sendable {
     /// Adds and returns the new value.
     func add(_ amount: Int) -> Int {
         self.value.add(amount, ordering: .relaxed).newValue
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = self.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -8,9 +8,10 @@ public enum Platform: String, Hashable, Sendable, CaseIterable, CustomStringConv
 }
 
 extension Platform {
-    /// The platform's number where it is stored as a byte (the log's records, the registry's slots):
-    /// 1 android, 2 ios, 3 web; 0 means none. Never renumber (docs/wal-format.md).
-    var code: UInt8 {
+    /// The platform's number where it is stored or sent as a byte (the log's records, the
+    /// registry's slots, the wire protocol's `platform`): 1 android, 2 ios, 3 web; 0 means none.
+    /// Never renumber (docs/wal-format.md, docs/wire-protocol.md).
+    package var code: UInt8 {
         switch self {
         case .android: return 1
         case .ios: return 2
@@ -19,7 +20,7 @@ extension Platform {
     }
 
     /// The platform with `code`, or `nil` for 0 or an unknown number.
-    init?(code: UInt8) {
+    package init?(code: UInt8) {
         switch code {
         case 1: self = .android
         case 2: self = .ios
