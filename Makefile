@@ -1,6 +1,7 @@
 # The README's two commands: `make run` and `make test`. Both install the system libraries
 # (liblz4-dev, libssl-dev, pkg-config) with apt only when pkg-config does not find them, and the
-# lz4 command-line tool (the tests check snapshot files with `lz4 -t`) when it is missing.
+# lz4 command-line tool (the tests check snapshot files with `lz4 -t`) and python3 (a test runs a
+# client written from docs/wire-protocol.md in Python) when they are missing.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 .PHONY: deps build run demo test benchmark clean
@@ -11,6 +12,7 @@ deps:
 	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
 	pkg-config --exists openssl 2>/dev/null || missing="$$missing libssl-dev"; \
 	command -v lz4 >/dev/null 2>&1 || missing="$$missing lz4"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \

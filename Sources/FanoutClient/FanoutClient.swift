@@ -124,6 +124,11 @@ public final class FanoutClient: Sendable {
         try await self.names(.listProjects)
     }
 
+    /// Writes a snapshot of every project now (a key for all projects only); returns its file's name.
+    public func snapshot() async throws -> String {
+        try await self.request(.snapshot) { if case .names(_, let names) = $0, let name = names.first { name } else { nil } }
+    }
+
     // MARK: - Installations
 
     public func register(_ fields: RegistrationFields, in project: String = "default") async throws -> RegistrationResult {
@@ -205,6 +210,11 @@ public final class FanoutClient: Sendable {
 
     public func subscriberCount(of topic: String, in project: String = "default") async throws -> Int {
         try await self.count(.subscriberCount(project: project, topic: topic))
+    }
+
+    /// How many installations a topic, a condition or a user reaches now.
+    public func audience(_ target: AudienceTarget, in project: String = "default") async throws -> Int {
+        try await self.count(.audience(project: project, target))
     }
 
     // MARK: - Sends and deliveries

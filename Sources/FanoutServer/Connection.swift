@@ -2,6 +2,7 @@ internal import FanoutCore
 internal import FanoutWire
 internal import Logging
 internal import NIOCore
+internal import NIOPosix
 internal import ServiceLifecycle
 
 /// Serves one connection: reads frames in order, applies each request to the engine at once (so a
@@ -107,6 +108,23 @@ struct Connection {
                             reply = .error(error)
                         }
                         try await outbound.write(ServerFrame(requestID: id, message: reply))
+                        continue
+                    case .snapshot:
+                        // File I/O for seconds: on the NIO thread pool, answered when written.
+                        let engine = self.executor.engine
+                        group.addTask {
+                            let reply: ServerMessage
+                            do {
+                                reply = .names(.snapshot, [try await NIOThreadPool.singleton.runIfActive { try engine.snapshot() }])
+                            } catch let error as FanoutError {
+                                reply = .error(error)
+                            } catch {
+                                reply = .error(FanoutError(.unavailable, "the snapshot could not be written"))
+                            }
+                            try await outbound.write(ServerFrame(requestID: id, message: reply))
+                            return true
+                        }
+                        inFlight += 1
                         continue
                     case .detach:
                         let reply: ServerMessage

@@ -48,6 +48,9 @@ struct ConnectionState {
             if role == .consumer, !request.opcode.isConsumerRequest {
                 return .reply(.error(FanoutError(.permissionDenied, "a consumer connection may not send \(request.opcode)")))
             }
+            if case .snapshot = request, key.projects != .all {
+                return .reply(.error(FanoutError(.permissionDenied, "a snapshot covers every project: it needs a key for all of them")))
+            }
             if let project = request.project, !key.projects.contains(project) {
                 return .reply(.error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))
             }

@@ -86,6 +86,15 @@ struct RequestExecutor: Sendable {
             return .topics(self.page(try self.engine.listTopics(in: try Self.project(project)), after: startAfter, limit: Int(limit)))
         case .subscriberCount(let project, let topic):
             return .count(opcode, UInt64(try self.engine.subscriberCount(of: try Self.parse(topic, "topic", TopicName.init), in: try Self.project(project))))
+        case .audience(let project, let target):
+            let id = try Self.project(project)
+            let audience: SlotSet
+            switch target {
+            case .topic(let topic): audience = try self.engine.audience(of: try Self.parse(topic, "topic", TopicName.init), in: id)
+            case .condition(let condition): audience = try self.engine.audience(of: try Condition(parsing: condition), in: id)
+            case .user(let user): audience = try self.engine.audience(of: try Self.parse(user, "user", UserID.init), in: id)
+            }
+            return .count(opcode, UInt64(audience.count))
         case .send(let project, let body):
             let result = try self.engine.send(body, in: try Self.project(project))
             return .sent(SendReceipt(
@@ -105,7 +114,7 @@ struct RequestExecutor: Sendable {
                 installations: UInt64(try self.engine.installationCount(in: id)),
                 deliveries: try self.engine.deliveryStatistics(in: id)
             ))
-        case .hello, .attach, .grant, .acknowledge, .detach:
+        case .hello, .snapshot, .attach, .grant, .acknowledge, .detach:
             throw FanoutError(.internal, "\(opcode) is handled by the connection")
         }
     }

@@ -71,7 +71,7 @@ public struct WireSamples {
 
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...30) {
+        switch self.int(0...32) {
         case 0:
             let credential: Hello.Credential = self.bool() ? .apiKey(self.bytes()) : .installationAuthToken(self.bytes())
             return .hello(Hello(role: self.bool() ? .admin : .consumer, credential: credential, clientName: self.string(maximum: 10)))
@@ -109,6 +109,8 @@ public struct WireSamples {
             return .attach(project: project, scope: self.bool() ? .platform(self.platform()) : .installations(self.strings()), credit: self.u32())
         case 28: return .grant(credit: self.u32())
         case 29: return .acknowledge((0..<self.int(0...5)).map { _ in DeliveryID(messageSequence: self.u64(), slot: self.u32()) })
+        case 30: return .snapshot
+        case 31: return .audience(project: project, [AudienceTarget.topic(self.string()), .condition(self.string()), .user(self.string())][self.int(0...2)])
         default: return .detach
         }
     }
@@ -122,11 +124,11 @@ public struct WireSamples {
             ))
         case 1: return .pong
         case 2: return .done([.createProject, .deleteProject, .attach, .grant, .detach][self.int(0...4)])
-        case 3: return .names([.listProjects, .cleanUpAnonymousUsers, .topicsOf][self.int(0...2)], self.strings())
+        case 3: return .names([.listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot][self.int(0...3)], self.strings())
         case 4: return .registered(RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool()))
         case 5: return .installation([.refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut][self.int(0...5)], self.installation())
         case 6: return .staleInstallations(total: self.u64(), (0..<self.int(0...3)).map { _ in self.installation() })
-        case 7: return .count([.pruneExpired, .installationCount, .subscriberCount, .expireDeliveries, .acknowledge][self.int(0...4)], self.u64())
+        case 7: return .count([.pruneExpired, .installationCount, .subscriberCount, .audience, .expireDeliveries, .acknowledge][self.int(0...5)], self.u64())
         case 8:
             return .user(self.bool() ? .linkUser : .getUser, User(
                 id: UserID("u-\(self.u32())")!, isAnonymous: self.bool(), devices: (0..<self.int(0...3)).map { _ in self.installation() }, lastActive: self.timestamp()

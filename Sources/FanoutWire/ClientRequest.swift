@@ -9,6 +9,8 @@ public enum ClientRequest: WireMessage {
     case createProject(project: String)
     case deleteProject(project: String)
     case listProjects
+    /// Writes a snapshot of every project (a key for all projects only).
+    case snapshot
     case register(project: String, RegistrationFields)
     case refreshToken(project: String, registration: String, token: String)
     case touch(project: String, registration: String)
@@ -27,6 +29,8 @@ public enum ClientRequest: WireMessage {
     case topicsOf(project: String, registration: String)
     case listTopics(project: String, startAfter: String, limit: UInt32)
     case subscriberCount(project: String, topic: String)
+    /// How many installations a topic, a condition or a user reaches.
+    case audience(project: String, AudienceTarget)
     case send(project: String, body: [UInt8])
     case pending(project: String, registration: String)
     case expireDeliveries(project: String)
@@ -43,6 +47,7 @@ public enum ClientRequest: WireMessage {
         case .createProject: return .createProject
         case .deleteProject: return .deleteProject
         case .listProjects: return .listProjects
+        case .snapshot: return .snapshot
         case .register: return .register
         case .refreshToken: return .refreshToken
         case .touch: return .touch
@@ -61,6 +66,7 @@ public enum ClientRequest: WireMessage {
         case .topicsOf: return .topicsOf
         case .listTopics: return .listTopics
         case .subscriberCount: return .subscriberCount
+        case .audience: return .audience
         case .send: return .send
         case .pending: return .pending
         case .expireDeliveries: return .expireDeliveries
@@ -75,7 +81,7 @@ public enum ClientRequest: WireMessage {
     /// The project a request is about, for the ones scoped to a project.
     public var project: String? {
         switch self {
-        case .hello, .ping, .listProjects, .grant, .acknowledge, .detach:
+        case .hello, .ping, .listProjects, .snapshot, .grant, .acknowledge, .detach:
             return nil
         case .createProject(let project), .deleteProject(let project), .register(let project, _),
             .refreshToken(let project, _, _), .touch(let project, _), .getInstallation(let project, _),
@@ -83,7 +89,7 @@ public enum ClientRequest: WireMessage {
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
             .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project),
             .subscribe(let project, _, _), .unsubscribe(let project, _, _), .topicsOf(let project, _),
-            .listTopics(let project, _, _), .subscriberCount(let project, _), .send(let project, _),
+            .listTopics(let project, _, _), .subscriberCount(let project, _), .audience(let project, _), .send(let project, _),
             .pending(let project, _), .expireDeliveries(let project), .stats(let project),
             .attach(let project, _, _):
             return project
@@ -108,7 +114,7 @@ public enum ClientRequest: WireMessage {
             buffer.writeInteger(kind)
             try buffer.writeWireBytes(bytes, field: "credential")
             try buffer.writeWireString(hello.clientName, field: "client name")
-        case .ping, .listProjects, .detach, .createProject, .deleteProject, .pruneExpired, .installationCount,
+        case .ping, .listProjects, .snapshot, .detach, .createProject, .deleteProject, .pruneExpired, .installationCount,
             .cleanUpAnonymousUsers, .expireDeliveries, .stats:
             break
         case .register(_, let fields):
@@ -150,6 +156,15 @@ public enum ClientRequest: WireMessage {
             buffer.writeInteger(limit)
         case .subscriberCount(_, let topic):
             try buffer.writeWireString(topic, field: "topic")
+        case .audience(_, let target):
+            let (kind, value): (UInt8, String)
+            switch target {
+            case .topic(let topic): (kind, value) = (1, topic)
+            case .condition(let condition): (kind, value) = (2, condition)
+            case .user(let user): (kind, value) = (3, user)
+            }
+            buffer.writeInteger(kind)
+            try buffer.writeWireString(value, field: "target")
         case .send(_, let body):
             try buffer.writeWireBytes(body, field: "body")
         case .attach(_, let scope, let credit):
@@ -202,6 +217,7 @@ public enum ClientRequest: WireMessage {
             return .hello(Hello(role: role, credential: credential, clientName: name))
         case .ping: return .ping
         case .listProjects: return .listProjects
+        case .snapshot: return .snapshot
         case .detach: return .detach
         case .grant: return .grant(credit: try reader.u32("credit"))
         case .acknowledge:
@@ -219,7 +235,7 @@ public enum ClientRequest: WireMessage {
         switch opcode {
         case .createProject, .deleteProject, .register, .refreshToken, .touch, .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
-            .cleanUpAnonymousUsers, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .send,
+            .cleanUpAnonymousUsers, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
             .pending, .expireDeliveries, .stats, .attach:
             project = try reader.string("project")
         default:
@@ -269,6 +285,15 @@ public enum ClientRequest: WireMessage {
         case .topicsOf: return .topicsOf(project: project, registration: try reader.string("registration"))
         case .listTopics: return .listTopics(project: project, startAfter: try reader.string("start after"), limit: try reader.u32("limit"))
         case .subscriberCount: return .subscriberCount(project: project, topic: try reader.string("topic"))
+        case .audience:
+            let kind = try reader.u8("kind")
+            let value = try reader.string("target")
+            switch kind {
+            case 1: return .audience(project: project, .topic(value))
+            case 2: return .audience(project: project, .condition(value))
+            case 3: return .audience(project: project, .user(value))
+            default: throw reader.error("audience kind \(kind) is unknown")
+            }
         case .send: return .send(project: project, body: try reader.bytes("body"))
         case .pending: return .pending(project: project, registration: try reader.string("registration"))
         case .expireDeliveries: return .expireDeliveries(project: project)

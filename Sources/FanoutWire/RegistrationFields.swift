@@ -41,6 +41,14 @@ public enum AttachScope: Hashable, Sendable {
     case installations([String])
 }
 
+/// What an AUDIENCE request counts: a topic's subscribers, a condition's installations, or a
+/// user's devices.
+public enum AudienceTarget: Hashable, Sendable {
+    case topic(String)
+    case condition(String)
+    case user(String)
+}
+
 /// A delivery as a consumer receives it (DELIVERY frames, PENDING replies).
 public struct WireDelivery: Hashable, Sendable {
     public var id: DeliveryID

@@ -8,14 +8,14 @@ public enum ServerMessage: WireMessage {
     case pong
     /// An empty reply: CREATE_PROJECT, DELETE_PROJECT, ATTACH, GRANT, DETACH.
     case done(Opcode)
-    /// A list of names: LIST_PROJECTS, CLEAN_UP_ANONYMOUS, TOPICS_OF.
+    /// A list of names: LIST_PROJECTS, CLEAN_UP_ANONYMOUS, TOPICS_OF, SNAPSHOT (the file's name).
     case names(Opcode, [String])
     case registered(RegistrationResult)
     /// REFRESH_TOKEN, TOUCH, GET_INSTALLATION, DELETE_INSTALLATION, BIND_DEVICE, SIGN_OUT.
     case installation(Opcode, Installation)
     /// How many are stale, and the least recently seen of them.
     case staleInstallations(total: UInt64, [Installation])
-    /// PRUNE_EXPIRED, INSTALLATION_COUNT, SUBSCRIBER_COUNT, EXPIRE_DELIVERIES, ACK.
+    /// PRUNE_EXPIRED, INSTALLATION_COUNT, SUBSCRIBER_COUNT, AUDIENCE, EXPIRE_DELIVERIES, ACK.
     case count(Opcode, UInt64)
     /// LINK_USER, GET_USER.
     case user(Opcode, User)
@@ -58,11 +58,11 @@ public enum ServerMessage: WireMessage {
             case .hello: self = .welcome
             case .ping: self = .pong
             case .createProject, .deleteProject, .attach, .grant, .detach: self = .done
-            case .listProjects, .cleanUpAnonymousUsers, .topicsOf: self = .names
+            case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot: self = .names
             case .register: self = .registered
             case .refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut: self = .installation
             case .staleInstallations: self = .staleInstallations
-            case .pruneExpired, .installationCount, .subscriberCount, .expireDeliveries, .acknowledge: self = .count
+            case .pruneExpired, .installationCount, .subscriberCount, .audience, .expireDeliveries, .acknowledge: self = .count
             case .linkUser, .getUser: self = .user
             case .subscribe, .unsubscribe: self = .itemResults
             case .listTopics: self = .topics

@@ -23,8 +23,9 @@ struct FanoutCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ProjectCommand.self, RegisterCommand.self, RefreshCommand.self, DeleteCommand.self, InstallationCommand.self,
-            UserCommand.self, SubscribeCommand.self, UnsubscribeCommand.self, TopicsCommand.self, SendCommand.self,
-            PendingCommand.self, TailCommand.self, StatsCommand.self,
+            TouchCommand.self, StaleCommand.self, PruneCommand.self, UserCommand.self, SubscribeCommand.self,
+            UnsubscribeCommand.self, TopicsCommand.self, AudienceCommand.self, SendCommand.self, PendingCommand.self,
+            TailCommand.self, ExpireCommand.self, StatsCommand.self,
             FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self,
             SnapshotCommand.self, DemoCommand.self,
         ]

@@ -84,7 +84,7 @@ struct UserCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
         abstract: "Bind devices to users, sign out, link anonymous users, list a user's devices.",
-        subcommands: [Bind.self, SignOut.self, Link.self, Devices.self]
+        subcommands: [Bind.self, SignOut.self, Link.self, Devices.self, CleanUp.self]
     )
 
     struct Bind: AsyncParsableCommand {
@@ -127,6 +127,19 @@ struct UserCommand: ParsableCommand {
                 try await $0.linkUser(anonymous: self.anonymous, to: self.permanent, in: self.server.project)
             }
             self.server.print(user)
+        }
+    }
+
+    struct CleanUp: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "cleanup",
+            abstract: "Remove anonymous users idle for 30 days (their devices stay, unbound)."
+        )
+        @OptionGroup var server: ServerOptions
+
+        func run() async throws {
+            let users = try await self.server.withClient(command: "user cleanup") { try await $0.cleanUpAnonymousUsers(in: self.server.project) }
+            self.server.print(names: users)
         }
     }
 

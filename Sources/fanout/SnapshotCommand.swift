@@ -1,19 +1,30 @@
 import ArgumentParser
+import FanoutClient
 import FanoutCore
 
-struct SnapshotCommand: ParsableCommand {
+struct SnapshotCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "snapshot",
-        abstract: "Write a snapshot of a data directory now (recovering it first), then drop the log it covers.",
-        discussion: "Takes the directory's lock: run it while no fanoutd uses the directory."
+        abstract: "Write a snapshot now, through fanoutd or offline into a data directory, then drop the log it covers.",
+        discussion: """
+            With DIR, offline: recovers the directory first and takes its lock (run it while no fanoutd \
+            uses the directory). Without, fanoutd writes one (a key for all projects is needed).
+            """
     )
 
-    @Argument(help: "The data directory.")
-    var directory: String
+    @OptionGroup var server: ServerOptions
 
-    func run() throws {
+    @Argument(help: "The data directory, offline; without it, ask fanoutd.")
+    var directory: String?
+
+    func run() async throws {
+        guard let directory = self.directory else {
+            let file = try await self.server.withClient(command: "snapshot") { try await $0.snapshot() }
+            print("wrote \(file)")
+            return
+        }
         do {
-            let engine = try Engine(directory: self.directory, durability: .always)
+            let engine = try Engine(directory: directory, durability: .always)
             let path = try engine.snapshot()
             try engine.close()
             if let recovery = engine.recovery {

@@ -100,6 +100,33 @@ struct FanoutdTests {
         #expect(stats.output.contains(#""installations":2"#))
         #expect(stats.output.contains(#""acknowledged":1"#))
 
+        // The rest of the operations.
+        #expect(try self.fanout(port, key, "touch", "cli-ios-token").output.contains("user=alice"))
+        #expect(try self.fanout(port, key, "stale").output == "# 0 stale\n")
+        #expect(try self.fanout(port, key, "prune", "--json").output == #"{"deleted":0}"# + "\n")
+        #expect(try self.fanout(port, key, "expire").output == "0 expired\n")
+        #expect(try self.fanout(port, key, "user", "cleanup").output == "")
+        #expect(try self.fanout(port, key, "audience", "--condition", "'news' in topics && 'sports' in topics").output == "1 installations\n")
+        #expect(try self.fanout(port, key, "audience", "--topic", "news", "--user", "alice").status == 2)
+        let snapshot = try self.fanout(port, key, "snapshot")
+        #expect(snapshot.status == 0 && snapshot.output.hasPrefix("wrote "), "\(snapshot.error)")
+
+        // A client written from docs/wire-protocol.md alone (Python, standard library only).
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/wire-client-example.py").standardized.path
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", script, "127.0.0.1", String(port), key, "python-token"]
+        let pythonOutput = Pipe()
+        python.standardOutput = pythonOutput
+        try python.run()
+        let printed = String(decoding: pythonOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0)
+        #expect(printed.contains(#""acknowledged": 1"#), "\(printed)")
+        #expect(printed.contains(#""audience": 1"#))
+        #expect(printed.contains(#""payload": {"data": {"from-python": "yes"}}"#))
+        #expect(printed.contains(#""subscribe": [0]"#))
+
         #expect(try self.fanout(port, "wrong-key-000000000000", "stats").status == 2)
         #expect(try self.fanout(port, key, "installation", "no-such-token").status == 1)
 

@@ -87,6 +87,44 @@ struct ServerFlowTests {
         }
     }
 
+    /// AUDIENCE counts what a topic, a condition and a user reach; SNAPSHOT writes one (for a key
+    /// of every project only) that a restart recovers from.
+    @Test func audienceAndSnapshot() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                for (token, platform) in [(Self.android, Platform.android), (Self.ios, .ios), (Self.web, .web)] {
+                    _ = try await admin.register(RegistrationFields(token: token, platform: platform, appID: "1:1:\(platform):a"))
+                }
+                _ = try await admin.subscribe([Self.android, Self.ios], to: "news")
+                _ = try await admin.subscribe([Self.ios, Self.web], to: "sports")
+                _ = try await admin.bindDevice(Self.web, to: "alice")
+                _ = try await admin.bindDevice(Self.ios, to: "alice")
+                #expect(try await admin.audience(.topic("news")) == 2)
+                #expect(try await admin.audience(.condition("'news' in topics && 'sports' in topics")) == 1)
+                #expect(try await admin.audience(.condition("!('news' in topics)")) == 1)
+                #expect(try await admin.audience(.user("alice")) == 2)
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "condition")) {
+                    _ = try await admin.audience(.condition("'news' in topics &&"))
+                }
+                let file = try await admin.snapshot()
+                #expect(file.contains("snapshot-"))
+                let shop = try await LoopbackServer.connect(port, key: LoopbackServer.shopAdminKey)
+                await #expect(throws: FanoutError(.permissionDenied, "")) {
+                    _ = try await shop.snapshot()
+                }
+                try await shop.close()
+                try await admin.close()
+            }
+            try await LoopbackServer.serve(directory: directory) { port, engine in
+                #expect(engine.recovery?.snapshot != nil, "the restart starts from the snapshot")
+                let admin = try await LoopbackServer.connect(port)
+                #expect(try await admin.audience(.condition("'news' in topics && 'sports' in topics")) == 1)
+                try await admin.close()
+            }
+        }
+    }
+
     /// A worker takes what has arrived in batches and acknowledges each batch with one ACK.
     @Test func aWorkerTakesAndAcknowledgesInBatches() async throws {
         try await TemporaryDirectory.with { directory in
