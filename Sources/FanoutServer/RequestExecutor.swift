@@ -112,7 +112,8 @@ struct RequestExecutor: Sendable {
             let id = try Self.project(project)
             return .stats(ProjectStatistics(
                 installations: UInt64(try self.engine.installationCount(in: id)),
-                deliveries: try self.engine.deliveryStatistics(in: id)
+                deliveries: try self.engine.deliveryStatistics(in: id),
+                log: self.engine.logStatistics ?? WALStatistics()
             ))
         case .hello, .snapshot, .attach, .grant, .acknowledge, .detach:
             throw FanoutError(.internal, "\(opcode) is handled by the connection")

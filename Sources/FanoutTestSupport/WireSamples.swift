@@ -142,7 +142,10 @@ public struct WireSamples {
             deliveries.sends = self.int(0...1_000_000)
             deliveries.pending = self.int(0...1_000_000)
             deliveries.consumers = self.int(0...10)
-            return .stats(ProjectStatistics(installations: self.u64() >> 1, deliveries: deliveries))
+            var log = WALStatistics()
+            log.syncs = self.int(0...1_000_000)
+            log.bytes = self.int(0...1_000_000_000)
+            return .stats(ProjectStatistics(installations: self.u64() >> 1, deliveries: deliveries, log: log))
         case 14: return .delivery(self.delivery())
         case 15: return .goAway([.unavailable, .internal][self.int(0...1)], self.string())
         default:

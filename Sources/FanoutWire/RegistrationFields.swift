@@ -117,14 +117,17 @@ public struct SendReceipt: Hashable, Sendable {
     }
 }
 
-/// STATS's reply: the installation count and the delivery counters.
+/// STATS's reply: the project's installation count and delivery counters, and what the server's
+/// write-ahead log has done since it opened (engine-wide; zeros for an in-memory engine).
 public struct ProjectStatistics: Hashable, Sendable {
     public var installations: UInt64
     public var deliveries: DeliveryStatistics
+    public var log: WALStatistics
 
-    public init(installations: UInt64, deliveries: DeliveryStatistics) {
+    public init(installations: UInt64, deliveries: DeliveryStatistics, log: WALStatistics = WALStatistics()) {
         self.installations = installations
         self.deliveries = deliveries
+        self.log = log
     }
 }
 

@@ -130,6 +130,8 @@ public enum ServerMessage: WireMessage {
                 UInt64(d.expired), UInt64(d.collapsed)
             )
             buffer.writeMultipleIntegers(UInt64(d.dropped), UInt64(d.rejected), UInt64(d.pending), UInt64(d.messages), UInt64(d.consumers))
+            let log = stats.log
+            buffer.writeMultipleIntegers(UInt64(log.records), UInt64(log.batches), UInt64(log.syncs), UInt64(log.bytes))
         case .delivery(let delivery):
             try buffer.writeWireDelivery(delivery)
         case .goAway(let code, let reason):
@@ -231,7 +233,12 @@ public enum ServerMessage: WireMessage {
             d.pending = try reader.count64("pending")
             d.messages = try reader.count64("messages")
             d.consumers = try reader.count64("consumers")
-            return .stats(ProjectStatistics(installations: installations, deliveries: d))
+            var log = WALStatistics()
+            log.records = try reader.count64("log records")
+            log.batches = try reader.count64("log batches")
+            log.syncs = try reader.count64("log syncs")
+            log.bytes = try reader.count64("log bytes")
+            return .stats(ProjectStatistics(installations: installations, deliveries: d, log: log))
         }
     }
 }

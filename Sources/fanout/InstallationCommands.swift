@@ -167,6 +167,8 @@ struct StatsCommand: AsyncParsableCommand {
             ("delivered", d.delivered), ("acknowledged", d.acknowledged), ("expired", d.expired),
             ("collapsed", d.collapsed), ("dropped", d.dropped), ("rejected", d.rejected),
             ("pending", d.pending), ("messages", d.messages), ("consumers", d.consumers),
+            ("logRecords", stats.log.records), ("logBatches", stats.log.batches), ("logSyncs", stats.log.syncs),
+            ("logBytes", stats.log.bytes),
         ]
         if self.server.json {
             printJSON(.object(JSONObject(fields.map { .init(key: $0.0, value: jsonNumber($0.1)) })))

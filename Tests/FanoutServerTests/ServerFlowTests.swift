@@ -59,6 +59,7 @@ struct ServerFlowTests {
                 #expect(statistics.installations == 3)
                 #expect(statistics.deliveries.acknowledged == 2)
                 #expect(statistics.deliveries.pending == 1)
+                #expect(statistics.log.syncs > 0 && statistics.log.records >= statistics.log.syncs)
                 try await worker.close()
                 try await device.close()
                 try await admin.close()
