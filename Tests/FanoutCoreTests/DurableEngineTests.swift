@@ -50,7 +50,7 @@ struct DurableEngineTests {
 
     @Test func snapshotsAreLZ4FramesAndReplaceTheLog() throws {
         try TemporaryDirectory.with { directory in
-            let engine = try Engine(directory: directory, durability: .none, segmentSize: 4096)
+            let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096)
             for index in 0..<500 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
@@ -113,10 +113,14 @@ struct DurableEngineTests {
             let perCaller = 40
             // Real threads: `concurrentPerform` runs about one per core, and two callers can
             // alternate one record per batch forever; sixteen queue up behind every fdatasync.
+            // They start together, so that a fast disk cannot serve them one after another.
             let group = DispatchGroup()
+            let start = DispatchGroup()
+            start.enter()
             for caller in 0..<callers {
                 group.enter()
                 Thread {
+                    start.wait()
                     for index in 0..<perCaller {
                         _ = try? engine.register(
                             RegistrationRequest(token: RegistrationToken("c\(caller)-\(index)"), platform: .web, appID: AppID("app")!)
@@ -125,6 +129,7 @@ struct DurableEngineTests {
                     group.leave()
                 }.start()
             }
+            start.leave()
             group.wait()
             let statistics = try #require(engine.logStatistics)
             #expect(try engine.installationCount() == callers * perCaller)
@@ -207,7 +212,7 @@ struct DurableEngineTests {
 
     @Test func segmentsRollAndTheLogSpansThem() throws {
         try TemporaryDirectory.with { directory in
-            let engine = try Engine(directory: directory, durability: .none, segmentSize: 4096)
+            let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096)
             for index in 0..<300 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
             }
@@ -255,7 +260,7 @@ struct DurableEngineTests {
 
     @Test func damageBeforeTheLastSegmentRefusesToStart() throws {
         try TemporaryDirectory.with { directory in
-            let engine = try Engine(directory: directory, durability: .none, segmentSize: 2048)
+            let engine = try Engine(directory: directory, durability: .always, segmentSize: 2048)
             for index in 0..<100 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
             }
