@@ -84,7 +84,7 @@ struct DurableEngineTests {
 
     @Test func aCorruptSnapshotWhoseLogIsGoneRefusesToStart() throws {
         try TemporaryDirectory.with { directory in
-            let engine = try Engine(directory: directory, durability: .none, segmentSize: 1024)
+            let engine = try Engine(directory: directory, durability: .always, segmentSize: 1024)
             for index in 0..<100 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
