@@ -12,6 +12,7 @@ let nioTestUtils: Target.Dependency = .product(name: "NIOTestUtils", package: "s
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
+let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 
 // MARK: - Compile-time flags
 //
@@ -31,6 +32,7 @@ let package = Package(
         .library(name: "FanoutClient", targets: ["FanoutClient"]),
         .executable(name: "fanoutd", targets: ["fanoutd"]),
         .executable(name: "fanout", targets: ["fanout"]),
+        .executable(name: "fanout-load", targets: ["fanout-load"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -38,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
     ],
     targets: [
         // MARK: - System libraries (imported `internal` only)
@@ -71,6 +74,11 @@ let package = Package(
             name: "FanoutClient",
             dependencies: ["FanoutCore", "FanoutWire", dequeModule, nioCore, nioPosix]
         ),
+        // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
+        .target(
+            name: "FanoutLoad",
+            dependencies: ["FanoutCore", "FanoutWire", "FanoutClient", "FanoutServer", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix]
+        ),
         .target(
             name: "FanoutTestSupport",
             dependencies: ["FanoutCore", "FanoutWire", nioCore]
@@ -84,6 +92,10 @@ let package = Package(
         .executableTarget(
             name: "fanout",
             dependencies: ["FanoutCore", "FanoutClient", "FanoutServer", "FanoutWire", argumentParser]
+        ),
+        .executableTarget(
+            name: "fanout-load",
+            dependencies: ["FanoutLoad", argumentParser]
         ),
         // The crash test's child process (not a product).
         .executableTarget(
@@ -113,6 +125,11 @@ let package = Package(
         .testTarget(
             name: "FanoutCLITests",
             dependencies: ["fanout", "fanoutd", "fanout-crash-child", "FanoutCore", "FanoutTestSupport"]
+        ),
+        // The RESP codec against a reference model, and every scenario against a fanoutd it starts.
+        .testTarget(
+            name: "FanoutLoadTests",
+            dependencies: ["FanoutLoad", "fanoutd", "FanoutCore", "FanoutTestSupport", nioCore, nioEmbedded]
         ),
     ]
 )

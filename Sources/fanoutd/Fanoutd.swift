@@ -39,6 +39,9 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds of silence after which a connection is closed.")
     var idleTimeout = 60
 
+    @Option(name: .customLong("ready-file"), help: "Once listening, write host:port to this file (written to a temporary name, then renamed), for scripts and harnesses.")
+    var readyFile: String?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
@@ -64,6 +67,14 @@ struct Fanoutd: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(self.idleTimeout)
         let server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: configuration, logger: logger)
         logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
+        if let readyFile = self.readyFile {
+            let temporary = readyFile + ".tmp"
+            guard FileManager.default.createFile(atPath: temporary, contents: Data("\(host):\(server.localPort)\n".utf8)),
+                rename(temporary, readyFile) == 0
+            else {
+                throw ValidationError("cannot write the ready file \(readyFile)")
+            }
+        }
         let maintenance = MaintenanceService(
             engine: engine,
             snapshotInterval: self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil,

@@ -1,0 +1,67 @@
+public import FanoutClient
+import FanoutCore
+import FanoutWire
+
+/// fanoutd through FanoutClient: registrations with FID and token, batch subscriptions by token,
+/// sends of a typical message (the server validates it, resolves the audience and puts one
+/// delivery per recipient in a mailbox, durably).
+public final class FanoutBackend: LoadBackend {
+    public let system = "fanout"
+    private let workload: LoadWorkload
+    private let clients: [FanoutClient]
+
+    public init(workload: LoadWorkload, clients: [FanoutClient]) {
+        self.workload = workload
+        self.clients = clients
+    }
+
+    public static func connect(workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int) async throws -> FanoutBackend {
+        var clients: [FanoutClient] = []
+        for _ in 0..<max(1, connections) {
+            clients.append(try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, clientName: "fanout-load"))
+        }
+        return FanoutBackend(workload: workload, clients: clients)
+    }
+
+    private func client(_ worker: Int) -> FanoutClient {
+        self.clients[worker % self.clients.count]
+    }
+
+    public func register(_ index: Int, worker: Int) async throws {
+        let platform = self.workload.platform(index)
+        let fields = RegistrationFields(
+            offeredFID: self.workload.fid(index),
+            token: self.workload.token(index),
+            platform: platform,
+            appID: LoadWorkload.appID(for: platform)
+        )
+        _ = try await self.client(worker).register(fields)
+    }
+
+    public func refreshToken(_ index: Int, generation: Int, worker: Int) async throws {
+        _ = try await self.client(worker).refreshToken(self.workload.fid(index), to: self.workload.token(index, generation: generation))
+    }
+
+    public func subscribe(_ members: ArraySlice<Int>, to topic: String, worker: Int) async throws -> Int {
+        let results = try await self.client(worker).subscribe(members.map { self.workload.token($0) }, to: topic)
+        var subscribed = 0
+        for result in results {
+            if case .ok = result { subscribed += 1 }
+        }
+        return subscribed
+    }
+
+    public func sendToTopic(_ topic: String, worker: Int) async throws -> Int {
+        Int(try await self.client(worker).send(LoadWorkload.messageBody(target: #""topic":"\#(topic)""#)).audience)
+    }
+
+    public func sendToCondition(_ condition: LoadCondition, worker: Int) async throws -> Int {
+        Int(try await self.client(worker).send(LoadWorkload.messageBody(target: #""condition":"\#(condition.expression)""#)).audience)
+    }
+
+    public func close() async {
+        for client in self.clients {
+            try? await client.close()
+        }
+    }
+}

@@ -1,0 +1,79 @@
+/// Redis as a push backend without fanout keeps it, with RESP over pipelined connections:
+/// `HSET tokens TOKEN FID` per registration (a refresh is `HDEL` of the old token and `HSET` of the
+/// new one), a set of tokens per topic filled with `SADD` (up to 1000 members per call), and a
+/// send's audience read with `SMEMBERS` (topic) or `SUNIONSTORE` + `SINTER` (condition).
+public final class RedisBackend: LoadBackend {
+    public let system = "redis"
+    private let workload: LoadWorkload
+    private let connections: [RedisConnection]
+
+    public init(workload: LoadWorkload, connections: [RedisConnection]) {
+        self.workload = workload
+        self.connections = connections
+    }
+
+    public static func connect(workload: LoadWorkload, host: String, port: Int, connections: Int) async throws -> RedisBackend {
+        var opened: [RedisConnection] = []
+        for _ in 0..<max(1, connections) {
+            opened.append(try await RedisConnection.connect(host: host, port: port))
+        }
+        return RedisBackend(workload: workload, connections: opened)
+    }
+
+    private func connection(_ worker: Int) -> RedisConnection {
+        self.connections[worker % self.connections.count]
+    }
+
+    /// The replies, or the first error reply thrown.
+    @discardableResult
+    private func run(_ commands: [[String]], worker: Int) async throws -> [RESPValue] {
+        let replies = try await self.connection(worker).pipeline(commands)
+        for reply in replies {
+            if case .error(let message) = reply { throw RedisReplyError(message: message) }
+        }
+        return replies
+    }
+
+    public func register(_ index: Int, worker: Int) async throws {
+        try await self.run([["HSET", "tokens", self.workload.token(index), self.workload.fid(index)]], worker: worker)
+    }
+
+    public func refreshToken(_ index: Int, generation: Int, worker: Int) async throws {
+        try await self.run(
+            [
+                ["HDEL", "tokens", self.workload.token(index, generation: generation - 1)],
+                ["HSET", "tokens", self.workload.token(index, generation: generation), self.workload.fid(index)],
+            ],
+            worker: worker
+        )
+    }
+
+    public func subscribe(_ members: ArraySlice<Int>, to topic: String, worker: Int) async throws -> Int {
+        let replies = try await self.run([["SADD", "topic:\(topic)"] + members.map { self.workload.token($0) }], worker: worker)
+        return replies[0].count ?? 0
+    }
+
+    public func sendToTopic(_ topic: String, worker: Int) async throws -> Int {
+        let replies = try await self.run([["SMEMBERS", "topic:\(topic)"]], worker: worker)
+        return replies[0].count ?? 0
+    }
+
+    public func sendToCondition(_ condition: LoadCondition, worker: Int) async throws -> Int {
+        let scratch = "audience:\(worker):\(condition.all)"
+        let replies = try await self.run(
+            [
+                ["SUNIONSTORE", scratch] + condition.anyOf.map { "topic:\($0)" },
+                ["SINTER", "topic:\(condition.all)", scratch],
+                ["DEL", scratch],
+            ],
+            worker: worker
+        )
+        return replies[1].count ?? 0
+    }
+
+    public func close() async {
+        for connection in self.connections {
+            try? await connection.close()
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+
+/// Everything a run measured, printed as tables or as JSON.
+public struct LoadReport: Codable, Sendable {
+    public var seed: UInt64
+    public var installations: Int
+    public var topics: Int
+    public var subscriptions: Int
+    public var durability: String
+    public var concurrency: Int
+    public var connections: Int
+    public var phases: [PhaseResult] = []
+    public var memory: [MemoryFigures] = []
+    public var recovery: RecoveryFigures?
+    /// fanout's figures over Redis's, for the phases both ran.
+    public var comparisons: [Comparison] = []
+
+    public struct Comparison: Codable, Sendable {
+        public var figure: String
+        public var fanout: Double
+        public var redis: Double
+        /// fanout / redis.
+        public var ratio: Double
+        /// Whether a larger value is better (throughput) or a smaller one (latency, memory).
+        public var largerIsBetter: Bool
+    }
+
+    init(workload: LoadWorkload, durability: String, options: LoadOptions) {
+        self.seed = workload.seed
+        self.installations = workload.installations
+        self.topics = workload.topics
+        self.subscriptions = workload.subscriptionCount
+        self.durability = durability
+        self.concurrency = options.concurrency
+        self.connections = options.connections
+    }
+
+    mutating func add(_ session: LoadSession) {
+        self.phases += session.results
+        if let memory = session.memory {
+            self.memory.append(memory)
+        }
+    }
+
+    /// Pairs the phases both systems ran.
+    mutating func compare() {
+        self.comparisons = []
+        for fanout in self.phases where fanout.system == "fanout" {
+            guard let redis = self.phases.first(where: { $0.system == "redis" && $0.phase == fanout.phase }) else { continue }
+            func add(_ figure: String, _ a: Double, _ b: Double, larger: Bool) {
+                self.comparisons.append(Comparison(figure: "\(fanout.phase) \(figure)", fanout: a, redis: b, ratio: b == 0 ? 0 : a / b, largerIsBetter: larger))
+            }
+            add("\(fanout.itemName)/s", fanout.itemsPerSecond, redis.itemsPerSecond, larger: true)
+            add("p50 ms", Double(fanout.latency.p50) / 1000, Double(redis.latency.p50) / 1000, larger: false)
+            add("p99 ms", Double(fanout.latency.p99) / 1000, Double(redis.latency.p99) / 1000, larger: false)
+        }
+        if let fanout = self.memory.first(where: { $0.system == "fanout" }), let redis = self.memory.first(where: { $0.system == "redis" }) {
+            self.comparisons.append(Comparison(figure: "bytes per installation", fanout: fanout.perInstallation, redis: redis.perInstallation, ratio: fanout.perInstallation / redis.perInstallation, largerIsBetter: false))
+            if let a = fanout.perSubscription, let b = redis.perSubscription {
+                self.comparisons.append(Comparison(figure: "bytes per subscription", fanout: a, redis: b, ratio: a / b, largerIsBetter: false))
+            }
+        }
+    }
+
+    public var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let data = try? encoder.encode(self) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The phases, memory, recovery and comparison as aligned text tables.
+    public var table: String {
+        var lines: [String] = []
+        lines.append("fanout-load: seed \(self.seed), \(self.installations) installations, \(self.topics) topics, \(self.subscriptions) subscriptions, durability \(self.durability), concurrency \(self.concurrency) on \(self.connections) connections")
+        lines.append("")
+        var rows = [["system", "phase", "ops", "ops/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "server RSS"]]
+        for phase in self.phases {
+            rows.append([
+                phase.system, phase.phase, String(phase.operations), Self.number(phase.operationsPerSecond),
+                "\(Self.number(phase.itemsPerSecond)) \(phase.itemName)",
+                Self.milliseconds(phase.latency.p50), Self.milliseconds(phase.latency.p90), Self.milliseconds(phase.latency.p99),
+                Self.milliseconds(phase.latency.p999), Self.milliseconds(phase.latency.max),
+                phase.errors.isEmpty ? "0" : phase.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
+                phase.serverCPU.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
+                phase.serverResidentBytes.map { Self.bytes($0) } ?? "-",
+            ])
+        }
+        lines += Self.align(rows)
+        if !self.memory.isEmpty {
+            lines.append("")
+            var memoryRows = [["system", "bytes per installation", "bytes per subscription", "total"]]
+            for figure in self.memory {
+                memoryRows.append([
+                    figure.system == "redis" ? "redis (used_memory)" : "\(figure.system) (RSS)",
+                    String(format: "%.0f", figure.perInstallation),
+                    figure.perSubscription.map { String(format: "%.1f", $0) } ?? "-",
+                    Self.bytes(figure.total),
+                ])
+            }
+            lines += Self.align(memoryRows)
+        }
+        if let recovery = self.recovery {
+            lines.append("")
+            lines.append(String(format: "recover: listening after %.2f s, serving after %.2f s (%d installations, %d subscriptions)", recovery.secondsUntilListening, recovery.secondsUntilServing, recovery.installations, recovery.subscriptions))
+        }
+        if !self.comparisons.isEmpty {
+            lines.append("")
+            var comparisonRows = [["figure", "fanout", "redis", "fanout/redis", ""]]
+            for comparison in self.comparisons {
+                let better = comparison.largerIsBetter ? comparison.ratio >= 1 : comparison.ratio <= 1
+                comparisonRows.append([
+                    comparison.figure, Self.number(comparison.fanout), Self.number(comparison.redis),
+                    String(format: "%.2f", comparison.ratio), better ? "fanout ahead" : "redis ahead",
+                ])
+            }
+            lines += Self.align(comparisonRows)
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func align(_ rows: [[String]]) -> [String] {
+        let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { index, cell in
+                index < 2 ? cell.padding(toLength: widths[index], withPad: " ", startingAt: 0) : String(repeating: " ", count: widths[index] - cell.count) + cell
+            }.joined(separator: "  ")
+        }
+    }
+
+    private static func number(_ value: Double) -> String {
+        value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
+    }
+
+    private static func milliseconds(_ microseconds: UInt64) -> String {
+        String(format: "%.2f", Double(microseconds) / 1000)
+    }
+
+    private static func bytes(_ value: Int) -> String {
+        value >= 1 << 20 ? String(format: "%.1f MiB", Double(value) / 1_048_576) : String(format: "%.1f KiB", Double(value) / 1024)
+    }
+}
+
+/// The `recover` scenario: a populated server killed with SIGKILL and started again.
+public struct RecoveryFigures: Codable, Sendable {
+    /// From starting the process until it listens (recovery included).
+    public var secondsUntilListening: Double
+    /// Until the first PING is answered.
+    public var secondsUntilServing: Double
+    public var installations: Int
+    public var subscriptions: Int
+    public var residentBytes: Int?
+}

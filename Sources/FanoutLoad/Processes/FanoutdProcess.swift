@@ -1,0 +1,112 @@
+import FanoutServer
+import FanoutWire
+import Foundation
+
+/// A `fanoutd` the harness starts: on a data directory, on a loopback port the kernel picks, with
+/// an admin and a consumer key it writes itself. It can be killed with SIGKILL and started again
+/// on the same directory (the `recover` scenario).
+public final class FanoutdProcess: @unchecked Sendable {
+    public let executable: String
+    public let dataDirectory: String
+    public let durability: String
+    public let adminKey: String
+    public let consumerKey: String
+    /// The port of the running server.
+    public private(set) var port = 0
+    private var process: Process?
+
+    /// The `fanoutd` next to this program's own executable (they are built together).
+    public static var siblingExecutable: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanoutd").path
+    }
+
+    public init(executable: String = FanoutdProcess.siblingExecutable, dataDirectory: String, durability: String) throws {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw LoadError("no fanoutd at \(executable) (build it, or pass --fanoutd PATH)")
+        }
+        self.executable = executable
+        self.dataDirectory = dataDirectory
+        self.durability = durability
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let admin = try APIKey.generate(role: .admin, projects: .all)
+        let consumer = try APIKey.generate(role: .consumer, projects: .all)
+        self.adminKey = String(decoding: admin.key, as: UTF8.self)
+        self.consumerKey = String(decoding: consumer.key, as: UTF8.self)
+        let keys = APIKeyStore([admin, consumer]).text
+        guard FileManager.default.createFile(atPath: self.keyFile, contents: Data(keys.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw LoadError("cannot write \(self.keyFile)")
+        }
+    }
+
+    private var keyFile: String { "\(self.dataDirectory)/load-api-keys" }
+    private var readyFile: String { "\(self.dataDirectory)/load-ready" }
+
+    /// The process id of the running server.
+    public var pid: Int32? { self.process.map(\.processIdentifier) }
+
+    /// Starts the server and returns once it has written its ready file (it listens then).
+    /// - Returns: how long that took.
+    @discardableResult
+    public func start(timeout: Duration = .seconds(600)) throws -> Duration {
+        try? FileManager.default.removeItem(atPath: self.readyFile)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: self.executable)
+        process.arguments = [
+            "--data-dir", self.dataDirectory, "--listen", "127.0.0.1:0", "--durability", self.durability,
+            "--api-keys", self.keyFile, "--ready-file", self.readyFile, "--log-level", "warning",
+            "--snapshot-every", "0",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        let started = ContinuousClock.now
+        try process.run()
+        self.process = process
+        // The ready file appears once the server listens; poll it (this is a harness, not a test).
+        while true {
+            if let text = try? String(contentsOfFile: self.readyFile, encoding: .utf8),
+                let port = text.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+            {
+                self.port = port
+                return ContinuousClock.now - started
+            }
+            guard process.isRunning else {
+                throw LoadError("fanoutd exited with status \(process.terminationStatus) before it listened")
+            }
+            guard ContinuousClock.now - started < timeout else {
+                self.kill()
+                throw LoadError("fanoutd did not listen within \(timeout)")
+            }
+            usleep(1000)
+        }
+    }
+
+    /// SIGKILL, and wait until it is gone.
+    public func kill() {
+        guard let process = self.process else { return }
+        if process.isRunning {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    /// SIGTERM (a graceful shutdown), and wait until it is gone.
+    /// - Returns: the exit status.
+    @discardableResult
+    public func stop() -> Int32 {
+        guard let process = self.process else { return 0 }
+        if process.isRunning {
+            process.terminate()
+        }
+        process.waitUntilExit()
+        self.process = nil
+        return process.terminationStatus
+    }
+
+    public var resources: ProcessResources? {
+        self.pid.flatMap { ProcessResources.of(pid: $0) }
+    }
+
+    deinit {
+        self.kill()
+    }
+}

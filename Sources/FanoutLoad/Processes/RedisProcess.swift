@@ -1,0 +1,120 @@
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// A `redis-server` the harness starts on a loopback port with an append-only file, fsynced as
+/// fanoutd's durability is: `always` as `appendfsync always`, `interval:MS` as `everysec`, `none`
+/// as `no`. Installed with apt when it is missing.
+public final class RedisProcess: @unchecked Sendable {
+    public let directory: String
+    public private(set) var port = 0
+    private var process: Process?
+
+    public init(directory: String) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    /// The `appendfsync` policy matching a fanoutd `--durability` value.
+    public static func appendFsync(matching durability: String) -> String {
+        if durability == "always" { return "always" }
+        if durability.hasPrefix("interval") { return "everysec" }
+        return "no"
+    }
+
+    /// `redis-server` on the PATH, installing the Debian package when there is none.
+    public static func executable() throws -> String {
+        if let found = Self.which("redis-server") { return found }
+        FileHandle.standardError.write(Data("fanout-load: redis-server is missing; installing it with apt-get\n".utf8))
+        let prefix = getuid() == 0 ? "" : "sudo "
+        let install = Process()
+        install.executableURL = URL(fileURLWithPath: "/bin/sh")
+        install.arguments = ["-c", "\(prefix)apt-get update -q && \(prefix)env DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server"]
+        install.standardOutput = FileHandle.standardError
+        try install.run()
+        install.waitUntilExit()
+        guard install.terminationStatus == 0, let found = Self.which("redis-server") else {
+            throw LoadError("redis-server is not installed and apt-get could not install it")
+        }
+        return found
+    }
+
+    private static func which(_ name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") + ["/usr/sbin", "/usr/bin"] {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+
+    /// A port that was free a moment ago (the kernel picks it; redis-server cannot be told port 0).
+    private static func freePort() throws -> Int {
+        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).wait()
+        defer { try? channel.close().wait() }
+        guard let port = channel.localAddress?.port else { throw LoadError("no local port") }
+        return port
+    }
+
+    /// Starts the server and returns once it answers PING.
+    public func start(appendFsync: String, timeout: Duration = .seconds(60)) async throws {
+        let executable = try Self.executable()
+        self.port = try Self.freePort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = [
+            "--port", String(self.port), "--bind", "127.0.0.1", "--dir", self.directory,
+            "--appendonly", "yes", "--appendfsync", appendFsync, "--save", "",
+            "--daemonize", "no", "--protected-mode", "no", "--logfile", "",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        let started = ContinuousClock.now
+        while true {
+            if let connection = try? await RedisConnection.connect(host: "127.0.0.1", port: self.port) {
+                let pong = try? await connection.send(["PING"])
+                try? await connection.close()
+                if pong == .simpleString("PONG") { return }
+            }
+            guard process.isRunning else {
+                throw LoadError("redis-server exited with status \(process.terminationStatus) before it answered")
+            }
+            guard ContinuousClock.now - started < timeout else {
+                self.stop()
+                throw LoadError("redis-server did not answer within \(timeout)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    public var pid: Int32? { self.process.map(\.processIdentifier) }
+
+    public var resources: ProcessResources? {
+        self.pid.flatMap { ProcessResources.of(pid: $0) }
+    }
+
+    /// Redis's own count of the memory its data uses (`INFO memory`, `used_memory`).
+    public static func usedMemory(_ connection: RedisConnection) async throws -> Int {
+        guard case .bulkString(let bytes?) = try await connection.send(["INFO", "memory"]) else {
+            throw LoadError("INFO memory gave no text")
+        }
+        for line in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) where line.hasPrefix("used_memory:") {
+            if let value = Int(line.dropFirst("used_memory:".count)) { return value }
+        }
+        throw LoadError("INFO memory has no used_memory")
+    }
+
+    public func stop() {
+        guard let process = self.process else { return }
+        if process.isRunning {
+            process.terminate()
+        }
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    deinit {
+        self.stop()
+    }
+}

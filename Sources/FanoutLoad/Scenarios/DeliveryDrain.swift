@@ -1,0 +1,85 @@
+import FanoutClient
+import FanoutCore
+import FanoutWire
+
+/// Consumer connections that take fanout's deliveries as they arrive and acknowledge each batch
+/// with one ACK, as delivery workers do (platform workers spread over the three platforms).
+final class DeliveryDrain: Sendable {
+    private let admin: FanoutClient
+    private let consumers: [(client: FanoutClient, stream: DeliveryStream)]
+    private let acknowledged = Counter()
+
+    private init(admin: FanoutClient, consumers: [(client: FanoutClient, stream: DeliveryStream)]) {
+        self.admin = admin
+        self.consumers = consumers
+    }
+
+    static func attach(count: Int, host: String, port: Int, adminKey: String, consumerKey: String) async throws -> DeliveryDrain {
+        let platforms: [Platform] = [.android, .ios, .web]
+        var consumers: [(FanoutClient, DeliveryStream)] = []
+        for index in 0..<max(1, count) {
+            let client = try await FanoutClient.connect(host: host, port: port, apiKey: consumerKey, role: .consumer, clientName: "fanout-load consumer")
+            consumers.append((client, try await client.attach(.platform(platforms[index % platforms.count]), credit: 4096)))
+        }
+        let admin = try await FanoutClient.connect(host: host, port: port, apiKey: adminKey, clientName: "fanout-load")
+        return DeliveryDrain(admin: admin, consumers: consumers)
+    }
+
+    /// Takes and acknowledges deliveries until the streams end (after `finish`); each ACK's round
+    /// trip is recorded with the batch size as its items.
+    func run() async -> PhaseRecorder {
+        await withTaskGroup(of: PhaseRecorder.self) { group in
+            for (client, stream) in self.consumers {
+                group.addTask {
+                    var recorder = PhaseRecorder()
+                    while true {
+                        let batch: [WireDelivery]
+                        do {
+                            batch = try await stream.nextBatch()
+                        } catch {
+                            return recorder
+                        }
+                        if batch.isEmpty { return recorder }
+                        let start = ContinuousClock.now
+                        do {
+                            let count = try await client.acknowledge(batch.map(\.id))
+                            recorder.record(ContinuousClock.now - start, items: count)
+                            self.acknowledged.add(count)
+                        } catch {
+                            recorder.record(ContinuousClock.now - start, error: error)
+                        }
+                    }
+                }
+            }
+            var merged = PhaseRecorder()
+            for await recorder in group {
+                merged.merge(recorder)
+            }
+            return merged
+        }
+    }
+
+    var acknowledgedCount: Int { self.acknowledged.current }
+
+    /// Waits until nothing is pending on the server (polling its statistics), or the timeout.
+    func waitUntilDrained(timeout: Duration) async throws {
+        let start = ContinuousClock.now
+        while try await self.admin.statistics().deliveries.pending > 0 {
+            guard ContinuousClock.now - start < timeout else {
+                throw LoadError("deliveries were still pending after \(timeout)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Detaches every consumer (their streams end) and closes the connections.
+    func finish() async {
+        for (client, _) in self.consumers {
+            try? await client.detach()
+        }
+        for (client, _) in self.consumers {
+            try? await client.close()
+        }
+        try? await self.admin.close()
+    }
+}

@@ -1,0 +1,175 @@
+import FanoutClient
+import FanoutCore
+import Foundation
+
+/// Runs scenarios against fanoutd (started here, or already running) and, for `compare`, against
+/// a Redis started here with the same data, one system after the other.
+public struct LoadHarness: Sendable {
+    public var workload: LoadWorkload
+    public var options: LoadOptions
+    /// `always`, `interval:MS` or `none`: fanoutd's `--durability`, and Redis's `appendfsync`
+    /// to match.
+    public var durability: String
+    public var fanoutd: String
+
+    public init(workload: LoadWorkload, options: LoadOptions, durability: String, fanoutd: String = FanoutdProcess.siblingExecutable) {
+        self.workload = workload
+        self.options = options
+        self.durability = durability
+        self.fanoutd = fanoutd
+    }
+
+    /// Where a running fanoutd is, for runs against it.
+    public struct RunningServer: Sendable {
+        public var host: String
+        public var port: Int
+        public var adminKey: String
+        /// Needed to drain deliveries in the send scenarios.
+        public var consumerKey: String?
+        /// Its process id, to report its memory and CPU.
+        public var pid: Int32?
+
+        public init(host: String, port: Int, adminKey: String, consumerKey: String?, pid: Int32?) {
+            self.host = host
+            self.port = port
+            self.adminKey = adminKey
+            self.consumerKey = consumerKey
+            self.pid = pid
+        }
+    }
+
+    /// Runs the scenario against fanoutd: the one given, or one started on a temporary data
+    /// directory (removed afterwards).
+    public func run(_ scenario: LoadScenario, against running: RunningServer? = nil) async throws -> LoadReport {
+        var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
+        if let running {
+            guard scenario != .recover else {
+                throw LoadError("recover kills the server, so it needs one the harness starts (leave out --server)")
+            }
+            let pid = running.pid
+            let session = try await self.fanoutSession(
+                host: running.host, port: running.port, adminKey: running.adminKey,
+                resources: { pid.flatMap { ProcessResources.of(pid: $0) } }
+            )
+            let drain = running.consumerKey.map { DeliveryDrainTarget(host: running.host, port: running.port, adminKey: running.adminKey, consumerKey: $0) }
+            try await self.run(scenario, on: session, drain: drain, report: &report)
+            await session.backend.close()
+            report.add(session)
+            return report
+        }
+        let directory = Self.temporaryDirectory("fanout-load")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory, durability: self.durability)
+        try server.start()
+        let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
+        let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
+        try await self.run(scenario, on: session, drain: drain, report: &report)
+        await session.backend.close()
+        report.add(session)
+        if scenario == .recover {
+            report.recovery = try await self.recover(server)
+        }
+        server.stop()
+        return report
+    }
+
+    /// The same register, subscribe, send-topic and send-condition phases against Redis and then
+    /// fanoutd, both started here, with the ratios of their figures.
+    public func compare() async throws -> LoadReport {
+        var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
+        let directory = Self.temporaryDirectory("fanout-load-compare")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        let redis = try RedisProcess(directory: directory + "/redis")
+        try await redis.start(appendFsync: RedisProcess.appendFsync(matching: self.durability))
+        let redisBackend = try await RedisBackend.connect(workload: self.workload, host: "127.0.0.1", port: redis.port, connections: self.options.connections)
+        let probe = try await RedisConnection.connect(host: "127.0.0.1", port: redis.port)
+        let redisSession = LoadSession(
+            backend: redisBackend, workload: self.workload, options: self.options,
+            serverResources: { redis.resources },
+            dataMemory: { try? await RedisProcess.usedMemory(probe) }
+        )
+        try await self.runComparedPhases(on: redisSession, drain: nil)
+        await redisBackend.close()
+        try? await probe.close()
+        redis.stop()
+        report.add(redisSession)
+
+        let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
+        try server.start()
+        let fanoutSession = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
+        let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
+        try await self.runComparedPhases(on: fanoutSession, drain: drain)
+        await fanoutSession.backend.close()
+        server.stop()
+        report.add(fanoutSession)
+        report.compare()
+        return report
+    }
+
+    private func runComparedPhases(on session: LoadSession, drain: DeliveryDrainTarget?) async throws {
+        await session.register()
+        await session.subscribe()
+        try await session.send(conditions: false, drain: drain)
+        try await session.send(conditions: true, drain: drain)
+    }
+
+    private func run(_ scenario: LoadScenario, on session: LoadSession, drain: DeliveryDrainTarget?, report: inout LoadReport) async throws {
+        await session.register()
+        if scenario.needsSubscriptions {
+            await session.subscribe()
+        }
+        switch scenario {
+        case .register, .subscribe, .recover:
+            break
+        case .sendTopic:
+            try await session.send(conditions: false, drain: drain)
+        case .sendCondition:
+            try await session.send(conditions: true, drain: drain)
+        case .mixed:
+            await session.mixed()
+        }
+    }
+
+    private func fanoutSession(host: String, port: Int, adminKey: String, resources: @escaping @Sendable () -> ProcessResources?) async throws -> LoadSession {
+        let backend = try await FanoutBackend.connect(workload: self.workload, host: host, port: port, apiKey: adminKey, connections: self.options.connections)
+        return LoadSession(
+            backend: backend, workload: self.workload, options: self.options,
+            serverResources: resources,
+            dataMemory: { resources()?.residentBytes }
+        )
+    }
+
+    /// SIGKILL, start again on the same directory, and time until the server answers PING with
+    /// every installation there.
+    private func recover(_ server: FanoutdProcess) async throws -> RecoveryFigures {
+        server.kill()
+        let start = ContinuousClock.now
+        let listening = try server.start()
+        let client = try await FanoutClient.connect(host: "127.0.0.1", port: server.port, apiKey: server.adminKey, clientName: "fanout-load")
+        try await client.ping()
+        let serving = ContinuousClock.now - start
+        let installations = try await client.installationCount()
+        try? await client.close()
+        guard installations == self.workload.installations else {
+            throw LoadError("after the restart the server holds \(installations) installations, not \(self.workload.installations)")
+        }
+        return RecoveryFigures(
+            secondsUntilListening: listening.seconds,
+            secondsUntilServing: serving.seconds,
+            installations: installations,
+            subscriptions: self.workload.subscriptionCount,
+            residentBytes: server.resources?.residentBytes
+        )
+    }
+
+    static func temporaryDirectory(_ prefix: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
+    }
+}

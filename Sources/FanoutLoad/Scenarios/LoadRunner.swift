@@ -1,0 +1,93 @@
+import Foundation
+
+/// Runs a phase's operations and measures them.
+public enum LoadRunner {
+    /// Closed loop: `concurrency` workers take the next of `count` operations as soon as their
+    /// last one is answered. `operation(index, worker)` returns how many items it carried.
+    public static func closedLoop(
+        _ name: String,
+        count: Int,
+        concurrency: Int,
+        progress: Progress,
+        operation: @escaping @Sendable (_ index: Int, _ worker: Int) async throws -> Int
+    ) async -> PhaseRecorder {
+        let next = Counter()
+        let done = Counter()
+        return await progress.track(name, total: count, done: done) {
+            await withTaskGroup(of: PhaseRecorder.self) { group in
+                for worker in 0..<max(1, min(concurrency, count)) {
+                    group.addTask {
+                        var recorder = PhaseRecorder()
+                        while true {
+                            let index = next.add()
+                            guard index < count else { break }
+                            let start = ContinuousClock.now
+                            do {
+                                let items = try await operation(index, worker)
+                                recorder.record(ContinuousClock.now - start, items: items)
+                            } catch {
+                                recorder.record(ContinuousClock.now - start, error: error)
+                            }
+                            done.add()
+                        }
+                        return recorder
+                    }
+                }
+                var merged = PhaseRecorder()
+                for await recorder in group {
+                    merged.merge(recorder)
+                }
+                return merged
+            }
+        }
+    }
+
+    /// Open loop: operation `k` is due at `start + k / rate`, whether or not earlier ones were
+    /// answered, and its latency counts from when it was due (so a stall shows as latency, not as
+    /// fewer requests). At most `maximumInFlight` run at once; past that the schedule slips, which
+    /// the latencies then show.
+    public static func openLoop(
+        _ name: String,
+        rate: Int,
+        duration: Duration,
+        maximumInFlight: Int = 10_000,
+        progress: Progress,
+        operation: @escaping @Sendable (_ index: Int) async throws -> Int
+    ) async -> PhaseRecorder {
+        let rate = max(1, rate)
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let count = max(1, Int(seconds * Double(rate)))
+        let done = Counter()
+        return await progress.track(name, total: count, done: done) {
+            await withTaskGroup(of: PhaseRecorder.self) { group in
+                let start = ContinuousClock.now
+                var merged = PhaseRecorder()
+                var inFlight = 0
+                for index in 0..<count {
+                    let due = start + .nanoseconds(Int64(Double(index) * 1e9 / Double(rate)))
+                    if inFlight >= maximumInFlight, let finished = await group.next() {
+                        merged.merge(finished)
+                        inFlight -= 1
+                    }
+                    try? await Task.sleep(until: due, clock: .continuous)
+                    group.addTask {
+                        var recorder = PhaseRecorder()
+                        do {
+                            let items = try await operation(index)
+                            recorder.record(ContinuousClock.now - due, items: items)
+                        } catch {
+                            recorder.record(ContinuousClock.now - due, error: error)
+                        }
+                        done.add()
+                        return recorder
+                    }
+                    inFlight += 1
+                }
+                for await finished in group {
+                    merged.merge(finished)
+                }
+                return merged
+            }
+        }
+    }
+}

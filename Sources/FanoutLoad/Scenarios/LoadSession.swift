@@ -1,0 +1,206 @@
+import FanoutCore
+import Foundation
+
+/// One system under load: the backend's connections, the server process to watch (when the
+/// harness started it), and the results of the phases run so far.
+public final class LoadSession: @unchecked Sendable {
+    public let backend: any LoadBackend
+    public let workload: LoadWorkload
+    public let options: LoadOptions
+    /// The server's resident memory and CPU time now, when the harness can see its process.
+    private let serverResources: @Sendable () -> ProcessResources?
+    /// What the system's data takes now: fanoutd's resident memory, Redis's `used_memory`.
+    private let dataMemory: @Sendable () async -> Int?
+    public private(set) var results: [PhaseResult] = []
+    /// `dataMemory` before and after the register and subscribe phases, by when.
+    public private(set) var memoryMarks: [String: Int] = [:]
+
+    public init(
+        backend: any LoadBackend,
+        workload: LoadWorkload,
+        options: LoadOptions,
+        serverResources: @escaping @Sendable () -> ProcessResources?,
+        dataMemory: @escaping @Sendable () async -> Int?
+    ) {
+        self.backend = backend
+        self.workload = workload
+        self.options = options
+        self.serverResources = serverResources
+        self.dataMemory = dataMemory
+    }
+
+    private func markMemory(_ when: String) async {
+        if let bytes = await self.dataMemory() {
+            self.memoryMarks[when] = bytes
+        }
+    }
+
+    /// Bytes per installation and per subscription, from the memory marks (when both were taken).
+    public var memory: MemoryFigures? {
+        guard let start = self.memoryMarks["start"], let registered = self.memoryMarks["registered"] else { return nil }
+        let perInstallation = Double(registered - start) / Double(self.workload.installations)
+        let perSubscription = self.memoryMarks["subscribed"].map { Double($0 - registered) / Double(self.workload.subscriptionCount) }
+        return MemoryFigures(system: self.backend.system, perInstallation: perInstallation, perSubscription: perSubscription, total: self.memoryMarks["subscribed"] ?? registered)
+    }
+
+    private var progress: Progress { Progress(quiet: self.options.quiet) }
+
+    /// Runs `body` as a phase and keeps its result: wall time, the server's CPU over it and its
+    /// memory after it.
+    @discardableResult
+    func phase(_ name: String, items: String, _ body: () async throws -> PhaseRecorder) async rethrows -> PhaseResult {
+        let before = self.serverResources()
+        let start = ContinuousClock.now
+        let recorder = try await body()
+        let elapsed = ContinuousClock.now - start
+        let after = self.serverResources()
+        let cpu = before.flatMap { before in after.map { $0.cpuSeconds - before.cpuSeconds } }
+        let result = PhaseResult(
+            system: self.backend.system, phase: name, itemName: items, recorder: recorder,
+            elapsed: elapsed, cpuSeconds: cpu, residentBytes: after?.residentBytes
+        )
+        self.results.append(result)
+        return result
+    }
+
+    // MARK: Scenarios
+
+    /// Registers installations `range` (all of them by default).
+    public func register(_ range: Range<Int>? = nil) async {
+        let range = range ?? 0..<self.workload.installations
+        let backend = self.backend
+        await self.markMemory("start")
+        await self.phase("register", items: "registrations") {
+            await LoadRunner.closedLoop("register", count: range.count, concurrency: self.options.concurrency, progress: self.progress) { index, worker in
+                try await backend.register(range.lowerBound + index, worker: worker)
+                return 1
+            }
+        }
+        await self.markMemory("registered")
+    }
+
+    /// Subscribes every topic's installations, 1000 per call.
+    public func subscribe() async {
+        let batches = self.workload.subscriptionBatches(size: 1000)
+        let backend = self.backend
+        let workload = self.workload
+        await self.phase("subscribe", items: "subscriptions") {
+            await LoadRunner.closedLoop("subscribe", count: batches.count, concurrency: self.options.concurrency, progress: self.progress) { index, worker in
+                let batch = batches[index]
+                let subscribed = try await backend.subscribe(batch.members, to: workload.topicName(batch.rank), worker: worker)
+                guard subscribed == batch.members.count else {
+                    throw LoadError("\(batch.members.count - subscribed) of \(batch.members.count) subscriptions refused")
+                }
+                return subscribed
+            }
+        }
+        await self.markMemory("subscribed")
+    }
+
+    /// `sends` sends to topics (popular ones most often), or to conditions; the items are the
+    /// recipients each reached.
+    public func send(conditions: Bool, drain: DeliveryDrainTarget?) async throws {
+        let backend = self.backend
+        let workload = self.workload
+        let name = conditions ? "send-condition" : "send-topic"
+        let sends = self.options.sends
+        let concurrency = self.options.sendConcurrency
+        let send: @Sendable (Int, Int) async throws -> Int = { index, worker in
+            conditions
+                ? try await backend.sendToCondition(workload.condition(index), worker: worker)
+                : try await backend.sendToTopic(workload.topicName(workload.sendRank(index)), worker: worker)
+        }
+        guard let drain else {
+            await self.phase(name, items: "recipients") {
+                await LoadRunner.closedLoop(name, count: sends, concurrency: concurrency, progress: self.progress, operation: send)
+            }
+            return
+        }
+        // fanout: consumers take and acknowledge every delivery while the sends go on; the
+        // delivery phase lasts from the first send until nothing is pending.
+        let consumers = try await DeliveryDrain.attach(
+            count: self.options.consumers, host: drain.host, port: drain.port, adminKey: drain.adminKey, consumerKey: drain.consumerKey
+        )
+        let start = ContinuousClock.now
+        async let delivered = consumers.run()
+        await self.phase(name, items: "recipients") {
+            await LoadRunner.closedLoop(name, count: sends, concurrency: concurrency, progress: self.progress, operation: send)
+        }
+        var drainError: (any Error)?
+        do {
+            try await consumers.waitUntilDrained(timeout: .seconds(600))
+        } catch {
+            drainError = error
+        }
+        let elapsed = ContinuousClock.now - start
+        await consumers.finish()
+        var recorder = await delivered
+        if let drainError {
+            recorder.record(.zero, error: drainError)
+        }
+        let result = PhaseResult(
+            system: self.backend.system, phase: "\(name) delivered", itemName: "deliveries", recorder: recorder,
+            elapsed: elapsed, cpuSeconds: nil, residentBytes: nil
+        )
+        self.results.append(result)
+    }
+
+    /// Registrations, token refreshes, subscriptions and sends together, open loop at `rate`
+    /// operations per second: 30% register new installations, 20% refresh the token of one
+    /// registered 100 operations earlier (before that, they register too), 40% subscribe ten
+    /// installations to a topic, 10% send to one of the 90% least popular topics.
+    public func mixed() async {
+        let backend = self.backend
+        let workload = self.workload
+        let base = workload.installations
+        let head = workload.topics / 10
+        await self.phase("mixed", items: "operations") {
+            await LoadRunner.openLoop("mixed", rate: self.options.rate, duration: self.options.duration, progress: self.progress) { index in
+                let worker = index
+                let decade = index / 10
+                switch index % 10 {
+                case 0, 3, 6:
+                    try await backend.register(base + index, worker: worker)
+                case 1, 8:
+                    if decade < 10 {
+                        try await backend.register(base + index, worker: worker)
+                    } else {
+                        try await backend.refreshToken(base + (decade - 10) * 10, generation: index % 10 == 1 ? 1 : 2, worker: worker)
+                    }
+                case 2, 4, 7, 9:
+                    let rank = 1 + decade % workload.topics
+                    let members = (0..<10).map { (index &* 7919 &+ $0 &* 104_729) % base }
+                    _ = try await backend.subscribe(members[...], to: workload.topicName(rank), worker: worker)
+                default:
+                    let rank = head + 1 + (decade &* 31) % (workload.topics - head)
+                    _ = try await backend.sendToTopic(workload.topicName(rank), worker: worker)
+                }
+                return 1
+            }
+        }
+    }
+}
+
+/// What a system's data takes in memory.
+public struct MemoryFigures: Codable, Sendable {
+    public var system: String
+    public var perInstallation: Double
+    public var perSubscription: Double?
+    /// After the last phase measured, bytes.
+    public var total: Int
+}
+
+/// Where the consumers of a fanout send connect.
+public struct DeliveryDrainTarget: Sendable {
+    public var host: String
+    public var port: Int
+    public var adminKey: String
+    public var consumerKey: String
+
+    public init(host: String, port: Int, adminKey: String, consumerKey: String) {
+        self.host = host
+        self.port = port
+        self.adminKey = adminKey
+        self.consumerKey = consumerKey
+    }
+}

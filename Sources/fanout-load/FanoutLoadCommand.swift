@@ -1,0 +1,161 @@
+import ArgumentParser
+import FanoutLoad
+import Foundation
+
+/// `fanout-load`: drives fanoutd (and, in `compare`, Redis) with the workloads of a push backend.
+@main
+struct FanoutLoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fanout-load",
+        abstract: "Load harness for fanoutd, side by side with Redis.",
+        discussion: """
+            Every scenario starts a fanoutd of its own on a temporary data directory and a loopback \
+            port, unless --server names a running one. Data (FIDs, 163-byte tokens, platforms, \
+            Zipf-popular topics) follows from --seed alone, so runs repeat.
+            """,
+        subcommands: [Scenario.self, Compare.self],
+        defaultSubcommand: Scenario.self
+    )
+}
+
+struct WorkloadOptions: ParsableArguments {
+    @Option(help: "Installations to register.")
+    var installations = 100_000
+
+    @Option(help: "Topics (the most popular holds --head-share of the installations, the rank-r one 1/r of that).")
+    var topics = 1000
+
+    @Option(name: .customLong("head-share"), help: "The share of installations subscribed to the most popular topic.")
+    var headShare = 0.5
+
+    @Option(help: "Seed of every random choice.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Closed-loop workers (registrations, subscriptions).")
+    var concurrency = 64
+
+    @Option(help: "Connections the workers share, pipelining on them.")
+    var connections = 4
+
+    @Option(help: "Sends in send-topic and send-condition.")
+    var sends = 200
+
+    @Option(name: .customLong("send-concurrency"), help: "Sends in flight at once.")
+    var sendConcurrency = 8
+
+    @Option(help: "fanout consumer connections draining deliveries during sends.")
+    var consumers = 3
+
+    @Option(help: "Operations per second in mixed (open loop).")
+    var rate = 2000
+
+    @Option(help: "Seconds mixed runs.")
+    var duration = 10
+
+    @Option(help: "always, interval:MS or none: fanoutd's --durability, and Redis's appendfsync to match (always, everysec, no).")
+    var durability = "always"
+
+    @Option(help: "The fanoutd to start (default: the one built next to fanout-load).")
+    var fanoutd: String?
+
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    @Flag(help: "No progress on standard error.")
+    var quiet = false
+
+    func validate() throws {
+        guard self.installations > 0, self.topics > 0, self.concurrency > 0, self.connections > 0, self.sends > 0,
+            self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0
+        else {
+            throw ValidationError("sizes, counts, rates and durations must be positive")
+        }
+        guard self.headShare > 0, self.headShare <= 1 else {
+            throw ValidationError("--head-share must be in (0, 1]")
+        }
+        guard self.durability == "always" || self.durability == "none" || self.durability.hasPrefix("interval:") else {
+            throw ValidationError("--durability must be always, interval:MS or none")
+        }
+    }
+
+    var harness: LoadHarness {
+        var options = LoadOptions()
+        options.concurrency = self.concurrency
+        options.connections = self.connections
+        options.sends = self.sends
+        options.sendConcurrency = self.sendConcurrency
+        options.consumers = self.consumers
+        options.rate = self.rate
+        options.duration = .seconds(self.duration)
+        options.quiet = self.quiet
+        let workload = LoadWorkload(seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare)
+        return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
+    }
+
+    func print(_ report: LoadReport) {
+        Swift.print(self.json ? report.json : report.table)
+    }
+}
+
+struct Scenario: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run one scenario: register, subscribe, send-topic, send-condition, mixed or recover."
+    )
+
+    @Argument(help: "register, subscribe, send-topic, send-condition, mixed or recover.")
+    var scenario: String
+
+    @OptionGroup var workload: WorkloadOptions
+
+    @Option(help: "host:port of a running fanoutd (default: start one).")
+    var server: String?
+
+    @Option(name: .customLong("api-key"), help: "Its admin key (or FANOUT_API_KEY).")
+    var apiKey: String?
+
+    @Option(name: .customLong("consumer-key"), help: "Its consumer key, to drain deliveries in the send scenarios (or FANOUT_CONSUMER_KEY).")
+    var consumerKey: String?
+
+    @Option(name: .customLong("server-pid"), help: "Its process id, to report its memory and CPU.")
+    var serverPID: Int32?
+
+    mutating func run() async throws {
+        guard let scenario = LoadScenario(rawValue: self.scenario) else {
+            throw ValidationError("unknown scenario \(self.scenario): use one of " + LoadScenario.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        var running: LoadHarness.RunningServer?
+        if let server = self.server {
+            guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
+                throw ValidationError("--server must be host:port")
+            }
+            let environment = ProcessInfo.processInfo.environment
+            guard let key = self.apiKey ?? environment["FANOUT_API_KEY"] else {
+                throw ValidationError("--server needs --api-key (or FANOUT_API_KEY)")
+            }
+            running = .init(
+                host: String(server[..<colon]), port: port, adminKey: key,
+                consumerKey: self.consumerKey ?? environment["FANOUT_CONSUMER_KEY"], pid: self.serverPID
+            )
+        }
+        let report = try await self.workload.harness.run(scenario, against: running)
+        self.workload.print(report)
+    }
+}
+
+struct Compare: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Register, subscribe, send-topic and send-condition against Redis and fanoutd, both started here on loopback, with the ratios.",
+        discussion: """
+            Redis runs with appendonly yes and the appendfsync that matches --durability; it is \
+            installed with apt-get when redis-server is missing.
+            """
+    )
+
+    @OptionGroup var workload: WorkloadOptions
+
+    mutating func run() async throws {
+        let report = try await self.workload.harness.compare()
+        self.workload.print(report)
+    }
+}
