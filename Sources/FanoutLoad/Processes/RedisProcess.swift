@@ -81,7 +81,7 @@ public final class RedisProcess: @unchecked Sendable {
                 throw LoadError("redis-server exited with status \(process.terminationStatus) before it answered")
             }
             guard ContinuousClock.now - started < timeout else {
-                self.stop()
+                self.kill()
                 throw LoadError("redis-server did not answer within \(timeout)")
             }
             try await Task.sleep(for: .milliseconds(10))
@@ -105,16 +105,33 @@ public final class RedisProcess: @unchecked Sendable {
         throw LoadError("INFO memory has no used_memory")
     }
 
-    public func stop() {
+    /// Asks the server to shut down (`SHUTDOWN`: the append-only file is synced), and waits until
+    /// it is gone. A signal would not do: a child started from a Swift concurrency thread inherits
+    /// that thread's mask, in which SIGTERM is blocked.
+    public func stop() async {
+        guard let process = self.process else { return }
+        if process.isRunning, let connection = try? await RedisConnection.connect(host: "127.0.0.1", port: self.port) {
+            // Redis closes the connection instead of replying when it shuts down.
+            let reply = try? await connection.send(["SHUTDOWN"])
+            try? await connection.close()
+            if reply == nil {
+                process.waitUntilExit()
+            }
+        }
+        self.kill()
+    }
+
+    /// SIGKILL (it cannot be blocked), and wait until it is gone.
+    public func kill() {
         guard let process = self.process else { return }
         if process.isRunning {
-            process.terminate()
+            Foundation.kill(process.processIdentifier, SIGKILL)
         }
         process.waitUntilExit()
         self.process = nil
     }
 
     deinit {
-        self.stop()
+        self.kill()
     }
 }

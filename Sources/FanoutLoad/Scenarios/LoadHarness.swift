@@ -92,7 +92,7 @@ public struct LoadHarness: Sendable {
         try await self.runComparedPhases(on: redisSession, drain: nil)
         await redisBackend.close()
         try? await probe.close()
-        redis.stop()
+        await redis.stop()
         report.add(redisSession)
 
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
