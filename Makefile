@@ -1,10 +1,11 @@
 # The README's two commands: `make run` and `make test`. Both install the system libraries
 # (liblz4-dev, libssl-dev, pkg-config) with apt only when pkg-config does not find them, and the
-# lz4 command-line tool (the tests check snapshot files with `lz4 -t`) and python3 (a test runs a
-# client written from docs/wire-protocol.md in Python) when they are missing.
+# lz4 command-line tool (the tests check snapshot files with `lz4 -t`), python3 (a test runs a
+# client written from docs/wire-protocol.md in Python) and redis-server (fanout-load compares with
+# it, in the tests too) when they are missing.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-.PHONY: deps build run demo test benchmark clean
+.PHONY: deps build run demo test benchmark load compare clean
 
 deps:
 	@missing=""; \
@@ -13,6 +14,7 @@ deps:
 	pkg-config --exists openssl 2>/dev/null || missing="$$missing libssl-dev"; \
 	command -v lz4 >/dev/null 2>&1 || missing="$$missing lz4"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
@@ -39,6 +41,17 @@ test: deps
 
 benchmark: deps
 	cd Benchmarks && swift package benchmark --no-progress
+
+# The load harness against a fanoutd it starts (release builds); see docs/performance.md.
+load: deps
+	swift build -c release --product fanoutd
+	swift build -c release --product fanout-load
+	.build/release/fanout-load run send-topic
+
+compare: deps
+	swift build -c release --product fanoutd
+	swift build -c release --product fanout-load
+	.build/release/fanout-load compare
 
 clean:
 	rm -rf .build Benchmarks/.build

@@ -1,0 +1,82 @@
+import FanoutLoad
+import Foundation
+import Testing
+
+/// Every scenario against a fanoutd the harness starts (port 0, temporary data directory), with
+/// small sizes; and `compare` against a Redis it starts, where both systems must find the same
+/// audiences for the same sends.
+@Suite("Load harness")
+struct LoadHarnessTests {
+    static func harness(installations: Int = 600, topics: Int = 20, sends: Int = 12) -> LoadHarness {
+        var options = LoadOptions()
+        options.concurrency = 8
+        options.connections = 2
+        options.sends = sends
+        options.sendConcurrency = 3
+        options.consumers = 3
+        options.rate = 200
+        options.duration = .seconds(1)
+        options.quiet = true
+        return LoadHarness(workload: LoadWorkload(seed: 3, installations: installations, topics: topics), options: options, durability: "always")
+    }
+
+    static func phase(_ report: LoadReport, _ system: String, _ name: String) throws -> PhaseResult {
+        try #require(report.phases.first { $0.system == system && $0.phase == name }, "\(system) \(name) ran")
+    }
+
+    @Test(arguments: LoadScenario.allCases)
+    func everyScenarioRunsAgainstAServerItStarts(scenario: LoadScenario) async throws {
+        let harness = Self.harness()
+        let report = try await harness.run(scenario)
+        for phase in report.phases {
+            #expect(phase.errors.isEmpty, "\(phase.phase): \(phase.errors)")
+            #expect(phase.latency.p50 <= phase.latency.p99 && phase.latency.p99 <= phase.latency.max)
+        }
+        let register = try Self.phase(report, "fanout", "register")
+        #expect(register.operations == 600 && register.items == 600)
+        #expect(register.serverResidentBytes ?? 0 > 0, "the server's memory is read from /proc")
+        if scenario != .register {
+            let subscribe = try Self.phase(report, "fanout", "subscribe")
+            #expect(subscribe.items == harness.workload.subscriptionCount)
+        }
+        switch scenario {
+        case .sendTopic, .sendCondition:
+            let name = scenario == .sendTopic ? "send-topic" : "send-condition"
+            let sends = try Self.phase(report, "fanout", name)
+            let delivered = try Self.phase(report, "fanout", "\(name) delivered")
+            #expect(sends.operations == 12)
+            #expect(sends.items > 0)
+            #expect(delivered.items == sends.items, "every recipient's delivery was taken and acknowledged")
+        case .mixed:
+            let mixed = try Self.phase(report, "fanout", "mixed")
+            #expect(mixed.operations == 200, "rate x duration operations")
+        case .recover:
+            let recovery = try #require(report.recovery)
+            #expect(recovery.installations == 600)
+            #expect(recovery.secondsUntilServing >= recovery.secondsUntilListening && recovery.secondsUntilListening > 0)
+        case .register, .subscribe:
+            break
+        }
+        #expect(report.table.contains("fanout  register"))
+        let decoded = try JSONDecoder().decode(LoadReport.self, from: Data(report.json.utf8))
+        #expect(decoded.phases.count == report.phases.count)
+    }
+
+    @Test func compareRunsBothSystemsOnTheSameData() async throws {
+        let report = try await Self.harness(installations: 400, topics: 10, sends: 8).compare()
+        for name in ["register", "subscribe", "send-topic", "send-condition"] {
+            let fanout = try Self.phase(report, "fanout", name)
+            let redis = try Self.phase(report, "redis", name)
+            #expect(fanout.errors.isEmpty && redis.errors.isEmpty, "\(name): \(fanout.errors) \(redis.errors)")
+            #expect(fanout.operations == redis.operations, "\(name)")
+            // Same registrations, same subscriptions, and the same audiences for the same sends:
+            // Redis's SMEMBERS / SINTER of SUNIONSTORE count what fanout's index resolves.
+            #expect(fanout.items == redis.items, "\(name): fanout \(fanout.items), redis \(redis.items)")
+        }
+        #expect(Set(report.memory.map(\.system)) == ["fanout", "redis"])
+        let ratios = report.comparisons.map(\.figure)
+        #expect(ratios.contains("send-topic recipients/s") && ratios.contains("bytes per subscription"))
+        #expect(report.comparisons.allSatisfy { $0.ratio > 0 })
+        #expect(report.table.contains("fanout/redis"))
+    }
+}
