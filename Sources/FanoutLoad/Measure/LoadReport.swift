@@ -74,11 +74,11 @@ public struct LoadReport: Codable, Sendable {
         var lines: [String] = []
         lines.append("fanout-load: seed \(self.seed), \(self.installations) installations, \(self.topics) topics, \(self.subscriptions) subscriptions, durability \(self.durability), concurrency \(self.concurrency) on \(self.connections) connections")
         lines.append("")
-        var rows = [["system", "phase", "ops", "ops/s", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "server RSS"]]
+        var rows = [["system", "phase", "ops", "ops/s", "items", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "server RSS"]]
         for phase in self.phases {
             rows.append([
                 phase.system, phase.phase, String(phase.operations), Self.number(phase.operationsPerSecond),
-                "\(Self.number(phase.itemsPerSecond)) \(phase.itemName)",
+                "\(phase.items) \(phase.itemName)", Self.number(phase.itemsPerSecond),
                 Self.milliseconds(phase.latency.p50), Self.milliseconds(phase.latency.p90), Self.milliseconds(phase.latency.p99),
                 Self.milliseconds(phase.latency.p999), Self.milliseconds(phase.latency.max),
                 phase.errors.isEmpty ? "0" : phase.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
