@@ -44,7 +44,8 @@ public enum LoadRunner {
 
     /// Open loop: operation `k` is due at `start + k / rate`, whether or not earlier ones were
     /// answered, and its latency counts from when it was due (so a stall shows as latency, not as
-    /// fewer requests). At most `maximumInFlight` run at once; past that the schedule slips, which
+    /// fewer requests). Past `maximumInFlight` operations started and not yet collected, the loop
+    /// collects one before starting the next; if they are still running, the schedule slips, which
     /// the latencies then show.
     public static func openLoop(
         _ name: String,
@@ -59,34 +60,41 @@ public enum LoadRunner {
         let count = max(1, Int(seconds * Double(rate)))
         let done = Counter()
         return await progress.track(name, total: count, done: done) {
-            await withTaskGroup(of: PhaseRecorder.self) { group in
+            // Children return their outcome and the loop records it: a histogram per operation
+            // would cost more than the operation.
+            await withTaskGroup(of: (latency: Duration, items: Int, error: (any Error)?).self) { group in
                 let start = ContinuousClock.now
-                var merged = PhaseRecorder()
+                var recorder = PhaseRecorder()
+                func record(_ outcome: (latency: Duration, items: Int, error: (any Error)?)) {
+                    if let error = outcome.error {
+                        recorder.record(outcome.latency, error: error)
+                    } else {
+                        recorder.record(outcome.latency, items: outcome.items)
+                    }
+                }
                 var inFlight = 0
                 for index in 0..<count {
                     let due = start + .nanoseconds(Int64(Double(index) * 1e9 / Double(rate)))
                     if inFlight >= maximumInFlight, let finished = await group.next() {
-                        merged.merge(finished)
+                        record(finished)
                         inFlight -= 1
                     }
                     try? await Task.sleep(until: due, clock: .continuous)
                     group.addTask {
-                        var recorder = PhaseRecorder()
+                        defer { done.add() }
                         do {
                             let items = try await operation(index)
-                            recorder.record(ContinuousClock.now - due, items: items)
+                            return (ContinuousClock.now - due, items, nil)
                         } catch {
-                            recorder.record(ContinuousClock.now - due, error: error)
+                            return (ContinuousClock.now - due, 0, error)
                         }
-                        done.add()
-                        return recorder
                     }
                     inFlight += 1
                 }
                 for await finished in group {
-                    merged.merge(finished)
+                    record(finished)
                 }
-                return merged
+                return recorder
             }
         }
     }

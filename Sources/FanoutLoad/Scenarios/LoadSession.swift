@@ -147,7 +147,7 @@ public final class LoadSession: @unchecked Sendable {
 
     /// Registrations, token refreshes, subscriptions and sends together, open loop at `rate`
     /// operations per second: 30% register new installations, 20% refresh the token of one
-    /// registered 100 operations earlier (before that, they register too), 40% subscribe ten
+    /// registered 1000 operations earlier (before that, they register too), 40% subscribe ten
     /// installations to a topic, 10% send to one of the 90% least popular topics.
     public func mixed() async {
         let backend = self.backend
@@ -162,10 +162,10 @@ public final class LoadSession: @unchecked Sendable {
                 case 0, 3, 6:
                     try await backend.register(base + index, worker: worker)
                 case 1, 8:
-                    if decade < 10 {
+                    if decade < 100 {
                         try await backend.register(base + index, worker: worker)
                     } else {
-                        try await backend.refreshToken(base + (decade - 10) * 10, generation: index % 10 == 1 ? 1 : 2, worker: worker)
+                        try await backend.refreshToken(base + (decade - 100) * 10, generation: index % 10 == 1 ? 1 : 2, worker: worker)
                     }
                 case 2, 4, 7, 9:
                     let rank = 1 + decade % workload.topics
