@@ -68,7 +68,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutServer",
-            dependencies: ["FanoutCore", "FanoutWire", "CFanoutOpenSSL", nioCore, nioPosix, logging, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutWire", "CFanoutOpenSSL", dequeModule, nioCore, nioPosix, logging, serviceLifecycle]
         ),
         .target(
             name: "FanoutClient",

@@ -6,9 +6,10 @@ internal import NIOPosix
 internal import ServiceLifecycle
 
 /// Serves one connection: reads frames in order, applies each request to the engine at once (so a
-/// connection's requests take effect in the order sent), and writes each reply when its changes
-/// are durable, from a child task, so that the syncs of pipelined requests overlap. A consumer's
-/// deliveries are pumped by another child task, in batches.
+/// connection's requests take effect in the order sent), and hands each reply that waits for its
+/// changes to be durable to a writer task, which writes all the replies an `fdatasync` released
+/// at once (the syncs of pipelined requests overlap, and their replies share a write). A
+/// consumer's deliveries are pumped by another child task, in batches.
 struct Connection {
     let executor: RequestExecutor
     let configuration: ServerConfiguration
@@ -44,11 +45,18 @@ struct Connection {
     }
 
     private func run(inbound: Inbound, outbound: Outbound) async throws {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             var state = ConnectionState(keys: self.keys, welcome: self.welcome)
             var attachment: Attachment?
-            var inFlight = 0
-            defer { attachment?.consumer.detach() }
+            let replies = ReplyQueue(limit: self.configuration.maximumInFlight)
+            defer {
+                attachment?.consumer.detach()
+                replies.finish()
+            }
+            group.addTask {
+                defer { replies.finish() }
+                try await Self.writeReplies(from: replies, to: outbound)
+            }
             do {
                 for try await frame in inbound {
                     let id = frame.requestID
@@ -88,7 +96,6 @@ struct Connection {
                         if let consumer = attachment?.consumer, case .done = reply {
                             group.addTask {
                                 try await Self.pump(consumer, to: outbound, attachID: id)
-                                return false
                             }
                         }
                         continue
@@ -122,9 +129,7 @@ struct Connection {
                                 reply = .error(FanoutError(.unavailable, "the snapshot could not be written"))
                             }
                             try await outbound.write(ServerFrame(requestID: id, message: reply))
-                            return true
                         }
-                        inFlight += 1
                         continue
                     case .detach:
                         let reply: ServerMessage
@@ -155,14 +160,7 @@ struct Connection {
                         try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
                         continue
                     }
-                    group.addTask {
-                        try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
-                        return true
-                    }
-                    inFlight += 1
-                    while inFlight >= self.configuration.maximumInFlight, let isReply = try await group.next() {
-                        if isReply { inFlight -= 1 }
-                    }
+                    await replies.append((id, applied))
                 }
             } catch let error as ProtocolError {
                 self.logger.debug("protocol error", metadata: ["error": "\(error)"])
@@ -171,9 +169,8 @@ struct Connection {
             // The stream ended (the peer closed, or a graceful shutdown): finish the replies.
             attachment?.consumer.detach()
             attachment = nil
-            while let isReply = try await group.next() {
-                if isReply { inFlight -= 1 }
-            }
+            replies.finish()
+            try await group.waitForAll()
         }
     }
 
@@ -185,6 +182,20 @@ struct Connection {
             return .error(error)
         } catch {
             return .error(FanoutError(.internal, "unexpected error"))
+        }
+    }
+
+    /// Writes the queued replies as their changes become durable: everything queued is taken at
+    /// once; the log acknowledges in order, so once the newest is durable so are the others, and
+    /// they leave in one write.
+    private static func writeReplies(from queue: ReplyQueue, to outbound: Outbound) async throws {
+        while let batch = await queue.takeAll() {
+            var frames: [ServerFrame] = []
+            frames.reserveCapacity(batch.count)
+            for (id, applied) in batch.reversed() {
+                frames.append(ServerFrame(requestID: id, message: await Self.reply(applied)))
+            }
+            try await outbound.write(contentsOf: frames.reversed())
         }
     }
 
