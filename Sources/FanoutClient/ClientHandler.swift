@@ -52,6 +52,8 @@ final class ClientHandler: ChannelDuplexHandler {
     private var attachID: UInt32?
     /// Set by GOAWAY: the reason later requests fail with.
     private var goAway: FanoutError?
+    /// A flush is due at the end of what the event loop is running now.
+    private var flushScheduled = false
 
     private func takeRequestID() -> UInt32 {
         let id = self.nextRequestID
@@ -78,6 +80,17 @@ final class ClientHandler: ChannelDuplexHandler {
             self?.pending.removeValue(forKey: id)?.fail(FanoutClient.connectionError(error))
         }
         context.write(Self.wrapOutboundOut(ClientFrame(requestID: id, request: request.request)), promise: written)
+    }
+
+    /// Flushes once for every request written in this turn of the event loop: tasks that send at
+    /// the same time queue their writes on the loop, and they leave in one `write`.
+    func flush(context: ChannelHandlerContext) {
+        guard !self.flushScheduled else { return }
+        self.flushScheduled = true
+        context.eventLoop.assumeIsolated().execute {
+            self.flushScheduled = false
+            context.flush()
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
