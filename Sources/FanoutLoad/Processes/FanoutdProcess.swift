@@ -81,11 +81,7 @@ public final class FanoutdProcess: @unchecked Sendable {
 
     /// SIGKILL, and wait until it is gone.
     public func kill() {
-        guard let process = self.process else { return }
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
+        self.process?.killAndWait()
         self.process = nil
     }
 

@@ -121,13 +121,9 @@ public final class RedisProcess: @unchecked Sendable {
         self.kill()
     }
 
-    /// SIGKILL (it cannot be blocked), and wait until it is gone.
+    /// SIGKILL, and wait until it is gone.
     public func kill() {
-        guard let process = self.process else { return }
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
+        self.process?.killAndWait()
         self.process = nil
     }
 
