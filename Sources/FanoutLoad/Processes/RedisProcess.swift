@@ -49,17 +49,18 @@ public final class RedisProcess: @unchecked Sendable {
     }
 
     /// A port that was free a moment ago (the kernel picks it; redis-server cannot be told port 0).
-    private static func freePort() throws -> Int {
-        let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).wait()
-        defer { try? channel.close().wait() }
-        guard let port = channel.localAddress?.port else { throw LoadError("no local port") }
+    private static func freePort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress?.port
+        try await channel.close()
+        guard let port else { throw LoadError("no local port") }
         return port
     }
 
     /// Starts the server and returns once it answers PING.
     public func start(appendFsync: String, timeout: Duration = .seconds(60)) async throws {
         let executable = try Self.executable()
-        self.port = try Self.freePort()
+        self.port = try await Self.freePort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = [
