@@ -60,9 +60,17 @@ struct RESPCodecTests {
         ("*-5\r\n", "array length out of range"),
         ("+OK\rX", "CR not followed by LF"),
         (String(repeating: "*1\r\n", count: 40) + ":1\r\n", "nested deeper"),
-        ("+" + String(repeating: "x", count: 70_000), "longer than"),
     ])
     func malformedInputIsAnError(input: String, expected: String) throws {
+        try Self.expectError(input, expected)
+    }
+
+    /// A line that never ends is refused once it passes the limit, not buffered forever.
+    @Test func anEndlessLineIsAnError() throws {
+        try Self.expectError("+" + String(repeating: "x", count: 70_000), "longer than")
+    }
+
+    static func expectError(_ input: String, _ expected: String) throws {
         var decoder = RESPDecoder()
         var buffer = ByteBuffer(string: input)
         do {
