@@ -1,6 +1,5 @@
-internal import DequeModule
+internal import FanoutCore
 public import FanoutWire
-internal import Synchronization
 
 /// The deliveries of an attachment, as they arrive: iterate it one by one, or take what has
 /// arrived in batches with `nextBatch` (to acknowledge many with one ACK). It ends after `detach`
@@ -8,13 +7,7 @@ internal import Synchronization
 public final class DeliveryStream: AsyncSequence, Sendable {
     public typealias Element = WireDelivery
 
-    private struct State {
-        var buffer = Deque<WireDelivery>()
-        var end: Result<Void, any Error>?
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    private let state = Mutex(State())
+    private let queue = BatchQueue<WireDelivery>()
 
     init() {}
 
@@ -22,35 +15,7 @@ public final class DeliveryStream: AsyncSequence, Sendable {
     /// have; an empty array once the stream has ended.
     /// - Throws: the connection's error if it was lost.
     public func nextBatch(maximum: Int = .max) async throws -> [WireDelivery] {
-        while true {
-            enum Step { case batch([WireDelivery]), end(Result<Void, any Error>), wait }
-            let step = self.state.withLock { state -> Step in
-                if !state.buffer.isEmpty {
-                    let count = Swift.min(Swift.max(maximum, 1), state.buffer.count)
-                    let batch = Array(state.buffer.prefix(count))
-                    state.buffer.removeFirst(count)
-                    return .batch(batch)
-                }
-                if let end = state.end { return .end(end) }
-                return .wait
-            }
-            switch step {
-            case .batch(let batch):
-                return batch
-            case .end(let end):
-                try end.get()
-                return []
-            case .wait:
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let resumeNow = self.state.withLock { state -> Bool in
-                        guard state.buffer.isEmpty, state.end == nil else { return true }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if resumeNow { continuation.resume() }
-                }
-            }
-        }
+        try await self.queue.nextBatch(maximum: maximum)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
@@ -68,23 +33,10 @@ public final class DeliveryStream: AsyncSequence, Sendable {
     // MARK: - Fed by the connection's handler
 
     func yield(_ delivery: WireDelivery) {
-        let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.end == nil else { return nil }
-            state.buffer.append(delivery)
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
+        self.queue.append(delivery)
     }
 
     func finish(throwing error: (any Error)? = nil) {
-        let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.end == nil {
-                state.end = error.map { .failure($0) } ?? .success(())
-            }
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
+        self.queue.finish(throwing: error)
     }
 }

@@ -7,7 +7,7 @@ internal import ServiceLifecycle
 
 /// Serves one connection: reads frames in order, applies each request to the engine at once (so a
 /// connection's requests take effect in the order sent), and hands each reply that waits for its
-/// changes to be durable to a writer task, which writes all the replies an `fdatasync` released
+/// changes to be durable (through a `BatchQueue`) to a writer task, which writes all the replies an `fdatasync` released
 /// at once (the syncs of pipelined requests overlap, and their replies share a write). A
 /// consumer's deliveries are pumped by another child task, in batches.
 struct Connection {
@@ -48,7 +48,7 @@ struct Connection {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var state = ConnectionState(keys: self.keys, welcome: self.welcome)
             var attachment: Attachment?
-            let replies = ReplyQueue(limit: self.configuration.maximumInFlight)
+            let replies = BatchQueue<(requestID: UInt32, applied: Engine.Applied<ServerMessage>)>(limit: self.configuration.maximumInFlight)
             defer {
                 attachment?.consumer.detach()
                 replies.finish()
@@ -160,7 +160,7 @@ struct Connection {
                         try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
                         continue
                     }
-                    await replies.append((id, applied))
+                    await replies.appendWaitingForRoom((id, applied))
                 }
             } catch let error as ProtocolError {
                 self.logger.debug("protocol error", metadata: ["error": "\(error)"])
@@ -188,8 +188,11 @@ struct Connection {
     /// Writes the queued replies as their changes become durable: everything queued is taken at
     /// once; the log acknowledges in order, so once the newest is durable so are the others, and
     /// they leave in one write.
-    private static func writeReplies(from queue: ReplyQueue, to outbound: Outbound) async throws {
-        while let batch = await queue.takeAll() {
+    private static func writeReplies(
+        from queue: BatchQueue<(requestID: UInt32, applied: Engine.Applied<ServerMessage>)>,
+        to outbound: Outbound
+    ) async throws {
+        while case let batch = try await queue.nextBatch(), !batch.isEmpty {
             var frames: [ServerFrame] = []
             frames.reserveCapacity(batch.count)
             for (id, applied) in batch.reversed() {
