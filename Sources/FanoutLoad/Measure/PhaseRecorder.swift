@@ -45,8 +45,7 @@ public struct PhaseRecorder: Sendable {
     }
 
     private static func microseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        return UInt64(clamping: max(0, seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+        UInt64(max(0, duration / .microseconds(1)))
     }
 }
 

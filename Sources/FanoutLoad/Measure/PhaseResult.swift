@@ -28,7 +28,7 @@ public struct PhaseResult: Codable, Sendable {
     }
 
     public init(system: String, phase: String, itemName: String, recorder: PhaseRecorder, elapsed: Duration, cpuSeconds: Double?, residentBytes: Int?) {
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed / .seconds(1)
         self.system = system
         self.phase = phase
         self.itemName = itemName

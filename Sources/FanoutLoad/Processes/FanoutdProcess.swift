@@ -47,7 +47,7 @@ public final class FanoutdProcess: @unchecked Sendable {
     /// Starts the server and returns once it has written its ready file (it listens then).
     /// - Returns: how long that took.
     @discardableResult
-    public func start(timeout: Duration = .seconds(600)) throws -> Duration {
+    public func start(timeout: Duration = .seconds(600)) async throws -> Duration {
         try? FileManager.default.removeItem(atPath: self.readyFile)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: self.executable)
@@ -75,7 +75,7 @@ public final class FanoutdProcess: @unchecked Sendable {
                 self.kill()
                 throw LoadError("fanoutd did not listen within \(timeout)")
             }
-            usleep(1000)
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 

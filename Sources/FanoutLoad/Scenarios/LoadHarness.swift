@@ -1,5 +1,6 @@
 import FanoutClient
 import FanoutCore
+import FanoutTestSupport
 import Foundation
 
 /// Runs scenarios against fanoutd (started here, or already running) and, for `compare`, against
@@ -57,10 +58,10 @@ public struct LoadHarness: Sendable {
             report.add(session)
             return report
         }
-        let directory = Self.temporaryDirectory("fanout-load")
+        let directory = TemporaryDirectory.path("fanout-load")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory, durability: self.durability)
-        try server.start()
+        try await server.start()
         let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
         let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
         try await self.run(scenario, on: session, drain: drain, report: &report)
@@ -77,7 +78,7 @@ public struct LoadHarness: Sendable {
     /// fanoutd, both started here, with the ratios of their figures.
     public func compare() async throws -> LoadReport {
         var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
-        let directory = Self.temporaryDirectory("fanout-load-compare")
+        let directory = TemporaryDirectory.path("fanout-load-compare")
         defer { try? FileManager.default.removeItem(atPath: directory) }
 
         let redis = try RedisProcess(directory: directory + "/redis")
@@ -96,7 +97,7 @@ public struct LoadHarness: Sendable {
         report.add(redisSession)
 
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
-        try server.start()
+        try await server.start()
         let fanoutSession = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
         let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
         try await self.runComparedPhases(on: fanoutSession, drain: drain)
@@ -145,7 +146,7 @@ public struct LoadHarness: Sendable {
     private func recover(_ server: FanoutdProcess) async throws -> RecoveryFigures {
         server.kill()
         let start = ContinuousClock.now
-        let listening = try server.start()
+        let listening = try await server.start()
         let client = try await FanoutClient.connect(host: "127.0.0.1", port: server.port, apiKey: server.adminKey, clientName: "fanout-load")
         try await client.ping()
         let serving = ContinuousClock.now - start
@@ -155,21 +156,11 @@ public struct LoadHarness: Sendable {
             throw LoadError("after the restart the server holds \(installations) installations, not \(self.workload.installations)")
         }
         return RecoveryFigures(
-            secondsUntilListening: listening.seconds,
-            secondsUntilServing: serving.seconds,
+            secondsUntilListening: listening / .seconds(1),
+            secondsUntilServing: serving / .seconds(1),
             installations: installations,
             subscriptions: self.workload.subscriptionCount,
             residentBytes: server.resources?.residentBytes
         )
-    }
-
-    static func temporaryDirectory(_ prefix: String) -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
     }
 }

@@ -56,8 +56,7 @@ public enum LoadRunner {
         operation: @escaping @Sendable (_ index: Int) async throws -> Int
     ) async -> PhaseRecorder {
         let rate = max(1, rate)
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        let count = max(1, Int(seconds * Double(rate)))
+        let count = max(1, Int(duration / .seconds(1) * Double(rate)))
         let done = Counter()
         return await progress.track(name, total: count, done: done) {
             // Children return their outcome and the loop records it: a histogram per operation

@@ -31,7 +31,7 @@ public struct Progress: Sendable {
 
     private static func report(_ name: String, done: Int, total: Int, since start: ContinuousClock.Instant, terminal: Bool) {
         let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed / .seconds(1)
         let rate = seconds > 0 ? Int(Double(done) / seconds) : 0
         let percent = total > 0 ? done * 100 / total : 100
         let line = "\(name): \(done)/\(total) (\(percent)%), \(rate)/s"
