@@ -133,6 +133,12 @@ final class WALWriter: @unchecked Sendable {
 
     /// Suspends the calling task (blocking no thread) until every record before `lsn` is acknowledged.
     func acknowledgement(of lsn: UInt64) async throws(FanoutError) {
+        // Already acknowledged (the older replies of a batch the server writes together): no
+        // continuation, no suspension.
+        self.state.lock()
+        let acknowledged = self.acknowledgedLSN >= lsn
+        self.state.unlock()
+        if acknowledged { return }
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in
             self.state.lock()
             if self.acknowledgedLSN >= lsn {
