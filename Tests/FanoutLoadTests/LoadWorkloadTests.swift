@@ -27,6 +27,9 @@ struct LoadWorkloadTests {
         #expect(self.workload.token(7, generation: 1) != self.workload.token(7), "a refresh gives a new token")
         #expect(LoadWorkload(seed: 5, installations: 10, topics: 1).token(3) == self.workload.token(3), "the seed decides")
         #expect(LoadWorkload(seed: 6, installations: 10, topics: 1).token(3) != self.workload.token(3))
+        // Past the installations (mixed registers new ones) tokens are made on demand, the same way.
+        #expect(LoadWorkload(seed: 5, installations: 10, topics: 1).token(500) == self.workload.token(500))
+        #expect(LoadWorkload(seed: 5, installations: 10, topics: 1).fid(500) == self.workload.fid(500))
         // Six, three and one in ten, within a few percent.
         #expect(abs(platforms[.android, default: 0] - 6000) < 300)
         #expect(abs(platforms[.ios, default: 0] - 3000) < 300)

@@ -12,20 +12,31 @@ public struct LoadWorkload: Sendable {
     public let topics: Int
     /// The share of all installations subscribed to the most popular topic.
     public let headShare: Double
+    /// The installations' FIDs and first tokens, made once: every phase of every system sends
+    /// them (a token about four times), and making one costs more than sending it.
+    private let fids: [String]
+    private let tokens: [String]
 
     public init(seed: UInt64, installations: Int, topics: Int, headShare: Double = 0.5) {
         self.seed = seed
         self.installations = max(1, installations)
         self.topics = max(1, topics)
         self.headShare = headShare
+        let fids = (0..<self.installations).map { Self.makeFID(seed: seed, index: $0) }
+        self.fids = fids
+        self.tokens = fids.indices.map { Self.makeToken(seed: seed, index: $0, fid: fids[$0], generation: 0) }
     }
 
     // MARK: Installations
 
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
+    private static func random(seed: UInt64, _ index: Int, _ stream: UInt64) -> SeededRandomNumberGenerator {
+        SeededRandomNumberGenerator(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(index) &* 0xBF58_476D_1CE4_E5B9 ^ stream)
+    }
+
     private func random(_ index: Int, _ stream: UInt64) -> SeededRandomNumberGenerator {
-        SeededRandomNumberGenerator(seed: self.seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(index) &* 0xBF58_476D_1CE4_E5B9 ^ stream)
+        Self.random(seed: self.seed, index, stream)
     }
 
     private static func text(_ count: Int, using random: inout SeededRandomNumberGenerator) -> String {
@@ -39,16 +50,25 @@ public struct LoadWorkload: Sendable {
 
     /// The installation's Firebase Installation ID: 22 characters, the first one of `cdef`.
     public func fid(_ index: Int) -> String {
-        var random = self.random(index, 1)
-        let first = ["c", "d", "e", "f"][Int(random.next() & 3)]
-        return first + Self.text(21, using: &random)
+        index < self.fids.count ? self.fids[index] : Self.makeFID(seed: self.seed, index: index)
     }
 
     /// The installation's registration token (163 bytes, shaped as FCM's: the FID, `:APA91b`,
     /// then 135 characters); `generation` > 0 gives the token after that many refreshes.
     public func token(_ index: Int, generation: Int = 0) -> String {
-        var random = self.random(index, 2 &+ UInt64(generation) << 8)
-        return self.fid(index) + ":APA91b" + Self.text(163 - 22 - 7, using: &random)
+        if generation == 0, index < self.tokens.count { return self.tokens[index] }
+        return Self.makeToken(seed: self.seed, index: index, fid: self.fid(index), generation: generation)
+    }
+
+    private static func makeFID(seed: UInt64, index: Int) -> String {
+        var random = Self.random(seed: seed, index, 1)
+        let first = ["c", "d", "e", "f"][Int(random.next() & 3)]
+        return first + Self.text(21, using: &random)
+    }
+
+    private static func makeToken(seed: UInt64, index: Int, fid: String, generation: Int) -> String {
+        var random = Self.random(seed: seed, index, 2 &+ UInt64(generation) << 8)
+        return fid + ":APA91b" + Self.text(163 - 22 - 7, using: &random)
     }
 
     /// Android for six in ten, iOS for three, web for one.
