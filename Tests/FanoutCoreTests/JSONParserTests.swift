@@ -39,6 +39,8 @@ struct JSONParserTests {
         ("tru", "unexpected"),
         ("{\"a\":1,\"a\":2}", "duplicate key at a"),
         ("{\"m\":{\"data\":{\"k\":\"1\",\"k\":\"2\"}}}", "duplicate key at m.data.k"),
+        (#"{"a":1,"\u0061":2}"#, "duplicate key at a"),
+        ("{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k17\":0}", "duplicate key at k17"),
         ("[" + String(repeating: "9", count: 65) + "]", "longer than 64 characters"),
         ("'a'", "unexpected character"),
     ])
@@ -49,6 +51,17 @@ struct JSONParserTests {
         } catch {
             #expect(error.reason.contains(reason), "\(text.debugDescription): \(error.reason)")
         }
+    }
+
+    /// From 16 members on, duplicates are found through key hashes: distinct keys must all survive.
+    @Test func largeObjectsKeepEveryMember() throws {
+        let text = "{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + #","\u006b40":40}"#
+        guard case .object(let object) = try self.parse(text) else {
+            Issue.record("expected an object")
+            return
+        }
+        #expect(object.members.map(\.key) == (0...40).map { "k\($0)" })
+        #expect(object["k40"] == .number(JSONNumber(40)))
     }
 
     @Test func boundsDepthAndSize() throws {

@@ -26,197 +26,257 @@ public struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private let limits: Limits
+    private var entries: [JSONDocument.Entry] = []
     private var position = 0
     private var depth = 0
-    /// The keys leading to the current value, for duplicate-key errors (array elements are not
-    /// tracked: duplicates are reported with the keys of the enclosing objects).
-    private var path: [String] = []
+    /// The key entries leading to the current value, for duplicate-key errors (array elements are
+    /// not tracked: duplicates are reported with the keys of the enclosing objects).
+    private var path: [Int] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, limits: Limits) {
         self.bytes = bytes
         self.limits = limits
+        self.entries.reserveCapacity(bytes.count / 8 + 4)
     }
 
-    /// Parses one JSON document (surrounding whitespace allowed, nothing else).
+    /// Parses one JSON document (surrounding whitespace allowed, nothing else) into a tree.
     public static func parse(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(Error) -> JSONValue {
-        guard bytes.count <= limits.maximumBytes else {
+        try self.document(bytes, limits: limits).value(at: JSONDocument.root)
+    }
+
+    /// Parses one JSON document into its flat form, which readers walk without building a tree.
+    static func document(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(Error) -> JSONDocument {
+        guard bytes.count <= limits.maximumBytes, bytes.count < UInt32.max else {
             throw Error(offset: limits.maximumBytes, reason: "the input is larger than \(limits.maximumBytes) bytes")
         }
         let array = Array(bytes)
-        let result: Result<JSONValue, Error> = array.withUnsafeBufferPointer { buffer in
+        let result: Result<[JSONDocument.Entry], Error> = array.withUnsafeBufferPointer { buffer in
             var parser = JSONParser(buffer, limits: limits)
             do throws(Error) {
                 parser.skipWhitespace()
-                let value = try parser.parseValue()
+                try parser.parseValue()
                 parser.skipWhitespace()
                 guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-                return .success(value)
+                return .success(parser.entries)
             } catch {
                 return .failure(error)
             }
         }
-        return try result.get()
+        return JSONDocument(bytes: array, entries: try result.get())
     }
 
     // MARK: - Values
 
-    private mutating func parseValue() throws(Error) -> JSONValue {
+    private mutating func parseValue() throws(Error) {
         guard let byte = self.peek() else { throw self.error("unexpected end of input") }
         switch byte {
-        case UInt8(ascii: "{"): return .object(try self.parseObject())
-        case UInt8(ascii: "["): return .array(try self.parseArray())
-        case UInt8(ascii: "\""): return .string(try self.parseString())
-        case UInt8(ascii: "t"): try self.expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try self.expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try self.expectLiteral("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try self.parseNumber())
+        case UInt8(ascii: "{"): try self.parseObject()
+        case UInt8(ascii: "["): try self.parseArray()
+        case UInt8(ascii: "\""): try self.parseString()
+        case UInt8(ascii: "t"): try self.literal("true", .true)
+        case UInt8(ascii: "f"): try self.literal("false", .false)
+        case UInt8(ascii: "n"): try self.literal("null", .null)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try self.parseNumber()
         default: throw self.error("unexpected character")
         }
     }
 
-    private mutating func parseObject() throws(Error) -> JSONObject {
-        try self.enter()
-        self.position += 1
-        var members: [JSONObject.Member] = []
-        var keys: Set<String> = []
-        self.skipWhitespace()
-        if self.peek() == UInt8(ascii: "}") {
-            self.position += 1
-            self.depth -= 1
-            return JSONObject(members)
+    /// Appends a container's entry; `close` fills in its count and end.
+    private mutating func open(_ kind: JSONDocument.Kind) throws(Error) -> Int {
+        self.depth += 1
+        guard self.depth <= self.limits.maximumDepth else {
+            throw self.error("nested deeper than \(self.limits.maximumDepth) levels")
         }
+        self.position += 1
+        self.entries.append(JSONDocument.Entry(kind: kind, start: 0, end: 0))
+        return self.entries.count - 1
+    }
+
+    private mutating func close(_ index: Int, count: Int) {
+        self.position += 1
+        self.depth -= 1
+        self.entries[index].start = UInt32(count)
+        self.entries[index].end = UInt32(self.entries.count)
+    }
+
+    private mutating func parseObject() throws(Error) {
+        let object = try self.open(.object)
+        var count = 0
+        /// Hashes of the keys so far, once the object is too large for a linear duplicate check.
+        var hashes: Set<UInt64> = []
+        self.skipWhitespace()
+        if self.peek() == UInt8(ascii: "}") { return self.close(object, count: 0) }
         while true {
             self.skipWhitespace()
             guard self.peek() == UInt8(ascii: "\"") else { throw self.error("expected a string key") }
             let keyOffset = self.position
-            let key = try self.parseString()
-            // Small objects: a linear scan; larger ones: a set.
-            let duplicate = members.count < 16 ? members.contains { $0.key == key } : !keys.insert(key).inserted
-            if members.count == 15 { keys = Set(members.map(\.key) + [key]) }
-            if duplicate {
-                let where_ = (self.path + [key]).joined(separator: ".")
-                throw Error(offset: keyOffset, reason: "duplicate key at \(where_.isEmpty ? "(root)" : where_)")
+            try self.parseString()
+            let key = self.entries.count - 1
+            if self.isDuplicate(key: key, in: object, count: count, hashes: &hashes) {
+                let names = (self.path + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
+                throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
             }
+            count += 1
             self.skipWhitespace()
             guard self.peek() == UInt8(ascii: ":") else { throw self.error("expected ':'") }
             self.position += 1
             self.skipWhitespace()
             self.path.append(key)
-            let value = try self.parseValue()
+            try self.parseValue()
             self.path.removeLast()
-            members.append(JSONObject.Member(key: key, value: value))
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1
-            case UInt8(ascii: "}"):
-                self.position += 1
-                self.depth -= 1
-                return JSONObject(members)
+            case UInt8(ascii: "}"): return self.close(object, count: count)
             default: throw self.error("expected ',' or '}'")
             }
         }
     }
 
-    private mutating func parseArray() throws(Error) -> [JSONValue] {
-        try self.enter()
-        self.position += 1
-        var elements: [JSONValue] = []
-        self.skipWhitespace()
-        if self.peek() == UInt8(ascii: "]") {
-            self.position += 1
-            self.depth -= 1
-            return elements
+    /// Whether the key just parsed repeats one of the object's earlier keys (compared decoded).
+    /// Small objects are scanned; from 16 members on, a set of key hashes answers first.
+    private func isDuplicate(key: Int, in object: Int, count: Int, hashes: inout Set<UInt64>) -> Bool {
+        if count >= 16 {
+            if hashes.isEmpty {
+                var earlier = object + 1
+                for _ in 0..<count {
+                    hashes.insert(self.hash(of: earlier))
+                    earlier = Int(self.entries[earlier + 1].end)
+                }
+            }
+            guard !hashes.insert(self.hash(of: key)).inserted else { return false }
         }
+        var earlier = object + 1
+        for _ in 0..<count {
+            if self.keysEqual(earlier, key) { return true }
+            earlier = Int(self.entries[earlier + 1].end)
+        }
+        return false
+    }
+
+    private func keysEqual(_ a: Int, _ b: Int) -> Bool {
+        let (first, second) = (self.entries[a], self.entries[b])
+        if !first.isEscaped, !second.isEscaped, first.length != second.length { return false }
+        return self.withKeyBytes(first) { first in self.withKeyBytes(second) { first.elementsEqual($0) } }
+    }
+
+    /// FNV-1a over the key's decoded bytes.
+    private func hash(of key: Int) -> UInt64 {
+        self.withKeyBytes(self.entries[key]) { bytes in
+            bytes.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+        }
+    }
+
+    /// Calls `body` with a string entry's decoded bytes: the input itself when it has no escapes.
+    private func withKeyBytes<R>(_ entry: JSONDocument.Entry, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        let raw = UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
+        guard entry.isEscaped else { return body(raw) }
+        return JSONDocument.unescaped(ArraySlice(raw)).withUnsafeBufferPointer(body)
+    }
+
+    private func decodedString(_ entry: JSONDocument.Entry) -> String {
+        self.withKeyBytes(entry) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private mutating func parseArray() throws(Error) {
+        let array = try self.open(.array)
+        var count = 0
+        self.skipWhitespace()
+        if self.peek() == UInt8(ascii: "]") { return self.close(array, count: 0) }
         while true {
             self.skipWhitespace()
-            elements.append(try self.parseValue())
+            try self.parseValue()
+            count += 1
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1
-            case UInt8(ascii: "]"):
-                self.position += 1
-                self.depth -= 1
-                return elements
+            case UInt8(ascii: "]"): return self.close(array, count: count)
             default: throw self.error("expected ',' or ']'")
             }
         }
     }
 
-    private mutating func parseString() throws(Error) -> String {
+    /// Checks a string (escapes, control characters, UTF-8) and appends its entry; nothing is decoded.
+    private mutating func parseString() throws(Error) {
         self.position += 1
         let start = self.position
-        // Fast path: no escapes.
-        while self.position < self.bytes.count {
-            let byte = self.bytes[self.position]
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeBufferPointer(rebasing: self.bytes[start..<self.position])
-                guard let string = Self.string(validating: slice) else {
-                    throw Error(offset: start, reason: "a string is not valid UTF-8")
-                }
-                self.position += 1
-                return string
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw self.error("a raw control character in a string") }
-            self.position += 1
-        }
-        // Slow path: unescape into a buffer.
-        var buffer = Array(self.bytes[start..<self.position])
+        var high: UInt8 = 0
+        var isEscaped = false
         while true {
-            guard let byte = self.peek() else { throw Error(offset: start - 1, reason: "unterminated string") }
-            if byte == UInt8(ascii: "\"") {
-                self.position += 1
-                guard let string = buffer.withUnsafeBufferPointer(Self.string(validating:)) else {
-                    throw Error(offset: start, reason: "a string is not valid UTF-8")
-                }
-                return string
-            }
+            guard self.position < self.bytes.count else { throw Error(offset: start - 1, reason: "unterminated string") }
+            let byte = self.bytes[self.position]
+            if byte == UInt8(ascii: "\"") { break }
             if byte < 0x20 { throw self.error("a raw control character in a string") }
-            if byte != UInt8(ascii: "\\") {
-                buffer.append(byte)
-                self.position += 1
-                continue
+            high |= byte
+            self.position += 1
+            if byte == UInt8(ascii: "\\") {
+                isEscaped = true
+                try self.checkEscape(stringStart: start)
             }
-            self.position += 1
-            guard let escape = self.peek() else { throw Error(offset: start - 1, reason: "unterminated string") }
-            self.position += 1
-            switch escape {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(escape)
-            case UInt8(ascii: "b"): buffer.append(0x08)
-            case UInt8(ascii: "f"): buffer.append(0x0C)
-            case UInt8(ascii: "n"): buffer.append(0x0A)
-            case UInt8(ascii: "r"): buffer.append(0x0D)
-            case UInt8(ascii: "t"): buffer.append(0x09)
-            case UInt8(ascii: "u"):
-                var scalar = try self.parseHex4()
-                if (0xD800...0xDBFF).contains(scalar) {
-                    guard self.peek() == UInt8(ascii: "\\"), self.peek(at: 1) == UInt8(ascii: "u") else {
-                        throw self.error("a lone surrogate in a \\u escape")
-                    }
-                    self.position += 2
-                    let low = try self.parseHex4()
-                    guard (0xDC00...0xDFFF).contains(low) else { throw self.error("a lone surrogate in a \\u escape") }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                } else if (0xDC00...0xDFFF).contains(scalar) {
+        }
+        let length = self.position - start
+        if high >= 0x80, !Self.isValidUTF8(UnsafeBufferPointer(rebasing: self.bytes[start..<self.position])) {
+            throw Error(offset: start, reason: "a string is not valid UTF-8")
+        }
+        self.position += 1
+        let entry = JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: 0)
+        self.entries.append(entry)
+        self.entries[self.entries.count - 1].end = UInt32(self.entries.count)
+    }
+
+    /// Checks the escape after a backslash (`position` is just past it) and steps over it.
+    private mutating func checkEscape(stringStart: Int) throws(Error) {
+        guard let escape = self.peek() else { throw Error(offset: stringStart - 1, reason: "unterminated string") }
+        self.position += 1
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+            UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+            return
+        case UInt8(ascii: "u"):
+            let scalar = try self.parseHex4()
+            if (0xD800...0xDBFF).contains(scalar) {
+                guard self.peek() == UInt8(ascii: "\\"), self.peek(at: 1) == UInt8(ascii: "u") else {
                     throw self.error("a lone surrogate in a \\u escape")
                 }
-                // Valid by construction: not a surrogate, at most 0x10FFFF.
-                buffer.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
-            default:
-                throw self.error("an invalid escape sequence")
+                self.position += 2
+                let low = try self.parseHex4()
+                guard (0xDC00...0xDFFF).contains(low) else { throw self.error("a lone surrogate in a \\u escape") }
+            } else if (0xDC00...0xDFFF).contains(scalar) {
+                throw self.error("a lone surrogate in a \\u escape")
             }
+        default:
+            throw self.error("an invalid escape sequence")
         }
     }
 
-    /// The string of `bytes` if they are valid UTF-8. `String(validating:)` is generic and not
-    /// specialised here (it looks up type metadata on every call); `String(decoding:)` is, but it
-    /// repairs invalid input, so a repair is detected by comparing the bytes back.
-    private static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        var high: UInt8 = 0
-        for byte in bytes { high |= byte }
-        let string = String(decoding: bytes, as: UTF8.self)
-        if high < 0x80 { return string }
-        return string.utf8.elementsEqual(bytes) ? string : nil
+    /// RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        while index < bytes.count {
+            let lead = bytes[index]
+            if lead < 0x80 {
+                index += 1
+                continue
+            }
+            let continuations: Int
+            var scalar: UInt32
+            let minimum: UInt32
+            switch lead {
+            case 0xC0...0xDF: (continuations, scalar, minimum) = (1, UInt32(lead & 0x1F), 0x80)
+            case 0xE0...0xEF: (continuations, scalar, minimum) = (2, UInt32(lead & 0x0F), 0x800)
+            case 0xF0...0xF7: (continuations, scalar, minimum) = (3, UInt32(lead & 0x07), 0x10000)
+            default: return false
+            }
+            guard index + continuations < bytes.count else { return false }
+            for offset in 1...continuations {
+                let byte = bytes[index + offset]
+                guard byte & 0xC0 == 0x80 else { return false }
+                scalar = scalar << 6 | UInt32(byte & 0x3F)
+            }
+            guard scalar >= minimum, scalar <= 0x10FFFF, !(0xD800...0xDFFF).contains(scalar) else { return false }
+            index += continuations + 1
+        }
+        return true
     }
 
     private mutating func parseHex4() throws(Error) -> UInt32 {
@@ -236,7 +296,7 @@ public struct JSONParser {
         return value
     }
 
-    private mutating func parseNumber() throws(Error) -> JSONNumber {
+    private mutating func parseNumber() throws(Error) {
         let start = self.position
         func digits(_ parser: inout JSONParser) -> Int {
             var count = 0
@@ -264,19 +324,15 @@ public struct JSONParser {
         guard self.position - start <= self.limits.maximumNumberLength else {
             throw Error(offset: start, reason: "a number longer than \(self.limits.maximumNumberLength) characters")
         }
-        return JSONNumber(text: String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.position]), as: UTF8.self))
+        let index = self.entries.count
+        self.entries.append(
+            JSONDocument.Entry(kind: .number, start: UInt32(start), length: UInt32(self.position - start), end: UInt32(index + 1))
+        )
     }
 
     // MARK: - Helpers
 
-    private mutating func enter() throws(Error) {
-        self.depth += 1
-        guard self.depth <= self.limits.maximumDepth else {
-            throw self.error("nested deeper than \(self.limits.maximumDepth) levels")
-        }
-    }
-
-    private mutating func expectLiteral(_ literal: StaticString) throws(Error) {
+    private mutating func literal(_ literal: StaticString, _ kind: JSONDocument.Kind) throws(Error) {
         let count = literal.utf8CodeUnitCount
         guard self.position + count <= self.bytes.count else { throw self.error("unexpected end of input") }
         let matches = literal.withUTF8Buffer { expected in
@@ -284,6 +340,7 @@ public struct JSONParser {
         }
         guard matches else { throw self.error("unexpected character") }
         self.position += count
+        self.entries.append(JSONDocument.Entry(kind: kind, start: 0, end: UInt32(self.entries.count + 1)))
     }
 
     private func peek(at offset: Int = 0) -> UInt8? {

@@ -1,0 +1,257 @@
+/// A parsed JSON document kept flat: one entry per value, in input order, each pointing into the
+/// input bytes. Nothing is decoded until a reader asks, so validating a message builds no tree and
+/// no strings it does not keep. `JSONParser.document(_:)` makes one; every entry in it has passed
+/// the parser's checks (valid UTF-8, valid escapes, no duplicate keys, bounded numbers), so reading
+/// it cannot fail.
+///
+/// Layout: an array's entry is followed by its elements; an object's by its members, each a key
+/// (a string entry) then the value's entries. `Entry.end` is the index just past a value and
+/// everything inside it, so a reader steps over a member in one move.
+struct JSONDocument: Sendable {
+    enum Kind: UInt8, Sendable {
+        case null, `false`, `true`, number, string, array, object
+    }
+
+    struct Entry: Sendable {
+        var kind: Kind
+        /// A string with backslash escapes, decoded when read.
+        var isEscaped = false
+        /// Strings: the first byte after the opening quote. Numbers: the first byte. Containers:
+        /// the number of elements or members.
+        var start: UInt32
+        /// Strings and numbers: how many bytes (raw, escapes included).
+        var length: UInt32 = 0
+        /// The index of the entry after this value and its contents.
+        var end: UInt32
+    }
+
+    let bytes: [UInt8]
+    let entries: [Entry]
+
+    /// The document's value.
+    static let root = 0
+
+    func kind(of index: Int) -> Kind { self.entries[index].kind }
+
+    /// The index just past the value at `index` and its contents.
+    func end(of index: Int) -> Int { Int(self.entries[index].end) }
+
+    /// The JSON type's name, for error messages ("expected a string, got a number").
+    func typeName(of index: Int) -> String {
+        switch self.kind(of: index) {
+        case .null: return "null"
+        case .false, .true: return "a boolean"
+        case .number: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
+
+    // MARK: - Scalars
+
+    func bool(at index: Int) -> Bool? {
+        switch self.kind(of: index) {
+        case .true: return true
+        case .false: return false
+        default: return nil
+        }
+    }
+
+    /// The string at `index`, decoded; `nil` for other kinds.
+    func string(at index: Int) -> String? {
+        let entry = self.entries[index]
+        guard entry.kind == .string else { return nil }
+        return self.withStringBytes(entry) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether the value at `index` is a string equal to `text`, compared without decoding into a `String`.
+    func isString(at index: Int, equalTo text: String) -> Bool {
+        let entry = self.entries[index]
+        guard entry.kind == .string else { return false }
+        return self.withStringBytes(entry) { $0.elementsEqual(text.utf8) }
+    }
+
+    /// The number at `index` as an integer, when it is one exactly (no fraction or exponent, in range).
+    func int64(at index: Int) -> Int64? {
+        let entry = self.entries[index]
+        guard entry.kind == .number else { return nil }
+        var position = Int(entry.start)
+        let end = position + Int(entry.length)
+        let negative = self.bytes[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        var value: Int64 = 0
+        while position < end {
+            let byte = self.bytes[position]
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            let digit = Int64(byte - UInt8(ascii: "0"))
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
+            guard !overflow1, !overflow2 else { return nil }
+            value = next
+            position += 1
+        }
+        return value
+    }
+
+    /// The number at `index` as a double (`nil` for other kinds, or a lexeme that overflows).
+    func double(at index: Int) -> Double? {
+        guard let number = self.number(at: index), let value = Double(number.text), value.isFinite else { return nil }
+        return value
+    }
+
+    func number(at index: Int) -> JSONNumber? {
+        let entry = self.entries[index]
+        return entry.kind == .number ? self.lexeme(entry) : nil
+    }
+
+    private func lexeme(_ entry: Entry) -> JSONNumber {
+        JSONNumber(text: String(decoding: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)], as: UTF8.self))
+    }
+
+    // MARK: - Containers
+
+    /// The number of elements or members of the container at `index`.
+    func count(of index: Int) -> Int {
+        let entry = self.entries[index]
+        return entry.kind == .array || entry.kind == .object ? Int(entry.start) : 0
+    }
+
+    /// The members of the object at `index`: the index of each key and of its value.
+    func members(of index: Int) -> Members {
+        Members(document: self, index: index + 1, remaining: self.kind(of: index) == .object ? self.count(of: index) : 0)
+    }
+
+    /// The elements of the array at `index`.
+    func elements(of index: Int) -> Elements {
+        Elements(document: self, index: index + 1, remaining: self.kind(of: index) == .array ? self.count(of: index) : 0)
+    }
+
+    /// The value of the member whose key is exactly `key`, in the object at `index`.
+    func member(_ key: String, in index: Int) -> Int? {
+        self.members(of: index).first { self.isString(at: $0.key, equalTo: key) }?.value
+    }
+
+    struct Members: Sequence, IteratorProtocol {
+        let document: JSONDocument
+        var index: Int
+        var remaining: Int
+
+        mutating func next() -> (key: Int, value: Int)? {
+            guard self.remaining > 0 else { return nil }
+            self.remaining -= 1
+            let key = self.index
+            self.index = self.document.end(of: key + 1)
+            return (key, key + 1)
+        }
+    }
+
+    struct Elements: Sequence, IteratorProtocol {
+        let document: JSONDocument
+        var index: Int
+        var remaining: Int
+
+        mutating func next() -> Int? {
+            guard self.remaining > 0 else { return nil }
+            self.remaining -= 1
+            defer { self.index = self.document.end(of: self.index) }
+            return self.index
+        }
+    }
+
+    // MARK: - Keys
+
+    /// Whether the key at `index` names the proto3 field `snakeName` in either JSON spelling:
+    /// `collapse_key` or `collapseKey` (an uppercase letter stands for `_` and its lowercase).
+    func key(at index: Int, isField snakeName: String) -> Bool {
+        self.withStringBytes(self.entries[index]) { key in
+            var name = snakeName.utf8.makeIterator()
+            for byte in key {
+                if ASCII.isUppercase(byte) {
+                    guard name.next() == UInt8(ascii: "_"), name.next() == ASCII.lowercased(byte) else { return false }
+                } else {
+                    guard name.next() == byte else { return false }
+                }
+            }
+            return name.next() == nil
+        }
+    }
+
+    // MARK: - Trees
+
+    /// The value at `index` as a `JSONValue` tree (for the parts of a message kept as given).
+    func value(at index: Int) -> JSONValue {
+        switch self.kind(of: index) {
+        case .null: return .null
+        case .false: return .bool(false)
+        case .true: return .bool(true)
+        case .number: return .number(self.lexeme(self.entries[index]))
+        case .string: return .string(self.withStringBytes(self.entries[index]) { String(decoding: $0, as: UTF8.self) })
+        case .array: return .array(self.elements(of: index).map { self.value(at: $0) })
+        case .object: return .object(self.object(at: index))
+        }
+    }
+
+    /// The object at `index` as a `JSONObject` (empty for other kinds).
+    func object(at index: Int) -> JSONObject {
+        JSONObject(
+            self.members(of: index).map { member in
+                .init(key: self.withStringBytes(self.entries[member.key]) { String(decoding: $0, as: UTF8.self) }, value: self.value(at: member.value))
+            }
+        )
+    }
+
+    // MARK: - String bytes
+
+    /// Calls `body` with the decoded UTF-8 of a string entry: the input bytes themselves when the
+    /// string has no escapes.
+    func withStringBytes<R>(_ entry: Entry, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        let range = Int(entry.start)..<Int(entry.start + entry.length)
+        guard entry.isEscaped else {
+            return self.bytes.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[range])) }
+        }
+        return Self.unescaped(self.bytes[range]).withUnsafeBufferPointer(body)
+    }
+
+    /// The UTF-8 of a string's raw content with its escapes decoded. The parser checked every
+    /// escape, so there is nothing to reject here.
+    static func unescaped(_ raw: ArraySlice<UInt8>) -> [UInt8] {
+        var result: [UInt8] = []
+        result.reserveCapacity(raw.count)
+        var position = raw.startIndex
+        func hex4(_ at: Int) -> UInt32 {
+            raw[at..<at + 4].reduce(0) { value, byte in
+                let digit: UInt8 =
+                    byte <= UInt8(ascii: "9") ? byte - UInt8(ascii: "0") : (byte | 0x20) - UInt8(ascii: "a") + 10
+                return value << 4 | UInt32(digit)
+            }
+        }
+        while position < raw.endIndex {
+            let byte = raw[position]
+            guard byte == UInt8(ascii: "\\") else {
+                result.append(byte)
+                position += 1
+                continue
+            }
+            let escape = raw[position + 1]
+            position += 2
+            switch escape {
+            case UInt8(ascii: "b"): result.append(0x08)
+            case UInt8(ascii: "f"): result.append(0x0C)
+            case UInt8(ascii: "n"): result.append(0x0A)
+            case UInt8(ascii: "r"): result.append(0x0D)
+            case UInt8(ascii: "t"): result.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = hex4(position)
+                position += 4
+                if (0xD800...0xDBFF).contains(scalar) {
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (hex4(position + 2) - 0xDC00)
+                    position += 6
+                }
+                result.append(contentsOf: String(Character(Unicode.Scalar(scalar) ?? "\u{FFFD}")).utf8)
+            default: result.append(escape)  // " \ /
+            }
+        }
+        return result
+    }
+}
