@@ -64,6 +64,24 @@ struct JSONParserTests {
         #expect(object["k40"] == .number(JSONNumber(40)))
     }
 
+    /// Strings are scanned eight bytes at a time until a byte needs a look: a quote, a backslash, a
+    /// control character or non-ASCII must be seen wherever it falls.
+    @Test func everySpecialByteIsSeenAtEveryPosition() throws {
+        for length in 1...20 {
+            for position in 0..<length {
+                for special in ["\"", "\\", "\n", "é", "\u{01}", "😀"] {
+                    let text = String(repeating: "a", count: position) + special + String(repeating: "b", count: length - position - 1)
+                    #expect(try JSONParser.parse(JSONWriter.encode(.string(text))) == .string(text))
+                }
+                var raw = Array(("\"" + String(repeating: "a", count: length) + "\"").utf8)
+                raw[1 + position] = 0x1F
+                #expect(throws: JSONParser.Error.self) { try JSONParser.parse(raw) }
+                raw[1 + position] = 0xFF
+                #expect(throws: JSONParser.Error.self) { try JSONParser.parse(raw) }
+            }
+        }
+    }
+
     @Test func boundsDepthAndSize() throws {
         let deep = String(repeating: "[", count: 64) + String(repeating: "]", count: 64)
         #expect(throws: Never.self) { try self.parse(deep) }

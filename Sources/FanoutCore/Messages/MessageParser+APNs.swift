@@ -15,13 +15,9 @@ extension MessageParser {
             self.checkAPNsHeaders(headers, at: reader.field("headers"), violations: &violations)
             config.headers = headers
         }
-        if let payload = reader.take("payload", violations: &violations) {
-            if case .object(let object) = payload {
-                self.checkAPNsPayload(object, at: reader.field("payload"), violations: &violations)
-                config.payload = object
-            } else {
-                violations.add(reader.field("payload"), "expected an object, got \(payload.typeName)")
-            }
+        if let payload = reader.jsonObject("payload", violations: &violations) {
+            self.checkAPNsPayload(payload, at: reader.field("payload"), violations: &violations)
+            config.payload = payload
         }
         if var options = reader.object("fcm_options", violations: &violations) {
             config.analyticsLabel = self.analyticsLabel(&options, violations: &violations)
@@ -38,9 +34,9 @@ extension MessageParser {
         return config
     }
 
-    private static func checkAPNsHeaders(_ headers: [(key: String, value: String)], at path: String, violations: inout Violations) {
+    private static func checkAPNsHeaders(_ headers: [(key: String, value: String)], at path: @autoclosure () -> String, violations: inout Violations) {
         for (name, value) in headers {
-            var field: String { "\(path).\(ObjectReader.printable(name))" }
+            var field: String { "\(path()).\(ObjectReader.printable(name))" }
             switch ASCII.lowercased(name) {
             case "apns-priority":
                 if !["10", "5", "1"].contains(value) { violations.add(field, "must be \"10\", \"5\" or \"1\"") }
@@ -63,9 +59,9 @@ extension MessageParser {
     }
 
     /// `apns.payload`: `aps` must be an object following Apple's payload key reference.
-    private static func checkAPNsPayload(_ payload: JSONObject, at path: String, violations: inout Violations) {
+    private static func checkAPNsPayload(_ payload: JSONObject, at path: @autoclosure () -> String, violations: inout Violations) {
         guard let aps = payload["aps"] else { return }
-        let apsPath = "\(path).aps"
+        var apsPath: String { "\(path()).aps" }
         guard case .object(let object) = aps else {
             violations.add(apsPath, "expected an object, got \(aps.typeName)")
             return
@@ -108,15 +104,15 @@ extension MessageParser {
         }
     }
 
-    private static func checkAlert(_ alert: JSONValue, at path: String, violations: inout Violations) {
+    private static func checkAlert(_ alert: JSONValue, at path: @autoclosure () -> String, violations: inout Violations) {
         switch alert {
         case .string:
             return
         case .object(let object):
             for member in object.members {
-                var field: String { "\(path).\(ObjectReader.printable(member.key))" }
+                var field: String { "\(path()).\(ObjectReader.printable(member.key))" }
                 guard self.alertKeys.contains(member.key) else {
-                    violations.add(path, "Unknown name \"\(ObjectReader.printable(member.key))\" in the alert dictionary")
+                    violations.add(path(), "Unknown name \"\(ObjectReader.printable(member.key))\" in the alert dictionary")
                     continue
                 }
                 if member.key.hasSuffix("-args") {
@@ -138,17 +134,17 @@ extension MessageParser {
                 }
             }
         default:
-            violations.add(path, "must be a string or an alert dictionary, got \(alert.typeName)")
+            violations.add(path(), "must be a string or an alert dictionary, got \(alert.typeName)")
         }
     }
 
-    private static func checkSound(_ sound: JSONValue, at path: String, violations: inout Violations) {
+    private static func checkSound(_ sound: JSONValue, at path: @autoclosure () -> String, violations: inout Violations) {
         switch sound {
         case .string(let name):
-            if name.isEmpty { violations.add(path, "must be a non-empty string") }
+            if name.isEmpty { violations.add(path(), "must be a non-empty string") }
         case .object(let object):
             for member in object.members {
-                var field: String { "\(path).\(ObjectReader.printable(member.key))" }
+                var field: String { "\(path()).\(ObjectReader.printable(member.key))" }
                 switch member.key {
                 case "critical":
                     if case .number(let number) = member.value, number.int64 == 0 || number.int64 == 1 {} else {
@@ -163,14 +159,14 @@ extension MessageParser {
                         violations.add(field, "volume must be in the interval [0, 1]")
                     }
                 default:
-                    violations.add(path, "Unknown name \"\(ObjectReader.printable(member.key))\" in a critical sound")
+                    violations.add(path(), "Unknown name \"\(ObjectReader.printable(member.key))\" in a critical sound")
                 }
             }
             if object["name"] == nil {
-                violations.add("\(path).name", "is required in a critical sound")
+                violations.add("\(path()).name", "is required in a critical sound")
             }
         default:
-            violations.add(path, "must be a sound name or a critical sound dictionary, got \(sound.typeName)")
+            violations.add(path(), "must be a sound name or a critical sound dictionary, got \(sound.typeName)")
         }
     }
 

@@ -47,6 +47,14 @@ extension MessageParser {
     ]
     private static let visibilities: Set<String> = ["VISIBILITY_UNSPECIFIED", "PRIVATE", "PUBLIC", "SECRET"]
     private static let proxies: Set<String> = ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]
+    private static let notificationStrings = ["title", "body", "icon", "sound", "tag", "click_action", "channel_id", "ticker", "image"]
+    private static let notificationLocalizations = [("body_loc_key", "body_loc_args"), ("title_loc_key", "title_loc_args")]
+    private static let notificationBools = [
+        "sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings", "bypass_proxy_notification",
+    ]
+    private static let notificationEnums = [
+        ("notification_priority", notificationPriorities), ("visibility", visibilities), ("proxy", proxies),
+    ]
 
     /// `android.notification` (AndroidNotification); returns the object for rendering.
     private static func androidNotification(_ reader: inout ObjectReader, violations: inout Violations) -> JSONObject {
@@ -54,7 +62,7 @@ extension MessageParser {
         func keep(_ name: String, _ value: JSONValue?) {
             if let value { rendered.members.append(.init(key: name, value: value)) }
         }
-        for name in ["title", "body", "icon", "sound", "tag", "click_action", "channel_id", "ticker", "image"] {
+        for name in self.notificationStrings {
             keep(name, reader.string(name, violations: &violations).map(JSONValue.string))
         }
         if let color = reader.string("color", violations: &violations) {
@@ -64,18 +72,18 @@ extension MessageParser {
                 violations.add(reader.field("color"), "must be in the form #RRGGBB")
             }
         }
-        for kind in ["body", "title"] {
-            let key = reader.string("\(kind)_loc_key", violations: &violations)
-            let args = reader.strings("\(kind)_loc_args", violations: &violations)
-            keep("\(kind)_loc_key", key.map(JSONValue.string))
+        for (keyName, argsName) in self.notificationLocalizations {
+            let key = reader.string(keyName, violations: &violations)
+            let args = reader.strings(argsName, violations: &violations)
+            keep(keyName, key.map(JSONValue.string))
             if let args {
                 if key == nil, !args.isEmpty {
-                    violations.add(reader.field("\(kind)_loc_args"), "\(kind)_loc_key is required when specifying \(kind)_loc_args")
+                    violations.add(reader.field(argsName), "\(keyName) is required when specifying \(argsName)")
                 }
-                keep("\(kind)_loc_args", .array(args.map(JSONValue.string)))
+                keep(argsName, .array(args.map(JSONValue.string)))
             }
         }
-        for name in ["sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings", "bypass_proxy_notification"] {
+        for name in self.notificationBools {
             keep(name, reader.bool(name, violations: &violations).map(JSONValue.bool))
         }
         if let eventTime = reader.string("event_time", violations: &violations) {
@@ -85,9 +93,7 @@ extension MessageParser {
                 violations.add(reader.field("event_time"), "must be an RFC 3339 timestamp such as 2026-01-01T12:00:00.000000Z")
             }
         }
-        for (name, allowed) in [
-            ("notification_priority", self.notificationPriorities), ("visibility", self.visibilities), ("proxy", self.proxies),
-        ] {
+        for (name, allowed) in self.notificationEnums {
             if let value = reader.string(name, violations: &violations) {
                 if allowed.contains(value) {
                     keep(name, .string(value))

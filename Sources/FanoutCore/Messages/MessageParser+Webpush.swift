@@ -30,23 +30,19 @@ extension MessageParser {
             self.checkDataKeys(data, at: reader.field("data"), violations: &violations)
             config.data = data
         }
-        if let notification = reader.take("notification", violations: &violations) {
-            if case .object(let object) = notification {
-                if let direction = object["dir"] ?? object["direction"] {
-                    if case .string(let value) = direction, ["auto", "ltr", "rtl"].contains(value) {
-                    } else {
-                        violations.add("\(reader.field("notification")).dir", "must be auto, ltr or rtl")
-                    }
+        if let object = reader.jsonObject("notification", violations: &violations) {
+            if let direction = object["dir"] ?? object["direction"] {
+                if case .string(let value) = direction, ["auto", "ltr", "rtl"].contains(value) {
+                } else {
+                    violations.add("\(reader.field("notification")).dir", "must be auto, ltr or rtl")
                 }
-                for key in ["title", "body", "icon", "badge", "image", "tag", "lang"] {
-                    if let value = object[key], case .string = value {} else if let value = object[key] {
-                        violations.add("\(reader.field("notification")).\(key)", "expected a string, got \(value.typeName)")
-                    }
-                }
-                config.notification = object
-            } else {
-                violations.add(reader.field("notification"), "expected an object, got \(notification.typeName)")
             }
+            for key in ["title", "body", "icon", "badge", "image", "tag", "lang"] {
+                if let value = object[key], case .string = value {} else if let value = object[key] {
+                    violations.add("\(reader.field("notification")).\(key)", "expected a string, got \(value.typeName)")
+                }
+            }
+            config.notification = object
         }
         if var options = reader.object("fcm_options", violations: &violations) {
             if let link = options.string("link", violations: &violations) {

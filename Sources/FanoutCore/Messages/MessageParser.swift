@@ -10,28 +10,31 @@ public enum MessageParser {
         _ bytes: some Collection<UInt8>,
         limits: JSONParser.Limits = JSONParser.Limits()
     ) throws(MessageError) -> SendRequest {
-        let json: JSONValue
+        let document: JSONDocument
         do {
-            json = try JSONParser.parse(bytes, limits: limits)
+            document = try JSONParser.document(bytes, limits: limits)
         } catch {
             throw MessageError(violations: [FieldViolation(field: "body", description: error.description)])
         }
         var violations = Violations()
-        let request = self.sendRequest(json, violations: &violations)
+        let request = self.sendRequest(document, violations: &violations)
         guard violations.isEmpty, let request else { throw MessageError(violations: violations.all) }
         return request
     }
 
-    static func sendRequest(_ json: JSONValue, violations: inout Violations) -> SendRequest? {
-        guard case .object(let object) = json else {
-            violations.add("body", "expected a JSON object, got \(json.typeName)")
+    static func sendRequest(_ document: JSONDocument, violations: inout Violations) -> SendRequest? {
+        let root = JSONDocument.root
+        guard document.kind(of: root) == .object else {
+            violations.add("body", "expected a JSON object, got \(document.typeName(of: root))")
             return nil
         }
-        let isEnvelope = ["message", "validate_only", "validateOnly"].contains { object[$0] != nil }
-        guard isEnvelope else {
-            return self.message(json, at: "message", violations: &violations).map { SendRequest(validateOnly: false, message: $0) }
+        let isEnvelope = document.members(of: root).contains {
+            document.key(at: $0.key, isField: "message") || document.key(at: $0.key, isField: "validate_only")
         }
-        guard var envelope = ObjectReader(json, at: "body", violations: &violations) else { return nil }
+        guard isEnvelope else {
+            return self.message(document, root, at: "message", violations: &violations).map { SendRequest(validateOnly: false, message: $0) }
+        }
+        guard var envelope = ObjectReader(document, root, at: "body", violations: &violations) else { return nil }
         let validateOnly = envelope.bool("validate_only", violations: &violations) ?? false
         let messageValue = envelope.take("message", violations: &violations)
         envelope.finish(violations: &violations)
@@ -39,14 +42,14 @@ public enum MessageParser {
             violations.add("message", "is required")
             return nil
         }
-        return self.message(messageValue, at: "message", violations: &violations)
+        return self.message(document, messageValue, at: "message", violations: &violations)
             .map { SendRequest(validateOnly: validateOnly, message: $0) }
     }
 
     // MARK: - Message
 
-    static func message(_ json: JSONValue, at path: String, violations: inout Violations) -> Message? {
-        guard var reader = ObjectReader(json, at: path, violations: &violations) else { return nil }
+    static func message(_ document: JSONDocument, _ index: Int, at path: String, violations: inout Violations) -> Message? {
+        guard var reader = ObjectReader(document, index, at: path, violations: &violations) else { return nil }
         let target = self.target(&reader, violations: &violations)
         _ = reader.take("name", violations: &violations)  // output only; ignored as FCM does
         let data = reader.stringMap("data", violations: &violations) ?? []
@@ -156,7 +159,7 @@ public enum MessageParser {
     // MARK: - Data, notification, options
 
     /// Reserved keys: `from`, `message_type`, and anything starting with `google` or `gcm`, any case.
-    static func checkDataKeys(_ data: [(key: String, value: String)], at path: String, violations: inout Violations) {
+    static func checkDataKeys(_ data: [(key: String, value: String)], at path: @autoclosure () -> String, violations: inout Violations) {
         for (key, _) in data {
             let utf8 = key.utf8
             func isReserved(_ word: StaticString, wholeKey: Bool) -> Bool {
@@ -169,7 +172,7 @@ public enum MessageParser {
             if isReserved("from", wholeKey: true) || isReserved("message_type", wholeKey: true)
                 || isReserved("google", wholeKey: false) || isReserved("gcm", wholeKey: false)
             {
-                violations.add("\(path).\(ObjectReader.printable(key))", "Invalid data key: \"\(ObjectReader.printable(key))\" is reserved")
+                violations.add("\(path()).\(ObjectReader.printable(key))", "Invalid data key: \"\(ObjectReader.printable(key))\" is reserved")
             }
         }
     }

@@ -2,28 +2,27 @@
 /// snake_case name or its lowerCamelCase name (not both), unknown names reported, wrong types
 /// reported with the field's path. Every problem is added to the shared `Violations`.
 struct ObjectReader {
+    let document: JSONDocument
     let path: String
-    private let members: [JSONObject.Member]
-    /// Each member's key in snake_case, when some key was spelled in camelCase; `nil` when every
-    /// key is already snake_case (what the SDKs send), so the keys are compared as they are.
-    private let names: [String]?
+    /// The object's entry in `document`.
+    private let object: Int
     /// Members taken so far: a bit per member for the first 64, an array beyond.
     private var takenBits: UInt64 = 0
     private var takenOverflow: [Bool]
     private var remaining: Int
 
-    /// Reads `value` as an object at `path`; a non-object is a violation and reads as empty.
-    init?(_ value: JSONValue, at path: String, violations: inout Violations) {
-        guard case .object(let object) = value else {
-            violations.add(path, "expected an object, got \(value.typeName)")
+    /// Reads the value at `index` as an object at `path`; a non-object is a violation and reads as empty.
+    init?(_ document: JSONDocument, _ index: Int, at path: String, violations: inout Violations) {
+        guard document.kind(of: index) == .object else {
+            violations.add(path, "expected an object, got \(document.typeName(of: index))")
             return nil
         }
+        self.document = document
         self.path = path
-        self.members = object.members
-        let needsConversion = object.members.contains { Self.snakeCase($0.key) != $0.key }
-        self.names = needsConversion ? object.members.map { Self.snakeCase($0.key) } : nil
-        self.takenOverflow = object.members.count > 64 ? [Bool](repeating: false, count: object.members.count) : []
-        self.remaining = object.members.count
+        self.object = index
+        let count = document.count(of: index)
+        self.takenOverflow = count > 64 ? [Bool](repeating: false, count: count) : []
+        self.remaining = count
     }
 
     private func isTaken(_ index: Int) -> Bool {
@@ -35,20 +34,28 @@ struct ObjectReader {
         self.remaining -= 1
     }
 
-    /// The value of field `name` (snake_case), under either spelling. Objects are small (a few
-    /// dozen members at most), so a scan beats hashing.
-    mutating func take(_ name: String, violations: inout Violations) -> JSONValue? {
+    /// The value (its entry in `document`) of field `name` (snake_case), under either spelling.
+    /// Objects are small (a few dozen members at most), so a scan beats hashing.
+    mutating func take(_ name: String, violations: inout Violations) -> Int? {
         guard self.remaining > 0 else { return nil }
-        var found: JSONValue? = nil
-        for index in self.members.indices where !self.isTaken(index) && (self.names?[index] ?? self.members[index].key) == name {
-            if found != nil {
-                violations.add(self.field(name), "given twice, as \"\(name)\" and \"\(Self.lowerCamelCase(name))\"")
-            } else {
-                found = self.members[index].value
+        var name = name
+        let count = self.document.count(of: self.object)
+        var first: Int? = nil
+        var twice = false
+        name.withUTF8 { utf8 in
+            var key = self.object + 1
+            for index in 0..<count {
+                if !self.isTaken(index) && self.document.key(at: key, isField: utf8) {
+                    if first == nil { first = key + 1 } else { twice = true }
+                    self.markTaken(index)
+                }
+                key = self.document.end(of: key + 1)
             }
-            self.markTaken(index)
         }
-        return found
+        if twice {
+            violations.add(self.field(name), "given twice, as \"\(name)\" and \"\(Self.lowerCamelCase(name))\"")
+        }
+        return first
     }
 
     /// The path of field `name` below this object.
@@ -57,8 +64,8 @@ struct ObjectReader {
     /// Reports every field that was not taken.
     func finish(violations: inout Violations) {
         guard self.remaining > 0 else { return }
-        for index in self.members.indices where !self.isTaken(index) {
-            violations.add(self.path, "Unknown name \"\(Self.printable(self.members[index].key))\": Cannot find field.")
+        for (index, member) in self.document.members(of: self.object).enumerated() where !self.isTaken(index) {
+            violations.add(self.path, "Unknown name \"\(Self.printable(self.document.string(at: member.key) ?? ""))\": Cannot find field.")
         }
     }
 
@@ -66,8 +73,8 @@ struct ObjectReader {
 
     mutating func string(_ name: String, violations: inout Violations) -> String? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        guard case .string(let string) = value else {
-            violations.add(self.field(name), "expected a string, got \(value.typeName)")
+        guard let string = self.document.string(at: value) else {
+            violations.add(self.field(name), "expected a string, got \(self.document.typeName(of: value))")
             return nil
         }
         return string
@@ -75,8 +82,8 @@ struct ObjectReader {
 
     mutating func bool(_ name: String, violations: inout Violations) -> Bool? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        guard case .bool(let bool) = value else {
-            violations.add(self.field(name), "expected a boolean, got \(value.typeName)")
+        guard let bool = self.document.bool(at: value) else {
+            violations.add(self.field(name), "expected a boolean, got \(self.document.typeName(of: value))")
             return nil
         }
         return bool
@@ -85,12 +92,7 @@ struct ObjectReader {
     /// An int32, as a JSON number or (proto3 JSON) a decimal string.
     mutating func int32(_ name: String, violations: inout Violations) -> Int32? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        let number: Int64?
-        switch value {
-        case .number(let n): number = n.int64
-        case .string(let s): number = Int64(s)
-        default: number = nil
-        }
+        let number = self.document.int64(at: value) ?? self.document.string(at: value).flatMap { Int64($0) }
         guard let number, let result = Int32(exactly: number) else {
             violations.add(self.field(name), "expected a 32-bit integer")
             return nil
@@ -101,8 +103,8 @@ struct ObjectReader {
     /// A double, as a JSON number.
     mutating func double(_ name: String, violations: inout Violations) -> Double? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        guard case .number(let number) = value, let double = number.double else {
-            violations.add(self.field(name), "expected a number, got \(value.typeName)")
+        guard let double = self.document.double(at: value) else {
+            violations.add(self.field(name), "expected a number, got \(self.document.typeName(of: value))")
             return nil
         }
         return double
@@ -110,14 +112,14 @@ struct ObjectReader {
 
     mutating func strings(_ name: String, violations: inout Violations) -> [String]? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        guard case .array(let elements) = value else {
-            violations.add(self.field(name), "expected an array of strings, got \(value.typeName)")
+        guard self.document.kind(of: value) == .array else {
+            violations.add(self.field(name), "expected an array of strings, got \(self.document.typeName(of: value))")
             return nil
         }
         var result: [String] = []
-        for (index, element) in elements.enumerated() {
-            guard case .string(let string) = element else {
-                violations.add("\(self.field(name))[\(index)]", "expected a string, got \(element.typeName)")
+        for (index, element) in self.document.elements(of: value).enumerated() {
+            guard let string = self.document.string(at: element) else {
+                violations.add("\(self.field(name))[\(index)]", "expected a string, got \(self.document.typeName(of: element))")
                 continue
             }
             result.append(string)
@@ -128,27 +130,39 @@ struct ObjectReader {
     /// A map of strings to strings (`data`, `headers`), in input order.
     mutating func stringMap(_ name: String, violations: inout Violations) -> [(key: String, value: String)]? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        guard case .object(let object) = value else {
-            violations.add(self.field(name), "expected an object of strings, got \(value.typeName)")
+        guard self.document.kind(of: value) == .object else {
+            violations.add(self.field(name), "expected an object of strings, got \(self.document.typeName(of: value))")
             return nil
         }
         var result: [(key: String, value: String)] = []
-        for member in object.members {
-            guard case .string(let string) = member.value else {
+        result.reserveCapacity(self.document.count(of: value))
+        for member in self.document.members(of: value) {
+            let key = self.document.string(at: member.key) ?? ""
+            guard let string = self.document.string(at: member.value) else {
                 violations.add(
-                    "\(self.field(name)).\(Self.printable(member.key))",
-                    "expected a string value, got \(member.value.typeName)"
+                    "\(self.field(name)).\(Self.printable(key))",
+                    "expected a string value, got \(self.document.typeName(of: member.value))"
                 )
                 continue
             }
-            result.append((member.key, string))
+            result.append((key, string))
         }
         return result
     }
 
+    /// Field `name` as an object kept as given (a tree, for rendering); a non-object is a violation.
+    mutating func jsonObject(_ name: String, violations: inout Violations) -> JSONObject? {
+        guard let value = self.take(name, violations: &violations) else { return nil }
+        guard self.document.kind(of: value) == .object else {
+            violations.add(self.field(name), "expected an object, got \(self.document.typeName(of: value))")
+            return nil
+        }
+        return self.document.object(at: value)
+    }
+
     mutating func object(_ name: String, violations: inout Violations) -> ObjectReader? {
         guard let value = self.take(name, violations: &violations) else { return nil }
-        return ObjectReader(value, at: self.field(name), violations: &violations)
+        return ObjectReader(self.document, value, at: self.field(name), violations: &violations)
     }
 
     /// Reads field `name` as an object with `read` (which finishes the inner reader); `nil` when
@@ -163,22 +177,6 @@ struct ObjectReader {
     }
 
     // MARK: - Names
-
-    /// `collapseKey` -> `collapse_key`; keys without an uppercase ASCII letter are returned as they are.
-    static func snakeCase(_ key: String) -> String {
-        guard key.utf8.contains(where: ASCII.isUppercase) else { return key }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(key.utf8.count + 4)
-        for byte in key.utf8 {
-            if ASCII.isUppercase(byte) {
-                bytes.append(UInt8(ascii: "_"))
-                bytes.append(ASCII.lowercased(byte))
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
 
     static func lowerCamelCase(_ snake: String) -> String {
         var result = ""
@@ -198,6 +196,7 @@ struct ObjectReader {
 
     /// A key as it may appear in an error: at most 64 characters, control characters replaced.
     static func printable(_ key: String) -> String {
+        if key.utf8.count <= 64, key.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return key }
         let cleaned = String(String.UnicodeScalarView(key.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
         return cleaned.count > 64 ? String(cleaned.prefix(64)) + "..." : cleaned
     }

@@ -164,16 +164,32 @@ struct JSONDocument: Sendable {
     /// Whether the key at `index` names the proto3 field `snakeName` in either JSON spelling:
     /// `collapse_key` or `collapseKey` (an uppercase letter stands for `_` and its lowercase).
     func key(at index: Int, isField snakeName: String) -> Bool {
-        self.withStringBytes(self.entries[index]) { key in
-            var name = snakeName.utf8.makeIterator()
+        var snakeName = snakeName
+        return snakeName.withUTF8 { self.key(at: index, isField: $0) }
+    }
+
+    /// `key(at:isField:)` with the name's UTF-8 at hand (readers compare one name with many keys).
+    func key(at index: Int, isField name: UnsafeBufferPointer<UInt8>) -> Bool {
+        let entry = self.entries[index]
+        if !entry.isEscaped {
+            // The usual answer, at once: a different first byte.
+            guard entry.length > 0, let first = name.first else { return entry.length == 0 && name.isEmpty }
+            guard self.bytes[Int(entry.start)] == first else { return false }
+        }
+        return self.withStringBytes(entry) { key in
+            var position = 0
             for byte in key {
                 if ASCII.isUppercase(byte) {
-                    guard name.next() == UInt8(ascii: "_"), name.next() == ASCII.lowercased(byte) else { return false }
+                    guard position + 1 < name.count, name[position] == UInt8(ascii: "_"), name[position + 1] == byte | 0x20 else {
+                        return false
+                    }
+                    position += 2
                 } else {
-                    guard name.next() == byte else { return false }
+                    guard position < name.count, name[position] == byte else { return false }
+                    position += 1
                 }
             }
-            return name.next() == nil
+            return position == name.count
         }
     }
 

@@ -202,6 +202,7 @@ public struct JSONParser {
         let start = self.position
         var high: UInt8 = 0
         var isEscaped = false
+        self.skipPlainASCII()
         while true {
             guard self.position < self.bytes.count else { throw Error(offset: start - 1, reason: "unterminated string") }
             let byte = self.bytes[self.position]
@@ -219,9 +220,29 @@ public struct JSONParser {
             throw Error(offset: start, reason: "a string is not valid UTF-8")
         }
         self.position += 1
-        let entry = JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: 0)
-        self.entries.append(entry)
-        self.entries[self.entries.count - 1].end = UInt32(self.entries.count)
+        let index = self.entries.count
+        self.entries.append(
+            JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: UInt32(index + 1))
+        )
+    }
+
+    /// Steps over string content that needs no checks (ASCII, no quote, backslash or control
+    /// character) eight bytes at a time; the byte loop takes over at the first byte that does.
+    private mutating func skipPlainASCII() {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        guard let base = self.bytes.baseAddress else { return }
+        var position = self.position
+        while position + 8 <= self.bytes.count {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
+            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+            // A byte's high bit ends up set where it is a quote, a backslash, below 0x20 or non-ASCII.
+            let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
+            if special & highBits != 0 { break }
+            position += 8
+        }
+        self.position = position
     }
 
     /// Checks the escape after a backslash (`position` is just past it) and steps over it.
