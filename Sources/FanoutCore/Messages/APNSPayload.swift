@@ -1,42 +1,65 @@
-/// How FCM turns a message into the APNs request body: `apns.payload` as given, `aps.alert` from
+/// How FCM turns a message into the APNs request body (written straight to bytes):
+/// `apns.payload` as given with `aps` first, `aps.alert` from
 /// `notification` when the payload has none, the image as `fcm_options.image` with
 /// `mutable-content`, `data` as top-level custom keys, and `content-available: 1` for a message
 /// with nothing to show (a background push).
 enum APNSPayload {
-    static func render(_ message: Message) -> JSONObject {
-        var body = message.apns?.payload ?? JSONObject()
-        var aps: JSONObject
-        if case .object(let given)? = body["aps"] {
-            aps = given
-        } else {
-            aps = JSONObject()
+    static func render(_ message: Message) -> [UInt8] {
+        let payload = message.apns?.payload ?? JSONObject()
+        // The validator admits only an object as `aps`.
+        let givenAPS: JSONObject
+        if case .object(let object)? = payload["aps"] { givenAPS = object } else { givenAPS = JSONObject() }
+        var writer = JSONWriter(capacity: 1024)
+        writer.openObject()
+        writer.key("aps")
+        writer.openObject()
+        for member in givenAPS.members {
+            writer.key(member.key)
+            writer.write(member.value)
         }
-        if aps["alert"] == nil, let notification = message.notification, notification.title != nil || notification.body != nil {
-            var alert = JSONObject()
-            if let title = notification.title { alert.members.append(.init(key: "title", value: .string(title))) }
-            if let body = notification.body { alert.members.append(.init(key: "body", value: .string(body))) }
-            aps.members.append(.init(key: "alert", value: .object(alert)))
+        var isVisible = self.isVisible(givenAPS)
+        if givenAPS["alert"] == nil, let notification = message.notification, notification.title != nil || notification.body != nil {
+            writer.key("alert")
+            writer.openObject()
+            if let title = notification.title {
+                writer.key("title")
+                writer.write(string: title)
+            }
+            if let body = notification.body {
+                writer.key("body")
+                writer.write(string: body)
+            }
+            writer.closeObject()
+            isVisible = true
         }
         let image = message.apns?.image ?? message.notification?.image
-        if let image {
-            if aps["mutable-content"] == nil {
-                aps.members.append(.init(key: "mutable-content", value: .number(JSONNumber(text: "1"))))
-            }
-            if body["fcm_options"] == nil {
-                body.members.append(
-                    .init(key: "fcm_options", value: .object(JSONObject([.init(key: "image", value: .string(image))])))
-                )
-            }
+        if image != nil, givenAPS["mutable-content"] == nil {
+            writer.key("mutable-content")
+            writer.write(.number(JSONNumber(1)))
         }
-        if !self.isVisible(aps), aps["content-available"] == nil {
-            aps.members.append(.init(key: "content-available", value: .number(JSONNumber(text: "1"))))
+        if !isVisible, givenAPS["content-available"] == nil {
+            writer.key("content-available")
+            writer.write(.number(JSONNumber(1)))
         }
-        body.members.removeAll { $0.key == "aps" }
-        body.members.insert(.init(key: "aps", value: .object(aps)), at: 0)
-        for (key, value) in message.data where body[key] == nil {
-            body.members.append(.init(key: key, value: .string(value)))
+        writer.closeObject()
+        for member in payload.members where member.key != "aps" {
+            writer.key(member.key)
+            writer.write(member.value)
         }
-        return body
+        let addsOptions = image != nil && payload["fcm_options"] == nil
+        if let image, addsOptions {
+            writer.key("fcm_options")
+            writer.openObject()
+            writer.key("image")
+            writer.write(string: image)
+            writer.closeObject()
+        }
+        for (key, value) in message.data where key != "aps" && payload[key] == nil && !(addsOptions && key == "fcm_options") {
+            writer.key(key)
+            writer.write(string: value)
+        }
+        writer.closeObject()
+        return writer.bytes
     }
 
     /// Whether the notification shows something (alert, badge or sound).

@@ -50,6 +50,12 @@ public struct Message: Sendable {
         public var title: String?
         public var body: String?
         public var image: String?
+
+        public init(title: String? = nil, body: String? = nil, image: String? = nil) {
+            self.title = title
+            self.body = body
+            self.image = image
+        }
     }
 
     /// What `android` holds, validated. Free-form parts are kept as JSON for rendering.
@@ -81,7 +87,7 @@ public struct Message: Sendable {
 
         /// A header's value, if given (names are case-insensitive, as in HTTP).
         public func header(_ name: String) -> String? {
-            self.headers.first { ASCII.lowercased($0.key) == name }?.value
+            self.headers.first { ASCII.equalsIgnoringCase($0.key, name) }?.value
         }
     }
 
@@ -95,7 +101,7 @@ public struct Message: Sendable {
         public var analyticsLabel: String?
 
         public func header(_ name: String) -> String? {
-            self.headers.first { ASCII.lowercased($0.key) == name }?.value
+            self.headers.first { ASCII.equalsIgnoringCase($0.key, name) }?.value
         }
     }
 

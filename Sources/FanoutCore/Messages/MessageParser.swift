@@ -10,15 +10,16 @@ public enum MessageParser {
         _ bytes: some Collection<UInt8>,
         limits: JSONParser.Limits = JSONParser.Limits()
     ) throws(MessageError) -> SendRequest {
-        let document: JSONDocument
+        let outcome: (request: SendRequest?, violations: Violations)
         do {
-            document = try JSONParser.document(bytes, limits: limits)
+            outcome = try JSONParser.withDocument(bytes, limits: limits) { document in
+                var violations = Violations()
+                return (self.sendRequest(document, violations: &violations), violations)
+            }
         } catch {
             throw MessageError(violations: [FieldViolation(field: "body", description: error.description)])
         }
-        var violations = Violations()
-        let request = self.sendRequest(document, violations: &violations)
-        guard violations.isEmpty, let request else { throw MessageError(violations: violations.all) }
+        guard outcome.violations.isEmpty, let request = outcome.request else { throw MessageError(violations: outcome.violations.all) }
         return request
     }
 

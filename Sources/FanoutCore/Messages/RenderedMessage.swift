@@ -19,9 +19,9 @@ public final class RenderedMessage: Sendable {
     public init(_ message: Message, acceptedAt: Timestamp) {
         self.message = message
         self.acceptedAt = acceptedAt
-        self.apnsBody = JSONWriter.encode(.object(APNSPayload.render(message)))
-        self.androidPayload = JSONWriter.encode(.object(Self.renderAndroid(message)))
-        self.webpushPayload = JSONWriter.encode(.object(Self.renderWebpush(message)))
+        self.apnsBody = APNSPayload.render(message)
+        self.androidPayload = Self.renderAndroid(message)
+        self.webpushPayload = Self.renderWebpush(message)
     }
 
     /// The rendered payload for a platform.
@@ -83,80 +83,87 @@ public final class RenderedMessage: Sendable {
 
     // MARK: - Rendering
 
-    private static func stringObject(_ pairs: [(key: String, value: String)]) -> JSONValue {
-        .object(JSONObject(pairs.map { .init(key: $0.key, value: .string($0.value)) }))
-    }
-
-    /// `base` overridden key by key by `overrides`, in order of first appearance.
-    private static func merged(_ base: [(key: String, value: String)], _ overrides: [(key: String, value: String)]?) -> [(key: String, value: String)] {
-        guard let overrides, !overrides.isEmpty else { return base }
-        var result = base
-        for (key, value) in overrides {
-            if let index = result.firstIndex(where: { $0.key == key }) {
-                result[index].value = value
-            } else {
-                result.append((key, value))
-            }
-        }
-        return result
-    }
-
-    private static func notificationObject(_ notification: Message.Notification?, overrides: JSONObject?) -> JSONObject? {
-        var object = JSONObject()
-        if let notification {
-            for (key, value) in [("title", notification.title), ("body", notification.body), ("image", notification.image)] {
-                if let value { object.members.append(.init(key: key, value: .string(value))) }
-            }
-        }
-        for member in overrides?.members ?? [] {
-            if let index = object.members.firstIndex(where: { $0.key == member.key }) {
-                object.members[index].value = member.value
-            } else {
-                object.members.append(member)
-            }
-        }
-        return object.members.isEmpty ? nil : object
-    }
-
-    /// `{"data":{...},"notification":{...}}` with a platform's data and notification overrides
-    /// applied (either member left out when empty): how Android and web payloads start.
-    private static func dataAndNotification(
+    /// Writes `"data":{...}` and `"notification":{...}` with a platform's overrides applied key by
+    /// key (in order of first appearance), each left out when empty: how Android and web payloads start.
+    static func writeDataAndNotification(
         _ message: Message,
         dataOverrides: [(key: String, value: String)]?,
-        notificationOverrides: JSONObject?
-    ) -> JSONObject {
-        var payload = JSONObject()
-        let data = self.merged(message.data, dataOverrides)
-        if !data.isEmpty { payload.members.append(.init(key: "data", value: self.stringObject(data))) }
-        if let notification = self.notificationObject(message.notification, overrides: notificationOverrides) {
-            payload.members.append(.init(key: "notification", value: .object(notification)))
+        notificationOverrides: JSONObject?,
+        to writer: inout JSONWriter
+    ) {
+        let overrides = dataOverrides ?? []
+        if !message.data.isEmpty || !overrides.isEmpty {
+            writer.key("data")
+            writer.openObject()
+            for (key, value) in message.data {
+                writer.key(key)
+                writer.write(string: overrides.first { $0.key == key }?.value ?? value)
+            }
+            for (key, value) in overrides where !message.data.contains(where: { $0.key == key }) {
+                writer.key(key)
+                writer.write(string: value)
+            }
+            writer.closeObject()
         }
-        return payload
+        let notification = message.notification ?? Message.Notification()
+        let base = [("title", notification.title), ("body", notification.body), ("image", notification.image)]
+        let notificationMembers = notificationOverrides?.members ?? []
+        guard base.contains(where: { $0.1 != nil }) || !notificationMembers.isEmpty else { return }
+        writer.key("notification")
+        writer.openObject()
+        for case (let key, let value?) in base {
+            writer.key(key)
+            if let override = notificationMembers.first(where: { $0.key == key }) {
+                writer.write(override.value)
+            } else {
+                writer.write(string: value)
+            }
+        }
+        for member in notificationMembers where !base.contains(where: { $0.0 == member.key && $0.1 != nil }) {
+            writer.key(member.key)
+            writer.write(member.value)
+        }
+        writer.closeObject()
     }
 
-    private static func renderAndroid(_ message: Message) -> JSONObject {
-        var payload = self.dataAndNotification(
-            message,
-            dataOverrides: message.android?.data,
-            notificationOverrides: message.android?.notification
-        )
-        if let android = message.android {
-            if let key = android.collapseKey { payload.members.append(.init(key: "collapse_key", value: .string(key))) }
-            if let priority = android.priority { payload.members.append(.init(key: "priority", value: .string(priority.rawValue))) }
-            if let ttl = android.ttlSeconds { payload.members.append(.init(key: "ttl", value: .string("\(ttl)s"))) }
+    /// `{"data":{...},"notification":{...}}` with `android`'s overrides, then its delivery options.
+    private static func renderAndroid(_ message: Message) -> [UInt8] {
+        var writer = JSONWriter(capacity: 1024)
+        writer.openObject()
+        let android = message.android
+        self.writeDataAndNotification(message, dataOverrides: android?.data, notificationOverrides: android?.notification, to: &writer)
+        if let android {
+            if let key = android.collapseKey {
+                writer.key("collapse_key")
+                writer.write(string: key)
+            }
+            if let priority = android.priority {
+                writer.key("priority")
+                writer.write(string: priority.rawValue)
+            }
+            if let ttl = android.ttlSeconds {
+                writer.key("ttl")
+                writer.write(string: "\(ttl)s")
+            }
         }
-        return payload
+        writer.closeObject()
+        return writer.bytes
     }
 
-    private static func renderWebpush(_ message: Message) -> JSONObject {
-        var payload = self.dataAndNotification(
-            message,
-            dataOverrides: message.webpush?.data,
-            notificationOverrides: message.webpush?.notification
-        )
-        if let link = message.webpush?.link {
-            payload.members.append(.init(key: "fcm_options", value: .object(JSONObject([.init(key: "link", value: .string(link))]))))
+    /// `{"data":{...},"notification":{...}}` with `webpush`'s overrides, then `fcm_options.link`.
+    private static func renderWebpush(_ message: Message) -> [UInt8] {
+        var writer = JSONWriter(capacity: 1024)
+        writer.openObject()
+        let webpush = message.webpush
+        self.writeDataAndNotification(message, dataOverrides: webpush?.data, notificationOverrides: webpush?.notification, to: &writer)
+        if let link = webpush?.link {
+            writer.key("fcm_options")
+            writer.openObject()
+            writer.key("link")
+            writer.write(string: link)
+            writer.closeObject()
         }
-        return payload
+        writer.closeObject()
+        return writer.bytes
     }
 }

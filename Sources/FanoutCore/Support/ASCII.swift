@@ -27,6 +27,11 @@ enum ASCII {
         return String(decoding: string.utf8.map(Self.lowercased), as: UTF8.self)
     }
 
+    /// Whether `string` equals `lowercase` (written in lowercase) when ASCII case is ignored.
+    static func equalsIgnoringCase(_ string: String, _ lowercase: String) -> Bool {
+        string.utf8.count == lowercase.utf8.count && zip(string.utf8, lowercase.utf8).allSatisfy { Self.lowercased($0) == $1 }
+    }
+
     /// `[0-9a-fA-F]`
     @inline(__always)
     static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -7,7 +7,10 @@
 /// Layout: an array's entry is followed by its elements; an object's by its members, each a key
 /// (a string entry) then the value's entries. `Entry.end` is the index just past a value and
 /// everything inside it, so a reader steps over a member in one move.
-struct JSONDocument: Sendable {
+///
+/// A document borrows its storage: it is valid only inside the `JSONParser.withDocument` call that
+/// made it (reading it costs no reference counting), and whatever a reader keeps, it copies out.
+struct JSONDocument {
     enum Kind: UInt8, Sendable {
         case null, `false`, `true`, number, string, array, object
     }
@@ -25,8 +28,8 @@ struct JSONDocument: Sendable {
         var end: UInt32
     }
 
-    let bytes: [UInt8]
-    let entries: [Entry]
+    let bytes: UnsafeBufferPointer<UInt8>
+    let entries: UnsafeBufferPointer<Entry>
 
     /// The document's value.
     static let root = 0
@@ -106,7 +109,7 @@ struct JSONDocument: Sendable {
     }
 
     private func lexeme(_ entry: Entry) -> JSONNumber {
-        JSONNumber(text: String(decoding: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)], as: UTF8.self))
+        JSONNumber(text: String(decoding: UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)]), as: UTF8.self))
     }
 
     // MARK: - Containers
@@ -222,21 +225,19 @@ struct JSONDocument: Sendable {
     /// Calls `body` with the decoded UTF-8 of a string entry: the input bytes themselves when the
     /// string has no escapes.
     func withStringBytes<R>(_ entry: Entry, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        let range = Int(entry.start)..<Int(entry.start + entry.length)
-        guard entry.isEscaped else {
-            return self.bytes.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[range])) }
-        }
-        return Self.unescaped(self.bytes[range]).withUnsafeBufferPointer(body)
+        let raw = UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
+        guard entry.isEscaped else { return body(raw) }
+        return Self.unescaped(raw).withUnsafeBufferPointer(body)
     }
 
     /// The UTF-8 of a string's raw content with its escapes decoded. The parser checked every
     /// escape, so there is nothing to reject here.
-    static func unescaped(_ raw: ArraySlice<UInt8>) -> [UInt8] {
+    static func unescaped(_ raw: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(raw.count)
         var position = raw.startIndex
         func hex4(_ at: Int) -> UInt32 {
-            raw[at..<at + 4].reduce(0) { value, byte in
+            UnsafeBufferPointer(rebasing: raw[at..<at + 4]).reduce(0) { value, byte in
                 let digit: UInt8 =
                     byte <= UInt8(ascii: "9") ? byte - UInt8(ascii: "0") : (byte | 0x20) - UInt8(ascii: "a") + 10
                 return value << 4 | UInt32(digit)

@@ -26,43 +26,64 @@ public struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private let limits: Limits
-    private var entries: [JSONDocument.Entry] = []
+    /// The document's entries, written in place: a value takes at least two input bytes (itself
+    /// and a separator or bracket) except the last, so `bytes.count / 2 + 1` entries always suffice.
+    private let entries: UnsafeMutableBufferPointer<JSONDocument.Entry>
+    private var count = 0
     private var position = 0
     private var depth = 0
     /// The key entries leading to the current value, for duplicate-key errors (array elements are
     /// not tracked: duplicates are reported with the keys of the enclosing objects).
     private var path: [Int] = []
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>, limits: Limits) {
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeMutableBufferPointer<JSONDocument.Entry>, limits: Limits) {
         self.bytes = bytes
+        self.entries = entries
         self.limits = limits
-        self.entries.reserveCapacity(bytes.count / 8 + 4)
     }
 
     /// Parses one JSON document (surrounding whitespace allowed, nothing else) into a tree.
     public static func parse(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(Error) -> JSONValue {
-        try self.document(bytes, limits: limits).value(at: JSONDocument.root)
+        try self.withDocument(bytes, limits: limits) { $0.value(at: JSONDocument.root) }
     }
 
-    /// Parses one JSON document into its flat form, which readers walk without building a tree.
-    static func document(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(Error) -> JSONDocument {
+    /// Parses one JSON document into its flat form and calls `body` with it; the document is
+    /// valid only during the call.
+    static func withDocument<Result>(
+        _ bytes: some Collection<UInt8>,
+        limits: Limits = Limits(),
+        _ body: (JSONDocument) -> Result
+    ) throws(Error) -> Result {
         guard bytes.count <= limits.maximumBytes, bytes.count < UInt32.max else {
             throw Error(offset: limits.maximumBytes, reason: "the input is larger than \(limits.maximumBytes) bytes")
         }
-        let array = Array(bytes)
-        let result: Result<[JSONDocument.Entry], Error> = array.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(buffer, limits: limits)
+        let input = bytes as? [UInt8] ?? Array(bytes)
+        let capacity = input.count / 2 + 1
+        let entries = UnsafeMutableBufferPointer<JSONDocument.Entry>.allocate(capacity: capacity)
+        defer { entries.deallocate() }
+        let outcome: Swift.Result<Result, Error> = input.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(buffer, entries: entries, limits: limits)
             do throws(Error) {
                 parser.skipWhitespace()
                 try parser.parseValue()
                 parser.skipWhitespace()
                 guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-                return .success(parser.entries)
             } catch {
                 return .failure(error)
             }
+            return .success(body(JSONDocument(bytes: buffer, entries: UnsafeBufferPointer(rebasing: entries[..<parser.count]))))
         }
-        return JSONDocument(bytes: array, entries: try result.get())
+        return try outcome.get()
+    }
+
+    /// Appends an entry; returns its index.
+    @discardableResult
+    private mutating func append(_ entry: JSONDocument.Entry) throws(Error) -> Int {
+        // Within capacity by the bound above; checked all the same, since it guards memory.
+        guard self.count < self.entries.count else { throw self.error("more values than the input can hold") }
+        self.entries[self.count] = entry
+        self.count += 1
+        return self.count - 1
     }
 
     // MARK: - Values
@@ -88,15 +109,14 @@ public struct JSONParser {
             throw self.error("nested deeper than \(self.limits.maximumDepth) levels")
         }
         self.position += 1
-        self.entries.append(JSONDocument.Entry(kind: kind, start: 0, end: 0))
-        return self.entries.count - 1
+        return try self.append(JSONDocument.Entry(kind: kind, start: 0, end: 0))
     }
 
     private mutating func close(_ index: Int, count: Int) {
         self.position += 1
         self.depth -= 1
         self.entries[index].start = UInt32(count)
-        self.entries[index].end = UInt32(self.entries.count)
+        self.entries[index].end = UInt32(self.count)
     }
 
     private mutating func parseObject() throws(Error) {
@@ -111,7 +131,7 @@ public struct JSONParser {
             guard self.peek() == UInt8(ascii: "\"") else { throw self.error("expected a string key") }
             let keyOffset = self.position
             try self.parseString()
-            let key = self.entries.count - 1
+            let key = self.count - 1
             if self.isDuplicate(key: key, in: object, count: count, hashes: &hashes) {
                 let names = (self.path + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
                 throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
@@ -171,7 +191,7 @@ public struct JSONParser {
     private func withKeyBytes<R>(_ entry: JSONDocument.Entry, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         let raw = UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
         guard entry.isEscaped else { return body(raw) }
-        return JSONDocument.unescaped(ArraySlice(raw)).withUnsafeBufferPointer(body)
+        return JSONDocument.unescaped(raw).withUnsafeBufferPointer(body)
     }
 
     private func decodedString(_ entry: JSONDocument.Entry) -> String {
@@ -220,10 +240,8 @@ public struct JSONParser {
             throw Error(offset: start, reason: "a string is not valid UTF-8")
         }
         self.position += 1
-        let index = self.entries.count
-        self.entries.append(
-            JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: UInt32(index + 1))
-        )
+        let index = self.count
+        try self.append(JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: UInt32(index + 1)))
     }
 
     /// Steps over string content that needs no checks (ASCII, no quote, backslash or control
@@ -345,10 +363,8 @@ public struct JSONParser {
         guard self.position - start <= self.limits.maximumNumberLength else {
             throw Error(offset: start, reason: "a number longer than \(self.limits.maximumNumberLength) characters")
         }
-        let index = self.entries.count
-        self.entries.append(
-            JSONDocument.Entry(kind: .number, start: UInt32(start), length: UInt32(self.position - start), end: UInt32(index + 1))
-        )
+        let index = self.count
+        try self.append(JSONDocument.Entry(kind: .number, start: UInt32(start), length: UInt32(self.position - start), end: UInt32(index + 1)))
     }
 
     // MARK: - Helpers
@@ -361,7 +377,7 @@ public struct JSONParser {
         }
         guard matches else { throw self.error("unexpected character") }
         self.position += count
-        self.entries.append(JSONDocument.Entry(kind: kind, start: 0, end: UInt32(self.entries.count + 1)))
+        try self.append(JSONDocument.Entry(kind: kind, start: 0, end: UInt32(self.count + 1)))
     }
 
     private func peek(at offset: Int = 0) -> UInt8? {

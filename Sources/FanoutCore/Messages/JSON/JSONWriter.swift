@@ -5,6 +5,28 @@ public struct JSONWriter {
 
     public init() {}
 
+    /// A writer whose buffer starts with room for `capacity` bytes.
+    public init(capacity: Int) {
+        self.bytes.reserveCapacity(capacity)
+    }
+
+    // MARK: - Writing an object member by member
+
+    public mutating func openObject() {
+        self.bytes.append(UInt8(ascii: "{"))
+    }
+
+    public mutating func closeObject() {
+        self.bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Starts a member of the open object: a comma unless it is the first, the key and a colon.
+    public mutating func key(_ key: String) {
+        if self.bytes.last != UInt8(ascii: "{") { self.bytes.append(UInt8(ascii: ",")) }
+        self.write(string: key)
+        self.bytes.append(UInt8(ascii: ":"))
+    }
+
     public mutating func write(_ value: JSONValue) {
         switch value {
         case .null: self.bytes.append(contentsOf: "null".utf8)
@@ -19,14 +41,12 @@ public struct JSONWriter {
             }
             self.bytes.append(UInt8(ascii: "]"))
         case .object(let object):
-            self.bytes.append(UInt8(ascii: "{"))
-            for (index, member) in object.members.enumerated() {
-                if index > 0 { self.bytes.append(UInt8(ascii: ",")) }
-                self.write(string: member.key)
-                self.bytes.append(UInt8(ascii: ":"))
+            self.openObject()
+            for member in object.members {
+                self.key(member.key)
                 self.write(member.value)
             }
-            self.bytes.append(UInt8(ascii: "}"))
+            self.closeObject()
         }
     }
 
@@ -68,8 +88,7 @@ public struct JSONWriter {
 
     /// The compact JSON text of `value`.
     public static func encode(_ value: JSONValue, capacity: Int = 1024) -> [UInt8] {
-        var writer = JSONWriter()
-        writer.bytes.reserveCapacity(capacity)
+        var writer = JSONWriter(capacity: capacity)
         writer.write(value)
         return writer.bytes
     }
