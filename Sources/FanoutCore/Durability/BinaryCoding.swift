@@ -126,9 +126,10 @@ struct BinaryReader {
         guard count <= limit else { throw Error(offset: self.position - 4, reason: "a string longer than \(limit) bytes") }
         let start = self.position
         let bytes = try self.readBytes(count)
-        let string = String(decoding: bytes, as: UTF8.self)
-        guard string.utf8.elementsEqual(bytes) else { throw Error(offset: start, reason: "a string is not valid UTF-8") }
-        return string
+        return try bytes.withUnsafeBufferPointer { buffer throws(Error) in
+            guard UTF8Validation.isValid(buffer) else { throw Error(offset: start, reason: "a string is not valid UTF-8") }
+            return String(decoding: buffer, as: UTF8.self)
+        }
     }
 
     mutating func readOptionalString(limit: Int = 1 << 16) throws(Error) -> String? {

@@ -84,14 +84,13 @@ extension Engine {
         for name in names.filter({ Snapshot.lsn(ofFileName: $0) != nil }).sorted().reversed() {
             let path = "\(directory)/\(name)"
             do {
-                let (lsn, records) = try Snapshot.read(path)
                 var restored: [ProjectID: ProjectState] = [.default: ProjectState(id: .default, configuration: configuration)]
-                for record in records {
+                let (lsn, count) = try Snapshot.read(path) { record in
                     try Self.apply(record, to: &restored, configuration: configuration)
                 }
                 projects = restored
                 snapshotLSN = lsn
-                report.snapshot = (path, lsn, records.count)
+                report.snapshot = (path, lsn, count)
                 break
             } catch {
                 report.skippedSnapshots.append("\(path): \(error)")
@@ -227,10 +226,11 @@ extension Engine {
         case .deleteProject(let id):
             guard projects.removeValue(forKey: id) != nil else { throw FanoutError(.internal, "unknown project \(id) deleted") }
         default:
-            guard projects[record.project] != nil else {
+            // Through the index, so the project's state is changed in place, never copied.
+            guard let index = projects.index(forKey: record.project) else {
                 throw FanoutError(.internal, "a record for unknown project \(record.project)")
             }
-            try projects[record.project]!.replay(record)
+            try projects.values[index].replay(record)
         }
     }
 }

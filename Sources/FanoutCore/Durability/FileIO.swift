@@ -35,6 +35,8 @@ enum FileIO {
         let descriptor = try Self.open(path, O_RDONLY)
         defer { Glibc.close(descriptor) }
         var bytes: [UInt8] = []
+        var status = stat()
+        if fstat(descriptor, &status) == 0 { bytes.reserveCapacity(Int(status.st_size)) }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }

@@ -43,33 +43,65 @@ enum LZ4Frame {
 
     /// Decompresses a whole frame; refuses to produce more than `limit` bytes.
     static func decompress(_ frame: [UInt8], limit: Int) throws -> [UInt8] {
-        var context: OpaquePointer? = nil
-        guard LZ4F_isError(LZ4F_createDecompressionContext(&context, UInt32(LZ4F_VERSION))) == 0, let context else {
-            throw Error(description: "cannot create an LZ4 frame context")
-        }
-        defer { LZ4F_freeDecompressionContext(context) }
+        let decompressor = try Decompressor(frame, limit: limit)
         var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        var consumed = 0
-        while true {
-            var sourceSize = frame.count - consumed
-            var destinationSize = chunk.count
-            let hint = frame.withUnsafeBytes { input in
-                chunk.withUnsafeMutableBytes { out in
-                    LZ4F_decompress(context, out.baseAddress, &destinationSize, input.baseAddress! + consumed, &sourceSize, nil)
-                }
-            }
-            guard LZ4F_isError(hint) == 0 else {
-                throw Error(description: "not a valid LZ4 frame (\(String(cString: LZ4F_getErrorName(hint))))")
-            }
-            consumed += sourceSize
-            result.append(contentsOf: chunk[0..<destinationSize])
-            guard result.count <= limit else { throw Error(description: "the frame expands past \(limit) bytes") }
-            if hint == 0 { break }  // the frame is complete and its checksum verified
-            if sourceSize == 0 && destinationSize == 0 {
-                throw Error(description: "the LZ4 frame is truncated")
-            }
+        while let chunk = try decompressor.next() {
+            result.append(contentsOf: chunk)
         }
         return result
+    }
+
+    /// Decompresses a frame a piece at a time, so that a reader can work on the start of the
+    /// content before the rest is expanded. The end of the frame (`next()` returning `nil`) is
+    /// reached only once its content checksum has been verified.
+    final class Decompressor {
+        private let frame: [UInt8]
+        private let limit: Int
+        private let context: OpaquePointer
+        private var consumed = 0
+        private var produced = 0
+        private var isComplete = false
+        private var chunk = [UInt8](repeating: 0, count: 1 << 20)
+
+        /// A decompressor of `frame` that refuses to produce more than `limit` bytes in all.
+        init(_ frame: [UInt8], limit: Int) throws {
+            var context: OpaquePointer? = nil
+            guard LZ4F_isError(LZ4F_createDecompressionContext(&context, UInt32(LZ4F_VERSION))) == 0, let context else {
+                throw Error(description: "cannot create an LZ4 frame context")
+            }
+            self.frame = frame
+            self.limit = limit
+            self.context = context
+        }
+
+        deinit {
+            LZ4F_freeDecompressionContext(self.context)
+        }
+
+        /// The next piece of content (at most 1 MiB), or `nil` at the verified end of the frame.
+        func next() throws -> ArraySlice<UInt8>? {
+            while !self.isComplete {
+                var sourceSize = self.frame.count - self.consumed
+                var destinationSize = self.chunk.count
+                let consumed = self.consumed
+                let hint = self.frame.withUnsafeBytes { input in
+                    self.chunk.withUnsafeMutableBytes { out in
+                        LZ4F_decompress(self.context, out.baseAddress, &destinationSize, input.baseAddress! + consumed, &sourceSize, nil)
+                    }
+                }
+                guard LZ4F_isError(hint) == 0 else {
+                    throw Error(description: "not a valid LZ4 frame (\(String(cString: LZ4F_getErrorName(hint))))")
+                }
+                self.consumed += sourceSize
+                self.produced += destinationSize
+                guard self.produced <= self.limit else { throw Error(description: "the frame expands past \(self.limit) bytes") }
+                self.isComplete = hint == 0  // the frame is complete and its checksum verified
+                if !self.isComplete && sourceSize == 0 && destinationSize == 0 {
+                    throw Error(description: "the LZ4 frame is truncated")
+                }
+                if destinationSize > 0 { return self.chunk[0..<destinationSize] }
+            }
+            return nil
+        }
     }
 }

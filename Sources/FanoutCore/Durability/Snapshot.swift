@@ -78,30 +78,91 @@ enum Snapshot {
         return path
     }
 
-    /// Reads a snapshot file: its LSN and records. Throws on anything but a complete, valid file.
-    static func read(_ path: String) throws -> (lsn: UInt64, records: [WALRecord]) {
-        let content = try LZ4Frame.decompress(try FileIO.readAll(path), limit: Self.maximumSize)
-        var reader = BinaryReader(content)
-        guard content.count >= 28, Array(content[0..<8]) == Self.magic else {
+    /// Reads a snapshot file and hands its records to `apply` in order, decoding them on a thread
+    /// of its own while `apply` runs. Returns the snapshot's LSN and record count. Throws on
+    /// anything but a complete, valid file; the caller discards what it applied before the error.
+    static func read(_ path: String, apply: (WALRecord) throws -> Void) throws -> (lsn: UInt64, records: Int) {
+        let decoder = ProducerThread<Chunk>(capacity: 8) { emit in try Self.decode(path, emit: emit) }
+        defer { decoder.stop() }
+        var lsn: UInt64? = nil
+        var count = 0
+        while let chunk = try decoder.next() {
+            switch chunk {
+            case .header(let snapshotLSN):
+                lsn = snapshotLSN
+            case .records(let records):
+                for record in records { try apply(record) }
+                count += records.count
+            }
+        }
+        guard let lsn else { throw WALDamage(offset: 0, reason: "the snapshot has no header") }
+        return (lsn, count)
+    }
+
+    /// What the decoding thread hands over: the header's LSN first, then records in batches.
+    private enum Chunk {
+        case header(lsn: UInt64)
+        case records([WALRecord])
+    }
+
+    private static let batchSize = 4096
+
+    /// The largest record a snapshot may hold (a topic of 268M subscribers), so that a damaged
+    /// length cannot make the reader buffer the rest of the file.
+    private static let maximumRecordSize = 1 << 30
+
+    /// Expands the file a piece at a time and decodes its records as they arrive.
+    private static func decode(_ path: String, emit: (Chunk) -> Bool) throws {
+        let content = try LZ4Frame.Decompressor(try FileIO.readAll(path), limit: Self.maximumSize)
+        var buffer: [UInt8] = []
+        var position = 0
+        var bufferOffset = 0  // the content offset of buffer[0], for error messages
+        /// Makes `count` bytes available at `position`; `false` if the content ends first.
+        func fill(_ count: Int) throws -> Bool {
+            while buffer.count - position < count {
+                guard let piece = try content.next() else { return false }
+                buffer.removeSubrange(0..<position)
+                bufferOffset += position
+                position = 0
+                buffer.append(contentsOf: piece)
+            }
+            return true
+        }
+
+        guard try fill(28), Array(buffer[0..<8]) == Self.magic else {
             throw WALDamage(offset: 0, reason: "not a fanout snapshot (bad magic)")
         }
-        _ = try reader.readBytes(8)
-        let version = try reader.read(UInt16.self)
+        var header = BinaryReader(buffer, from: 8, to: 28)
+        let version = try header.read(UInt16.self)
         guard version == Self.version else { throw WALDamage(offset: 8, reason: "snapshot version \(version) is not supported") }
-        _ = try reader.read(UInt16.self)
-        let lsn = try reader.read(UInt64.self)
-        let count = try reader.read(UInt64.self)
-        var records: [WALRecord] = []
-        while reader.remaining > 0 {
-            let length = Int(try reader.read(UInt32.self))
-            let start = reader.position
-            _ = try reader.readBytes(length)
-            var recordReader = BinaryReader(content, from: start, to: start + length)
-            records.append(try WALRecord.decode(from: &recordReader))
+        _ = try header.read(UInt16.self)
+        guard emit(.header(lsn: try header.read(UInt64.self))) else { return }
+        let count = try header.read(UInt64.self)
+        position = 28
+
+        var decoded = 0
+        var batch: [WALRecord] = []
+        batch.reserveCapacity(Self.batchSize)
+        while try fill(1) {
+            guard try fill(4) else { throw WALDamage(offset: bufferOffset + position, reason: "truncated record length") }
+            var lengthReader = BinaryReader(buffer, from: position, to: position + 4)
+            let length = Int(try lengthReader.read(UInt32.self))
+            guard length <= Self.maximumRecordSize else {
+                throw WALDamage(offset: bufferOffset + position, reason: "a record of \(length) bytes, over the limit")
+            }
+            guard try fill(4 + length) else { throw WALDamage(offset: bufferOffset + position, reason: "truncated record") }
+            var recordReader = BinaryReader(buffer, from: position + 4, to: position + 4 + length)
+            batch.append(try WALRecord.decode(from: &recordReader))
+            position += 4 + length
+            decoded += 1
+            if batch.count == Self.batchSize {
+                guard emit(.records(batch)) else { return }
+                batch.removeAll(keepingCapacity: true)
+            }
         }
-        guard UInt64(records.count) == count else {
-            throw WALDamage(offset: reader.position, reason: "the snapshot holds \(records.count) records, its header says \(count)")
+        guard UInt64(decoded) == count else {
+            throw WALDamage(offset: bufferOffset + position, reason: "the snapshot holds \(decoded) records, its header says \(count)")
         }
-        return (lsn, records)
+        _ = emit(.records(batch))
     }
 }

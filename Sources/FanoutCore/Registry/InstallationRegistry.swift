@@ -119,7 +119,7 @@ struct InstallationRegistry {
     }
 
     func isRetired(_ token: RegistrationToken) -> Bool {
-        self.retiredTokens.contains(Self.stableHash(token))
+        !self.retiredTokens.isEmpty && self.retiredTokens.contains(Self.stableHash(token))
     }
 
     func isRetired(_ fid: FID) -> Bool {

@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a producer on a thread of its own and hands what it makes to the consuming thread through
+/// a bounded buffer, so the two overlap: recovery decodes the next snapshot records while the
+/// caller applies the last ones.
+///
+/// The producer gets an `emit` function that blocks while the buffer is full and returns `false`
+/// once the consumer has stopped (the producer should then return). Whatever the producer throws
+/// is rethrown by `next()` after everything emitted before it.
+final class ProducerThread<Element>: @unchecked Sendable {
+    // Safe to share: every field below is read and written under `state`'s lock.
+    private let state = ConditionLock()
+    private let capacity: Int
+    private var buffer: [Element] = []
+    private var isFinished = false
+    private var isStopped = false
+    private var failure: (any Error)?
+    private var thread = pthread_t()
+    private var isJoined = false
+
+    /// Starts `produce` on a new thread; at most `capacity` elements wait for the consumer.
+    init(capacity: Int, _ produce: @escaping (_ emit: (Element) -> Bool) throws -> Void) {
+        self.capacity = max(1, capacity)
+        let job = Job(producer: self, produce: produce)
+        pthread_create(&self.thread, nil, { context in
+            Unmanaged<ThreadEntry>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, Unmanaged.passRetained(ThreadEntry(job.run)).toOpaque())
+    }
+
+    deinit {
+        self.stop()
+    }
+
+    /// The next element, or `nil` when the producer has returned. Throws what the producer threw.
+    func next() throws -> Element? {
+        self.state.lock()
+        while self.buffer.isEmpty && !self.isFinished {
+            self.state.wait(.work)
+        }
+        if !self.buffer.isEmpty {
+            let element = self.buffer.removeFirst()
+            self.state.signal(.acknowledged)
+            self.state.unlock()
+            return element
+        }
+        let failure = self.failure
+        self.state.unlock()
+        if let failure { throw failure }
+        return nil
+    }
+
+    /// Tells the producer to stop and waits for its thread to end (the consumer gave up, or is done).
+    func stop() {
+        self.state.withLock {
+            self.isStopped = true
+            self.buffer.removeAll()
+            self.state.broadcast(.acknowledged)
+        }
+        if !self.isJoined {
+            self.isJoined = true
+            pthread_join(self.thread, nil)
+        }
+    }
+
+    private func emit(_ element: Element) -> Bool {
+        self.state.lock()
+        defer { self.state.unlock() }
+        while self.buffer.count >= self.capacity && !self.isStopped {
+            self.state.wait(.acknowledged)
+        }
+        guard !self.isStopped else { return false }
+        self.buffer.append(element)
+        self.state.signal(.work)
+        return true
+    }
+
+    private func finish(_ failure: (any Error)?) {
+        self.state.withLock {
+            self.isFinished = true
+            self.failure = failure
+            self.state.broadcast(.work)
+        }
+    }
+
+    /// What the thread runs: the producer, then the end of the stream.
+    private final class Job {
+        let producer: ProducerThread<Element>
+        let produce: (_ emit: (Element) -> Bool) throws -> Void
+
+        init(producer: ProducerThread<Element>, produce: @escaping (_ emit: (Element) -> Bool) throws -> Void) {
+            self.producer = producer
+            self.produce = produce
+        }
+
+        func run() {
+            do {
+                try self.produce(self.producer.emit)
+                self.producer.finish(nil)
+            } catch {
+                self.producer.finish(error)
+            }
+        }
+    }
+}
+
+/// A thread's body, passed through `pthread_create`'s context pointer (which a generic type cannot be).
+private final class ThreadEntry {
+    let body: () -> Void
+
+    init(_ body: @escaping () -> Void) {
+        self.body = body
+    }
+}

@@ -1,0 +1,40 @@
+/// UTF-8 validation over raw bytes, for the parsers of untrusted input (JSON bodies, log and
+/// snapshot files): one pass, no `String` built.
+enum UTF8Validation {
+    /// RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        while index < bytes.count {
+            // ASCII eight bytes at a time.
+            if index + 8 <= bytes.count, let base = bytes.baseAddress,
+                UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0
+            {
+                index += 8
+                continue
+            }
+            let lead = bytes[index]
+            if lead < 0x80 {
+                index += 1
+                continue
+            }
+            let continuations: Int
+            var scalar: UInt32
+            let minimum: UInt32
+            switch lead {
+            case 0xC0...0xDF: (continuations, scalar, minimum) = (1, UInt32(lead & 0x1F), 0x80)
+            case 0xE0...0xEF: (continuations, scalar, minimum) = (2, UInt32(lead & 0x0F), 0x800)
+            case 0xF0...0xF7: (continuations, scalar, minimum) = (3, UInt32(lead & 0x07), 0x10000)
+            default: return false
+            }
+            guard index + continuations < bytes.count else { return false }
+            for offset in 1...continuations {
+                let byte = bytes[index + offset]
+                guard byte & 0xC0 == 0x80 else { return false }
+                scalar = scalar << 6 | UInt32(byte & 0x3F)
+            }
+            guard scalar >= minimum, scalar <= 0x10FFFF, !(0xD800...0xDFFF).contains(scalar) else { return false }
+            index += continuations + 1
+        }
+        return true
+    }
+}

@@ -1,0 +1,85 @@
+@testable import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// Recovery expands a snapshot a piece at a time on a thread of its own while the caller applies
+/// the records: the pieces, the hand-off, and records that straddle pieces.
+@Suite("Snapshot streaming")
+struct SnapshotStreamingTests {
+    static func frame(of content: [UInt8]) throws -> [UInt8] {
+        var pieces = stride(from: 0, to: content.count, by: 300_000).map { Array(content[$0..<min($0 + 300_000, content.count)]) }
+        var frame: [UInt8] = []
+        try LZ4Frame.compress({ pieces.isEmpty ? nil : pieces.removeFirst() }, into: { frame += $0 })
+        return frame
+    }
+
+    @Test func theDecompressorHandsOverTheContentInPiecesAndChecksTheEnd() throws {
+        var random = SeededRandomNumberGenerator(seed: 7)
+        // Incompressible and repetitive stretches, 3.5 MiB in all.
+        let content = (0..<(7 << 19)).map { $0 % 3000 < 1500 ? UInt8.random(in: 0...255, using: &random) : UInt8(truncatingIfNeeded: $0 / 97) }
+        let frame = try Self.frame(of: content)
+        let decompressor = try LZ4Frame.Decompressor(frame, limit: content.count)
+        var pieces: [ArraySlice<UInt8>] = []
+        while let piece = try decompressor.next() { pieces.append(piece) }
+        #expect(pieces.count >= 4 && pieces.allSatisfy { $0.count <= 1 << 20 })
+        #expect(Array(pieces.joined()) == content)
+
+        // A frame cut short never reaches its end; one expanding past the limit is refused.
+        for (damaged, limit) in [(Array(frame.dropLast(4)), content.count), (frame, content.count - 1)] {
+            #expect(throws: LZ4Frame.Error.self) {
+                let decompressor = try LZ4Frame.Decompressor(damaged, limit: limit)
+                while try decompressor.next() != nil {}
+            }
+        }
+    }
+
+    @Test func theProducerThreadHandsOverInOrderThenItsError() throws {
+        struct Stop: Error {}
+        let producer = ProducerThread<Int>(capacity: 3) { emit in
+            for value in 0..<100 { guard emit(value) else { return } }
+            throw Stop()
+        }
+        var received: [Int] = []
+        #expect(throws: Stop.self) { while let value = try producer.next() { received.append(value) } }
+        #expect(received == Array(0..<100))
+
+        // A consumer that stops early releases a producer blocked on a full buffer.
+        let endless = ProducerThread<Int>(capacity: 2) { emit in
+            var value = 0
+            while emit(value) { value += 1 }
+        }
+        #expect(try endless.next() == 0)
+        endless.stop()
+    }
+
+    /// 12k installations with 163-byte tokens make a snapshot of several MiB: records straddle the
+    /// 1 MiB pieces, and one topic's record (48 KB of slots) is larger than many pieces' leftovers.
+    @Test func aSnapshotLargerThanOnePieceRestoresEverything() throws {
+        try TemporaryDirectory.with { directory in
+            let count = 12_000
+            func token(_ index: Int) -> String { "\(index):APA91b" + String(repeating: "x", count: 163 - 7 - String(index).count) }
+            let engine = try Engine(directory: directory, durability: .none)
+            for index in 0..<count {
+                try engine.register(RegistrationRequest(token: RegistrationToken(token(index))!, platform: .android, appID: AppID("1:1:android:a")!))
+            }
+            for topic in 0..<3 {
+                for start in stride(from: topic, to: count, by: 1000) {
+                    _ = try engine.subscribe((start..<min(start + 1000, count)).filter { $0 % 3 != topic }.map(token), to: TopicName("t\(topic)")!)
+                }
+            }
+            let expected = try (0..<3).map { try engine.subscriberCount(of: TopicName("t\($0)")!) }
+            let path = try engine.snapshot()
+            try engine.close()
+            let content = try LZ4Frame.decompress(Array(Data(contentsOf: URL(fileURLWithPath: path))), limit: 1 << 30)
+            #expect(content.count > 2 << 20, "the content spans several pieces")
+
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(reopened.recovery?.snapshot?.file == path)
+            #expect(try reopened.installationCount() == count)
+            #expect(try (0..<3).map { try reopened.subscriberCount(of: TopicName("t\($0)")!) } == expected)
+            #expect(try reopened.installation(.token(RegistrationToken(token(count - 1))!)).platform == .android)
+            try reopened.close()
+        }
+    }
+}
