@@ -100,21 +100,25 @@ extension Engine {
 
         let segments = names.filter { $0.hasPrefix("segment-") && $0.hasSuffix(WALWriter.segmentSuffix) }.sorted()
         var expectedIndex: UInt64? = nil
+        // Segments are read and decoded on a thread of their own, one ahead of the one being applied.
+        let reader = ProducerThread<WALSegmentContents>(capacity: 1) { emit in
+            for name in segments {
+                guard emit(try Self.readSegment("\(directory)/\(name)")) else { return }
+            }
+        }
+        defer { reader.stop() }
         for (position, name) in segments.enumerated() {
             let path = "\(directory)/\(name)"
             let isLast = position == segments.count - 1
-            let bytes: [UInt8]
+            let next: WALSegmentContents?
             do {
-                bytes = try FileIO.readAll(path)
+                next = try reader.next()
+            } catch let error as FanoutError {
+                throw error
             } catch {
-                throw FanoutError(.unavailable, "cannot read \(path): \(error)")
+                throw FanoutError(.internal, "reading \(path): \(error)")
             }
-            let contents: WALSegmentContents
-            do {
-                contents = try WALSegmentReader.read(bytes)
-            } catch {
-                throw FanoutError(.internal, "corrupt WAL segment \(path) \(error)")
-            }
+            guard let contents = next else { throw FanoutError(.internal, "the log reader stopped before \(path)") }
             if let expectedIndex, contents.index != expectedIndex {
                 throw FanoutError(.internal, "WAL segment \(path) has index \(contents.index), expected \(expectedIndex) (a segment is missing)")
             }
@@ -212,6 +216,21 @@ extension Engine {
             _ = unlink("\(directory)/\(segments[index])")
         }
         _ = try? FileIO.syncDirectory(directory)
+    }
+
+    /// Reads and decodes one log segment.
+    private static func readSegment(_ path: String) throws(FanoutError) -> WALSegmentContents {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileIO.readAll(path)
+        } catch {
+            throw FanoutError(.unavailable, "cannot read \(path): \(error)")
+        }
+        do {
+            return try WALSegmentReader.read(bytes)
+        } catch {
+            throw FanoutError(.internal, "corrupt WAL segment \(path) \(error)")
+        }
     }
 
     private static func apply(
