@@ -1,6 +1,7 @@
 /// Reads the fields of one JSON object as proto3's JSON mapping does: each field under its
 /// snake_case name or its lowerCamelCase name (not both), unknown names reported, wrong types
-/// reported with the field's path. Every problem is added to the shared `Violations`.
+/// reported with the field's path. Every problem is added to the shared `Violations`. A reader
+/// borrows its document: use it only inside the `JSONParser.withDocument` call that made it.
 struct ObjectReader {
     let document: JSONDocument
     let path: String

@@ -68,13 +68,6 @@ struct JSONDocument {
         return self.withStringBytes(entry) { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Whether the value at `index` is a string equal to `text`, compared without decoding into a `String`.
-    func isString(at index: Int, equalTo text: String) -> Bool {
-        let entry = self.entries[index]
-        guard entry.kind == .string else { return false }
-        return self.withStringBytes(entry) { $0.elementsEqual(text.utf8) }
-    }
-
     /// The number at `index` as an integer, when it is one exactly (no fraction or exponent, in range).
     func int64(at index: Int) -> Int64? {
         let entry = self.entries[index]
@@ -128,11 +121,6 @@ struct JSONDocument {
     /// The elements of the array at `index`.
     func elements(of index: Int) -> Elements {
         Elements(document: self, index: index + 1, remaining: self.kind(of: index) == .array ? self.count(of: index) : 0)
-    }
-
-    /// The value of the member whose key is exactly `key`, in the object at `index`.
-    func member(_ key: String, in index: Int) -> Int? {
-        self.members(of: index).first { self.isString(at: $0.key, equalTo: key) }?.value
     }
 
     struct Members: Sequence, IteratorProtocol {
