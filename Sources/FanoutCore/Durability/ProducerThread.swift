@@ -31,7 +31,9 @@ final class ProducerThread<Element>: @unchecked Sendable {
     }
 
     deinit {
-        self.stop()
+        // The producer's job holds this object until it returns, so the thread is ending or has
+        // ended; the last release may even happen on it. Nothing to wait for, only to release.
+        if !self.isJoined { pthread_detach(self.thread) }
     }
 
     /// The next element, or `nil` when the producer has returned. Throws what the producer threw.
@@ -53,6 +55,7 @@ final class ProducerThread<Element>: @unchecked Sendable {
     }
 
     /// Tells the producer to stop and waits for its thread to end (the consumer gave up, or is done).
+    /// Call it once the consumer is done, from the consuming thread.
     func stop() {
         self.state.withLock {
             self.isStopped = true
