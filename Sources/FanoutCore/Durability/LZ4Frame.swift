@@ -41,16 +41,6 @@ enum LZ4Frame {
         try sink(Array(output[0..<end]))
     }
 
-    /// Decompresses a whole frame; refuses to produce more than `limit` bytes.
-    static func decompress(_ frame: [UInt8], limit: Int) throws -> [UInt8] {
-        let decompressor = try Decompressor(frame, limit: limit)
-        var result: [UInt8] = []
-        while let chunk = try decompressor.next() {
-            result.append(contentsOf: chunk)
-        }
-        return result
-    }
-
     /// Decompresses a frame a piece at a time, so that a reader can work on the start of the
     /// content before the rest is expanded. The end of the frame (`next()` returning `nil`) is
     /// reached only once its content checksum has been verified.

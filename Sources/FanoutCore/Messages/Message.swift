@@ -56,6 +56,19 @@ public struct Message: Sendable {
             self.body = body
             self.image = image
         }
+
+        /// The field names, in the order FCM renders them.
+        static let fieldNames = ["title", "body", "image"]
+
+        /// The value of field `name` (one of `fieldNames`), if set.
+        func value(of name: String) -> String? {
+            switch name {
+            case "title": return self.title
+            case "body": return self.body
+            case "image": return self.image
+            default: return nil
+            }
+        }
     }
 
     /// What `android` holds, validated. Free-form parts are kept as JSON for rendering.
@@ -119,8 +132,8 @@ public struct Message: Sendable {
     public var payloadBytes: Int {
         var total = self.data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         if let notification = self.notification {
-            for (key, value) in [("title", notification.title), ("body", notification.body), ("image", notification.image)] {
-                if let value { total += key.utf8.count + value.utf8.count }
+            for name in Notification.fieldNames {
+                if let value = notification.value(of: name) { total += name.utf8.count + value.utf8.count }
             }
         }
         return total

@@ -106,20 +106,21 @@ public final class RenderedMessage: Sendable {
             writer.closeObject()
         }
         let notification = message.notification ?? Message.Notification()
-        let base = [("title", notification.title), ("body", notification.body), ("image", notification.image)]
         let notificationMembers = notificationOverrides?.members ?? []
-        guard base.contains(where: { $0.1 != nil }) || !notificationMembers.isEmpty else { return }
+        let names = Message.Notification.fieldNames
+        guard names.contains(where: { notification.value(of: $0) != nil }) || !notificationMembers.isEmpty else { return }
         writer.key("notification")
         writer.openObject()
-        for case (let key, let value?) in base {
-            writer.key(key)
-            if let override = notificationMembers.first(where: { $0.key == key }) {
+        for name in names {
+            guard let value = notification.value(of: name) else { continue }
+            writer.key(name)
+            if let override = notificationMembers.first(where: { $0.key == name }) {
                 writer.write(override.value)
             } else {
                 writer.write(string: value)
             }
         }
-        for member in notificationMembers where !base.contains(where: { $0.0 == member.key && $0.1 != nil }) {
+        for member in notificationMembers where notification.value(of: member.key) == nil {
             writer.key(member.key)
             writer.write(member.value)
         }

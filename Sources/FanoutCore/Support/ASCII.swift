@@ -27,6 +27,36 @@ enum ASCII {
         return String(decoding: string.utf8.map(Self.lowercased), as: UTF8.self)
     }
 
+    /// The index of the first byte at or after `start` that a JSON string cannot hold as it is (a
+    /// quote, a backslash, a control character) or, with `stoppingAtNonASCII`, any byte over 0x7F;
+    /// `bytes.count` if there is none. Eight bytes at a time, then byte by byte: the parser and the
+    /// writer step over plain runs of strings with it.
+    static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, stoppingAtNonASCII: Bool) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        var index = start
+        if let base = bytes.baseAddress {
+            while index + 8 <= bytes.count {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+                let quotes = word ^ (ones &* UInt64(quote))
+                let backslashes = word ^ (ones &* UInt64(backslash))
+                // Exact tests: a high bit is set in a byte that is zero (a quote or backslash
+                // above), or below 0x20; other bytes over 0x7F are included on request.
+                var special = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
+                if stoppingAtNonASCII { special |= word }
+                if special & highBits != 0 { break }
+                index += 8
+            }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == quote || byte == backslash || (stoppingAtNonASCII && byte > 0x7F) { return index }
+            index += 1
+        }
+        return index
+    }
+
     /// Whether `string` equals `lowercase` (written in lowercase) when ASCII case is ignored.
     static func equalsIgnoringCase(_ string: String, _ lowercase: String) -> Bool {
         string.utf8.count == lowercase.utf8.count && zip(string.utf8, lowercase.utf8).allSatisfy { Self.lowercased($0) == $1 }

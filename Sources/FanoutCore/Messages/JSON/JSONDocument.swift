@@ -70,24 +70,7 @@ struct JSONDocument {
 
     /// The number at `index` as an integer, when it is one exactly (no fraction or exponent, in range).
     func int64(at index: Int) -> Int64? {
-        let entry = self.entries[index]
-        guard entry.kind == .number else { return nil }
-        var position = Int(entry.start)
-        let end = position + Int(entry.length)
-        let negative = self.bytes[position] == UInt8(ascii: "-")
-        if negative { position += 1 }
-        var value: Int64 = 0
-        while position < end {
-            let byte = self.bytes[position]
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            let digit = Int64(byte - UInt8(ascii: "0"))
-            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (next, overflow2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
-            guard !overflow1, !overflow2 else { return nil }
-            value = next
-            position += 1
-        }
-        return value
+        self.number(at: index)?.int64
     }
 
     /// The number at `index` as a double (`nil` for other kinds, or a lexeme that overflows).
@@ -213,7 +196,12 @@ struct JSONDocument {
     /// Calls `body` with the decoded UTF-8 of a string entry: the input bytes themselves when the
     /// string has no escapes.
     func withStringBytes<R>(_ entry: Entry, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        let raw = UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
+        Self.withStringBytes(entry, in: self.bytes, body)
+    }
+
+    /// `withStringBytes` for an entry over `bytes` (the parser's, before the document exists).
+    static func withStringBytes<R>(_ entry: Entry, in bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.start + entry.length)])
         guard entry.isEscaped else { return body(raw) }
         return Self.unescaped(raw).withUnsafeBufferPointer(body)
     }

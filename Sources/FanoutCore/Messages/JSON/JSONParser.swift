@@ -177,25 +177,20 @@ public struct JSONParser {
     private func keysEqual(_ a: Int, _ b: Int) -> Bool {
         let (first, second) = (self.entries[a], self.entries[b])
         if !first.isEscaped, !second.isEscaped, first.length != second.length { return false }
-        return self.withKeyBytes(first) { first in self.withKeyBytes(second) { first.elementsEqual($0) } }
+        return JSONDocument.withStringBytes(first, in: self.bytes) { first in
+            JSONDocument.withStringBytes(second, in: self.bytes) { first.elementsEqual($0) }
+        }
     }
 
     /// FNV-1a over the key's decoded bytes.
     private func hash(of key: Int) -> UInt64 {
-        self.withKeyBytes(self.entries[key]) { bytes in
+        JSONDocument.withStringBytes(self.entries[key], in: self.bytes) { bytes in
             bytes.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
         }
     }
 
-    /// Calls `body` with a string entry's decoded bytes: the input itself when it has no escapes.
-    private func withKeyBytes<R>(_ entry: JSONDocument.Entry, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        let raw = UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
-        guard entry.isEscaped else { return body(raw) }
-        return JSONDocument.unescaped(raw).withUnsafeBufferPointer(body)
-    }
-
     private func decodedString(_ entry: JSONDocument.Entry) -> String {
-        self.withKeyBytes(entry) { String(decoding: $0, as: UTF8.self) }
+        JSONDocument.withStringBytes(entry, in: self.bytes) { String(decoding: $0, as: UTF8.self) }
     }
 
     private mutating func parseArray() throws(Error) {
@@ -222,7 +217,8 @@ public struct JSONParser {
         let start = self.position
         var high: UInt8 = 0
         var isEscaped = false
-        self.skipPlainASCII()
+        // Plain ASCII needs no checks: step over it eight bytes at a time.
+        self.position = ASCII.firstJSONSpecialByte(in: self.bytes, from: self.position, stoppingAtNonASCII: true)
         while true {
             guard self.position < self.bytes.count else { throw Error(offset: start - 1, reason: "unterminated string") }
             let byte = self.bytes[self.position]
@@ -242,25 +238,6 @@ public struct JSONParser {
         self.position += 1
         let index = self.count
         try self.append(JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: UInt32(index + 1)))
-    }
-
-    /// Steps over string content that needs no checks (ASCII, no quote, backslash or control
-    /// character) eight bytes at a time; the byte loop takes over at the first byte that does.
-    private mutating func skipPlainASCII() {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        guard let base = self.bytes.baseAddress else { return }
-        var position = self.position
-        while position + 8 <= self.bytes.count {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
-            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-            // A byte's high bit ends up set where it is a quote, a backslash, below 0x20 or non-ASCII.
-            let special = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | (word &- ones &* 0x20) | word
-            if special & highBits != 0 { break }
-            position += 8
-        }
-        self.position = position
     }
 
     /// Checks the escape after a backslash (`position` is just past it) and steps over it.

@@ -56,41 +56,16 @@ public struct JSONWriter {
         string.withUTF8 { utf8 in
             // Copy runs that need no escaping in one go; escape the rest.
             var runStart = 0
-            var index = Self.plainPrefixEnd(utf8, from: 0)
+            var index = ASCII.firstJSONSpecialByte(in: utf8, from: 0, stoppingAtNonASCII: false)
             while index < utf8.count {
                 self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
                 self.writeEscaped(utf8[index])
                 runStart = index + 1
-                index = Self.plainPrefixEnd(utf8, from: runStart)
+                index = ASCII.firstJSONSpecialByte(in: utf8, from: runStart, stoppingAtNonASCII: false)
             }
             self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
         self.bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// The index of the first byte at or after `start` that must be escaped (a quote, a backslash or
-    /// a control character), or the count: eight bytes at a time, then byte by byte.
-    private static func plainPrefixEnd(_ utf8: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        var index = start
-        if let base = utf8.baseAddress {
-            while index + 8 <= utf8.count {
-                let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-                let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-                let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-                // Exact tests for a zero byte and for a byte below 0x20 (non-ASCII bytes need no escape).
-                let special = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)) & highBits
-                if special != 0 { break }
-                index += 8
-            }
-        }
-        while index < utf8.count {
-            let byte = utf8[index]
-            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return index }
-            index += 1
-        }
-        return index
     }
 
     private mutating func writeEscaped(_ byte: UInt8) {
