@@ -1,79 +1,81 @@
-/// How FCM turns a message into the APNs request body (written straight to bytes):
-/// `apns.payload` as given with `aps` first, `aps.alert` from
-/// `notification` when the payload has none, the image as `fcm_options.image` with
-/// `mutable-content`, `data` as top-level custom keys, and `content-available: 1` for a message
-/// with nothing to show (a background push).
+/// How FCM turns a message into the APNs request body (written straight to bytes, values copied
+/// from the send body): `apns.payload` as given with `aps` first, `aps.alert` from `notification`
+/// when the payload has none, the image as `fcm_options.image` with `mutable-content`, `data` as
+/// top-level custom keys, and `content-available: 1` for a message with nothing to show (a
+/// background push).
 enum APNSPayload {
-    static func render(_ message: Message) -> [UInt8] {
-        let payload = message.apns?.payload ?? JSONObject()
+    static func render(_ document: JSONDocument, _ parts: Message.Parts, to writer: inout JSONWriter) {
+        let payload = parts.apnsPayload
         // The validator admits only an object as `aps`.
-        let givenAPS: JSONObject
-        if case .object(let object)? = payload["aps"] { givenAPS = object } else { givenAPS = JSONObject() }
-        var writer = JSONWriter(capacity: 1024)
+        let aps = payload.flatMap { document.member(of: $0, named: "aps") }
+        func apsHas(_ key: StaticString) -> Bool { aps.flatMap { document.member(of: $0, named: key) } != nil }
         writer.openObject()
-        writer.key("aps")
+        writer.key(static: "aps")
         writer.openObject()
-        for member in givenAPS.members {
-            writer.key(member.key)
-            writer.write(member.value)
-        }
-        var isVisible = self.isVisible(givenAPS)
-        if givenAPS["alert"] == nil, let notification = message.notification, notification.title != nil || notification.body != nil {
-            writer.key("alert")
-            writer.openObject()
-            if let title = notification.title {
-                writer.key("title")
-                writer.write(string: title)
+        if let aps {
+            for member in document.members(of: aps) {
+                writer.key(document, member.key)
+                writer.write(document, member.value)
             }
-            if let body = notification.body {
-                writer.key("body")
-                writer.write(string: body)
+        }
+        if !apsHas("alert"), parts.title != nil || parts.body != nil {
+            writer.key(static: "alert")
+            writer.openObject()
+            if let title = parts.title {
+                writer.key(static: "title")
+                writer.write(document, title)
+            }
+            if let body = parts.body {
+                writer.key(static: "body")
+                writer.write(document, body)
             }
             writer.closeObject()
-            isVisible = true
         }
-        let image = message.apns?.image ?? message.notification?.image
-        if image != nil, givenAPS["mutable-content"] == nil {
-            writer.key("mutable-content")
-            writer.write(.number(JSONNumber(1)))
+        let image = parts.apnsImage ?? parts.image
+        if image != nil, !apsHas("mutable-content") {
+            writer.key(static: "mutable-content")
+            writer.write(static: "1")
         }
-        if !isVisible, givenAPS["content-available"] == nil {
-            writer.key("content-available")
-            writer.write(.number(JSONNumber(1)))
+        if !self.isVisible(document, parts), !apsHas("content-available") {
+            writer.key(static: "content-available")
+            writer.write(static: "1")
         }
         writer.closeObject()
-        for member in payload.members where member.key != "aps" {
-            writer.key(member.key)
-            writer.write(member.value)
+        if let payload {
+            for member in document.members(of: payload) where !document.string(at: member.key, equals: "aps") {
+                writer.key(document, member.key)
+                writer.write(document, member.value)
+            }
         }
-        let addsOptions = image != nil && payload["fcm_options"] == nil
+        let addsOptions = image != nil && payload.flatMap { document.member(of: $0, named: "fcm_options") } == nil
         if let image, addsOptions {
-            writer.key("fcm_options")
+            writer.key(static: "fcm_options")
             writer.openObject()
-            writer.key("image")
-            writer.write(string: image)
+            writer.key(static: "image")
+            writer.write(document, image)
             writer.closeObject()
         }
-        for (key, value) in message.data where key != "aps" && payload[key] == nil && !(addsOptions && key == "fcm_options") {
-            writer.key(key)
-            writer.write(string: value)
+        if let data = parts.data {
+            for member in document.members(of: data) {
+                if document.string(at: member.key, equals: "aps") || (addsOptions && document.string(at: member.key, equals: "fcm_options")) {
+                    continue
+                }
+                if let payload, document.member(of: payload, withKeyEqualTo: member.key) != nil { continue }
+                writer.key(document, member.key)
+                writer.write(document, member.value)
+            }
         }
         writer.closeObject()
-        return writer.bytes
     }
 
-    /// Whether the notification shows something (alert, badge or sound).
-    static func isVisible(_ aps: JSONObject) -> Bool {
-        aps["alert"] != nil || aps["badge"] != nil || aps["sound"] != nil
-    }
-
-    /// Apple: priority 10 "is an error" for a push that contains only `content-available`; FCM
-    /// requires 5 for data-only messages to iOS.
-    static func dataOnlyPriorityViolation(message: Message, apns: Message.APNSConfig) -> String? {
-        guard apns.header("apns-priority") == "10" else { return nil }
-        // What `render` would show: the payload's own alert, badge or sound, or `notification`'s alert.
-        if case .object(let aps)? = apns.payload?["aps"], self.isVisible(aps) { return nil }
-        if let notification = message.notification, notification.title != nil || notification.body != nil { return nil }
-        return "a data-only (background) message to iOS must use apns-priority 5, not 10"
+    /// Whether the APNs body shows something: the payload's own alert, badge or sound, or
+    /// `notification`'s title or body as the alert.
+    static func isVisible(_ document: JSONDocument, _ parts: Message.Parts) -> Bool {
+        if parts.title != nil || parts.body != nil { return true }
+        guard let payload = parts.apnsPayload, let aps = document.member(of: payload, named: "aps"), document.kind(of: aps) == .object else {
+            return false
+        }
+        return document.member(of: aps, named: "alert") != nil || document.member(of: aps, named: "badge") != nil
+            || document.member(of: aps, named: "sound") != nil
     }
 }

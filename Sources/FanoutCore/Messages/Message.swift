@@ -1,5 +1,6 @@
-/// A validated FCM v1 message. Construct it with `MessageParser`; every field here has passed the
-/// rules of fcm-rules.md sections 3, 4 and 9.
+/// A validated FCM v1 message. Construct it with `MessageParser`; it has passed the rules of
+/// fcm-rules.md sections 3, 4 and 9. It keeps the send body and its parsed form, and renders its
+/// payloads from them (`RenderedMessage`); what routing needs is typed (`target`, `options`).
 public struct Message: Sendable {
     /// Whom the message is for: FCM's four targets plus the engine's own (`user`, multicast).
     public enum Target: Hashable, Sendable, CustomStringConvertible {
@@ -56,91 +57,89 @@ public struct Message: Sendable {
             self.body = body
             self.image = image
         }
-
-        /// The field names, in the order FCM renders them.
-        static let fieldNames = ["title", "body", "image"]
-
-        /// The value of field `name` (one of `fieldNames`), if set.
-        func value(of name: String) -> String? {
-            switch name {
-            case "title": return self.title
-            case "body": return self.body
-            case "image": return self.image
-            default: return nil
-            }
-        }
     }
 
-    /// What `android` holds, validated. Free-form parts are kept as JSON for rendering.
-    public struct AndroidConfig: Sendable {
-        public enum Priority: String, Sendable { case normal, high }
+    /// What routing and delivery read from the platform configs, typed once at validation.
+    public struct DeliveryOptions: Hashable, Sendable {
+        public enum AndroidPriority: String, Sendable { case normal, high }
 
-        public var collapseKey: String?
-        public var priority: Priority?
-        /// Whole seconds, 0...2419200; `nil` means the default of 28 days.
-        public var ttlSeconds: Int64?
-        public var restrictedPackageName: String?
-        public var data: [(key: String, value: String)]?
-        /// The validated `android.notification` object, as given.
-        public var notification: JSONObject?
-        public var analyticsLabel: String?
-        public var directBootOK: Bool?
-        public var bandwidthConstrainedOK: Bool?
-        public var restrictedSatelliteOK: Bool?
+        /// `android.priority`.
+        public var androidPriority: AndroidPriority?
+        /// `android.ttl` in whole seconds, 0...2419200; `nil` means the default of 28 days.
+        public var androidTTLSeconds: Int64?
+        /// `android.collapse_key`.
+        public var androidCollapseKey: String?
+        /// The `apns-priority` header: 10, 5 or 1.
+        public var apnsPriority: Int?
+        /// The `apns-push-type` header (`alert`, `background`, `voip`, ...).
+        public var apnsPushType: String?
+        /// The `apns-expiration` header: a UNIX time in seconds, 0 for "now or never".
+        public var apnsExpiration: UInt64?
+        /// The `apns-collapse-id` header.
+        public var apnsCollapseID: String?
+        /// The web push `TTL` header, in seconds.
+        public var webpushTTLSeconds: UInt32?
+        /// The web push `Topic` header (RFC 8030: replaces a pending message with the same topic).
+        public var webpushTopic: String?
     }
 
-    /// What `apns` holds, validated.
-    public struct APNSConfig: Sendable {
-        public var headers: [(key: String, value: String)]
-        /// The validated `apns.payload` object (`aps` and custom keys), as given.
-        public var payload: JSONObject?
-        public var analyticsLabel: String?
-        public var image: String?
-        public var liveActivityToken: String?
-
-        /// A header's value, if given (names are case-insensitive, as in HTTP).
-        public func header(_ name: String) -> String? {
-            self.headers.first { ASCII.equalsIgnoringCase($0.key, name) }?.value
-        }
+    /// Where the parts rendering reads sit in `source`: document entries, `nil` when not given.
+    struct Parts {
+        var data: Int?
+        var title: Int?
+        var body: Int?
+        var image: Int?
+        var androidData: Int?
+        var androidNotification: Int?
+        var apnsHeaders: Int?
+        var apnsPayload: Int?
+        var apnsImage: Int?
+        var webpushHeaders: Int?
+        var webpushData: Int?
+        var webpushNotification: Int?
+        var webpushLink: Int?
     }
 
-    /// What `webpush` holds, validated.
-    public struct WebpushConfig: Sendable {
-        public var headers: [(key: String, value: String)]
-        public var data: [(key: String, value: String)]?
-        /// The validated `webpush.notification` object (Web Notification fields), as given.
-        public var notification: JSONObject?
-        public var link: String?
-        public var analyticsLabel: String?
-
-        public func header(_ name: String) -> String? {
-            self.headers.first { ASCII.equalsIgnoringCase($0.key, name) }?.value
-        }
-    }
-
-    public var target: Target
-    public var data: [(key: String, value: String)]
-    public var notification: Notification?
-    public var android: AndroidConfig?
-    public var apns: APNSConfig?
-    public var webpush: WebpushConfig?
-    /// `fcm_options.analytics_label`.
-    public var analyticsLabel: String?
-
+    public let target: Target
+    public let options: DeliveryOptions
     /// The bytes counted against FCM's payload limit: every key and value of `data`, and of
     /// `notification` (`title`, `body`, `image`), in UTF-8.
-    public var payloadBytes: Int {
-        var total = self.data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
-        if let notification = self.notification {
-            for name in Notification.fieldNames {
-                if let value = notification.value(of: name) { total += name.utf8.count + value.utf8.count }
-            }
-        }
-        return total
-    }
+    public let payloadBytes: Int
+    /// The send body as received, parsed: the message is rendered from it.
+    let source: StoredJSON
+    let parts: Parts
 
     /// FCM's limit for this message: 2048 bytes to a topic or condition, 4096 otherwise.
     public var payloadLimit: Int { self.target.isFanout ? 2048 : 4096 }
+
+    /// `data`, decoded (on each call).
+    public var data: [(key: String, value: String)] { self.stringMap(self.parts.data) }
+
+    /// `notification`, decoded (on each call).
+    public var notification: Notification? {
+        let parts = self.parts
+        guard parts.title != nil || parts.body != nil || parts.image != nil else { return nil }
+        return self.source.withDocument { document in
+            Notification(
+                title: parts.title.flatMap(document.string(at:)),
+                body: parts.body.flatMap(document.string(at:)),
+                image: parts.image.flatMap(document.string(at:))
+            )
+        }
+    }
+
+    /// `apns.headers`, decoded (on each call).
+    public var apnsHeaders: [(key: String, value: String)] { self.stringMap(self.parts.apnsHeaders) }
+
+    /// `webpush.headers`, decoded (on each call).
+    public var webpushHeaders: [(key: String, value: String)] { self.stringMap(self.parts.webpushHeaders) }
+
+    private func stringMap(_ object: Int?) -> [(key: String, value: String)] {
+        guard let object else { return [] }
+        return self.source.withDocument { document in
+            document.members(of: object).map { (document.string(at: $0.key) ?? "", document.string(at: $0.value) ?? "") }
+        }
+    }
 }
 
 /// A send request: `{"validate_only": ..., "message": {...}}`.

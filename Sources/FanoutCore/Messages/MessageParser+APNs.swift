@@ -1,181 +1,237 @@
 extension MessageParser {
-    static let apnsPushTypes: Set<String> = [
+    enum APNSField: Int, ProtoField {
+        case headers, payload, fcmOptions, liveActivityToken
+        static let table = FieldTable(Self.self)
+    }
+
+    enum APNSFCMOptionsField: Int, ProtoField {
+        case analyticsLabel, image
+        static let table = FieldTable(Self.self)
+    }
+
+    static let apnsPushTypes: [StaticString] = [
         "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity", "pushtotalk",
         "widgets", "controls",
     ]
-    private static let interruptionLevels: Set<String> = ["passive", "active", "time-sensitive", "critical"]
-    private static let alertKeys: Set<String> = [
-        "title", "subtitle", "body", "launch-image", "title-loc-key", "title-loc-args", "subtitle-loc-key",
-        "subtitle-loc-args", "loc-key", "loc-args", "action-loc-key", "action", "summary-arg", "summary-arg-count",
-    ]
+    private static let interruptionLevels: [StaticString] = ["passive", "active", "time-sensitive", "critical"]
 
-    static func apns(_ reader: inout ObjectReader, violations: inout Violations) -> Message.APNSConfig {
-        var config = Message.APNSConfig(headers: [])
-        if let headers = reader.stringMap("headers", violations: &violations) {
-            self.checkAPNsHeaders(headers, at: reader.field("headers"), violations: &violations)
-            config.headers = headers
-        }
-        if let payload = reader.jsonObject("payload", violations: &violations) {
-            self.checkAPNsPayload(payload, at: reader.field("payload"), violations: &violations)
-            config.payload = payload
-        }
-        if var options = reader.object("fcm_options", violations: &violations) {
-            config.analyticsLabel = self.analyticsLabel(&options, violations: &violations)
-            config.image = options.string("image", violations: &violations)
-            options.finish(violations: &violations)
-        }
-        if let token = reader.string("live_activity_token", violations: &violations) {
-            if token.isEmpty {
-                violations.add(reader.field("live_activity_token"), "must be a non-empty string")
-            }
-            config.liveActivityToken = token
-        }
-        reader.finish(violations: &violations)
-        return config
+    /// The keys of Apple's `aps` dictionary that have rules (others are custom data, allowed).
+    private enum APSKey: Int, CaseIterable {
+        case alert, badge, sound, contentAvailable, mutableContent, category, threadID, targetContentID, filterCriteria
+        case event, attributesType, interruptionLevel, relevanceScore, timestamp, staleDate, dismissalDate
+        case contentState, attributes
+
+        static let table = FieldTable(exactNames: [
+            "alert", "badge", "sound", "content-available", "mutable-content", "category", "thread-id", "target-content-id",
+            "filter-criteria", "event", "attributes-type", "interruption-level", "relevance-score", "timestamp", "stale-date",
+            "dismissal-date", "content-state", "attributes",
+        ])
     }
 
-    private static func checkAPNsHeaders(_ headers: [(key: String, value: String)], at path: @autoclosure () -> String, violations: inout Violations) {
-        for (name, value) in headers {
-            var field: String { "\(path()).\(ObjectReader.printable(name))" }
-            switch ASCII.lowercased(name) {
-            case "apns-priority":
-                if !["10", "5", "1"].contains(value) { violations.add(field, "must be \"10\", \"5\" or \"1\"") }
-            case "apns-push-type":
-                if !self.apnsPushTypes.contains(value) {
-                    violations.add(field, "must be one of \(self.apnsPushTypes.sorted().joined(separator: ", "))")
+    /// The keys of an alert dictionary; each `-args` key needs its `-key` (`loc-args` and `loc-key`).
+    private enum AlertKey: Int, CaseIterable {
+        case title, subtitle, body, launchImage, titleLocKey, titleLocArgs, subtitleLocKey, subtitleLocArgs, locKey, locArgs
+        case actionLocKey, action, summaryArg, summaryArgCount
+
+        static let table = FieldTable(exactNames: [
+            "title", "subtitle", "body", "launch-image", "title-loc-key", "title-loc-args", "subtitle-loc-key",
+            "subtitle-loc-args", "loc-key", "loc-args", "action-loc-key", "action", "summary-arg", "summary-arg-count",
+        ])
+
+        /// For an `-args` key, the key it needs.
+        var requiredKey: AlertKey? {
+            switch self {
+            case .titleLocArgs: return .titleLocKey
+            case .subtitleLocArgs: return .subtitleLocKey
+            case .locArgs: return .locKey
+            default: return nil
+            }
+        }
+    }
+
+    /// `apns`: the headers routing reads go to `options`, the payload and image to `parts`.
+    static func apns(
+        _ reader: ObjectReader<APNSField>,
+        parts: inout Message.Parts,
+        options: inout Message.DeliveryOptions,
+        violations: inout Violations
+    ) {
+        let document = reader.document
+        if let headers = reader.stringMap(.headers, violations: &violations) {
+            self.checkAPNsHeaders(document, headers, options: &options, violations: &violations)
+            parts.apnsHeaders = headers
+        }
+        if let payload = reader.jsonObject(.payload, violations: &violations) {
+            self.checkAPNsPayload(document, payload, violations: &violations)
+            parts.apnsPayload = payload
+        }
+        if let fcmOptions = reader.object(.fcmOptions, as: APNSFCMOptionsField.self, at: "message.apns.fcm_options", violations: &violations) {
+            self.checkAnalyticsLabel(fcmOptions, .analyticsLabel, violations: &violations)
+            parts.apnsImage = fcmOptions.string(.image, violations: &violations)
+        }
+        if let token = reader.string(.liveActivityToken, violations: &violations), document.stringLength(at: token) == 0 {
+            violations.add(reader.path(of: .liveActivityToken), "must be a non-empty string")
+        }
+    }
+
+    /// Checks the headers Apple defines (names in any case); the first of each sets `options`.
+    private static func checkAPNsHeaders(
+        _ document: JSONDocument,
+        _ headers: Int,
+        options: inout Message.DeliveryOptions,
+        violations: inout Violations
+    ) {
+        for member in document.members(of: headers) {
+            var field: String { "message.apns.headers.\(Violations.printable(document.string(at: member.key) ?? ""))" }
+            let value = member.value
+            document.withStringBytes(at: member.key) { name in
+                if ASCII.equalsIgnoringCase(name, "apns-priority") {
+                    let priority = [(10, "10"), (5, "5"), (1, "1")].first { document.string(at: value, equals: $0.1) }?.0
+                    if let priority {
+                        options.apnsPriority = options.apnsPriority ?? priority
+                    } else {
+                        violations.add(field, "must be \"10\", \"5\" or \"1\"")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "apns-push-type") {
+                    if document.string(at: value, isOneOf: self.apnsPushTypes) {
+                        options.apnsPushType = options.apnsPushType ?? document.string(at: value)
+                    } else {
+                        violations.add(field, "must be one of \(self.apnsPushTypes.map(\.description).sorted().joined(separator: ", "))")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "apns-expiration") {
+                    if let expiration = document.withStringBytes(at: value, { self.decimal($0) }) {
+                        options.apnsExpiration = options.apnsExpiration ?? expiration
+                    } else {
+                        violations.add(field, "must be a UNIX time in seconds (0 for immediate expiry)")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "apns-collapse-id") {
+                    if document.stringLength(at: value) <= 64 {
+                        options.apnsCollapseID = options.apnsCollapseID ?? document.string(at: value)
+                    } else {
+                        violations.add(field, "must not exceed 64 bytes")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "apns-id") {
+                    if !document.withStringBytes(at: value, self.isUUID) {
+                        violations.add(field, "must be a canonical UUID (8-4-4-4-12 hexadecimal digits)")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "apns-topic") {
+                    if document.stringLength(at: value) == 0 { violations.add(field, "must not be empty") }
                 }
-            case "apns-expiration":
-                if UInt64(value) == nil { violations.add(field, "must be a UNIX time in seconds (0 for immediate expiry)") }
-            case "apns-collapse-id":
-                if value.utf8.count > 64 { violations.add(field, "must not exceed 64 bytes") }
-            case "apns-id":
-                if !self.isUUID(value) { violations.add(field, "must be a canonical UUID (8-4-4-4-12 hexadecimal digits)") }
-            case "apns-topic":
-                if value.isEmpty { violations.add(field, "must not be empty") }
-            default:
-                break
             }
         }
     }
 
     /// `apns.payload`: `aps` must be an object following Apple's payload key reference.
-    private static func checkAPNsPayload(_ payload: JSONObject, at path: @autoclosure () -> String, violations: inout Violations) {
-        guard let aps = payload["aps"] else { return }
-        var apsPath: String { "\(path()).aps" }
-        guard case .object(let object) = aps else {
-            violations.add(apsPath, "expected an object, got \(aps.typeName)")
+    private static func checkAPNsPayload(_ document: JSONDocument, _ payload: Int, violations: inout Violations) {
+        guard let aps = document.member(of: payload, named: "aps") else { return }
+        let apsPath = "message.apns.payload.aps"
+        guard document.kind(of: aps) == .object else {
+            violations.add(apsPath, "expected an object, got \(document.typeName(of: aps))")
             return
         }
-        for member in object.members {
-            var field: String { "\(apsPath).\(ObjectReader.printable(member.key))" }
+        for member in document.members(of: aps) {
+            guard let key = document.withStringBytes(at: member.key, APSKey.table.field(named:)).flatMap(APSKey.init(rawValue:)) else {
+                continue  // custom keys inside aps are allowed (the SDKs' custom_data)
+            }
+            var field: String { "\(apsPath).\(APSKey.table.names[key.rawValue])" }
             let value = member.value
-            switch member.key {
-            case "alert":
-                self.checkAlert(value, at: field, violations: &violations)
-            case "badge":
-                if case .number(let number) = value, let badge = number.int64, badge >= 0 {} else {
-                    violations.add(field, "must be a non-negative integer")
-                }
-            case "sound":
-                self.checkSound(value, at: field, violations: &violations)
-            case "content-available", "mutable-content":
-                if case .number(let number) = value, number.int64 == 1 || number.int64 == 0 {} else {
-                    violations.add(field, "must be 1 (or 0)")
-                }
-            case "category", "thread-id", "target-content-id", "filter-criteria", "event", "attributes-type":
-                if case .string = value {} else { violations.add(field, "expected a string, got \(value.typeName)") }
-            case "interruption-level":
-                if case .string(let level) = value, self.interruptionLevels.contains(level) {} else {
+            switch key {
+            case .alert:
+                self.checkAlert(document, value, at: field, violations: &violations)
+            case .badge:
+                if (document.int64(at: value) ?? -1) < 0 { violations.add(field, "must be a non-negative integer") }
+            case .sound:
+                self.checkSound(document, value, at: field, violations: &violations)
+            case .contentAvailable, .mutableContent:
+                if ![0, 1].contains(document.int64(at: value)) { violations.add(field, "must be 1 (or 0)") }
+            case .category, .threadID, .targetContentID, .filterCriteria, .event, .attributesType:
+                if document.kind(of: value) != .string { violations.add(field, "expected a string, got \(document.typeName(of: value))") }
+            case .interruptionLevel:
+                if !document.string(at: value, isOneOf: self.interruptionLevels) {
                     violations.add(field, "must be passive, active, time-sensitive or critical")
                 }
-            case "relevance-score":
-                if case .number(let number) = value, let score = number.double, (0...1).contains(score) {} else {
+            case .relevanceScore:
+                if let score = document.double(at: value), (0...1).contains(score) {} else {
                     violations.add(field, "must be a number in [0, 1]")
                 }
-            case "timestamp", "stale-date", "dismissal-date":
-                if case .number(let number) = value, let time = number.int64, time >= 0 {} else {
-                    violations.add(field, "must be a UNIX time in seconds")
-                }
-            case "content-state", "attributes":
-                if case .object = value {} else { violations.add(field, "expected an object, got \(value.typeName)") }
-            default:
-                break  // custom keys inside aps are allowed (the SDKs' custom_data)
+            case .timestamp, .staleDate, .dismissalDate:
+                if (document.int64(at: value) ?? -1) < 0 { violations.add(field, "must be a UNIX time in seconds") }
+            case .contentState, .attributes:
+                if document.kind(of: value) != .object { violations.add(field, "expected an object, got \(document.typeName(of: value))") }
             }
         }
     }
 
-    private static func checkAlert(_ alert: JSONValue, at path: @autoclosure () -> String, violations: inout Violations) {
-        switch alert {
+    private static func checkAlert(_ document: JSONDocument, _ alert: Int, at path: @autoclosure () -> String, violations: inout Violations) {
+        switch document.kind(of: alert) {
         case .string:
             return
-        case .object(let object):
-            for member in object.members {
-                var field: String { "\(path()).\(ObjectReader.printable(member.key))" }
-                guard self.alertKeys.contains(member.key) else {
-                    violations.add(path(), "Unknown name \"\(ObjectReader.printable(member.key))\" in the alert dictionary")
+        case .object:
+            for member in document.members(of: alert) {
+                guard let key = document.withStringBytes(at: member.key, AlertKey.table.field(named:)).flatMap(AlertKey.init(rawValue:)) else {
+                    violations.add(path(), "Unknown name \"\(Violations.printable(document.string(at: member.key) ?? ""))\" in the alert dictionary")
                     continue
                 }
-                if member.key.hasSuffix("-args") {
-                    guard case .array(let elements) = member.value, elements.allSatisfy({ if case .string = $0 { true } else { false } }) else {
+                var field: String { "\(path()).\(AlertKey.table.names[key.rawValue])" }
+                let value = member.value
+                if let requiredKey = key.requiredKey {
+                    guard document.kind(of: value) == .array, document.elements(of: value).allSatisfy({ document.kind(of: $0) == .string }) else {
                         violations.add(field, "expected an array of strings")
                         continue
                     }
-                    let keyName = String(member.key.dropLast(4)) + "key"
-                    if !elements.isEmpty, object[keyName] == nil {
-                        violations.add(field, "\(keyName) is required when specifying \(member.key)")
+                    let keyName = AlertKey.table.names[requiredKey.rawValue]
+                    if document.count(of: value) > 0,
+                        !document.members(of: alert).contains(where: { document.withStringBytes(at: $0.key) { $0.elementsEqual(keyName.utf8) } })
+                    {
+                        violations.add(field, "\(keyName) is required when specifying \(AlertKey.table.names[key.rawValue])")
                     }
-                } else if member.key == "summary-arg-count" {
-                    if case .number(let number) = member.value, number.int64 != nil {} else {
-                        violations.add(field, "expected an integer")
-                    }
-                } else if case .string = member.value {
-                } else {
-                    violations.add(field, "expected a string, got \(member.value.typeName)")
+                } else if key == .summaryArgCount {
+                    if document.int64(at: value) == nil { violations.add(field, "expected an integer") }
+                } else if document.kind(of: value) != .string {
+                    violations.add(field, "expected a string, got \(document.typeName(of: value))")
                 }
             }
         default:
-            violations.add(path(), "must be a string or an alert dictionary, got \(alert.typeName)")
+            violations.add(path(), "must be a string or an alert dictionary, got \(document.typeName(of: alert))")
         }
     }
 
-    private static func checkSound(_ sound: JSONValue, at path: @autoclosure () -> String, violations: inout Violations) {
-        switch sound {
-        case .string(let name):
-            if name.isEmpty { violations.add(path(), "must be a non-empty string") }
-        case .object(let object):
-            for member in object.members {
-                var field: String { "\(path()).\(ObjectReader.printable(member.key))" }
-                switch member.key {
-                case "critical":
-                    if case .number(let number) = member.value, number.int64 == 0 || number.int64 == 1 {} else {
-                        violations.add(field, "must be 1 (or 0)")
+    private static func checkSound(_ document: JSONDocument, _ sound: Int, at path: @autoclosure () -> String, violations: inout Violations) {
+        switch document.kind(of: sound) {
+        case .string:
+            if document.stringLength(at: sound) == 0 { violations.add(path(), "must be a non-empty string") }
+        case .object:
+            var hasName = false
+            for member in document.members(of: sound) {
+                let value = member.value
+                if document.string(at: member.key, equals: "critical") {
+                    if ![0, 1].contains(document.int64(at: value)) { violations.add("\(path()).critical", "must be 1 (or 0)") }
+                } else if document.string(at: member.key, equals: "name") {
+                    hasName = true
+                    if document.kind(of: value) != .string || document.stringLength(at: value) == 0 {
+                        violations.add("\(path()).name", "must be a non-empty string")
                     }
-                case "name":
-                    if case .string(let name) = member.value, !name.isEmpty {} else {
-                        violations.add(field, "must be a non-empty string")
+                } else if document.string(at: member.key, equals: "volume") {
+                    if let volume = document.double(at: value), (0...1).contains(volume) {} else {
+                        violations.add("\(path()).volume", "volume must be in the interval [0, 1]")
                     }
-                case "volume":
-                    if case .number(let number) = member.value, let volume = number.double, (0...1).contains(volume) {} else {
-                        violations.add(field, "volume must be in the interval [0, 1]")
-                    }
-                default:
-                    violations.add(path(), "Unknown name \"\(ObjectReader.printable(member.key))\" in a critical sound")
+                } else {
+                    violations.add(path(), "Unknown name \"\(Violations.printable(document.string(at: member.key) ?? ""))\" in a critical sound")
                 }
             }
-            if object["name"] == nil {
+            if !hasName {
                 violations.add("\(path()).name", "is required in a critical sound")
             }
         default:
-            violations.add(path(), "must be a sound name or a critical sound dictionary, got \(sound.typeName)")
+            violations.add(path(), "must be a sound name or a critical sound dictionary, got \(document.typeName(of: sound))")
         }
     }
 
     /// `8-4-4-4-12` hexadecimal digits.
-    static func isUUID(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
+    static func isUUID(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard bytes.count == 36 else { return false }
         for (index, byte) in bytes.enumerated() {
-            if [8, 13, 18, 23].contains(index) {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
                 if byte != UInt8(ascii: "-") { return false }
             } else if !ASCII.isHexDigit(byte) {
                 return false

@@ -2,157 +2,151 @@ extension MessageParser {
     /// The longest TTL FCM accepts: 28 days.
     public static let maximumTTLSeconds: Int64 = 2_419_200
 
-    static func android(_ reader: inout ObjectReader, violations: inout Violations) -> Message.AndroidConfig {
-        var config = Message.AndroidConfig()
-        config.collapseKey = reader.string("collapse_key", violations: &violations)
-        if let priority = reader.string("priority", violations: &violations) {
+    enum AndroidField: Int, ProtoField {
+        case collapseKey, priority, ttl, restrictedPackageName, data, notification, fcmOptions
+        case directBootOk, bandwidthConstrainedOk, restrictedSatelliteOk
+        static let table = FieldTable(Self.self)
+    }
+
+    enum AndroidNotificationField: Int, ProtoField {
+        case title, body, icon, color, sound, tag, clickAction, bodyLocKey, bodyLocArgs, titleLocKey, titleLocArgs
+        case channelId, ticker, sticky, eventTime, localOnly, notificationPriority, defaultSound, defaultVibrateTimings
+        case defaultLightSettings, vibrateTimings, visibility, notificationCount, lightSettings, image
+        case bypassProxyNotification, proxy
+        static let table = FieldTable(Self.self)
+    }
+
+    enum LightSettingsField: Int, ProtoField {
+        case color, lightOnDuration, lightOffDuration
+        static let table = FieldTable(Self.self)
+    }
+
+    enum ColorField: Int, ProtoField {
+        case red, green, blue, alpha
+        static let table = FieldTable(Self.self)
+    }
+
+    /// `android`: its delivery options go to `options`, its overrides to `parts`.
+    static func android(
+        _ reader: ObjectReader<AndroidField>,
+        parts: inout Message.Parts,
+        options: inout Message.DeliveryOptions,
+        violations: inout Violations
+    ) {
+        let document = reader.document
+        options.androidCollapseKey = reader.decodedString(.collapseKey, violations: &violations)
+        if let priority = reader.string(.priority, violations: &violations) {
             // Clients send "high"/"normal"; the proto enum names are "HIGH"/"NORMAL".
-            switch priority {
-            case "high", "HIGH": config.priority = .high
-            case "normal", "NORMAL": config.priority = .normal
-            default: violations.add(reader.field("priority"), "must be \"high\" or \"normal\"")
+            if document.string(at: priority, isOneOf: ["high", "HIGH"]) {
+                options.androidPriority = .high
+            } else if document.string(at: priority, isOneOf: ["normal", "NORMAL"]) {
+                options.androidPriority = .normal
+            } else {
+                violations.add(reader.path(of: .priority), "must be \"high\" or \"normal\"")
             }
         }
-        if let ttl = reader.string("ttl", violations: &violations) {
-            if let seconds = self.durationSeconds(ttl), seconds <= self.maximumTTLSeconds {
-                config.ttlSeconds = seconds
+        if let ttl = reader.string(.ttl, violations: &violations) {
+            if let seconds = document.withStringBytes(at: ttl, self.durationSeconds), seconds <= self.maximumTTLSeconds {
+                options.androidTTLSeconds = seconds
             } else {
                 violations.add(
-                    reader.field("ttl"),
+                    reader.path(of: .ttl),
                     "Invalid TTL: expected a duration such as \"3600s\" between 0 and \(self.maximumTTLSeconds) seconds"
                 )
             }
         }
-        config.restrictedPackageName = reader.string("restricted_package_name", violations: &violations)
-        if let data = reader.stringMap("data", violations: &violations) {
-            self.checkDataKeys(data, at: reader.field("data"), violations: &violations)
-            config.data = data
+        _ = reader.string(.restrictedPackageName, violations: &violations)
+        if let data = reader.stringMap(.data, violations: &violations) {
+            self.checkDataKeys(document, data, at: reader.path(of: .data), violations: &violations)
+            parts.androidData = data
         }
-        if var notification = reader.object("notification", violations: &violations) {
-            config.notification = self.androidNotification(&notification, violations: &violations)
+        if let notification = reader.object(.notification, as: AndroidNotificationField.self, at: "message.android.notification", violations: &violations) {
+            self.checkAndroidNotification(notification, violations: &violations)
+            parts.androidNotification = notification.object
         }
-        if var options = reader.object("fcm_options", violations: &violations) {
-            config.analyticsLabel = self.analyticsLabel(&options, violations: &violations)
-            options.finish(violations: &violations)
+        if let fcmOptions = reader.object(.fcmOptions, as: FCMOptionsField.self, at: "message.android.fcm_options", violations: &violations) {
+            self.checkAnalyticsLabel(fcmOptions, .analyticsLabel, violations: &violations)
         }
-        config.directBootOK = reader.bool("direct_boot_ok", violations: &violations)
-        config.bandwidthConstrainedOK = reader.bool("bandwidth_constrained_ok", violations: &violations)
-        config.restrictedSatelliteOK = reader.bool("restricted_satellite_ok", violations: &violations)
-        reader.finish(violations: &violations)
-        return config
+        for field in [AndroidField.directBootOk, .bandwidthConstrainedOk, .restrictedSatelliteOk] {
+            _ = reader.bool(field, violations: &violations)
+        }
     }
 
-    private static let notificationPriorities: Set<String> = [
-        "PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH", "PRIORITY_MAX",
+    private static let notificationStrings: [AndroidNotificationField] = [
+        .title, .body, .icon, .sound, .tag, .clickAction, .channelId, .ticker, .image,
     ]
-    private static let visibilities: Set<String> = ["VISIBILITY_UNSPECIFIED", "PRIVATE", "PUBLIC", "SECRET"]
-    private static let proxies: Set<String> = ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]
-    private static let notificationStrings = ["title", "body", "icon", "sound", "tag", "click_action", "channel_id", "ticker", "image"]
-    private static let notificationLocalizations = [("body_loc_key", "body_loc_args"), ("title_loc_key", "title_loc_args")]
-    private static let notificationBools = [
-        "sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings", "bypass_proxy_notification",
+    private static let notificationLocalizations: [(key: AndroidNotificationField, args: AndroidNotificationField)] = [
+        (.bodyLocKey, .bodyLocArgs), (.titleLocKey, .titleLocArgs),
     ]
-    private static let notificationEnums = [
-        ("notification_priority", notificationPriorities), ("visibility", visibilities), ("proxy", proxies),
+    private static let notificationBools: [AndroidNotificationField] = [
+        .sticky, .localOnly, .defaultSound, .defaultVibrateTimings, .defaultLightSettings, .bypassProxyNotification,
+    ]
+    private static let notificationEnums: [(field: AndroidNotificationField, values: [StaticString])] = [
+        (.notificationPriority, ["PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH", "PRIORITY_MAX"]),
+        (.visibility, ["VISIBILITY_UNSPECIFIED", "PRIVATE", "PUBLIC", "SECRET"]),
+        (.proxy, ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"]),
     ]
 
-    /// `android.notification` (AndroidNotification); returns the object for rendering.
-    private static func androidNotification(_ reader: inout ObjectReader, violations: inout Violations) -> JSONObject {
-        var rendered = JSONObject()
-        func keep(_ name: String, _ value: JSONValue?) {
-            if let value { rendered.members.append(.init(key: name, value: value)) }
+    /// `android.notification` (AndroidNotification).
+    private static func checkAndroidNotification(_ reader: ObjectReader<AndroidNotificationField>, violations: inout Violations) {
+        let document = reader.document
+        for field in self.notificationStrings {
+            _ = reader.string(field, violations: &violations)
         }
-        for name in self.notificationStrings {
-            keep(name, reader.string(name, violations: &violations).map(JSONValue.string))
+        if let color = reader.string(.color, violations: &violations), !document.withStringBytes(at: color, self.isHexColor) {
+            violations.add(reader.path(of: .color), "must be in the form #RRGGBB")
         }
-        if let color = reader.string("color", violations: &violations) {
-            if self.isHexColor(color) {
-                keep("color", .string(color))
-            } else {
-                violations.add(reader.field("color"), "must be in the form #RRGGBB")
+        for (key, args) in self.notificationLocalizations {
+            let hasKey = reader.string(key, violations: &violations) != nil
+            if let array = reader.strings(args, violations: &violations), !hasKey, document.count(of: array) > 0 {
+                let names = AndroidNotificationField.table.names
+                violations.add(reader.path(of: args), "\(names[key.rawValue]) is required when specifying \(names[args.rawValue])")
             }
         }
-        for (keyName, argsName) in self.notificationLocalizations {
-            let key = reader.string(keyName, violations: &violations)
-            let args = reader.strings(argsName, violations: &violations)
-            keep(keyName, key.map(JSONValue.string))
-            if let args {
-                if key == nil, !args.isEmpty {
-                    violations.add(reader.field(argsName), "\(keyName) is required when specifying \(argsName)")
-                }
-                keep(argsName, .array(args.map(JSONValue.string)))
+        for field in self.notificationBools {
+            _ = reader.bool(field, violations: &violations)
+        }
+        if let eventTime = reader.string(.eventTime, violations: &violations), !document.withStringBytes(at: eventTime, self.isRFC3339) {
+            violations.add(reader.path(of: .eventTime), "must be an RFC 3339 timestamp such as 2026-01-01T12:00:00.000000Z")
+        }
+        for (field, values) in self.notificationEnums {
+            if let value = reader.string(field, violations: &violations), !document.string(at: value, isOneOf: values) {
+                violations.add(reader.path(of: field), "must be one of \(values.map(\.description).sorted().joined(separator: ", "))")
             }
         }
-        for name in self.notificationBools {
-            keep(name, reader.bool(name, violations: &violations).map(JSONValue.bool))
-        }
-        if let eventTime = reader.string("event_time", violations: &violations) {
-            if self.isRFC3339(eventTime) {
-                keep("event_time", .string(eventTime))
-            } else {
-                violations.add(reader.field("event_time"), "must be an RFC 3339 timestamp such as 2026-01-01T12:00:00.000000Z")
+        if let timings = reader.strings(.vibrateTimings, violations: &violations) {
+            for (index, timing) in document.elements(of: timings).enumerated() where document.withStringBytes(at: timing, self.durationSeconds) == nil {
+                violations.add("\(reader.path(of: .vibrateTimings))[\(index)]", "must be a non-negative duration such as \"0.5s\"")
             }
         }
-        for (name, allowed) in self.notificationEnums {
-            if let value = reader.string(name, violations: &violations) {
-                if allowed.contains(value) {
-                    keep(name, .string(value))
-                } else {
-                    violations.add(reader.field(name), "must be one of \(allowed.sorted().joined(separator: ", "))")
-                }
-            }
+        if let count = reader.int32(.notificationCount, violations: &violations), count < 0 {
+            violations.add(reader.path(of: .notificationCount), "must not be negative")
         }
-        if let timings = reader.strings("vibrate_timings", violations: &violations) {
-            for (index, timing) in timings.enumerated() where self.durationSeconds(timing) == nil {
-                violations.add("\(reader.field("vibrate_timings"))[\(index)]", "must be a non-negative duration such as \"0.5s\"")
-            }
-            keep("vibrate_timings", .array(timings.map(JSONValue.string)))
+        if let light = reader.object(.lightSettings, as: LightSettingsField.self, at: "message.android.notification.light_settings", violations: &violations) {
+            self.checkLightSettings(light, violations: &violations)
         }
-        if let count = reader.int32("notification_count", violations: &violations) {
-            if count < 0 {
-                violations.add(reader.field("notification_count"), "must not be negative")
-            }
-            keep("notification_count", .number(JSONNumber(text: String(count))))
-        }
-        if var light = reader.object("light_settings", violations: &violations) {
-            keep("light_settings", self.lightSettings(&light, violations: &violations))
-        }
-        reader.finish(violations: &violations)
-        return rendered
     }
 
     /// `light_settings`: `color` ({red, green, blue, alpha} in [0, 1]), `light_on_duration` and
     /// `light_off_duration`, all required.
-    private static func lightSettings(_ reader: inout ObjectReader, violations: inout Violations) -> JSONValue {
-        var rendered = JSONObject()
-        if var color = reader.object("color", violations: &violations) {
-            var colorObject = JSONObject()
-            for channel in ["red", "green", "blue", "alpha"] {
-                if let value = color.double(channel, violations: &violations) {
-                    if (0...1).contains(value) {
-                        colorObject.members.append(.init(key: channel, value: .number(JSONNumber(text: String(value)))))
-                    } else {
-                        violations.add(color.field(channel), "must be in the interval [0, 1]")
-                    }
+    private static func checkLightSettings(_ reader: ObjectReader<LightSettingsField>, violations: inout Violations) {
+        if let color = reader.object(.color, as: ColorField.self, at: "message.android.notification.light_settings.color", violations: &violations) {
+            for channel in ColorField.allCases {
+                if let value = color.double(channel, violations: &violations), !(0...1).contains(value) {
+                    violations.add(color.path(of: channel), "must be in the interval [0, 1]")
                 }
             }
-            color.finish(violations: &violations)
-            rendered.members.append(.init(key: "color", value: .object(colorObject)))
-        } else {
-            violations.add(reader.field("color"), "is required in light_settings")
+        } else if reader.value(.color) == nil {
+            violations.add(reader.path(of: .color), "is required in light_settings")
         }
-        for name in ["light_on_duration", "light_off_duration"] {
-            if let duration = reader.string(name, violations: &violations) {
-                if self.durationSeconds(duration) != nil {
-                    rendered.members.append(.init(key: name, value: .string(duration)))
-                } else {
-                    violations.add(reader.field(name), "must be a non-negative duration such as \"0.5s\"")
+        for field in [LightSettingsField.lightOnDuration, .lightOffDuration] {
+            if let duration = reader.string(field, violations: &violations) {
+                if reader.document.withStringBytes(at: duration, self.durationSeconds) == nil {
+                    violations.add(reader.path(of: field), "must be a non-negative duration such as \"0.5s\"")
                 }
-            } else {
-                violations.add(reader.field(name), "is required in light_settings")
+            } else if reader.value(field) == nil {
+                violations.add(reader.path(of: field), "is required in light_settings")
             }
         }
-        reader.finish(violations: &violations)
-        return .object(rendered)
     }
 }

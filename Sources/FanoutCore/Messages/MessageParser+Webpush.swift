@@ -1,68 +1,94 @@
 extension MessageParser {
-    private static let urgencies: Set<String> = ["very-low", "low", "normal", "high"]
-
-    static func webpush(_ reader: inout ObjectReader, violations: inout Violations) -> Message.WebpushConfig {
-        var config = Message.WebpushConfig(headers: [])
-        if let headers = reader.stringMap("headers", violations: &violations) {
-            let path = reader.field("headers")
-            for (name, value) in headers {
-                switch ASCII.lowercased(name) {
-                case "ttl":
-                    if UInt32(value) == nil {
-                        violations.add("\(path).\(ObjectReader.printable(name))", "must be a non-negative number of seconds")
-                    }
-                case "urgency":
-                    if !self.urgencies.contains(value) {
-                        violations.add("\(path).\(ObjectReader.printable(name))", "must be very-low, low, normal or high")
-                    }
-                case "topic":
-                    // RFC 8030: at most 32 characters of the URL-safe base64 alphabet.
-                    if value.isEmpty || value.utf8.count > 32 || FID.isBase64URL(value) == false {
-                        violations.add("\(path).\(ObjectReader.printable(name))", "must be 1...32 characters of [A-Za-z0-9_-]")
-                    }
-                default:
-                    break
-                }
-            }
-            config.headers = headers
-        }
-        if let data = reader.stringMap("data", violations: &violations) {
-            self.checkDataKeys(data, at: reader.field("data"), violations: &violations)
-            config.data = data
-        }
-        if let object = reader.jsonObject("notification", violations: &violations) {
-            if let direction = object["dir"] ?? object["direction"] {
-                if case .string(let value) = direction, ["auto", "ltr", "rtl"].contains(value) {
-                } else {
-                    violations.add("\(reader.field("notification")).dir", "must be auto, ltr or rtl")
-                }
-            }
-            for key in ["title", "body", "icon", "badge", "image", "tag", "lang"] {
-                if let value = object[key], case .string = value {} else if let value = object[key] {
-                    violations.add("\(reader.field("notification")).\(key)", "expected a string, got \(value.typeName)")
-                }
-            }
-            config.notification = object
-        }
-        if var options = reader.object("fcm_options", violations: &violations) {
-            if let link = options.string("link", violations: &violations) {
-                if link.hasPrefix("https://") && link.utf8.count > 8 {
-                    config.link = link
-                } else {
-                    violations.add(options.field("link"), "must be an HTTPS URL")
-                }
-            }
-            config.analyticsLabel = self.analyticsLabel(&options, violations: &violations)
-            options.finish(violations: &violations)
-        }
-        reader.finish(violations: &violations)
-        return config
+    enum WebpushField: Int, ProtoField {
+        case headers, data, notification, fcmOptions
+        static let table = FieldTable(Self.self)
     }
-}
 
-extension FID {
-    /// Whether every character is in the URL-safe base64 alphabet.
-    static func isBase64URL(_ text: String) -> Bool {
-        text.utf8.allSatisfy { ASCII.isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+    enum WebpushFCMOptionsField: Int, ProtoField {
+        case link, analyticsLabel
+        static let table = FieldTable(Self.self)
+    }
+
+    private static let urgencies: [StaticString] = ["very-low", "low", "normal", "high"]
+    /// The Web Notification fields that must be strings.
+    private static let webNotificationStrings: [StaticString] = ["title", "body", "icon", "badge", "image", "tag", "lang"]
+
+    /// `webpush`: the headers routing reads go to `options`, the overrides and link to `parts`.
+    static func webpush(
+        _ reader: ObjectReader<WebpushField>,
+        parts: inout Message.Parts,
+        options: inout Message.DeliveryOptions,
+        violations: inout Violations
+    ) {
+        let document = reader.document
+        if let headers = reader.stringMap(.headers, violations: &violations) {
+            self.checkWebpushHeaders(document, headers, options: &options, violations: &violations)
+            parts.webpushHeaders = headers
+        }
+        if let data = reader.stringMap(.data, violations: &violations) {
+            self.checkDataKeys(document, data, at: reader.path(of: .data), violations: &violations)
+            parts.webpushData = data
+        }
+        if let notification = reader.jsonObject(.notification, violations: &violations) {
+            let path = "message.webpush.notification"
+            if let direction = document.member(of: notification, named: "dir") ?? document.member(of: notification, named: "direction"),
+                !document.string(at: direction, isOneOf: ["auto", "ltr", "rtl"])
+            {
+                violations.add("\(path).dir", "must be auto, ltr or rtl")
+            }
+            for key in self.webNotificationStrings {
+                if let value = document.member(of: notification, named: key), document.kind(of: value) != .string {
+                    violations.add("\(path).\(key)", "expected a string, got \(document.typeName(of: value))")
+                }
+            }
+            parts.webpushNotification = notification
+        }
+        if let fcmOptions = reader.object(.fcmOptions, as: WebpushFCMOptionsField.self, at: "message.webpush.fcm_options", violations: &violations) {
+            if let link = fcmOptions.string(.link, violations: &violations) {
+                let isHTTPS = document.withStringBytes(at: link) { $0.count > 8 && $0.starts(with: "https://".utf8) }
+                if isHTTPS {
+                    parts.webpushLink = link
+                } else {
+                    violations.add(fcmOptions.path(of: .link), "must be an HTTPS URL")
+                }
+            }
+            self.checkAnalyticsLabel(fcmOptions, .analyticsLabel, violations: &violations)
+        }
+    }
+
+    /// RFC 8030's `TTL`, `Urgency` and `Topic` headers (names in any case); the first of each sets `options`.
+    private static func checkWebpushHeaders(
+        _ document: JSONDocument,
+        _ headers: Int,
+        options: inout Message.DeliveryOptions,
+        violations: inout Violations
+    ) {
+        for member in document.members(of: headers) {
+            var field: String { "message.webpush.headers.\(Violations.printable(document.string(at: member.key) ?? ""))" }
+            let value = member.value
+            document.withStringBytes(at: member.key) { name in
+                if ASCII.equalsIgnoringCase(name, "ttl") {
+                    if let seconds = document.withStringBytes(at: value, { self.decimal($0, maximumDigits: 10) }), let ttl = UInt32(exactly: seconds) {
+                        options.webpushTTLSeconds = options.webpushTTLSeconds ?? ttl
+                    } else {
+                        violations.add(field, "must be a non-negative number of seconds")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "urgency") {
+                    if !document.string(at: value, isOneOf: self.urgencies) {
+                        violations.add(field, "must be very-low, low, normal or high")
+                    }
+                } else if ASCII.equalsIgnoringCase(name, "topic") {
+                    // RFC 8030: at most 32 characters of the URL-safe base64 alphabet.
+                    let valid = document.withStringBytes(at: value) { topic in
+                        (1...32).contains(topic.count) && topic.allSatisfy { ASCII.isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+                    }
+                    if valid {
+                        options.webpushTopic = options.webpushTopic ?? document.string(at: value)
+                    } else {
+                        violations.add(field, "must be 1...32 characters of [A-Za-z0-9_-]")
+                    }
+                }
+            }
+        }
     }
 }

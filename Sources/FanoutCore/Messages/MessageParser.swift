@@ -10,11 +10,20 @@ public enum MessageParser {
         _ bytes: some Collection<UInt8>,
         limits: JSONParser.Limits = JSONParser.Limits()
     ) throws(MessageError) -> SendRequest {
+        try self.parseSendRequest(bytes as? [UInt8] ?? Array(bytes), limits: limits)
+    }
+
+    /// Parses one send body; the message keeps `input` (no copy).
+    /// - Throws: `MessageError` with every violation found (malformed JSON is one violation on `body`).
+    public static func parseSendRequest(
+        _ input: [UInt8],
+        limits: JSONParser.Limits = JSONParser.Limits()
+    ) throws(MessageError) -> SendRequest {
         let outcome: (request: SendRequest?, violations: Violations)
         do {
-            outcome = try JSONParser.withDocument(bytes, limits: limits) { document in
+            outcome = try JSONParser.withDocument(input, limits: limits) { document in
                 var violations = Violations()
-                return (self.sendRequest(document, violations: &violations), violations)
+                return (self.sendRequest(document, source: input, violations: &violations), violations)
             }
         } catch {
             throw MessageError(violations: [FieldViolation(field: "body", description: error.description)])
@@ -23,209 +32,258 @@ public enum MessageParser {
         return request
     }
 
-    static func sendRequest(_ document: JSONDocument, violations: inout Violations) -> SendRequest? {
+    static func sendRequest(_ document: JSONDocument, source: [UInt8], violations: inout Violations) -> SendRequest? {
         let root = JSONDocument.root
         guard document.kind(of: root) == .object else {
             violations.add("body", "expected a JSON object, got \(document.typeName(of: root))")
             return nil
         }
         let isEnvelope = document.members(of: root).contains {
-            document.key(at: $0.key, isField: "message") || document.key(at: $0.key, isField: "validate_only")
+            document.withStringBytes(at: $0.key, EnvelopeField.table.field(named:)) != nil
         }
         guard isEnvelope else {
-            return self.message(document, root, at: "message", violations: &violations).map { SendRequest(validateOnly: false, message: $0) }
+            return self.message(document, root, source: source, violations: &violations).map { SendRequest(validateOnly: false, message: $0) }
         }
-        guard var envelope = ObjectReader(document, root, at: "body", violations: &violations) else { return nil }
-        let validateOnly = envelope.bool("validate_only", violations: &violations) ?? false
-        let messageValue = envelope.take("message", violations: &violations)
-        envelope.finish(violations: &violations)
-        guard let messageValue else {
+        guard let envelope = ObjectReader<EnvelopeField>(document, root, at: "body", violations: &violations) else { return nil }
+        let validateOnly = envelope.bool(.validateOnly, violations: &violations) ?? false
+        guard let message = envelope.value(.message) else {
             violations.add("message", "is required")
             return nil
         }
-        return self.message(document, messageValue, at: "message", violations: &violations)
+        return self.message(document, message, source: source, violations: &violations)
             .map { SendRequest(validateOnly: validateOnly, message: $0) }
     }
 
     // MARK: - Message
 
-    static func message(_ document: JSONDocument, _ index: Int, at path: String, violations: inout Violations) -> Message? {
-        guard var reader = ObjectReader(document, index, at: path, violations: &violations) else { return nil }
-        let target = self.target(&reader, violations: &violations)
-        _ = reader.take("name", violations: &violations)  // output only; ignored as FCM does
-        let data = reader.stringMap("data", violations: &violations) ?? []
-        self.checkDataKeys(data, at: reader.field("data"), violations: &violations)
-        let notification = reader.read("notification", violations: &violations, with: Self.notification(_:violations:))
-        let android = reader.read("android", violations: &violations, with: Self.android(_:violations:))
-        let apns = reader.read("apns", violations: &violations, with: Self.apns(_:violations:))
-        let webpush = reader.read("webpush", violations: &violations, with: Self.webpush(_:violations:))
-        let analyticsLabel = reader.read("fcm_options", violations: &violations) { options, violations in
-            defer { options.finish(violations: &violations) }
-            return Self.analyticsLabel(&options, violations: &violations)
-        } ?? nil
-        reader.finish(violations: &violations)
+    enum EnvelopeField: Int, ProtoField {
+        case validateOnly, message
+        static let table = FieldTable(Self.self)
+    }
+
+    enum MessageBodyField: Int, ProtoField {
+        case name, token, fid, topic, condition, user, tokens, fids, data, notification, android, apns, webpush, fcmOptions
+        static let table = FieldTable(Self.self)
+    }
+
+    enum NotificationField: Int, ProtoField {
+        case title, body, image
+        static let table = FieldTable(Self.self)
+    }
+
+    /// `fcm_options` of the message and of `android`.
+    enum FCMOptionsField: Int, ProtoField {
+        case analyticsLabel
+        static let table = FieldTable(Self.self)
+    }
+
+    /// Validates the message at `index`; returns it only when it has no violation.
+    static func message(_ document: JSONDocument, _ index: Int, source: [UInt8], violations: inout Violations) -> Message? {
+        guard let reader = ObjectReader<MessageBodyField>(document, index, at: "message", violations: &violations) else { return nil }
+        let target = self.target(reader, violations: &violations)
+        _ = reader.value(.name)  // output only; ignored as FCM does
+        var parts = Message.Parts()
+        var options = Message.DeliveryOptions()
+        var payloadBytes = 0
+        if let data = reader.stringMap(.data, violations: &violations) {
+            self.checkDataKeys(document, data, at: reader.path(of: .data), violations: &violations)
+            parts.data = data
+            for member in document.members(of: data) {
+                payloadBytes += document.stringLength(at: member.key) + document.stringLength(at: member.value)
+            }
+        }
+        if let notification = reader.object(.notification, as: NotificationField.self, at: "message.notification", violations: &violations) {
+            parts.title = notification.string(.title, violations: &violations)
+            parts.body = notification.string(.body, violations: &violations)
+            parts.image = notification.string(.image, violations: &violations)
+            for (name, value) in [("title", parts.title), ("body", parts.body), ("image", parts.image)] as [(StaticString, Int?)] {
+                if let value { payloadBytes += name.utf8CodeUnitCount + document.stringLength(at: value) }
+            }
+        }
+        if let android = reader.object(.android, as: AndroidField.self, at: "message.android", violations: &violations) {
+            self.android(android, parts: &parts, options: &options, violations: &violations)
+        }
+        if let apns = reader.object(.apns, as: APNSField.self, at: "message.apns", violations: &violations) {
+            self.apns(apns, parts: &parts, options: &options, violations: &violations)
+        }
+        if let webpush = reader.object(.webpush, as: WebpushField.self, at: "message.webpush", violations: &violations) {
+            self.webpush(webpush, parts: &parts, options: &options, violations: &violations)
+        }
+        if let fcmOptions = reader.object(.fcmOptions, as: FCMOptionsField.self, at: "message.fcm_options", violations: &violations) {
+            self.checkAnalyticsLabel(fcmOptions, .analyticsLabel, violations: &violations)
+        }
         guard let target else { return nil }
-        let message = Message(
-            target: target,
-            data: data,
-            notification: notification,
-            android: android,
-            apns: apns,
-            webpush: webpush,
-            analyticsLabel: analyticsLabel
-        )
-        if message.payloadBytes > message.payloadLimit {
+        let limit = target.isFanout ? 2048 : 4096
+        if payloadBytes > limit {
             violations.add(
-                path,
-                "Message too big: data and notification are \(message.payloadBytes) bytes, over the limit of "
-                    + "\(message.payloadLimit) bytes for \(target.isFanout ? "topic and condition" : "\(target.kind)") messages"
+                "message",
+                "Message too big: data and notification are \(payloadBytes) bytes, over the limit of "
+                    + "\(limit) bytes for \(target.isFanout ? "topic and condition" : "\(target.kind)") messages"
             )
         }
-        if let apns, let violation = APNSPayload.dataOnlyPriorityViolation(message: message, apns: apns) {
-            violations.add("\(path).apns.headers.apns-priority", violation)
+        if options.apnsPriority == 10, !APNSPayload.isVisible(document, parts) {
+            // Apple: priority 10 "is an error" for a push that contains only `content-available`;
+            // FCM requires 5 for data-only messages to iOS.
+            violations.add("message.apns.headers.apns-priority", "a data-only (background) message to iOS must use apns-priority 5, not 10")
         }
-        return message
+        guard violations.isEmpty else { return nil }
+        return Message(target: target, options: options, payloadBytes: payloadBytes, source: StoredJSON(bytes: source, document: document), parts: parts)
     }
 
     // MARK: - Target
 
-    private static func target(_ reader: inout ObjectReader, violations: inout Violations) -> Message.Target? {
-        var targets: [(String, Message.Target?)] = []
-        if let value = reader.string("token", violations: &violations) {
-            let token = RegistrationToken(value)
-            if token == nil { violations.add(reader.field("token"), "The registration token is not a valid FCM registration token") }
-            targets.append(("token", token.map(Message.Target.token)))
-        }
-        if let value = reader.string("fid", violations: &violations) {
-            let fid = FID(value)
-            if fid == nil { violations.add(reader.field("fid"), "not a valid Firebase Installation ID") }
-            targets.append(("fid", fid.map(Message.Target.fid)))
-        }
-        if let value = reader.string("topic", violations: &violations) {
-            let topic = TopicName(value)
-            if topic == nil { violations.add(reader.field("topic"), "Malformed topic name: expected [a-zA-Z0-9-_.~%]{1,900}") }
-            targets.append(("topic", topic.map(Message.Target.topic)))
-        }
-        if let value = reader.string("condition", violations: &violations) {
-            do {
-                targets.append(("condition", .condition(try Condition(parsing: value))))
-            } catch {
-                violations.add(reader.field("condition"), error.message)
-                targets.append(("condition", nil))
-            }
-        }
-        if let value = reader.string("user", violations: &violations) {
-            let user = UserID(value)
-            if user == nil { violations.add(reader.field("user"), "expected 1...128 bytes of visible ASCII") }
-            targets.append(("user", user.map(Message.Target.user)))
-        }
-        let tokens = reader.strings("tokens", violations: &violations)
-        let fids = reader.strings("fids", violations: &violations)
-        if tokens != nil || fids != nil {
-            var addresses: [RegistrationAddress] = []
-            for (index, value) in (tokens ?? []).enumerated() {
-                if let token = RegistrationToken(value) {
-                    addresses.append(.token(token))
-                } else {
-                    violations.add("\(reader.field("tokens"))[\(index)]", "The registration token is not a valid FCM registration token")
-                }
-            }
-            for (index, value) in (fids ?? []).enumerated() {
-                if let fid = FID(value) {
-                    addresses.append(.fid(fid))
-                } else {
-                    violations.add("\(reader.field("fids"))[\(index)]", "not a valid Firebase Installation ID")
-                }
-            }
-            let total = (tokens?.count ?? 0) + (fids?.count ?? 0)
-            if total == 0 {
-                violations.add(reader.field("tokens"), "a multicast needs at least one token or FID")
-            } else if total > self.maximumMulticast {
-                violations.add(reader.field("tokens"), "Total number of tokens and fids must not exceed \(self.maximumMulticast), got \(total)")
-            }
-            targets.append(("tokens", addresses.count == total && total <= self.maximumMulticast ? .multicast(addresses) : nil))
-        }
-        guard targets.count == 1 else {
+    private static let singleTargets: [MessageBodyField] = [.token, .fid, .topic, .condition, .user]
+
+    private static func target(_ reader: ObjectReader<MessageBodyField>, violations: inout Violations) -> Message.Target? {
+        let document = reader.document
+        // A target counts when its JSON type is right (a wrong type is its own violation).
+        var given = self.singleTargets.filter { reader.string($0, violations: &violations) != nil }
+        let tokens = reader.value(.tokens).flatMap { document.kind(of: $0) == .array ? $0 : nil }
+        let fids = reader.value(.fids).flatMap { document.kind(of: $0) == .array ? $0 : nil }
+        if tokens != nil || fids != nil { given.append(.tokens) }
+        guard given.count == 1, let field = given.first else {
             violations.add(
-                reader.path,
-                targets.isEmpty
+                "message",
+                given.isEmpty
                     ? "Recipient of the message is not set: exactly one of token, fid, topic, condition, user or tokens/fids is required"
-                    : "Exactly one of token, fid, topic, condition, user or tokens/fids may be set, got \(targets.map(\.0).joined(separator: ", "))"
+                    : "Exactly one of token, fid, topic, condition, user or tokens/fids may be set, got "
+                        + given.map { MessageBodyField.table.names[$0.rawValue] }.joined(separator: ", ")
             )
+            _ = reader.strings(.tokens, violations: &violations)
+            _ = reader.strings(.fids, violations: &violations)
             return nil
         }
-        return targets[0].1
-    }
-
-    // MARK: - Data, notification, options
-
-    /// Reserved keys: `from`, `message_type`, and anything starting with `google` or `gcm`, any case.
-    static func checkDataKeys(_ data: [(key: String, value: String)], at path: @autoclosure () -> String, violations: inout Violations) {
-        for (key, _) in data {
-            let utf8 = key.utf8
-            func isReserved(_ word: StaticString, wholeKey: Bool) -> Bool {
-                let count = word.utf8CodeUnitCount
-                guard wholeKey ? utf8.count == count : utf8.count >= count else { return false }
-                return word.withUTF8Buffer { expected in
-                    zip(utf8.prefix(count), expected).allSatisfy { ASCII.lowercased($0) == $1 }
-                }
+        if field == .tokens { return self.multicast(reader, tokens: tokens, fids: fids, violations: &violations) }
+        let value = reader.decodedString(field, violations: &violations) ?? ""
+        switch field {
+        case .token:
+            guard let token = RegistrationToken(value) else {
+                violations.add(reader.path(of: .token), "The registration token is not a valid FCM registration token")
+                return nil
             }
-            if isReserved("from", wholeKey: true) || isReserved("message_type", wholeKey: true)
-                || isReserved("google", wholeKey: false) || isReserved("gcm", wholeKey: false)
-            {
-                violations.add("\(path()).\(ObjectReader.printable(key))", "Invalid data key: \"\(ObjectReader.printable(key))\" is reserved")
+            return .token(token)
+        case .fid:
+            guard let fid = FID(value) else {
+                violations.add(reader.path(of: .fid), "not a valid Firebase Installation ID")
+                return nil
             }
+            return .fid(fid)
+        case .topic:
+            guard let topic = TopicName(value) else {
+                violations.add(reader.path(of: .topic), "Malformed topic name: expected [a-zA-Z0-9-_.~%]{1,900}")
+                return nil
+            }
+            return .topic(topic)
+        case .condition:
+            do {
+                return .condition(try Condition(parsing: value))
+            } catch {
+                violations.add(reader.path(of: .condition), error.message)
+                return nil
+            }
+        case .user:
+            guard let user = UserID(value) else {
+                violations.add(reader.path(of: .user), "expected 1...128 bytes of visible ASCII")
+                return nil
+            }
+            return .user(user)
+        default:
+            return nil  // .tokens, above; nothing else is a target
         }
     }
 
-    private static func notification(_ reader: inout ObjectReader, violations: inout Violations) -> Message.Notification {
-        let notification = Message.Notification(
-            title: reader.string("title", violations: &violations),
-            body: reader.string("body", violations: &violations),
-            image: reader.string("image", violations: &violations)
-        )
-        reader.finish(violations: &violations)
-        return notification
+    /// `tokens` and `fids` (engine targets): together 1...500 valid registrations.
+    private static func multicast(
+        _ reader: ObjectReader<MessageBodyField>,
+        tokens: Int?,
+        fids: Int?,
+        violations: inout Violations
+    ) -> Message.Target? {
+        let document = reader.document
+        var addresses: [RegistrationAddress] = []
+        var total = 0
+        var valid = true
+        for (field, array) in [(MessageBodyField.tokens, tokens), (.fids, fids)] {
+            guard let array else { continue }
+            for (index, element) in document.elements(of: array).enumerated() {
+                guard let value = document.string(at: element) else {
+                    violations.add("\(reader.path(of: field))[\(index)]", "expected a string, got \(document.typeName(of: element))")
+                    valid = false
+                    continue
+                }
+                total += 1
+                if field == .tokens, let token = RegistrationToken(value) {
+                    addresses.append(.token(token))
+                } else if field == .fids, let fid = FID(value) {
+                    addresses.append(.fid(fid))
+                } else {
+                    violations.add(
+                        "\(reader.path(of: field))[\(index)]",
+                        field == .tokens ? "The registration token is not a valid FCM registration token" : "not a valid Firebase Installation ID"
+                    )
+                    valid = false
+                }
+            }
+        }
+        if total == 0 {
+            violations.add(reader.path(of: .tokens), "a multicast needs at least one token or FID")
+        } else if total > self.maximumMulticast {
+            violations.add(reader.path(of: .tokens), "Total number of tokens and fids must not exceed \(self.maximumMulticast), got \(total)")
+        }
+        return valid && total > 0 && total <= self.maximumMulticast ? .multicast(addresses) : nil
+    }
+
+    // MARK: - Data, options
+
+    /// Reserved keys: `from`, `message_type`, and anything starting with `google` or `gcm`, any case.
+    static func checkDataKeys(_ document: JSONDocument, _ data: Int, at path: @autoclosure () -> String, violations: inout Violations) {
+        for member in document.members(of: data) where document.withStringBytes(at: member.key, self.isReservedDataKey) {
+            let key = Violations.printable(document.string(at: member.key) ?? "")
+            violations.add("\(path()).\(key)", "Invalid data key: \"\(key)\" is reserved")
+        }
+    }
+
+    private static func isReservedDataKey(_ key: UnsafeBufferPointer<UInt8>) -> Bool {
+        func matches(_ word: StaticString, wholeKey: Bool) -> Bool {
+            let count = word.utf8CodeUnitCount
+            guard wholeKey ? key.count == count : key.count >= count else { return false }
+            return word.withUTF8Buffer { expected in (0..<count).allSatisfy { ASCII.lowercased(key[$0]) == expected[$0] } }
+        }
+        return matches("from", wholeKey: true) || matches("message_type", wholeKey: true)
+            || matches("google", wholeKey: false) || matches("gcm", wholeKey: false)
     }
 
     /// `analytics_label`: `^[a-zA-Z0-9-_.~%]{1,50}$`.
-    static func analyticsLabel(_ reader: inout ObjectReader, violations: inout Violations) -> String? {
-        guard let label = reader.string("analytics_label", violations: &violations) else { return nil }
-        guard label.utf8.count <= 50, TopicName.isValid(label.utf8) else {
-            violations.add(reader.field("analytics_label"), "Malformed analytics_label: expected [a-zA-Z0-9-_.~%]{1,50}")
-            return nil
+    static func checkAnalyticsLabel<Field>(_ reader: ObjectReader<Field>, _ field: Field, violations: inout Violations) {
+        guard let label = reader.string(field, violations: &violations) else { return }
+        let valid = reader.document.withStringBytes(at: label) { $0.count <= 50 && TopicName.isValid($0) }
+        if !valid {
+            violations.add(reader.path(of: field), "Malformed analytics_label: expected [a-zA-Z0-9-_.~%]{1,50}")
         }
-        return label
     }
 
     // MARK: - Shared formats
 
     /// A protobuf Duration string, `"<seconds>[.<up to 9 digits>]s"`, non-negative; whole seconds (rounded down).
-    static func durationSeconds(_ text: String) -> Int64? {
-        var bytes = Array(text.utf8)
-        guard bytes.last == UInt8(ascii: "s") else { return nil }
-        bytes.removeLast()
-        let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count <= 2, let whole = parts.first, !whole.isEmpty, whole.count <= 12,
-            whole.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else { return nil }
+    static func durationSeconds(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard text.last == UInt8(ascii: "s") else { return nil }
+        let bytes = text.dropLast()
+        let parts = bytes.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = parts.first, !whole.isEmpty, whole.count <= 12, whole.allSatisfy(ASCII.isDigit) else { return nil }
         if parts.count == 2 {
             let fraction = parts[1]
-            guard !fraction.isEmpty, fraction.count <= 9,
-                fraction.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-            else { return nil }
+            guard !fraction.isEmpty, fraction.count <= 9, fraction.allSatisfy(ASCII.isDigit) else { return nil }
         }
-        return Int64(String(decoding: whole, as: UTF8.self))
+        return whole.reduce(0) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) }
     }
 
     /// RFC 3339: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)`.
-    static func isRFC3339(_ text: String) -> Bool {
-        let b = Array(text.utf8)
+    static func isRFC3339(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
         func digits(_ range: Range<Int>) -> Int? {
             guard range.upperBound <= b.count else { return nil }
             var value = 0
             for index in range {
-                guard b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") else { return nil }
+                guard ASCII.isDigit(b[index]) else { return nil }
                 value = value * 10 + Int(b[index] - UInt8(ascii: "0"))
             }
             return value
@@ -240,7 +298,7 @@ public enum MessageParser {
         if b[index] == UInt8(ascii: ".") {
             index += 1
             let start = index
-            while index < b.count, b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") { index += 1 }
+            while index < b.count, ASCII.isDigit(b[index]) { index += 1 }
             guard index > start, index - start <= 9 else { return false }
         }
         guard index < b.count else { return false }
@@ -253,8 +311,13 @@ public enum MessageParser {
     }
 
     /// `#RRGGBB`.
-    static func isHexColor(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        return bytes.count == 7 && bytes[0] == UInt8(ascii: "#") && bytes.dropFirst().allSatisfy(ASCII.isHexDigit)
+    static func isHexColor(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        bytes.count == 7 && bytes[0] == UInt8(ascii: "#") && bytes.dropFirst().allSatisfy(ASCII.isHexDigit)
+    }
+
+    /// A non-negative decimal integer of at most `maximumDigits` digits.
+    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>, maximumDigits: Int = 19) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= maximumDigits, bytes.allSatisfy(ASCII.isDigit) else { return nil }
+        return bytes.reduce(0) { $0 * 10 + UInt64($1 - UInt8(ascii: "0")) }
     }
 }

@@ -19,9 +19,18 @@ public final class RenderedMessage: Sendable {
     public init(_ message: Message, acceptedAt: Timestamp) {
         self.message = message
         self.acceptedAt = acceptedAt
-        self.apnsBody = APNSPayload.render(message)
-        self.androidPayload = Self.renderAndroid(message)
-        self.webpushPayload = Self.renderWebpush(message)
+        (self.apnsBody, self.androidPayload, self.webpushPayload) = message.source.withDocument { document in
+            // One buffer for the three payloads, each copied out at its exact size.
+            var writer = JSONWriter(capacity: 2 * message.source.bytes.count + 256)
+            APNSPayload.render(document, message.parts, to: &writer)
+            let apnsBody = writer.bytes
+            writer.removeAll()
+            Self.renderAndroid(document, message, to: &writer)
+            let androidPayload = writer.bytes
+            writer.removeAll()
+            Self.renderWebpush(document, message.parts, to: &writer)
+            return (apnsBody, androidPayload, writer.bytes)
+        }
     }
 
     /// The rendered payload for a platform.
@@ -37,7 +46,7 @@ public final class RenderedMessage: Sendable {
     /// Android has none beyond FCM's own data and notification limit.
     public func limit(for platform: Platform) -> Int? {
         switch platform {
-        case .ios: return self.message.apns?.header("apns-push-type") == "voip" ? Self.apnsVoIPLimit : Self.apnsLimit
+        case .ios: return self.message.options.apnsPushType == "voip" ? Self.apnsVoIPLimit : Self.apnsLimit
         case .android: return nil
         case .web: return Self.webpushLimit
         }
@@ -54,18 +63,19 @@ public final class RenderedMessage: Sendable {
     /// `apns-expiration` (0: at once; default 30 days); web push's `TTL` header (default: the
     /// Android TTL or 28 days).
     public func expiry(for platform: Platform) -> Timestamp {
-        let ttl = self.message.android?.ttlSeconds ?? MessageParser.maximumTTLSeconds
+        let options = self.message.options
+        let ttl = options.androidTTLSeconds ?? MessageParser.maximumTTLSeconds
         switch platform {
         case .android:
             return self.acceptedAt.advanced(by: .seconds(ttl))
         case .ios:
-            if let header = self.message.apns?.header("apns-expiration"), let seconds = UInt64(header) {
+            if let seconds = options.apnsExpiration {
                 if seconds == 0 { return self.acceptedAt }
                 return Timestamp(millisecondsSinceEpoch: Int64(clamping: seconds).multipliedReportingOverflow(by: 1000).partialValue)
             }
             return self.acceptedAt.advanced(by: .seconds(30 * 86_400))
         case .web:
-            if let header = self.message.webpush?.header("ttl"), let seconds = UInt32(header) {
+            if let seconds = options.webpushTTLSeconds {
                 return self.acceptedAt.advanced(by: .seconds(Int64(seconds)))
             }
             return self.acceptedAt.advanced(by: .seconds(ttl))
@@ -75,96 +85,121 @@ public final class RenderedMessage: Sendable {
     /// The collapse key of deliveries to `platform`, if the message is collapsible there.
     public func collapseKey(for platform: Platform) -> String? {
         switch platform {
-        case .android: return self.message.android?.collapseKey
-        case .ios: return self.message.apns?.header("apns-collapse-id")
-        case .web: return self.message.webpush?.header("topic")
+        case .android: return self.message.options.androidCollapseKey
+        case .ios: return self.message.options.apnsCollapseID
+        case .web: return self.message.options.webpushTopic
         }
     }
 
     // MARK: - Rendering
 
     /// Writes `"data":{...}` and `"notification":{...}` with a platform's overrides applied key by
-    /// key (in order of first appearance), each left out when empty: how Android and web payloads start.
+    /// key (in order of first appearance), each left out when empty: how Android and web payloads
+    /// start. With `snakeCaseOverrides`, the notification overrides are proto3 fields (Android's),
+    /// written under their snake_case names.
     static func writeDataAndNotification(
-        _ message: Message,
-        dataOverrides: [(key: String, value: String)]?,
-        notificationOverrides: JSONObject?,
+        _ document: JSONDocument,
+        _ parts: Message.Parts,
+        dataOverrides: Int?,
+        notificationOverrides: Int?,
+        snakeCaseOverrides: Bool,
         to writer: inout JSONWriter
     ) {
-        let overrides = dataOverrides ?? []
-        if !message.data.isEmpty || !overrides.isEmpty {
-            writer.key("data")
+        let data = parts.data.map { document.count(of: $0) } ?? 0
+        let overrides = dataOverrides.map { document.count(of: $0) } ?? 0
+        if data > 0 || overrides > 0 {
+            writer.key(static: "data")
             writer.openObject()
-            for (key, value) in message.data {
-                writer.key(key)
-                writer.write(string: overrides.first { $0.key == key }?.value ?? value)
+            if let data = parts.data {
+                for member in document.members(of: data) {
+                    writer.key(document, member.key)
+                    let override = overrides > 0 ? dataOverrides.flatMap { document.member(of: $0, withKeyEqualTo: member.key) } : nil
+                    writer.write(document, override?.value ?? member.value)
+                }
             }
-            for (key, value) in overrides where !message.data.contains(where: { $0.key == key }) {
-                writer.key(key)
-                writer.write(string: value)
+            if let dataOverrides {
+                for member in document.members(of: dataOverrides) {
+                    if data > 0, let data = parts.data, document.member(of: data, withKeyEqualTo: member.key) != nil { continue }
+                    writer.key(document, member.key)
+                    writer.write(document, member.value)
+                }
             }
             writer.closeObject()
         }
-        let notification = message.notification ?? Message.Notification()
-        let notificationMembers = notificationOverrides?.members ?? []
-        let names = Message.Notification.fieldNames
-        guard names.contains(where: { notification.value(of: $0) != nil }) || !notificationMembers.isEmpty else { return }
-        writer.key("notification")
+        let fields: [(name: StaticString, value: Int?)] = [("title", parts.title), ("body", parts.body), ("image", parts.image)]
+        let notificationOverrides = notificationOverrides.flatMap { document.count(of: $0) > 0 ? $0 : nil }
+        guard fields.contains(where: { $0.value != nil }) || notificationOverrides != nil else { return }
+        /// The override of a notification field (the keys involved have no uppercase letters, so
+        /// both spellings are the same).
+        func override(_ name: StaticString) -> Int? { notificationOverrides.flatMap { document.member(of: $0, named: name) } }
+        writer.key(static: "notification")
         writer.openObject()
-        for name in names {
-            guard let value = notification.value(of: name) else { continue }
-            writer.key(name)
-            if let override = notificationMembers.first(where: { $0.key == name }) {
-                writer.write(override.value)
-            } else {
-                writer.write(string: value)
-            }
+        for (name, value) in fields {
+            guard let value else { continue }
+            writer.key(static: name)
+            writer.write(document, override(name) ?? value)
         }
-        for member in notificationMembers where notification.value(of: member.key) == nil {
-            writer.key(member.key)
-            writer.write(member.value)
+        if let notificationOverrides {
+            for member in document.members(of: notificationOverrides) {
+                if let field = fields.first(where: { document.string(at: member.key, equals: $0.name) }), field.value != nil { continue }
+                writer.key(document, member.key, snakeCase: snakeCaseOverrides)
+                if snakeCaseOverrides, document.kind(of: member.value) == .string, let count = document.int32(at: member.value) {
+                    // proto3 JSON admits an int32 as a string (`notification_count`); Android reads a number.
+                    writer.write(.number(JSONNumber(Int(count))))
+                } else {
+                    writer.write(document, member.value, snakeCaseKeys: snakeCaseOverrides)
+                }
+            }
         }
         writer.closeObject()
     }
 
     /// `{"data":{...},"notification":{...}}` with `android`'s overrides, then its delivery options.
-    private static func renderAndroid(_ message: Message) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1024)
+    private static func renderAndroid(_ document: JSONDocument, _ message: Message, to writer: inout JSONWriter) {
+        let parts = message.parts
         writer.openObject()
-        let android = message.android
-        self.writeDataAndNotification(message, dataOverrides: android?.data, notificationOverrides: android?.notification, to: &writer)
-        if let android {
-            if let key = android.collapseKey {
-                writer.key("collapse_key")
-                writer.write(string: key)
-            }
-            if let priority = android.priority {
-                writer.key("priority")
-                writer.write(string: priority.rawValue)
-            }
-            if let ttl = android.ttlSeconds {
-                writer.key("ttl")
-                writer.write(string: "\(ttl)s")
-            }
+        self.writeDataAndNotification(
+            document,
+            parts,
+            dataOverrides: parts.androidData,
+            notificationOverrides: parts.androidNotification,
+            snakeCaseOverrides: true,
+            to: &writer
+        )
+        let options = message.options
+        if let key = options.androidCollapseKey {
+            writer.key(static: "collapse_key")
+            writer.write(string: key)
+        }
+        if let priority = options.androidPriority {
+            writer.key(static: "priority")
+            writer.write(string: priority.rawValue)
+        }
+        if let ttl = options.androidTTLSeconds {
+            writer.key(static: "ttl")
+            writer.write(string: "\(ttl)s")
         }
         writer.closeObject()
-        return writer.bytes
     }
 
     /// `{"data":{...},"notification":{...}}` with `webpush`'s overrides, then `fcm_options.link`.
-    private static func renderWebpush(_ message: Message) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1024)
+    private static func renderWebpush(_ document: JSONDocument, _ parts: Message.Parts, to writer: inout JSONWriter) {
         writer.openObject()
-        let webpush = message.webpush
-        self.writeDataAndNotification(message, dataOverrides: webpush?.data, notificationOverrides: webpush?.notification, to: &writer)
-        if let link = webpush?.link {
-            writer.key("fcm_options")
+        self.writeDataAndNotification(
+            document,
+            parts,
+            dataOverrides: parts.webpushData,
+            notificationOverrides: parts.webpushNotification,
+            snakeCaseOverrides: false,
+            to: &writer
+        )
+        if let link = parts.webpushLink {
+            writer.key(static: "fcm_options")
             writer.openObject()
-            writer.key("link")
-            writer.write(string: link)
+            writer.key(static: "link")
+            writer.write(document, link)
             writer.closeObject()
         }
         writer.closeObject()
-        return writer.bytes
     }
 }

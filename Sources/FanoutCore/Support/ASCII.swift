@@ -45,7 +45,9 @@ enum ASCII {
                 // above), or below 0x20; other bytes over 0x7F are included on request.
                 var special = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
                 if stoppingAtNonASCII { special |= word }
-                if special & highBits != 0 { break }
+                // Borrows make false hits only above a true one: the lowest hit is exact.
+                let hits = special & highBits
+                if hits != 0 { return index + hits.trailingZeroBitCount / 8 }
                 index += 8
             }
         }
@@ -64,6 +66,14 @@ enum ASCII {
 
     /// `[0-9a-fA-F]`
     @inline(__always)
+    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// Whether `bytes` are `lowercase` in any case (HTTP header names).
+    static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+        bytes.count == lowercase.utf8CodeUnitCount
+            && lowercase.withUTF8Buffer { expected in (0..<bytes.count).allSatisfy { Self.lowercased(bytes[$0]) == expected[$0] } }
+    }
+
     static func isHexDigit(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))

@@ -133,38 +133,70 @@ struct JSONDocument {
         }
     }
 
-    // MARK: - Keys
+    // MARK: - Strings without decoding
 
-    /// Whether the key at `index` names the proto3 field `snakeName` in either JSON spelling:
-    /// `collapse_key` or `collapseKey` (an uppercase letter stands for `_` and its lowercase).
-    func key(at index: Int, isField snakeName: String) -> Bool {
-        var snakeName = snakeName
-        return snakeName.withUTF8 { self.key(at: index, isField: $0) }
+    /// Calls `body` with the decoded UTF-8 of the string at `index` (the input bytes themselves
+    /// when it has no escapes).
+    func withStringBytes<R>(at index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        self.withStringBytes(self.entries[index], body)
     }
 
-    /// `key(at:isField:)` with the name's UTF-8 at hand (readers compare one name with many keys).
-    func key(at index: Int, isField name: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// The raw bytes of the string (between its quotes, escapes included) or number at `index`,
+    /// as they stand in the input: what a writer copies.
+    func rawBytes(at index: Int) -> UnsafeBufferPointer<UInt8> {
         let entry = self.entries[index]
-        if !entry.isEscaped {
-            // The usual answer, at once: a different first byte.
-            guard entry.length > 0, let first = name.first else { return entry.length == 0 && name.isEmpty }
-            guard self.bytes[Int(entry.start)] == first else { return false }
+        return UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
+    }
+
+    /// The decoded length in bytes of the string at `index`.
+    func stringLength(at index: Int) -> Int {
+        let entry = self.entries[index]
+        return entry.isEscaped ? self.withStringBytes(entry) { $0.count } : Int(entry.length)
+    }
+
+    /// Whether the string at `index` is `expected`.
+    func string(at index: Int, equals expected: StaticString) -> Bool {
+        let entry = self.entries[index]
+        guard entry.kind == .string, entry.isEscaped || Int(entry.length) == expected.utf8CodeUnitCount else { return false }
+        return self.withStringBytes(entry) { bytes in
+            expected.withUTF8Buffer { bytes.elementsEqual($0) }
         }
-        return self.withStringBytes(entry) { key in
-            var position = 0
-            for byte in key {
-                if ASCII.isUppercase(byte) {
-                    guard position + 1 < name.count, name[position] == UInt8(ascii: "_"), name[position + 1] == byte | 0x20 else {
-                        return false
-                    }
-                    position += 2
-                } else {
-                    guard position < name.count, name[position] == byte else { return false }
-                    position += 1
-                }
-            }
-            return position == name.count
+    }
+
+    /// Whether the string at `index` is one of `expected`.
+    func string(at index: Int, isOneOf expected: [StaticString]) -> Bool {
+        expected.contains { self.string(at: index, equals: $0) }
+    }
+
+    /// Whether the keys (or strings) at `a` and `b` are equal, compared decoded.
+    func stringsEqual(_ a: Int, _ b: Int) -> Bool {
+        let (first, second) = (self.entries[a], self.entries[b])
+        if !first.isEscaped, !second.isEscaped {
+            guard first.length == second.length else { return false }
+            return self.rawBytes(at: a).elementsEqual(self.rawBytes(at: b))
         }
+        return self.withStringBytes(first) { first in self.withStringBytes(second) { first.elementsEqual($0) } }
+    }
+
+    /// The member of the object at `object` whose key equals the string at `key`, if any.
+    func member(of object: Int, withKeyEqualTo key: Int) -> (key: Int, value: Int)? {
+        self.members(of: object).first { self.stringsEqual($0.key, key) }
+    }
+
+    /// The value of the member of the object at `object` whose key is `name`, if any.
+    func member(of object: Int, named name: StaticString) -> Int? {
+        self.members(of: object).first { self.string(at: $0.key, equals: name) }?.value
+    }
+
+    /// An int32 at `index`: a JSON number, or (proto3 JSON) a decimal string.
+    func int32(at index: Int) -> Int32? {
+        let number: Int64?
+        switch self.kind(of: index) {
+        case .number: number = self.int64(at: index)
+        case .string: number = self.string(at: index).flatMap { Int64($0) }
+        default: number = nil
+        }
+        return number.flatMap { Int32(exactly: $0) }
     }
 
     // MARK: - Trees

@@ -54,10 +54,21 @@ public struct JSONParser {
         limits: Limits = Limits(),
         _ body: (JSONDocument) -> Result
     ) throws(Error) -> Result {
-        guard bytes.count <= limits.maximumBytes, bytes.count < UInt32.max else {
+        guard bytes.count <= limits.maximumBytes else {
             throw Error(offset: limits.maximumBytes, reason: "the input is larger than \(limits.maximumBytes) bytes")
         }
-        let input = bytes as? [UInt8] ?? Array(bytes)
+        return try self.withDocument(bytes as? [UInt8] ?? Array(bytes), limits: limits, body)
+    }
+
+    /// `withDocument` over an array (no conversion).
+    static func withDocument<Result>(
+        _ input: [UInt8],
+        limits: Limits = Limits(),
+        _ body: (JSONDocument) -> Result
+    ) throws(Error) -> Result {
+        guard input.count <= limits.maximumBytes, input.count < UInt32.max else {
+            throw Error(offset: limits.maximumBytes, reason: "the input is larger than \(limits.maximumBytes) bytes")
+        }
         let capacity = input.count / 2 + 1
         let entries = UnsafeMutableBufferPointer<JSONDocument.Entry>.allocate(capacity: capacity)
         defer { entries.deallocate() }

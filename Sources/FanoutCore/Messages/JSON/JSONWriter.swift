@@ -1,45 +1,104 @@
-/// Writes JSON into a byte array: compact, keys in the order given, strings escaped as RFC 8259
-/// requires (`"`, `\`, control characters), non-ASCII written as UTF-8.
-public struct JSONWriter {
-    public private(set) var bytes: [UInt8] = []
-
-    public init() {}
+/// Writes JSON into a buffer of its own: compact, keys in the order given, strings escaped as
+/// RFC 8259 requires (`"`, `\`, control characters), non-ASCII written as UTF-8. `bytes` copies
+/// out what was written; `removeAll()` starts again in the same buffer (rendering writes a
+/// message's three payloads in one).
+public struct JSONWriter: ~Copyable {
+    private var buffer: UnsafeMutableBufferPointer<UInt8>
+    private var count = 0
 
     /// A writer whose buffer starts with room for `capacity` bytes.
-    public init(capacity: Int) {
-        self.bytes.reserveCapacity(capacity)
+    public init(capacity: Int = 1024) {
+        self.buffer = .allocate(capacity: max(capacity, 64))
+    }
+
+    deinit {
+        self.buffer.deallocate()
+    }
+
+    /// What was written so far.
+    public var bytes: [UInt8] {
+        Array(UnsafeBufferPointer(rebasing: self.buffer[..<self.count]))
+    }
+
+    /// Forgets what was written, keeping the buffer.
+    public mutating func removeAll() {
+        self.count = 0
+    }
+
+    // MARK: - Bytes
+
+    private mutating func reserve(_ extra: Int) {
+        guard self.count + extra > self.buffer.count else { return }
+        let grown = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(self.buffer.count * 2, self.count + extra))
+        _ = grown.initialize(fromContentsOf: self.buffer[..<self.count])
+        self.buffer.deallocate()
+        self.buffer = grown
+    }
+
+    private mutating func append(_ byte: UInt8) {
+        self.reserve(1)
+        self.buffer[self.count] = byte
+        self.count += 1
+    }
+
+    private mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+        self.reserve(bytes.count)
+        (self.buffer.baseAddress! + self.count).update(from: source, count: bytes.count)
+        self.count += bytes.count
+    }
+
+    private mutating func append(_ text: StaticString) {
+        text.withUTF8Buffer { self.append($0) }
     }
 
     // MARK: - Writing an object member by member
 
     public mutating func openObject() {
-        self.bytes.append(UInt8(ascii: "{"))
+        self.append(UInt8(ascii: "{"))
     }
 
     public mutating func closeObject() {
-        self.bytes.append(UInt8(ascii: "}"))
+        self.append(UInt8(ascii: "}"))
+    }
+
+    /// A comma, unless the member is the first of its object.
+    private mutating func separate() {
+        if self.count > 0, self.buffer[self.count - 1] != UInt8(ascii: "{") {
+            self.append(UInt8(ascii: ","))
+        }
     }
 
     /// Starts a member of the open object: a comma unless it is the first, the key and a colon.
     public mutating func key(_ key: String) {
-        if self.bytes.last != UInt8(ascii: "{") { self.bytes.append(UInt8(ascii: ",")) }
+        self.separate()
         self.write(string: key)
-        self.bytes.append(UInt8(ascii: ":"))
+        self.append(UInt8(ascii: ":"))
+    }
+
+    /// Starts a member whose key is known to need no escaping.
+    mutating func key(static key: StaticString) {
+        self.separate()
+        self.append(UInt8(ascii: "\""))
+        self.append(key)
+        self.append("\":")
     }
 
     public mutating func write(_ value: JSONValue) {
         switch value {
-        case .null: self.bytes.append(contentsOf: "null".utf8)
-        case .bool(let bool): self.bytes.append(contentsOf: (bool ? "true" : "false").utf8)
-        case .number(let number): self.bytes.append(contentsOf: number.text.utf8)
+        case .null: self.append("null")
+        case .bool(let bool): self.append(bool ? "true" : "false")
+        case .number(let number):
+            var text = number.text
+            text.withUTF8 { self.append($0) }
         case .string(let string): self.write(string: string)
         case .array(let elements):
-            self.bytes.append(UInt8(ascii: "["))
+            self.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
-                if index > 0 { self.bytes.append(UInt8(ascii: ",")) }
+                if index > 0 { self.append(UInt8(ascii: ",")) }
                 self.write(element)
             }
-            self.bytes.append(UInt8(ascii: "]"))
+            self.append(UInt8(ascii: "]"))
         case .object(let object):
             self.openObject()
             for member in object.members {
@@ -50,40 +109,105 @@ public struct JSONWriter {
         }
     }
 
+    /// A number or literal known to be valid JSON (`1`, `true`).
+    mutating func write(static literal: StaticString) {
+        self.append(literal)
+    }
+
     public mutating func write(string: String) {
-        self.bytes.append(UInt8(ascii: "\""))
+        self.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
             // Copy runs that need no escaping in one go; escape the rest.
             var runStart = 0
             var index = ASCII.firstJSONSpecialByte(in: utf8, from: 0, stoppingAtNonASCII: false)
             while index < utf8.count {
-                self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                self.append(UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
                 self.writeEscaped(utf8[index])
                 runStart = index + 1
                 index = ASCII.firstJSONSpecialByte(in: utf8, from: runStart, stoppingAtNonASCII: false)
             }
-            self.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+            self.append(UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
-        self.bytes.append(UInt8(ascii: "\""))
+        self.append(UInt8(ascii: "\""))
     }
 
     private mutating func writeEscaped(_ byte: UInt8) {
         switch byte {
-        case UInt8(ascii: "\""): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-        case UInt8(ascii: "\\"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-        case UInt8(ascii: "\n"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-        case UInt8(ascii: "\r"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-        case UInt8(ascii: "\t"): self.bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+        case UInt8(ascii: "\""): self.append("\\\"")
+        case UInt8(ascii: "\\"): self.append("\\\\")
+        case UInt8(ascii: "\n"): self.append("\\n")
+        case UInt8(ascii: "\r"): self.append("\\r")
+        case UInt8(ascii: "\t"): self.append("\\t")
         default:
             let hex: StaticString = "0123456789abcdef"
+            self.append("\\u00")
             hex.withUTF8Buffer { digits in
-                self.bytes.append(contentsOf: [
-                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                    digits[Int(byte >> 4)], digits[Int(byte & 0xF)],
-                ])
+                self.append(digits[Int(byte >> 4)])
+                self.append(digits[Int(byte & 0xF)])
             }
         }
+    }
+
+    // MARK: - Copying from a parsed document
+
+    /// Starts a member whose key is the string at `key` in `document`, copied as it stands; with
+    /// `snakeCase`, a proto3 field name is written in its snake_case spelling (`collapseKey` as
+    /// `collapse_key`).
+    mutating func key(_ document: JSONDocument, _ key: Int, snakeCase: Bool = false) {
+        self.separate()
+        let raw = document.rawBytes(at: key)
+        if !snakeCase || !raw.contains(where: ASCII.isUppercase) {
+            self.writeRawString(raw)
+        } else if document.entries[key].isEscaped {
+            self.write(string: FieldTable.snakeCase(document.string(at: key) ?? ""))
+        } else {
+            self.append(UInt8(ascii: "\""))
+            for byte in raw {
+                if ASCII.isUppercase(byte) {
+                    self.append(UInt8(ascii: "_"))
+                    self.append(byte | 0x20)
+                } else {
+                    self.append(byte)
+                }
+            }
+            self.append(UInt8(ascii: "\""))
+        }
+        self.append(UInt8(ascii: ":"))
+    }
+
+    /// Writes the value at `index` in `document` compactly, strings and numbers copied as they
+    /// stand in the input (the parser checked them); with `snakeCaseKeys`, object keys as in `key`.
+    mutating func write(_ document: JSONDocument, _ index: Int, snakeCaseKeys: Bool = false) {
+        switch document.kind(of: index) {
+        case .null: self.append("null")
+        case .false: self.append("false")
+        case .true: self.append("true")
+        case .number: self.append(document.rawBytes(at: index))
+        case .string: self.writeRawString(document.rawBytes(at: index))
+        case .array:
+            self.append(UInt8(ascii: "["))
+            for (position, element) in document.elements(of: index).enumerated() {
+                if position > 0 { self.append(UInt8(ascii: ",")) }
+                self.write(document, element, snakeCaseKeys: snakeCaseKeys)
+            }
+            self.append(UInt8(ascii: "]"))
+        case .object:
+            self.openObject()
+            for member in document.members(of: index) {
+                self.key(document, member.key, snakeCase: snakeCaseKeys)
+                self.write(document, member.value, snakeCaseKeys: snakeCaseKeys)
+            }
+            self.closeObject()
+        }
+    }
+
+    /// A string's raw content (already valid JSON string text) between quotes.
+    private mutating func writeRawString(_ raw: UnsafeBufferPointer<UInt8>) {
+        self.reserve(raw.count + 2)
+        self.append(UInt8(ascii: "\""))
+        self.append(raw)
+        self.append(UInt8(ascii: "\""))
     }
 
     /// The compact JSON text of `value`.
