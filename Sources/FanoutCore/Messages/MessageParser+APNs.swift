@@ -130,7 +130,7 @@ extension MessageParser {
             return
         }
         for member in document.members(of: aps) {
-            guard let key = document.withStringBytes(at: member.key, APSKey.table.field(named:)).flatMap(APSKey.init(rawValue:)) else {
+            guard let key = document.withStringBytes(at: member.key, { APSKey.table.field(named: $0) }).flatMap(APSKey.init(rawValue:)) else {
                 continue  // custom keys inside aps are allowed (the SDKs' custom_data)
             }
             var field: String { "\(apsPath).\(APSKey.table.names[key.rawValue])" }
@@ -168,7 +168,7 @@ extension MessageParser {
             return
         case .object:
             for member in document.members(of: alert) {
-                guard let key = document.withStringBytes(at: member.key, AlertKey.table.field(named:)).flatMap(AlertKey.init(rawValue:)) else {
+                guard let key = document.withStringBytes(at: member.key, { AlertKey.table.field(named: $0) }).flatMap(AlertKey.init(rawValue:)) else {
                     violations.add(path(), "Unknown name \"\(Violations.printable(document.string(at: member.key) ?? ""))\" in the alert dictionary")
                     continue
                 }

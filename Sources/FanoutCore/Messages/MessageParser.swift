@@ -38,8 +38,8 @@ public enum MessageParser {
             violations.add("body", "expected a JSON object, got \(document.typeName(of: root))")
             return nil
         }
-        let isEnvelope = document.members(of: root).contains {
-            document.withStringBytes(at: $0.key, EnvelopeField.table.field(named:)) != nil
+        let isEnvelope = document.members(of: root).contains { member in
+            document.withStringBytes(at: member.key, { EnvelopeField.table.field(named: $0) }) != nil
         }
         guard isEnvelope else {
             return self.message(document, root, source: source, violations: &violations).map { SendRequest(validateOnly: false, message: $0) }

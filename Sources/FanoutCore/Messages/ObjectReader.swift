@@ -27,7 +27,7 @@ struct ObjectReader<Field: ProtoField> {
         self.values = InlineArray(repeating: -1)
         let table = Field.table
         for member in document.members(of: index) {
-            guard let field = document.withStringBytes(at: member.key, table.field(named:)) else {
+            guard let field = document.withStringBytes(at: member.key, { table.field(named: $0) }) else {
                 violations.add(path.description, "Unknown name \"\(Violations.printable(document.string(at: member.key) ?? ""))\": Cannot find field.")
                 continue
             }

@@ -1,3 +1,5 @@
+import Glibc
+
 /// A parsed JSON document kept flat: one entry per value, in input order, each pointing into the
 /// input bytes. Nothing is decoded until a reader asks, so validating a message builds no tree and
 /// no strings it does not keep. `JSONParser.document(_:)` makes one; every entry in it has passed
@@ -159,7 +161,7 @@ struct JSONDocument {
         let entry = self.entries[index]
         guard entry.kind == .string, entry.isEscaped || Int(entry.length) == expected.utf8CodeUnitCount else { return false }
         return self.withStringBytes(entry) { bytes in
-            expected.withUTF8Buffer { bytes.elementsEqual($0) }
+            expected.withUTF8Buffer { Self.equal(bytes, $0) }
         }
     }
 
@@ -173,9 +175,15 @@ struct JSONDocument {
         let (first, second) = (self.entries[a], self.entries[b])
         if !first.isEscaped, !second.isEscaped {
             guard first.length == second.length else { return false }
-            return self.rawBytes(at: a).elementsEqual(self.rawBytes(at: b))
+            return Self.equal(self.rawBytes(at: a), self.rawBytes(at: b))
         }
-        return self.withStringBytes(first) { first in self.withStringBytes(second) { first.elementsEqual($0) } }
+        return self.withStringBytes(first) { first in self.withStringBytes(second) { Self.equal(first, $0) } }
+    }
+
+    private static func equal(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        guard let first = a.baseAddress, let second = b.baseAddress else { return true }
+        return memcmp(first, second, a.count) == 0
     }
 
     /// The member of the object at `object` whose key equals the string at `key`, if any.

@@ -27,8 +27,12 @@ public struct JSONWriter: ~Copyable {
 
     // MARK: - Bytes
 
+    @inline(__always)
     private mutating func reserve(_ extra: Int) {
-        guard self.count + extra > self.buffer.count else { return }
+        if self.count + extra > self.buffer.count { self.grow(toFit: extra) }
+    }
+
+    private mutating func grow(toFit extra: Int) {
         let grown = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(self.buffer.count * 2, self.count + extra))
         _ = grown.initialize(fromContentsOf: self.buffer[..<self.count])
         self.buffer.deallocate()
