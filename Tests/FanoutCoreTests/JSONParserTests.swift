@@ -39,6 +39,7 @@ struct JSONParserTests {
         ("tru", "unexpected"),
         ("{\"a\":1,\"a\":2}", "duplicate key at a"),
         ("{\"m\":{\"data\":{\"k\":\"1\",\"k\":\"2\"}}}", "duplicate key at m.data.k"),
+        (#"{"a":{"b":[1,{"x":2}]},"c":[{"d":1},{"k":1,"k":2}]}"#, "duplicate key at c.k"),
         (#"{"a":1,"\u0061":2}"#, "duplicate key at a"),
         ("{" + (0..<40).map { "\"k\($0)\":\($0)" }.joined(separator: ",") + ",\"k17\":0}", "duplicate key at k17"),
         ("[" + String(repeating: "9", count: 65) + "]", "longer than 64 characters"),

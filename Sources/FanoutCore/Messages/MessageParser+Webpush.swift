@@ -31,13 +31,13 @@ extension MessageParser {
         }
         if let notification = reader.jsonObject(.notification, violations: &violations) {
             let path = "message.webpush.notification"
-            if let direction = document.member(of: notification, named: "dir") ?? document.member(of: notification, named: "direction"),
-                !document.string(at: direction, isOneOf: ["auto", "ltr", "rtl"])
-            {
-                violations.add("\(path).dir", "must be auto, ltr or rtl")
-            }
-            for key in self.webNotificationStrings {
-                if let value = document.member(of: notification, named: key), document.kind(of: value) != .string {
+            for member in document.members(of: notification) {
+                let value = member.value
+                if document.string(at: member.key, isOneOf: ["dir", "direction"]) {
+                    if !document.string(at: value, isOneOf: ["auto", "ltr", "rtl"]) {
+                        violations.add("\(path).dir", "must be auto, ltr or rtl")
+                    }
+                } else if document.kind(of: value) != .string, let key = self.webNotificationStrings.first(where: { document.string(at: member.key, equals: $0) }) {
                     violations.add("\(path).\(key)", "expected a string, got \(document.typeName(of: value))")
                 }
             }

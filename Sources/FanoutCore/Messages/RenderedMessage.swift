@@ -143,7 +143,10 @@ public final class RenderedMessage: Sendable {
             for member in document.members(of: notificationOverrides) {
                 if let field = fields.first(where: { document.string(at: member.key, equals: $0.name) }), field.value != nil { continue }
                 writer.key(document, member.key, snakeCase: snakeCaseOverrides)
-                if snakeCaseOverrides, document.kind(of: member.value) == .string, let count = document.int32(at: member.value) {
+                if snakeCaseOverrides, document.kind(of: member.value) == .string,
+                    document.string(at: member.key, equals: "notification_count") || document.string(at: member.key, equals: "notificationCount"),
+                    let count = document.int32(at: member.value)
+                {
                     // proto3 JSON admits an int32 as a string (`notification_count`); Android reads a number.
                     writer.write(.number(JSONNumber(Int(count))))
                 } else {

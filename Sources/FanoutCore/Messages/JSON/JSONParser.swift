@@ -1,3 +1,5 @@
+import Glibc
+
 /// A strict, bounded, one-pass JSON parser (RFC 8259) over UTF-8 bytes.
 ///
 /// Hostile input gets an error, never a crash or unbounded work: input size and nesting depth are
@@ -32,9 +34,6 @@ public struct JSONParser {
     private var count = 0
     private var position = 0
     private var depth = 0
-    /// The key entries leading to the current value, for duplicate-key errors (array elements are
-    /// not tracked: duplicates are reported with the keys of the enclosing objects).
-    private var path: [Int] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeMutableBufferPointer<JSONDocument.Entry>, limits: Limits) {
         self.bytes = bytes
@@ -144,7 +143,7 @@ public struct JSONParser {
             try self.parseString()
             let key = self.count - 1
             if self.isDuplicate(key: key, in: object, count: count, hashes: &hashes) {
-                let names = (self.path + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
+                let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
                 throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
             }
             count += 1
@@ -152,9 +151,7 @@ public struct JSONParser {
             guard self.peek() == UInt8(ascii: ":") else { throw self.error("expected ':'") }
             self.position += 1
             self.skipWhitespace()
-            self.path.append(key)
             try self.parseValue()
-            self.path.removeLast()
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1
@@ -162,6 +159,28 @@ public struct JSONParser {
             default: throw self.error("expected ',' or '}'")
             }
         }
+    }
+
+    /// The keys leading from the root to the open container at `target`, for errors (array
+    /// elements are skipped: duplicates are reported with the keys of the enclosing objects).
+    /// Containers still open have no end yet, so the way down is through the one child without one.
+    private func keyPath(to target: Int) -> [Int] {
+        var keys: [Int] = []
+        var container = JSONDocument.root
+        while container != target {
+            let isObject = self.entries[container].kind == .object
+            var child = container + 1
+            while true {
+                let value = isObject ? child + 1 : child
+                if self.entries[value].end == 0, value <= target {
+                    if isObject { keys.append(child) }
+                    container = value
+                    break
+                }
+                child = Int(self.entries[value].end)
+            }
+        }
+        return keys
     }
 
     /// Whether the key just parsed repeats one of the object's earlier keys (compared decoded).
@@ -187,7 +206,10 @@ public struct JSONParser {
 
     private func keysEqual(_ a: Int, _ b: Int) -> Bool {
         let (first, second) = (self.entries[a], self.entries[b])
-        if !first.isEscaped, !second.isEscaped, first.length != second.length { return false }
+        if !first.isEscaped, !second.isEscaped {
+            return first.length == second.length
+                && memcmp(self.bytes.baseAddress! + Int(first.start), self.bytes.baseAddress! + Int(second.start), Int(first.length)) == 0
+        }
         return JSONDocument.withStringBytes(first, in: self.bytes) { first in
             JSONDocument.withStringBytes(second, in: self.bytes) { first.elementsEqual($0) }
         }

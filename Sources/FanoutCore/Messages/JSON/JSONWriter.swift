@@ -39,12 +39,14 @@ public struct JSONWriter: ~Copyable {
         self.buffer = grown
     }
 
+    @inline(__always)
     private mutating func append(_ byte: UInt8) {
         self.reserve(1)
         self.buffer[self.count] = byte
         self.count += 1
     }
 
+    @inline(__always)
     private mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
         self.reserve(bytes.count)
@@ -52,6 +54,7 @@ public struct JSONWriter: ~Copyable {
         self.count += bytes.count
     }
 
+    @inline(__always)
     private mutating func append(_ text: StaticString) {
         text.withUTF8Buffer { self.append($0) }
     }
@@ -67,6 +70,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// A comma, unless the member is the first of its object.
+    @inline(__always)
     private mutating func separate() {
         if self.count > 0, self.buffer[self.count - 1] != UInt8(ascii: "{") {
             self.append(UInt8(ascii: ","))
@@ -207,6 +211,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// A string's raw content (already valid JSON string text) between quotes.
+    @inline(__always)
     private mutating func writeRawString(_ raw: UnsafeBufferPointer<UInt8>) {
         self.reserve(raw.count + 2)
         self.append(UInt8(ascii: "\""))
