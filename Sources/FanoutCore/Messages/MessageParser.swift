@@ -96,8 +96,10 @@ public enum MessageParser {
             parts.title = notification.string(.title, violations: &violations)
             parts.body = notification.string(.body, violations: &violations)
             parts.image = notification.string(.image, violations: &violations)
-            for (name, value) in [("title", parts.title), ("body", parts.body), ("image", parts.image)] as [(StaticString, Int?)] {
-                if let value { payloadBytes += name.utf8CodeUnitCount + document.stringLength(at: value) }
+            for field in NotificationField.allCases {
+                if let value = notification.value(field) {
+                    payloadBytes += NotificationField.table.names[field.rawValue].utf8.count + document.stringLength(at: value)
+                }
             }
         }
         if let android = reader.object(.android, as: AndroidField.self, at: "message.android", violations: &violations) {
@@ -137,11 +139,18 @@ public enum MessageParser {
     private static func target(_ reader: ObjectReader<MessageBodyField>, violations: inout Violations) -> Message.Target? {
         let document = reader.document
         // A target counts when its JSON type is right (a wrong type is its own violation).
-        var given = self.singleTargets.filter { reader.string($0, violations: &violations) != nil }
+        var count = 0
+        var chosen = MessageBodyField.tokens
+        for field in self.singleTargets where reader.string(field, violations: &violations) != nil {
+            count += 1
+            chosen = field
+        }
         let tokens = reader.value(.tokens).flatMap { document.kind(of: $0) == .array ? $0 : nil }
         let fids = reader.value(.fids).flatMap { document.kind(of: $0) == .array ? $0 : nil }
-        if tokens != nil || fids != nil { given.append(.tokens) }
-        guard given.count == 1, let field = given.first else {
+        if tokens != nil || fids != nil { count += 1 }
+        guard count == 1 else {
+            var given = self.singleTargets.filter { reader.value($0).map { document.kind(of: $0) == .string } ?? false }
+            if tokens != nil || fids != nil { given.append(.tokens) }
             violations.add(
                 "message",
                 given.isEmpty
@@ -153,6 +162,7 @@ public enum MessageParser {
             _ = reader.strings(.fids, violations: &violations)
             return nil
         }
+        let field = chosen
         if field == .tokens { return self.multicast(reader, tokens: tokens, fids: fids, violations: &violations) }
         let value = reader.decodedString(field, violations: &violations) ?? ""
         switch field {
@@ -267,11 +277,12 @@ public enum MessageParser {
     /// A protobuf Duration string, `"<seconds>[.<up to 9 digits>]s"`, non-negative; whole seconds (rounded down).
     static func durationSeconds(_ text: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard text.last == UInt8(ascii: "s") else { return nil }
-        let bytes = text.dropLast()
-        let parts = bytes.split(separator: UInt8(ascii: "."), maxSplits: 1, omittingEmptySubsequences: false)
-        guard let whole = parts.first, !whole.isEmpty, whole.count <= 12, whole.allSatisfy(ASCII.isDigit) else { return nil }
-        if parts.count == 2 {
-            let fraction = parts[1]
+        let number = text.dropLast()
+        let dot = number.firstIndex(of: UInt8(ascii: ".")) ?? number.endIndex
+        let whole = number[..<dot]
+        guard !whole.isEmpty, whole.count <= 12, whole.allSatisfy(ASCII.isDigit) else { return nil }
+        if dot < number.endIndex {
+            let fraction = number[(dot + 1)...]
             guard !fraction.isEmpty, fraction.count <= 9, fraction.allSatisfy(ASCII.isDigit) else { return nil }
         }
         return whole.reduce(0) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) }

@@ -126,22 +126,28 @@ public final class RenderedMessage: Sendable {
             }
             writer.closeObject()
         }
-        let fields: [(name: StaticString, value: Int?)] = [("title", parts.title), ("body", parts.body), ("image", parts.image)]
         let notificationOverrides = notificationOverrides.flatMap { document.count(of: $0) > 0 ? $0 : nil }
-        guard fields.contains(where: { $0.value != nil }) || notificationOverrides != nil else { return }
-        /// The override of a notification field (the keys involved have no uppercase letters, so
-        /// both spellings are the same).
-        func override(_ name: StaticString) -> Int? { notificationOverrides.flatMap { document.member(of: $0, named: name) } }
+        guard parts.title != nil || parts.body != nil || parts.image != nil || notificationOverrides != nil else { return }
+        /// A notification field, with its override if the platform has one (the names have no
+        /// uppercase letters, so both spellings are the same).
+        func write(_ name: StaticString, _ value: Int?, to writer: inout JSONWriter) {
+            guard let value else { return }
+            writer.key(static: name)
+            writer.write(document, notificationOverrides.flatMap { document.member(of: $0, named: name) } ?? value)
+        }
         writer.key(static: "notification")
         writer.openObject()
-        for (name, value) in fields {
-            guard let value else { continue }
-            writer.key(static: name)
-            writer.write(document, override(name) ?? value)
-        }
+        write("title", parts.title, to: &writer)
+        write("body", parts.body, to: &writer)
+        write("image", parts.image, to: &writer)
         if let notificationOverrides {
             for member in document.members(of: notificationOverrides) {
-                if let field = fields.first(where: { document.string(at: member.key, equals: $0.name) }), field.value != nil { continue }
+                if (parts.title != nil && document.string(at: member.key, equals: "title"))
+                    || (parts.body != nil && document.string(at: member.key, equals: "body"))
+                    || (parts.image != nil && document.string(at: member.key, equals: "image"))
+                {
+                    continue
+                }
                 writer.key(document, member.key, snakeCase: snakeCaseOverrides)
                 if snakeCaseOverrides, document.kind(of: member.value) == .string,
                     document.string(at: member.key, equals: "notification_count") || document.string(at: member.key, equals: "notificationCount"),
