@@ -302,6 +302,44 @@ struct MessageTests {
         #expect(defaults.expiry(for: .ios) == accepted.advanced(by: .seconds(30 * 86_400)))
     }
 
+    /// Android reads proto3 field names: camelCase overrides are rendered snake_case, and an int32
+    /// given as a string (proto3 JSON allows it) as a number.
+    @Test func androidNotificationOverridesAreRenderedUnderProtoNames() throws {
+        let request = try self.parse(
+            #"{"message":{"topic":"a","notification":{"title":"T"},"android":{"notification":{"channelId":"c","notificationCount":"3","lightSettings":{"color":{"red":1},"lightOnDuration":"1s","lightOffDuration":"2s"},"title":"override"}}}}"#
+        )
+        let rendered = RenderedMessage(request.message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+        #expect(
+            String(decoding: rendered.androidPayload, as: UTF8.self)
+                == #"{"notification":{"title":"override","channel_id":"c","notification_count":3,"light_settings":{"color":{"red":1},"light_on_duration":"1s","light_off_duration":"2s"}}}"#
+        )
+    }
+
+    /// Strings reach the payloads as they were sent, escapes and all, and read back decoded.
+    @Test func escapedStringsAreCopiedAsSentAndDecodedOnRequest() throws {
+        let request = try self.parse(
+            #"{"message":{"topic":"a","data":{"caf\u00e9":"line\nbreak \"q\" \ud83d\ude00"},"notification":{"body":"tab\there"},"apns":{"headers":{"apns-priority":"5","APNS-Collapse-Id":"c\u0031"}}}}"#
+        )
+        let message = request.message
+        let value = "line\nbreak \"q\" 😀"
+        #expect(message.data.map(\.key) == ["café"])
+        #expect(message.data.map(\.value) == [value])
+        #expect(message.notification == Message.Notification(body: "tab\there"))
+        #expect(message.apnsHeaders.map(\.key) == ["apns-priority", "APNS-Collapse-Id"])
+        #expect(message.options.apnsPriority == 5 && message.options.apnsCollapseID == "c1")
+        #expect(message.payloadBytes == "café".utf8.count + value.utf8.count + "body".utf8.count + "tab\there".utf8.count)
+        let rendered = RenderedMessage(message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+        let web = String(decoding: rendered.webpushPayload, as: UTF8.self)
+        #expect(web == #"{"data":{"caf\u00e9":"line\nbreak \"q\" \ud83d\ude00"},"notification":{"body":"tab\there"}}"#)
+        let expected = JSONValue.object(
+            JSONObject([
+                .init(key: "data", value: .object(JSONObject([.init(key: "café", value: .string(value))]))),
+                .init(key: "notification", value: .object(JSONObject([.init(key: "body", value: .string("tab\there"))]))),
+            ])
+        )
+        #expect(try JSONParser.parse(rendered.webpushPayload) == expected)
+    }
+
     @Test func targetsOfEveryKind() throws {
         #expect(try self.parse(#"{"message":{"topic":"/topics/news"}}"#).message.target == .topic(TopicName("news")!))
         #expect(try self.parse(#"{"message":{"fid":"eWkQ0JhLD2hnwthI-tkvWz"}}"#).message.target == .fid(FID("eWkQ0JhLD2hnwthI-tkvWz")!))

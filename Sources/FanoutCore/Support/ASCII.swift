@@ -21,12 +21,6 @@ enum ASCII {
     @inline(__always)
     static func lowercased(_ byte: UInt8) -> UInt8 { Self.isUppercase(byte) ? byte + 32 : byte }
 
-    /// `string` with ASCII capital letters lowercased (header names, keys); returned as is when it has none.
-    static func lowercased(_ string: String) -> String {
-        guard string.utf8.contains(where: Self.isUppercase) else { return string }
-        return String(decoding: string.utf8.map(Self.lowercased), as: UTF8.self)
-    }
-
     /// The index of the first byte at or after `start` that a JSON string cannot hold as it is (a
     /// quote, a backslash, a control character) or, with `stoppingAtNonASCII`, any byte over 0x7F;
     /// `bytes.count` if there is none. Eight bytes at a time, then byte by byte: the parser and the
@@ -59,10 +53,6 @@ enum ASCII {
         return index
     }
 
-    /// Whether `string` equals `lowercase` (written in lowercase) when ASCII case is ignored.
-    static func equalsIgnoringCase(_ string: String, _ lowercase: String) -> Bool {
-        string.utf8.count == lowercase.utf8.count && zip(string.utf8, lowercase.utf8).allSatisfy { Self.lowercased($0) == $1 }
-    }
 
     /// `[0-9a-fA-F]`
     @inline(__always)
