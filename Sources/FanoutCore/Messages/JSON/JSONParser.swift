@@ -1,5 +1,3 @@
-import Glibc
-
 /// A strict, bounded, one-pass JSON parser (RFC 8259) over UTF-8 bytes.
 ///
 /// Hostile input gets an error, never a crash or unbounded work: input size and nesting depth are
@@ -196,23 +194,18 @@ public struct JSONParser {
             }
             guard !hashes.insert(self.hash(of: key)).inserted else { return false }
         }
+        let document = self.documentSoFar
         var earlier = object + 1
         for _ in 0..<count {
-            if self.keysEqual(earlier, key) { return true }
+            if document.stringsEqual(earlier, key) { return true }
             earlier = Int(self.entries[earlier + 1].end)
         }
         return false
     }
 
-    private func keysEqual(_ a: Int, _ b: Int) -> Bool {
-        let (first, second) = (self.entries[a], self.entries[b])
-        if !first.isEscaped, !second.isEscaped {
-            return first.length == second.length
-                && memcmp(self.bytes.baseAddress! + Int(first.start), self.bytes.baseAddress! + Int(second.start), Int(first.length)) == 0
-        }
-        return JSONDocument.withStringBytes(first, in: self.bytes) { first in
-            JSONDocument.withStringBytes(second, in: self.bytes) { first.elementsEqual($0) }
-        }
+    /// The document parsed so far, for comparing keys.
+    private var documentSoFar: JSONDocument {
+        JSONDocument(bytes: self.bytes, entries: UnsafeBufferPointer(rebasing: self.entries[..<self.count]))
     }
 
     /// FNV-1a over the key's decoded bytes.
