@@ -6,19 +6,17 @@
 enum APNSPayload {
     static func render(_ document: JSONDocument, _ parts: Message.Parts, to writer: inout JSONWriter) {
         let payload = parts.apnsPayload
-        // The validator admits only an object as `aps`.
-        let aps = payload.flatMap { document.member(of: $0, named: "aps") }
-        func apsHas(_ key: StaticString) -> Bool { aps.flatMap { document.member(of: $0, named: key) } != nil }
+        let aps = GivenAPS(document, parts)
         writer.openObject()
         writer.key(static: "aps")
         writer.openObject()
-        if let aps {
-            for member in document.members(of: aps) {
+        if let given = aps.index {
+            for member in document.members(of: given) {
                 writer.key(document, member.key)
                 writer.write(document, member.value)
             }
         }
-        if !apsHas("alert"), parts.title != nil || parts.body != nil {
+        if !aps.hasAlert, parts.title != nil || parts.body != nil {
             writer.key(static: "alert")
             writer.openObject()
             if let title = parts.title {
@@ -32,11 +30,11 @@ enum APNSPayload {
             writer.closeObject()
         }
         let image = parts.apnsImage ?? parts.image
-        if image != nil, !apsHas("mutable-content") {
+        if image != nil, !aps.hasMutableContent {
             writer.key(static: "mutable-content")
             writer.write(static: "1")
         }
-        if !self.isVisible(document, parts), !apsHas("content-available") {
+        if !self.isVisible(parts, aps), !aps.hasContentAvailable {
             writer.key(static: "content-available")
             writer.write(static: "1")
         }
@@ -71,11 +69,42 @@ enum APNSPayload {
     /// Whether the APNs body shows something: the payload's own alert, badge or sound, or
     /// `notification`'s title or body as the alert.
     static func isVisible(_ document: JSONDocument, _ parts: Message.Parts) -> Bool {
-        if parts.title != nil || parts.body != nil { return true }
-        guard let payload = parts.apnsPayload, let aps = document.member(of: payload, named: "aps"), document.kind(of: aps) == .object else {
-            return false
+        self.isVisible(parts, GivenAPS(document, parts))
+    }
+
+    private static func isVisible(_ parts: Message.Parts, _ aps: GivenAPS) -> Bool {
+        parts.title != nil || parts.body != nil || aps.hasAlert || aps.hasBadge || aps.hasSound
+    }
+
+    /// The keys of `apns.payload.aps` that rendering decides on, found in one pass.
+    private struct GivenAPS {
+        /// The `aps` object's entry (the validator admits only an object as `aps`).
+        var index: Int?
+        var hasAlert = false
+        var hasBadge = false
+        var hasSound = false
+        var hasMutableContent = false
+        var hasContentAvailable = false
+
+        init(_ document: JSONDocument, _ parts: Message.Parts) {
+            guard let payload = parts.apnsPayload, let aps = document.member(of: payload, named: "aps"), document.kind(of: aps) == .object else {
+                return
+            }
+            self.index = aps
+            for member in document.members(of: aps) {
+                let key = member.key
+                if document.string(at: key, equals: "alert") {
+                    self.hasAlert = true
+                } else if document.string(at: key, equals: "badge") {
+                    self.hasBadge = true
+                } else if document.string(at: key, equals: "sound") {
+                    self.hasSound = true
+                } else if document.string(at: key, equals: "mutable-content") {
+                    self.hasMutableContent = true
+                } else if document.string(at: key, equals: "content-available") {
+                    self.hasContentAvailable = true
+                }
+            }
         }
-        return document.member(of: aps, named: "alert") != nil || document.member(of: aps, named: "badge") != nil
-            || document.member(of: aps, named: "sound") != nil
     }
 }

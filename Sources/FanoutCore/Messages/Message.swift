@@ -33,6 +33,9 @@ public struct Message: Sendable {
             }
         }
 
+        /// FCM's limit on data and notification bytes: 2048 to a topic or condition, 4096 otherwise.
+        public var payloadLimit: Int { self.isFanout ? 2048 : 4096 }
+
         /// Redacted for tokens.
         public var description: String {
             switch self {
@@ -110,7 +113,7 @@ public struct Message: Sendable {
     let parts: Parts
 
     /// FCM's limit for this message: 2048 bytes to a topic or condition, 4096 otherwise.
-    public var payloadLimit: Int { self.target.isFanout ? 2048 : 4096 }
+    public var payloadLimit: Int { self.target.payloadLimit }
 
     /// `data`, decoded (on each call).
     public var data: [(key: String, value: String)] { self.stringMap(self.parts.data) }

@@ -115,7 +115,7 @@ public enum MessageParser {
             self.checkAnalyticsLabel(fcmOptions, .analyticsLabel, violations: &violations)
         }
         guard let target else { return nil }
-        let limit = target.isFanout ? 2048 : 4096
+        let limit = target.payloadLimit
         if payloadBytes > limit {
             violations.add(
                 "message",

@@ -20,8 +20,9 @@ public final class RenderedMessage: Sendable {
         self.message = message
         self.acceptedAt = acceptedAt
         (self.apnsBody, self.androidPayload, self.webpushPayload) = message.source.withDocument { document in
-            // One buffer for the three payloads, each copied out at its exact size.
-            var writer = JSONWriter(capacity: 2 * message.source.bytes.count + 256)
+            // One buffer for the three payloads, each copied out at its exact size; it starts with
+            // room for the largest payload a platform accepts (it grows for one it will refuse).
+            var writer = JSONWriter(capacity: Self.apnsVoIPLimit)
             APNSPayload.render(document, message.parts, to: &writer)
             let apnsBody = writer.bytes
             writer.removeAll()

@@ -19,12 +19,12 @@ public struct ProjectID: Hashable, Comparable, Sendable, CustomStringConvertible
 
     private static func isValid(_ value: String) -> Bool {
         let bytes = Array(value.utf8)
-        if !bytes.isEmpty && bytes.count <= 20 && bytes.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+        if !bytes.isEmpty && bytes.count <= 20 && bytes.allSatisfy(ASCII.isDigit) {
             return true
         }
         guard bytes.count >= 6 && bytes.count <= 30 else { return false }
         func isLowerOrDigit(_ byte: UInt8) -> Bool {
-            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || ASCII.isDigit(byte)
         }
         guard bytes[0] >= UInt8(ascii: "a") && bytes[0] <= UInt8(ascii: "z") else { return false }
         guard bytes.last != UInt8(ascii: "-") else { return false }

@@ -10,7 +10,7 @@ enum ASCII {
     static func isAlphanumeric(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
             || Self.isUppercase(byte)
-            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || Self.isDigit(byte)
     }
 
     /// `[A-Z]`
@@ -53,19 +53,20 @@ enum ASCII {
         return index
     }
 
-
-    /// `[0-9a-fA-F]`
-    @inline(__always)
-    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
-
     /// Whether `bytes` are `lowercase` in any case (HTTP header names).
     static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
         bytes.count == lowercase.utf8CodeUnitCount
             && lowercase.withUTF8Buffer { expected in (0..<bytes.count).allSatisfy { Self.lowercased(bytes[$0]) == expected[$0] } }
     }
 
+    /// `[0-9]`
+    @inline(__always)
+    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    /// `[0-9a-fA-F]`
+    @inline(__always)
     static func isHexDigit(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+        Self.isDigit(byte)
             || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
             || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
     }

@@ -312,7 +312,7 @@ public struct JSONParser {
         let start = self.position
         func digits(_ parser: inout JSONParser) -> Int {
             var count = 0
-            while let byte = parser.peek(), byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+            while let byte = parser.peek(), ASCII.isDigit(byte) {
                 parser.position += 1
                 count += 1
             }
