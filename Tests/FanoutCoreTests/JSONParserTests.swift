@@ -65,6 +65,34 @@ struct JSONParserTests {
         #expect(object["k40"] == .number(JSONNumber(40)))
     }
 
+    /// Duplicate keys are found through hashes of a key's length and first and last eight bytes:
+    /// against a model that compares decoded keys, with keys that share those words, escaped
+    /// spellings, objects past 16 members and keys within the input's first eight bytes.
+    @Test(arguments: [7, 8, 9] as [UInt64])
+    func duplicateKeysMatchAModel(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let pool = (0...20).map { String(repeating: "a", count: $0) } + (0...20).map { String(repeating: "ab", count: $0 / 2) + "c" }
+            + ["", "a", "b", "ab", "ba", "aab"].map { "headword" + $0 + "tailword" }
+        for _ in 0..<400 {
+            let keys = (0..<Int.random(in: 1...40, using: &random)).map { _ in pool.randomElement(using: &random)! }
+            let members = keys.enumerated().map { index, key in
+                // Some keys spelled with a \u escape: equal once decoded.
+                let spelled = key.isEmpty || Bool.random(using: &random) ? key : #"\u00"# + String(key.utf8.first!, radix: 16) + key.dropFirst()
+                return #""\#(spelled)":\#(index)"#
+            }
+            let text = String(repeating: " ", count: Int.random(in: 0...3, using: &random)) + "{" + members.joined(separator: ",") + "}"
+            if Set(keys).count < keys.count {
+                #expect(throws: JSONParser.Error.self) { try self.parse(text) }
+            } else {
+                guard case .object(let object) = try self.parse(text) else {
+                    Issue.record("expected an object")
+                    continue
+                }
+                #expect(object.members.map(\.key) == keys)
+            }
+        }
+    }
+
     /// Strings are scanned eight bytes at a time until a byte needs a look: a quote, a backslash, a
     /// control character or non-ASCII must be seen wherever it falls.
     @Test func everySpecialByteIsSeenAtEveryPosition() throws {

@@ -192,6 +192,29 @@ struct MessageTests {
         #expect(Set(self.violations(body)) == Set(expectedFields), "\(body)")
     }
 
+    /// Keys are matched to fields by length and first and last eight bytes, then byte by byte past
+    /// 16: every field is found in both spellings, and a name differing from one only in a byte
+    /// those words do not cover is unknown.
+    @Test(arguments: [
+        ("android", "restricted_package_name"), ("android", "restricted_satellite_ok"), ("android", "ttl"),
+        ("android.notification", "notification_priority"), ("android.notification", "default_vibrate_timings"),
+        ("android.notification", "bypass_proxy_notification"), ("android.notification", "notification_count"),
+        ("android.notification", "click_action"), ("android.notification", "light_settings"), ("apns", "live_activity_token"),
+    ])
+    func fieldNamesMatchExactly(object: String, field: String) {
+        func body(_ name: String) -> String {
+            let nested = object.split(separator: ".").reversed().reduce(#"{"\#(name)":[]}"#) { #"{"\#($1)":\#($0)}"# }
+            return #"{"message":{"topic":"a",\#(nested.dropFirst().dropLast())}}"#
+        }
+        let camelCase = field.split(separator: "_").enumerated().map { $0 == 0 ? String($1) : $1.prefix(1).uppercased() + $1.dropFirst() }.joined()
+        for name in [field, camelCase] {
+            #expect(self.violations(body(name)) == ["message.\(object).\(field)"], "\(name)")
+            var nearMiss = Array(name.utf8)
+            nearMiss[nearMiss.count / 2] = UInt8(ascii: "X")
+            #expect(self.violations(body(String(decoding: nearMiss, as: UTF8.self))) == ["message.\(object)"], "\(name)")
+        }
+    }
+
     @Test func everyViolationIsReportedInOnePass() {
         let fields = self.violations(
             #"{"message":{"topic":"a","data":{"from":"x"},"android":{"ttl":"x","priority":"y"},"apns":{"headers":{"apns-priority":"3"}},"extra":1}}"#

@@ -1,11 +1,13 @@
 extension MessageParser {
     enum APNSField: Int, ProtoField {
         case headers, payload, fcmOptions, liveActivityToken
+        typealias Values = InlineArray<4, Int32>
         static let table = FieldTable(Self.self)
     }
 
     enum APNSFCMOptionsField: Int, ProtoField {
         case analyticsLabel, image
+        typealias Values = InlineArray<2, Int32>
         static let table = FieldTable(Self.self)
     }
 
@@ -130,7 +132,7 @@ extension MessageParser {
             return
         }
         for member in document.members(of: aps) {
-            guard let key = document.withStringBytes(at: member.key, { APSKey.table.field(named: $0) }).flatMap(APSKey.init(rawValue:)) else {
+            guard let key = APSKey.table.field(ofKey: member.key, in: document).flatMap(APSKey.init(rawValue:)) else {
                 continue  // custom keys inside aps are allowed (the SDKs' custom_data)
             }
             var field: String { "\(apsPath).\(APSKey.table.names[key.rawValue])" }
@@ -168,7 +170,7 @@ extension MessageParser {
             return
         case .object:
             for member in document.members(of: alert) {
-                guard let key = document.withStringBytes(at: member.key, { AlertKey.table.field(named: $0) }).flatMap(AlertKey.init(rawValue:)) else {
+                guard let key = AlertKey.table.field(ofKey: member.key, in: document).flatMap(AlertKey.init(rawValue:)) else {
                     violations.add(path(), "Unknown name \"\(Violations.printable(document.string(at: member.key) ?? ""))\" in the alert dictionary")
                     continue
                 }

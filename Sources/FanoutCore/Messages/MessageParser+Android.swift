@@ -5,6 +5,7 @@ extension MessageParser {
     enum AndroidField: Int, ProtoField {
         case collapseKey, priority, ttl, restrictedPackageName, data, notification, fcmOptions
         case directBootOk, bandwidthConstrainedOk, restrictedSatelliteOk
+        typealias Values = InlineArray<10, Int32>
         static let table = FieldTable(Self.self)
     }
 
@@ -13,16 +14,19 @@ extension MessageParser {
         case channelId, ticker, sticky, eventTime, localOnly, notificationPriority, defaultSound, defaultVibrateTimings
         case defaultLightSettings, vibrateTimings, visibility, notificationCount, lightSettings, image
         case bypassProxyNotification, proxy
+        typealias Values = InlineArray<27, Int32>
         static let table = FieldTable(Self.self)
     }
 
     enum LightSettingsField: Int, ProtoField {
         case color, lightOnDuration, lightOffDuration
+        typealias Values = InlineArray<3, Int32>
         static let table = FieldTable(Self.self)
     }
 
     enum ColorField: Int, ProtoField {
         case red, green, blue, alpha
+        typealias Values = InlineArray<4, Int32>
         static let table = FieldTable(Self.self)
     }
 

@@ -1,11 +1,13 @@
 extension MessageParser {
     enum WebpushField: Int, ProtoField {
         case headers, data, notification, fcmOptions
+        typealias Values = InlineArray<4, Int32>
         static let table = FieldTable(Self.self)
     }
 
     enum WebpushFCMOptionsField: Int, ProtoField {
         case link, analyticsLabel
+        typealias Values = InlineArray<2, Int32>
         static let table = FieldTable(Self.self)
     }
 

@@ -39,7 +39,7 @@ public enum MessageParser {
             return nil
         }
         let isEnvelope = document.members(of: root).contains { member in
-            document.withStringBytes(at: member.key, { EnvelopeField.table.field(named: $0) }) != nil
+            EnvelopeField.table.field(ofKey: member.key, in: document) != nil
         }
         guard isEnvelope else {
             return self.message(document, root, source: source, violations: &violations).map { SendRequest(validateOnly: false, message: $0) }
@@ -58,22 +58,26 @@ public enum MessageParser {
 
     enum EnvelopeField: Int, ProtoField {
         case validateOnly, message
+        typealias Values = InlineArray<2, Int32>
         static let table = FieldTable(Self.self)
     }
 
     enum MessageBodyField: Int, ProtoField {
         case name, token, fid, topic, condition, user, tokens, fids, data, notification, android, apns, webpush, fcmOptions
+        typealias Values = InlineArray<14, Int32>
         static let table = FieldTable(Self.self)
     }
 
     enum NotificationField: Int, ProtoField {
         case title, body, image
+        typealias Values = InlineArray<3, Int32>
         static let table = FieldTable(Self.self)
     }
 
     /// `fcm_options` of the message and of `android`.
     enum FCMOptionsField: Int, ProtoField {
         case analyticsLabel
+        typealias Values = InlineArray<1, Int32>
         static let table = FieldTable(Self.self)
     }
 

@@ -13,7 +13,7 @@ struct ObjectReader<Field: ProtoField> {
     /// The object's entry in `document`.
     let object: Int
     /// The value entry of each field given (-1: absent), by field number.
-    private var values: InlineArray<32, Int32>
+    private var values: Field.Values
 
     /// Reads the value at `index` as an object at `path`; a non-object is a violation (and no reader).
     init?(_ document: JSONDocument, _ index: Int, at path: StaticString, violations: inout Violations) {
@@ -24,27 +24,27 @@ struct ObjectReader<Field: ProtoField> {
         self.document = document
         self.path = path
         self.object = index
-        self.values = InlineArray(repeating: -1)
+        self.values = Field.Values(repeating: -1)
         let table = Field.table
         for member in document.members(of: index) {
-            guard let field = document.withStringBytes(at: member.key, { table.field(named: $0) }) else {
+            guard let field = table.field(ofKey: member.key, in: document) else {
                 violations.add(path.description, "Unknown name \"\(Violations.printable(document.string(at: member.key) ?? ""))\": Cannot find field.")
                 continue
             }
-            if self.values[field] >= 0 {
+            if self.values[field: field] >= 0 {
                 violations.add(
                     "\(path).\(table.names[field])",
                     "given twice, as \"\(table.names[field])\" and \"\(table.camelCaseNames[field])\""
                 )
             } else {
-                self.values[field] = Int32(member.value)
+                self.values[field: field] = Int32(member.value)
             }
         }
     }
 
     /// The value entry of `field`, if given.
     func value(_ field: Field) -> Int? {
-        let value = self.values[field.rawValue]
+        let value = self.values[field: field.rawValue]
         return value >= 0 ? Int(value) : nil
     }
 

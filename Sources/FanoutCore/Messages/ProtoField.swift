@@ -4,7 +4,24 @@ import Glibc
 /// snake_case spelling is derived from the case name. `ObjectReader` reads an object's members
 /// once, dispatching each key to its field through `table`.
 protocol ProtoField: CaseIterable, RawRepresentable, Sendable where RawValue == Int, AllCases == [Self] {
+    /// Room for a value entry per field, sized to the cases: a reader is copied as it is handed
+    /// around, and most objects have a few fields.
+    associatedtype Values: FieldValues
     static var table: FieldTable { get }
+}
+
+/// Fixed storage for an `ObjectReader`'s value entries, one per field.
+protocol FieldValues {
+    var count: Int { get }
+    init(repeating: Int32)
+    subscript(field index: Int) -> Int32 { get set }
+}
+
+extension InlineArray: FieldValues where Element == Int32 {
+    subscript(field index: Int) -> Int32 {
+        get { self[index] }
+        set { self[index] = newValue }
+    }
 }
 
 /// The names of an object's fields and a hash table from key bytes to field numbers. Keys match
@@ -15,20 +32,23 @@ struct FieldTable: Sendable {
     let names: [String]
     /// The lowerCamelCase names, by field number (the same as `names` for an exact table).
     let camelCaseNames: [String]
-    /// Every spelling's UTF-8, back to back, and per slot where its spelling starts and ends.
+    /// Every spelling's UTF-8, back to back, for keys too long for their words to identify them.
     private let spellings: [UInt8]
     private let slots: [Slot]
 
     private struct Slot: Sendable {
         /// -1: an empty slot.
         var field = -1
-        var hash: UInt64 = 0
-        var start: Int32 = 0
-        var end: Int32 = 0
+        var head: UInt64 = 0
+        var tail: UInt64 = 0
+        var count = 0
+        /// Where the spelling starts in `spellings`.
+        var start = 0
     }
 
     /// A table of `Field`'s cases, spelled snake_case or lowerCamelCase.
     init<Field: ProtoField>(_: Field.Type) {
+        precondition(Field.allCases.count <= Field.Values(repeating: -1).count, "\(Field.self).Values has too few elements")
         let camelCase = Field.allCases.map { String(describing: $0) }
         self.init(names: camelCase.map(Self.snakeCase), camelCaseNames: camelCase)
     }
@@ -48,10 +68,10 @@ struct FieldTable: Sendable {
         for (field, name) in names.enumerated() {
             for spelling in Set([name, camelCaseNames[field]]) {
                 let bytes = Array(spelling.utf8)
-                let hash = bytes.withUnsafeBufferPointer(Self.hash)
-                var slot = Int(truncatingIfNeeded: hash) & (size - 1)
+                let words = bytes.withUnsafeBufferPointer { KeyWords($0) }
+                var slot = Int(truncatingIfNeeded: words.hash) & (size - 1)
                 while slots[slot].field >= 0 { slot = (slot + 1) & (size - 1) }
-                slots[slot] = Slot(field: field, hash: hash, start: Int32(spellings.count), end: Int32(spellings.count + bytes.count))
+                slots[slot] = Slot(field: field, head: words.head, tail: words.tail, count: words.count, start: spellings.count)
                 spellings.append(contentsOf: bytes)
             }
         }
@@ -59,43 +79,32 @@ struct FieldTable: Sendable {
         self.slots = slots
     }
 
-    /// The field a key names, or `nil` for a key the object does not have.
-    func field(named key: UnsafeBufferPointer<UInt8>) -> Int? {
-        let hash = Self.hash(key)
+    /// The field the key at `key` in `document` names, or `nil` for a key the object does not have.
+    func field(ofKey key: Int, in document: JSONDocument) -> Int? {
+        let words = KeyWords(document, key)
         return self.slots.withUnsafeBufferPointer { slots in
-            self.spellings.withUnsafeBufferPointer { spellings in
-                let mask = slots.count - 1
-                var index = Int(truncatingIfNeeded: hash) & mask
-                while true {
-                    let slot = slots[index]
-                    guard slot.field >= 0 else { return nil }
-                    if slot.hash == hash, Int(slot.end - slot.start) == key.count,
-                        key.isEmpty || memcmp(key.baseAddress!, spellings.baseAddress! + Int(slot.start), key.count) == 0
-                    {
-                        return slot.field
-                    }
-                    index = (index + 1) & mask
+            let mask = slots.count - 1
+            var index = Int(truncatingIfNeeded: words.hash) & mask
+            while true {
+                let slot = slots[index]
+                guard slot.field >= 0 else { return nil }
+                if slot.head == words.head, slot.tail == words.tail, slot.count == words.count,
+                    words.identifiesKey || self.spelling(of: slot, equalsKey: key, in: document)
+                {
+                    return slot.field
                 }
+                index = (index + 1) & mask
             }
         }
     }
 
-    /// The key's bytes, eight at a time, multiplied and folded, with its length.
-    private static func hash(_ key: UnsafeBufferPointer<UInt8>) -> UInt64 {
-        var hash = UInt64(key.count) &* 0x9E37_79B9_7F4A_7C15
-        guard let base = key.baseAddress else { return hash }
-        var index = 0
-        while index + 8 <= key.count {
-            hash = (hash ^ UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
-            index += 8
+    private func spelling(of slot: Slot, equalsKey key: Int, in document: JSONDocument) -> Bool {
+        document.withStringBytes(at: key) { key in
+            self.spellings.withUnsafeBufferPointer { spellings in
+                guard let key = key.baseAddress, let spellings = spellings.baseAddress else { return false }
+                return memcmp(key, spellings + slot.start, slot.count) == 0
+            }
         }
-        var tail: UInt64 = 0
-        while index < key.count {
-            tail = tail << 8 | UInt64(base[index])
-            index += 1
-        }
-        hash = (hash ^ tail) &* 0xFF51_AFD7_ED55_8CCD
-        return hash ^ (hash >> 29)
     }
 
     /// `collapseKey` -> `collapse_key`.

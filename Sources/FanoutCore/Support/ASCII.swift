@@ -22,23 +22,33 @@ enum ASCII {
     static func lowercased(_ byte: UInt8) -> UInt8 { Self.isUppercase(byte) ? byte + 32 : byte }
 
     /// The index of the first byte at or after `start` that a JSON string cannot hold as it is (a
-    /// quote, a backslash, a control character) or, with `stoppingAtNonASCII`, any byte over 0x7F;
-    /// `bytes.count` if there is none. Eight bytes at a time, then byte by byte: the parser and the
-    /// writer step over plain runs of strings with it.
-    static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, stoppingAtNonASCII: Bool) -> Int {
+    /// quote, a backslash, a control character); `bytes.count` if there is none. Eight bytes at a
+    /// time, then byte by byte: the parser and the writer step over plain runs of strings with it.
+    @inline(__always)
+    static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var sawNonASCII = false
+        return Self.firstJSONSpecialByte(in: bytes, from: start, sawNonASCII: &sawNonASCII)
+    }
+
+    /// `firstJSONSpecialByte(in:from:)`, setting `sawNonASCII` if a byte over 0x7F is among those
+    /// looked at (which may include up to seven after the one found).
+    @inline(__always)
+    static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, sawNonASCII: inout Bool) -> Int {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highBits: UInt64 = 0x8080_8080_8080_8080
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         var index = start
         if let base = bytes.baseAddress {
+            var seen: UInt64 = 0
+            defer { if seen & highBits != 0 { sawNonASCII = true } }
             while index + 8 <= bytes.count {
                 let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+                seen |= word
                 let quotes = word ^ (ones &* UInt64(quote))
                 let backslashes = word ^ (ones &* UInt64(backslash))
                 // Exact tests: a high bit is set in a byte that is zero (a quote or backslash
-                // above), or below 0x20; other bytes over 0x7F are included on request.
-                var special = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
-                if stoppingAtNonASCII { special |= word }
+                // above), or below 0x20 (bytes over 0x7F never match: `~word` clears their bit).
+                let special = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
                 // Borrows make false hits only above a true one: the lowest hit is exact.
                 let hits = special & highBits
                 if hits != 0 { return index + hits.trailingZeroBitCount / 8 }
@@ -47,10 +57,32 @@ enum ASCII {
         }
         while index < bytes.count {
             let byte = bytes[index]
-            if byte < 0x20 || byte == quote || byte == backslash || (stoppingAtNonASCII && byte > 0x7F) { return index }
+            if byte < 0x20 || byte == quote || byte == backslash { return index }
+            if byte > 0x7F { sawNonASCII = true }
             index += 1
         }
         return index
+    }
+
+    /// Whether any byte is `[A-Z]`: eight ASCII bytes at a time.
+    static func containsUppercase(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        if let base = bytes.baseAddress {
+            while index + 8 <= bytes.count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                // With every byte under 0x80 nothing carries between bytes: a byte gains its high
+                // bit from 0x3F added at 0x41 ("A") and from 0x25 at 0x5B (past "Z").
+                if word & highBits == 0 {
+                    if ((word &+ ones &* 0x3F) ^ (word &+ ones &* 0x25)) & highBits != 0 { return true }
+                } else if (0..<8).contains(where: { Self.isUppercase(base[index + $0]) }) {
+                    return true
+                }
+                index += 8
+            }
+        }
+        return bytes[index...].contains(where: Self.isUppercase)
     }
 
     /// Whether `bytes` are `lowercase` in any case (HTTP header names).

@@ -97,8 +97,7 @@ public struct JSONParser {
     // MARK: - Values
 
     private mutating func parseValue() throws(Error) {
-        guard let byte = self.peek() else { throw self.error("unexpected end of input") }
-        switch byte {
+        switch self.peek() {
         case UInt8(ascii: "{"): try self.parseObject()
         case UInt8(ascii: "["): try self.parseArray()
         case UInt8(ascii: "\""): try self.parseString()
@@ -106,7 +105,7 @@ public struct JSONParser {
         case UInt8(ascii: "f"): try self.literal("false", .false)
         case UInt8(ascii: "n"): try self.literal("null", .null)
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try self.parseNumber()
-        default: throw self.error("unexpected character")
+        default: throw self.error(self.position < self.bytes.count ? "unexpected character" : "unexpected end of input")
         }
     }
 
@@ -130,8 +129,7 @@ public struct JSONParser {
     private mutating func parseObject() throws(Error) {
         let object = try self.open(.object)
         var count = 0
-        /// Hashes of the keys so far, once the object is too large for a linear duplicate check.
-        var hashes: Set<UInt64> = []
+        var keys = KeyHashes()
         self.skipWhitespace()
         if self.peek() == UInt8(ascii: "}") { return self.close(object, count: 0) }
         while true {
@@ -140,7 +138,7 @@ public struct JSONParser {
             let keyOffset = self.position
             try self.parseString()
             let key = self.count - 1
-            if self.isDuplicate(key: key, in: object, count: count, hashes: &hashes) {
+            if keys.insert(self.hash(ofKey: key), count: count), self.isDuplicate(key: key, in: object, count: count) {
                 let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
                 throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
             }
@@ -181,19 +179,34 @@ public struct JSONParser {
         return keys
     }
 
-    /// Whether the key just parsed repeats one of the object's earlier keys (compared decoded).
-    /// Small objects are scanned; from 16 members on, a set of key hashes answers first.
-    private func isDuplicate(key: Int, in object: Int, count: Int, hashes: inout Set<UInt64>) -> Bool {
-        if count >= 16 {
-            if hashes.isEmpty {
-                var earlier = object + 1
-                for _ in 0..<count {
-                    hashes.insert(self.hash(of: earlier))
-                    earlier = Int(self.entries[earlier + 1].end)
-                }
+    /// The hashes of an object's keys so far: the first 16 inline, the rest in a set.
+    private struct KeyHashes {
+        private var first = InlineArray<16, UInt64>(repeating: 0)
+        private var rest: Set<UInt64> = []
+
+        /// Adds the hash of the object's key number `count`; whether an earlier key had it.
+        @inline(__always)
+        mutating func insert(_ hash: UInt64, count: Int) -> Bool {
+            var seen = false
+            for index in 0..<min(count, 16) where self.first[index] == hash { seen = true }
+            if count < 16 {
+                self.first[count] = hash
+                return seen
             }
-            guard !hashes.insert(self.hash(of: key)).inserted else { return false }
+            return !self.rest.insert(hash).inserted || seen
         }
+    }
+
+    /// The hash of the key (a string entry) at `key`, decoded: equal keys hash equal.
+    @inline(__always)
+    private func hash(ofKey key: Int) -> UInt64 {
+        let entry = self.entries[key]
+        guard !entry.isEscaped else { return KeyWords(self.documentSoFar, key).hash }
+        return KeyWords(self.bytes, start: Int(entry.start), count: Int(entry.length)).hash
+    }
+
+    /// Whether the key just parsed repeats one of the object's earlier keys, compared decoded.
+    private func isDuplicate(key: Int, in object: Int, count: Int) -> Bool {
         let document = self.documentSoFar
         var earlier = object + 1
         for _ in 0..<count {
@@ -206,13 +219,6 @@ public struct JSONParser {
     /// The document parsed so far, for comparing keys.
     private var documentSoFar: JSONDocument {
         JSONDocument(bytes: self.bytes, entries: UnsafeBufferPointer(rebasing: self.entries[..<self.count]))
-    }
-
-    /// FNV-1a over the key's decoded bytes.
-    private func hash(of key: Int) -> UInt64 {
-        JSONDocument.withStringBytes(self.entries[key], in: self.bytes) { bytes in
-            bytes.reduce(0xcbf2_9ce4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
-        }
     }
 
     private func decodedString(_ entry: JSONDocument.Entry) -> String {
@@ -239,36 +245,37 @@ public struct JSONParser {
 
     /// Checks a string (escapes, control characters, UTF-8) and appends its entry; nothing is decoded.
     private mutating func parseString() throws(Error) {
-        self.position += 1
-        let start = self.position
-        var high: UInt8 = 0
+        let start = self.position + 1
+        var position = start
         var isEscaped = false
-        // Plain ASCII needs no checks: step over it eight bytes at a time.
-        self.position = ASCII.firstJSONSpecialByte(in: self.bytes, from: self.position, stoppingAtNonASCII: true)
+        var sawNonASCII = false
         while true {
-            guard self.position < self.bytes.count else { throw Error(offset: start - 1, reason: "unterminated string") }
-            let byte = self.bytes[self.position]
+            // Plain ASCII needs no checks: step over it eight bytes at a time.
+            position = ASCII.firstJSONSpecialByte(in: self.bytes, from: position, sawNonASCII: &sawNonASCII)
+            guard position < self.bytes.count else { throw Error(offset: start - 1, reason: "unterminated string") }
+            let byte = self.bytes[position]
             if byte == UInt8(ascii: "\"") { break }
-            if byte < 0x20 { throw self.error("a raw control character in a string") }
-            high |= byte
-            self.position += 1
-            if byte == UInt8(ascii: "\\") {
-                isEscaped = true
-                try self.checkEscape(stringStart: start)
+            guard byte == UInt8(ascii: "\\") else {
+                self.position = position
+                throw self.error("a raw control character in a string")
             }
+            isEscaped = true
+            self.position = position + 1
+            try self.checkEscape(stringStart: start)
+            position = self.position
         }
-        let length = self.position - start
-        if high >= 0x80, !UTF8Validation.isValid(UnsafeBufferPointer(rebasing: self.bytes[start..<self.position])) {
+        if sawNonASCII, !UTF8Validation.isValid(UnsafeBufferPointer(rebasing: self.bytes[start..<position])) {
             throw Error(offset: start, reason: "a string is not valid UTF-8")
         }
-        self.position += 1
+        self.position = position + 1
         let index = self.count
-        try self.append(JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(length), end: UInt32(index + 1)))
+        try self.append(JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(position - start), end: UInt32(index + 1)))
     }
 
     /// Checks the escape after a backslash (`position` is just past it) and steps over it.
     private mutating func checkEscape(stringStart: Int) throws(Error) {
-        guard let escape = self.peek() else { throw Error(offset: stringStart - 1, reason: "unterminated string") }
+        guard self.position < self.bytes.count else { throw Error(offset: stringStart - 1, reason: "unterminated string") }
+        let escape = self.bytes[self.position]
         self.position += 1
         switch escape {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
@@ -294,7 +301,8 @@ public struct JSONParser {
     private mutating func parseHex4() throws(Error) -> UInt32 {
         var value: UInt32 = 0
         for _ in 0..<4 {
-            guard let byte = self.peek() else { throw self.error("a truncated \\u escape") }
+            guard self.position < self.bytes.count else { throw self.error("a truncated \\u escape") }
+            let byte = self.bytes[self.position]
             let digit: UInt32
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
@@ -312,7 +320,7 @@ public struct JSONParser {
         let start = self.position
         func digits(_ parser: inout JSONParser) -> Int {
             var count = 0
-            while let byte = parser.peek(), ASCII.isDigit(byte) {
+            while ASCII.isDigit(parser.peek()) {
                 parser.position += 1
                 count += 1
             }
@@ -353,14 +361,21 @@ public struct JSONParser {
         try self.append(JSONDocument.Entry(kind: kind, start: 0, end: UInt32(self.count + 1)))
     }
 
-    private func peek(at offset: Int = 0) -> UInt8? {
-        self.position + offset < self.bytes.count ? self.bytes[self.position + offset] : nil
+    /// The byte `offset` bytes on, or 0 past the end of the input (a 0 byte is as unexpected
+    /// everywhere the parser peeks).
+    @inline(__always)
+    private func peek(at offset: Int = 0) -> UInt8 {
+        self.position + offset < self.bytes.count ? self.bytes[self.position + offset] : 0
     }
 
+    @inline(__always)
     private mutating func skipWhitespace() {
-        while let byte = self.peek(),
-            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\t")
-        {
+        while true {
+            let byte = self.peek()
+            // Anything above a space ends the run at once.
+            guard byte <= UInt8(ascii: " "),
+                byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\t")
+            else { return }
             self.position += 1
         }
     }

@@ -42,16 +42,43 @@ public struct JSONWriter: ~Copyable {
     @inline(__always)
     private mutating func append(_ byte: UInt8) {
         self.reserve(1)
+        self.appendReserved(byte)
+    }
+
+    @inline(__always)
+    private mutating func appendReserved(_ byte: UInt8) {
         self.buffer[self.count] = byte
         self.count += 1
     }
 
     @inline(__always)
     private mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
         self.reserve(bytes.count)
-        (self.buffer.baseAddress! + self.count).update(from: source, count: bytes.count)
-        self.count += bytes.count
+        self.appendReserved(bytes)
+    }
+
+    /// Appends bytes there is room for. Most are keys and short values: up to 16 bytes are copied
+    /// with two overlapping loads and stores, not a call to `memcpy`.
+    @inline(__always)
+    private mutating func appendReserved(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, let buffer = self.buffer.baseAddress else { return }
+        let count = bytes.count
+        let target = UnsafeMutableRawPointer(buffer + self.count)
+        switch count {
+        case 8...16:
+            let (head, tail) = (UnsafeRawPointer(source).loadUnaligned(as: UInt64.self), UnsafeRawPointer(source + count - 8).loadUnaligned(as: UInt64.self))
+            target.storeBytes(of: head, as: UInt64.self)
+            (target + count - 8).storeBytes(of: tail, as: UInt64.self)
+        case 4..<8:
+            let (head, tail) = (UnsafeRawPointer(source).loadUnaligned(as: UInt32.self), UnsafeRawPointer(source + count - 4).loadUnaligned(as: UInt32.self))
+            target.storeBytes(of: head, as: UInt32.self)
+            (target + count - 4).storeBytes(of: tail, as: UInt32.self)
+        case 0..<4:
+            for offset in 0..<count { target.storeBytes(of: source[offset], toByteOffset: offset, as: UInt8.self) }
+        default:
+            target.copyMemory(from: source, byteCount: count)
+        }
+        self.count += count
     }
 
     @inline(__always)
@@ -87,9 +114,13 @@ public struct JSONWriter: ~Copyable {
     /// Starts a member whose key is known to need no escaping.
     mutating func key(static key: StaticString) {
         self.separate()
-        self.append(UInt8(ascii: "\""))
-        self.append(key)
-        self.append("\":")
+        key.withUTF8Buffer { key in
+            self.reserve(key.count + 3)
+            self.appendReserved(UInt8(ascii: "\""))
+            self.appendReserved(key)
+            self.appendReserved(UInt8(ascii: "\""))
+            self.appendReserved(UInt8(ascii: ":"))
+        }
     }
 
     public mutating func write(_ value: JSONValue) {
@@ -128,12 +159,12 @@ public struct JSONWriter: ~Copyable {
         string.withUTF8 { utf8 in
             // Copy runs that need no escaping in one go; escape the rest.
             var runStart = 0
-            var index = ASCII.firstJSONSpecialByte(in: utf8, from: 0, stoppingAtNonASCII: false)
+            var index = ASCII.firstJSONSpecialByte(in: utf8, from: 0)
             while index < utf8.count {
                 self.append(UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
                 self.writeEscaped(utf8[index])
                 runStart = index + 1
-                index = ASCII.firstJSONSpecialByte(in: utf8, from: runStart, stoppingAtNonASCII: false)
+                index = ASCII.firstJSONSpecialByte(in: utf8, from: runStart)
             }
             self.append(UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
@@ -165,9 +196,13 @@ public struct JSONWriter: ~Copyable {
     mutating func key(_ document: JSONDocument, _ key: Int, snakeCase: Bool = false) {
         self.separate()
         let raw = document.rawBytes(at: key)
-        if !snakeCase || !raw.contains(where: ASCII.isUppercase) {
+        guard snakeCase, ASCII.containsUppercase(raw) else {
+            self.reserve(raw.count + 3)
             self.writeRawString(raw)
-        } else if document.entries[key].isEscaped {
+            self.appendReserved(UInt8(ascii: ":"))
+            return
+        }
+        if document.entries[key].isEscaped {
             self.write(string: FieldTable.snakeCase(document.string(at: key) ?? ""))
         } else {
             self.append(UInt8(ascii: "\""))
@@ -214,9 +249,9 @@ public struct JSONWriter: ~Copyable {
     @inline(__always)
     private mutating func writeRawString(_ raw: UnsafeBufferPointer<UInt8>) {
         self.reserve(raw.count + 2)
-        self.append(UInt8(ascii: "\""))
-        self.append(raw)
-        self.append(UInt8(ascii: "\""))
+        self.appendReserved(UInt8(ascii: "\""))
+        self.appendReserved(raw)
+        self.appendReserved(UInt8(ascii: "\""))
     }
 
     /// The compact JSON text of `value`.
