@@ -12,8 +12,7 @@ enum APNSPayload {
         writer.openObject()
         if let given = aps.index {
             for member in document.members(of: given) {
-                writer.key(document, member.key)
-                writer.write(document, member.value)
+                writer.member(document, member)
             }
         }
         if !aps.hasAlert, parts.title != nil || parts.body != nil {
@@ -41,8 +40,7 @@ enum APNSPayload {
         writer.closeObject()
         if let payload {
             for member in document.members(of: payload) where !document.string(at: member.key, equals: "aps") {
-                writer.key(document, member.key)
-                writer.write(document, member.value)
+                writer.member(document, member)
             }
         }
         let addsOptions = image != nil && payload.flatMap { document.member(of: $0, named: "fcm_options") } == nil
@@ -59,8 +57,7 @@ enum APNSPayload {
                     continue
                 }
                 if let payload, document.member(of: payload, withKeyEqualTo: member.key) != nil { continue }
-                writer.key(document, member.key)
-                writer.write(document, member.value)
+                writer.member(document, member)
             }
         }
         writer.closeObject()

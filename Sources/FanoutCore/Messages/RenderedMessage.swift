@@ -113,40 +113,47 @@ public final class RenderedMessage: Sendable {
             writer.openObject()
             if let data = parts.data {
                 for member in document.members(of: data) {
-                    writer.key(document, member.key)
                     let override = overrides > 0 ? dataOverrides.flatMap { document.member(of: $0, withKeyEqualTo: member.key) } : nil
-                    writer.write(document, override?.value ?? member.value)
+                    writer.member(document, (member.key, override?.value ?? member.value))
                 }
             }
             if let dataOverrides {
                 for member in document.members(of: dataOverrides) {
                     if data > 0, let data = parts.data, document.member(of: data, withKeyEqualTo: member.key) != nil { continue }
-                    writer.key(document, member.key)
-                    writer.write(document, member.value)
+                    writer.member(document, member)
                 }
             }
             writer.closeObject()
         }
         let notificationOverrides = notificationOverrides.flatMap { document.count(of: $0) > 0 ? $0 : nil }
         guard parts.title != nil || parts.body != nil || parts.image != nil || notificationOverrides != nil else { return }
-        /// A notification field, with its override if the platform has one (the names have no
-        /// uppercase letters, so both spellings are the same).
-        func write(_ name: StaticString, _ value: Int?, to writer: inout JSONWriter) {
+        // The platform's title, body and image replace the message's (the names have no uppercase
+        // letters: both spellings are the same); found in one pass.
+        var replacements: (title: (key: Int, value: Int)?, body: (key: Int, value: Int)?, image: (key: Int, value: Int)?)
+        if let notificationOverrides {
+            for member in document.members(of: notificationOverrides) {
+                if parts.title != nil, document.string(at: member.key, equals: "title") {
+                    replacements.title = member
+                } else if parts.body != nil, document.string(at: member.key, equals: "body") {
+                    replacements.body = member
+                } else if parts.image != nil, document.string(at: member.key, equals: "image") {
+                    replacements.image = member
+                }
+            }
+        }
+        func write(_ name: StaticString, _ value: Int?, replacedBy replacement: (key: Int, value: Int)?, to writer: inout JSONWriter) {
             guard let value else { return }
             writer.key(static: name)
-            writer.write(document, notificationOverrides.flatMap { document.member(of: $0, named: name) } ?? value)
+            writer.write(document, replacement?.value ?? value)
         }
         writer.key(static: "notification")
         writer.openObject()
-        write("title", parts.title, to: &writer)
-        write("body", parts.body, to: &writer)
-        write("image", parts.image, to: &writer)
+        write("title", parts.title, replacedBy: replacements.title, to: &writer)
+        write("body", parts.body, replacedBy: replacements.body, to: &writer)
+        write("image", parts.image, replacedBy: replacements.image, to: &writer)
         if let notificationOverrides {
             for member in document.members(of: notificationOverrides) {
-                if (parts.title != nil && document.string(at: member.key, equals: "title"))
-                    || (parts.body != nil && document.string(at: member.key, equals: "body"))
-                    || (parts.image != nil && document.string(at: member.key, equals: "image"))
-                {
+                if member.key == replacements.title?.key || member.key == replacements.body?.key || member.key == replacements.image?.key {
                     continue
                 }
                 writer.key(document, member.key, snakeCase: snakeCaseOverrides)
@@ -183,11 +190,11 @@ public final class RenderedMessage: Sendable {
         }
         if let priority = options.androidPriority {
             writer.key(static: "priority")
-            writer.write(string: priority.rawValue)
+            writer.write(static: priority == .high ? #""high""# : #""normal""#)
         }
         if let ttl = options.androidTTLSeconds {
             writer.key(static: "ttl")
-            writer.write(string: "\(ttl)s")
+            writer.write(durationSeconds: ttl)
         }
         writer.closeObject()
     }

@@ -28,6 +28,15 @@ struct JSONDocument {
         var length: UInt32 = 0
         /// The index of the entry after this value and its contents.
         var end: UInt32
+        /// An entry from `Int` positions, which the parser keeps below `UInt32.max` (its input is shorter).
+        @inline(__always)
+        init(kind: Kind, isEscaped: Bool = false, start: Int, length: Int = 0, end: Int) {
+            self.kind = kind
+            self.isEscaped = isEscaped
+            self.start = UInt32(truncatingIfNeeded: start)
+            self.length = UInt32(truncatingIfNeeded: length)
+            self.end = UInt32(truncatingIfNeeded: end)
+        }
     }
 
     let bytes: UnsafeBufferPointer<UInt8>

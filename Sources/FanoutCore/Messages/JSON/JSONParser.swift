@@ -86,6 +86,7 @@ public struct JSONParser {
 
     /// Appends an entry; returns its index.
     @discardableResult
+    @inline(__always)
     private mutating func append(_ entry: JSONDocument.Entry) throws(Error) -> Int {
         // Within capacity by the bound above; checked all the same, since it guards memory.
         guard self.count < self.entries.count else { throw self.error("more values than the input can hold") }
@@ -122,8 +123,9 @@ public struct JSONParser {
     private mutating func close(_ index: Int, count: Int) {
         self.position += 1
         self.depth -= 1
-        self.entries[index].start = UInt32(count)
-        self.entries[index].end = UInt32(self.count)
+        // Within UInt32: the input is shorter (checked before parsing), and so are these.
+        self.entries[index].start = UInt32(truncatingIfNeeded: count)
+        self.entries[index].end = UInt32(truncatingIfNeeded: self.count)
     }
 
     private mutating func parseObject() throws(Error) {
@@ -244,6 +246,7 @@ public struct JSONParser {
     }
 
     /// Checks a string (escapes, control characters, UTF-8) and appends its entry; nothing is decoded.
+    @inline(__always)
     private mutating func parseString() throws(Error) {
         let start = self.position + 1
         var position = start
@@ -269,7 +272,7 @@ public struct JSONParser {
         }
         self.position = position + 1
         let index = self.count
-        try self.append(JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: UInt32(start), length: UInt32(position - start), end: UInt32(index + 1)))
+        try self.append(JSONDocument.Entry(kind: .string, isEscaped: isEscaped, start: start, length: position - start, end: index + 1))
     }
 
     /// Checks the escape after a backslash (`position` is just past it) and steps over it.
@@ -345,7 +348,7 @@ public struct JSONParser {
             throw Error(offset: start, reason: "a number longer than \(self.limits.maximumNumberLength) characters")
         }
         let index = self.count
-        try self.append(JSONDocument.Entry(kind: .number, start: UInt32(start), length: UInt32(self.position - start), end: UInt32(index + 1)))
+        try self.append(JSONDocument.Entry(kind: .number, start: start, length: self.position - start, end: index + 1))
     }
 
     // MARK: - Helpers
@@ -358,7 +361,7 @@ public struct JSONParser {
         }
         guard matches else { throw self.error("unexpected character") }
         self.position += count
-        try self.append(JSONDocument.Entry(kind: kind, start: 0, end: UInt32(self.count + 1)))
+        try self.append(JSONDocument.Entry(kind: kind, start: 0, end: self.count + 1))
     }
 
     /// The byte `offset` bytes on, or 0 past the end of the input (a 0 byte is as unexpected

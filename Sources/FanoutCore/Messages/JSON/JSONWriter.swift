@@ -112,6 +112,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// Starts a member whose key is known to need no escaping.
+    @inline(__always)
     mutating func key(static key: StaticString) {
         self.separate()
         key.withUTF8Buffer { key in
@@ -243,6 +244,48 @@ public struct JSONWriter: ~Copyable {
             }
             self.closeObject()
         }
+    }
+
+    /// Copies a member of an object in `document` as it stands in the input: `"key":value`, after
+    /// a comma unless it is the first of the object being written.
+    mutating func member(_ document: JSONDocument, _ member: (key: Int, value: Int)) {
+        let kind = document.kind(of: member.value)
+        guard kind == .string || kind == .number else {
+            self.key(document, member.key)
+            self.write(document, member.value)
+            return
+        }
+        // A string or number: one reservation for the whole member.
+        let key = document.rawBytes(at: member.key)
+        let value = document.rawBytes(at: member.value)
+        self.reserve(key.count + value.count + 6)
+        if self.count > 0, self.buffer[self.count - 1] != UInt8(ascii: "{") { self.appendReserved(UInt8(ascii: ",")) }
+        self.writeRawString(key)
+        self.appendReserved(UInt8(ascii: ":"))
+        if kind == .string {
+            self.writeRawString(value)
+        } else {
+            self.appendReserved(value)
+        }
+    }
+
+    /// A proto3 JSON `Duration` of whole seconds: `"86400s"`.
+    mutating func write(durationSeconds seconds: Int64) {
+        // The digits, least significant first, then copied out in order.
+        var digits = InlineArray<20, UInt8>(repeating: 0)
+        var remaining = seconds.magnitude
+        var count = 0
+        repeat {
+            digits[count] = UInt8(ascii: "0") + UInt8(remaining % 10)
+            remaining /= 10
+            count += 1
+        } while remaining > 0
+        self.reserve(count + 4)
+        self.appendReserved(UInt8(ascii: "\""))
+        if seconds < 0 { self.appendReserved(UInt8(ascii: "-")) }
+        for index in stride(from: count - 1, through: 0, by: -1) { self.appendReserved(digits[index]) }
+        self.appendReserved(UInt8(ascii: "s"))
+        self.appendReserved(UInt8(ascii: "\""))
     }
 
     /// A string's raw content (already valid JSON string text) between quotes.
