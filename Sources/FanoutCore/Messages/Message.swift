@@ -87,20 +87,35 @@ public struct Message: Sendable {
     }
 
     /// Where the parts rendering reads sit in `source`: document entries, `nil` when not given.
+    /// Four bytes each: a message is copied as it is returned and handed on.
     struct Parts {
-        var data: Int?
-        var title: Int?
-        var body: Int?
-        var image: Int?
-        var androidData: Int?
-        var androidNotification: Int?
-        var apnsHeaders: Int?
-        var apnsPayload: Int?
-        var apnsImage: Int?
-        var webpushHeaders: Int?
-        var webpushData: Int?
-        var webpushNotification: Int?
-        var webpushLink: Int?
+        @EntryIndex var data: Int?
+        @EntryIndex var title: Int?
+        @EntryIndex var body: Int?
+        @EntryIndex var image: Int?
+        @EntryIndex var androidData: Int?
+        @EntryIndex var androidNotification: Int?
+        @EntryIndex var apnsHeaders: Int?
+        @EntryIndex var apnsPayload: Int?
+        @EntryIndex var apnsImage: Int?
+        @EntryIndex var webpushHeaders: Int?
+        @EntryIndex var webpushData: Int?
+        @EntryIndex var webpushNotification: Int?
+        @EntryIndex var webpushLink: Int?
+    }
+
+    /// An optional document entry in four bytes (entries number fewer than half the input's
+    /// bytes, and the input is under 4 GiB).
+    @propertyWrapper
+    struct EntryIndex {
+        private var raw = UInt32.max
+
+        init() {}
+
+        var wrappedValue: Int? {
+            get { self.raw == .max ? nil : Int(self.raw) }
+            set { self.raw = newValue.map { UInt32(truncatingIfNeeded: $0) } ?? .max }
+        }
     }
 
     public let target: Target

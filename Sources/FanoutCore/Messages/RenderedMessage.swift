@@ -26,10 +26,12 @@ public final class RenderedMessage: Sendable {
             APNSPayload.render(document, message.parts, to: &writer)
             let apnsBody = writer.bytes
             writer.removeAll()
-            Self.renderAndroid(document, message, to: &writer)
+            let androidStart = Self.renderAndroid(document, message, to: &writer)
             let androidPayload = writer.bytes
             writer.removeAll()
-            Self.renderWebpush(document, message.parts, to: &writer)
+            // The web payload starts with the same bytes unless either platform overrides `data`.
+            let sharesStart = message.parts.androidData == nil && message.parts.webpushData == nil
+            Self.renderWebpush(document, message.parts, start: sharesStart ? androidPayload[..<androidStart] : nil, to: &writer)
             return (apnsBody, androidPayload, writer.bytes)
         }
     }
@@ -94,18 +96,9 @@ public final class RenderedMessage: Sendable {
 
     // MARK: - Rendering
 
-    /// Writes `"data":{...}` and `"notification":{...}` with a platform's overrides applied key by
-    /// key (in order of first appearance), each left out when empty: how Android and web payloads
-    /// start. With `snakeCaseOverrides`, the notification overrides are proto3 fields (Android's),
-    /// written under their snake_case names.
-    static func writeDataAndNotification(
-        _ document: JSONDocument,
-        _ parts: Message.Parts,
-        dataOverrides: Int?,
-        notificationOverrides: Int?,
-        snakeCaseOverrides: Bool,
-        to writer: inout JSONWriter
-    ) {
+    /// Writes `"data":{...}` with a platform's overrides applied key by key (in order of first
+    /// appearance), left out when empty: how Android and web payloads start.
+    static func writeData(_ document: JSONDocument, _ parts: Message.Parts, overrides dataOverrides: Int?, to writer: inout JSONWriter) {
         let data = parts.data.map { document.count(of: $0) } ?? 0
         let overrides = dataOverrides.map { document.count(of: $0) } ?? 0
         if data > 0 || overrides > 0 {
@@ -125,6 +118,18 @@ public final class RenderedMessage: Sendable {
             }
             writer.closeObject()
         }
+    }
+
+    /// Writes `"notification":{...}` with a platform's overrides applied key by key, left out when
+    /// empty. With `snakeCaseOverrides`, the overrides are proto3 fields (Android's), written under
+    /// their snake_case names.
+    static func writeNotification(
+        _ document: JSONDocument,
+        _ parts: Message.Parts,
+        overrides notificationOverrides: Int?,
+        snakeCaseOverrides: Bool,
+        to writer: inout JSONWriter
+    ) {
         let notificationOverrides = notificationOverrides.flatMap { document.count(of: $0) > 0 ? $0 : nil }
         guard parts.title != nil || parts.body != nil || parts.image != nil || notificationOverrides != nil else { return }
         // The platform's title, body and image replace the message's (the names have no uppercase
@@ -171,18 +176,14 @@ public final class RenderedMessage: Sendable {
         writer.closeObject()
     }
 
-    /// `{"data":{...},"notification":{...}}` with `android`'s overrides, then its delivery options.
-    private static func renderAndroid(_ document: JSONDocument, _ message: Message, to writer: inout JSONWriter) {
+    /// `{"data":{...},"notification":{...}}` with `android`'s overrides, then its delivery options;
+    /// returns how many bytes the start (`{` and the data) took.
+    private static func renderAndroid(_ document: JSONDocument, _ message: Message, to writer: inout JSONWriter) -> Int {
         let parts = message.parts
         writer.openObject()
-        self.writeDataAndNotification(
-            document,
-            parts,
-            dataOverrides: parts.androidData,
-            notificationOverrides: parts.androidNotification,
-            snakeCaseOverrides: true,
-            to: &writer
-        )
+        self.writeData(document, parts, overrides: parts.androidData, to: &writer)
+        let start = writer.byteCount
+        self.writeNotification(document, parts, overrides: parts.androidNotification, snakeCaseOverrides: true, to: &writer)
         let options = message.options
         if let key = options.androidCollapseKey {
             writer.key(static: "collapse_key")
@@ -197,19 +198,19 @@ public final class RenderedMessage: Sendable {
             writer.write(durationSeconds: ttl)
         }
         writer.closeObject()
+        return start
     }
 
-    /// `{"data":{...},"notification":{...}}` with `webpush`'s overrides, then `fcm_options.link`.
-    private static func renderWebpush(_ document: JSONDocument, _ parts: Message.Parts, to writer: inout JSONWriter) {
-        writer.openObject()
-        self.writeDataAndNotification(
-            document,
-            parts,
-            dataOverrides: parts.webpushData,
-            notificationOverrides: parts.webpushNotification,
-            snakeCaseOverrides: false,
-            to: &writer
-        )
+    /// `{"data":{...},"notification":{...}}` with `webpush`'s overrides, then `fcm_options.link`;
+    /// `start`, if given, is the `{` and data already rendered the same for Android.
+    private static func renderWebpush(_ document: JSONDocument, _ parts: Message.Parts, start: ArraySlice<UInt8>?, to writer: inout JSONWriter) {
+        if let start {
+            writer.write(rendered: start)
+        } else {
+            writer.openObject()
+            self.writeData(document, parts, overrides: parts.webpushData, to: &writer)
+        }
+        self.writeNotification(document, parts, overrides: parts.webpushNotification, snakeCaseOverrides: false, to: &writer)
         if let link = parts.webpushLink {
             writer.key(static: "fcm_options")
             writer.openObject()

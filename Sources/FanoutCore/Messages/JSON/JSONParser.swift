@@ -149,7 +149,12 @@ public struct JSONParser {
             guard self.peek() == UInt8(ascii: ":") else { throw self.error("expected ':'") }
             self.position += 1
             self.skipWhitespace()
-            try self.parseValue()
+            // Most values are strings: parsed here, without a call through `parseValue`.
+            if self.peek() == UInt8(ascii: "\"") {
+                try self.parseString()
+            } else {
+                try self.parseValue()
+            }
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1

@@ -20,6 +20,9 @@ public struct JSONWriter: ~Copyable {
         Array(UnsafeBufferPointer(rebasing: self.buffer[..<self.count]))
     }
 
+    /// How many bytes were written so far.
+    var byteCount: Int { self.count }
+
     /// Forgets what was written, keeping the buffer.
     public mutating func removeAll() {
         self.count = 0
@@ -147,6 +150,11 @@ public struct JSONWriter: ~Copyable {
             }
             self.closeObject()
         }
+    }
+
+    /// Bytes written before by a writer (a rendering's shared start), copied as they are.
+    mutating func write(rendered bytes: ArraySlice<UInt8>) {
+        bytes.withUnsafeBufferPointer { self.append($0) }
     }
 
     /// A number or literal known to be valid JSON (`1`, `true`).
