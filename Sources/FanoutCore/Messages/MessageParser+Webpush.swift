@@ -47,7 +47,7 @@ extension MessageParser {
         }
         if let fcmOptions = reader.object(.fcmOptions, as: WebpushFCMOptionsField.self, at: "message.webpush.fcm_options", violations: &violations) {
             if let link = fcmOptions.string(.link, violations: &violations) {
-                let isHTTPS = document.withStringBytes(at: link) { $0.count > 8 && $0.starts(with: "https://".utf8) }
+                let isHTTPS = document.withStringBytes(at: link) { $0.count > 8 && ASCII.hasPrefix($0, "https://") }
                 if isHTTPS {
                     parts.webpushLink = link
                 } else {

@@ -43,6 +43,7 @@ struct ObjectReader<Field: ProtoField> {
     }
 
     /// The value entry of `field`, if given.
+    @inline(__always)
     func value(_ field: Field) -> Int? {
         let value = self.values[field: field.rawValue]
         return value >= 0 ? Int(value) : nil
@@ -54,6 +55,7 @@ struct ObjectReader<Field: ProtoField> {
     // MARK: - Typed reads
 
     /// The entry of string field `field`; another type is a violation.
+    @inline(__always)
     func string(_ field: Field, violations: inout Violations) -> Int? {
         guard let value = self.value(field) else { return nil }
         guard self.document.kind(of: value) == .string else {

@@ -85,6 +85,11 @@ enum ASCII {
         return bytes[index...].contains(where: Self.isUppercase)
     }
 
+    /// Whether `bytes` start with `prefix`, byte for byte.
+    static func hasPrefix(_ bytes: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        prefix.withUTF8Buffer { prefix in bytes.count >= prefix.count && (0..<prefix.count).allSatisfy { bytes[$0] == prefix[$0] } }
+    }
+
     /// Whether `bytes` are `lowercase` in any case (HTTP header names).
     static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
         bytes.count == lowercase.utf8CodeUnitCount
