@@ -66,20 +66,21 @@ public struct JSONParser {
         guard input.count <= limits.maximumBytes, input.count < UInt32.max else {
             throw Error(offset: limits.maximumBytes, reason: "the input is larger than \(limits.maximumBytes) bytes")
         }
-        let capacity = input.count / 2 + 1
-        let entries = UnsafeMutableBufferPointer<JSONDocument.Entry>.allocate(capacity: capacity)
-        defer { entries.deallocate() }
-        let outcome: Swift.Result<Result, Error> = input.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(buffer, entries: entries, limits: limits)
-            do throws(Error) {
-                parser.skipWhitespace()
-                try parser.parseValue()
-                parser.skipWhitespace()
-                guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-            } catch {
-                return .failure(error)
+        // Scratch space for the entries (the standard library puts it on the stack where it judges
+        // that safe; on Linux, in practice, on the heap).
+        let outcome = withUnsafeTemporaryAllocation(of: JSONDocument.Entry.self, capacity: input.count / 2 + 1) { entries in
+            input.withUnsafeBufferPointer { buffer -> Swift.Result<Result, Error> in
+                var parser = JSONParser(buffer, entries: entries, limits: limits)
+                do throws(Error) {
+                    parser.skipWhitespace()
+                    try parser.parseValue()
+                    parser.skipWhitespace()
+                    guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+                } catch {
+                    return .failure(error)
+                }
+                return .success(body(JSONDocument(bytes: buffer, entries: UnsafeBufferPointer(rebasing: entries[..<parser.count]))))
             }
-            return .success(body(JSONDocument(bytes: buffer, entries: UnsafeBufferPointer(rebasing: entries[..<parser.count]))))
         }
         return try outcome.get()
     }
