@@ -259,7 +259,7 @@ public struct JSONParser {
         var isEscaped = false
         var sawNonASCII = false
         while true {
-            // Plain ASCII needs no checks: step over it eight bytes at a time.
+            // Plain runs need no look: step over them eight bytes at a time (UTF-8 is checked at the end).
             position = ASCII.firstJSONSpecialByte(in: self.bytes, from: position, sawNonASCII: &sawNonASCII)
             guard position < self.bytes.count else { throw Error(offset: start - 1, reason: "unterminated string") }
             let byte = self.bytes[position]

@@ -263,11 +263,11 @@ public struct JSONWriter: ~Copyable {
             self.write(document, member.value)
             return
         }
-        // A string or number: one reservation for the whole member.
+        // A string or number: one reservation for the rest of the member.
         let key = document.rawBytes(at: member.key)
         let value = document.rawBytes(at: member.value)
-        self.reserve(key.count + value.count + 6)
-        if self.count > 0, self.buffer[self.count - 1] != UInt8(ascii: "{") { self.appendReserved(UInt8(ascii: ",")) }
+        self.separate()
+        self.reserve(key.count + value.count + 5)
         self.writeRawString(key)
         self.appendReserved(UInt8(ascii: ":"))
         if kind == .string {
