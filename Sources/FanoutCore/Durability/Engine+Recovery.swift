@@ -98,7 +98,7 @@ extension Engine {
         }
         report.nextLSN = snapshotLSN
 
-        let segments = names.filter { $0.hasPrefix("segment-") && $0.hasSuffix(WALWriter.segmentSuffix) }.sorted()
+        let segments = WALWriter.segmentNames(among: names)
         var expectedIndex: UInt64? = nil
         // Segments are read and decoded on a thread of their own, one ahead of the one being applied.
         let reader = ProducerThread<WALSegmentContents>(capacity: 1) { emit in
@@ -203,7 +203,7 @@ extension Engine {
         for name in names where Snapshot.lsn(ofFileName: name) != nil && "\(directory)/\(name)" != snapshot {
             _ = unlink("\(directory)/\(name)")
         }
-        let segments = names.filter { $0.hasPrefix("segment-") && $0.hasSuffix(WALWriter.segmentSuffix) }.sorted()
+        let segments = WALWriter.segmentNames(among: names)
         let firstLSNs = segments.map { name -> UInt64? in
             guard let header = try? FileIO.readPrefix("\(directory)/\(name)", count: WALFormat.segmentHeaderSize),
                 header.count == WALFormat.segmentHeaderSize

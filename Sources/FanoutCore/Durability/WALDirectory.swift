@@ -24,7 +24,7 @@ public enum WALDirectory {
             throw FanoutError(.unavailable, "cannot read \(directory): \(error)")
         }
         var segments: [Segment] = []
-        for name in names.filter({ $0.hasPrefix("segment-") && $0.hasSuffix(WALWriter.segmentSuffix) }).sorted() {
+        for name in WALWriter.segmentNames(among: names) {
             let path = "\(directory)/\(name)"
             let bytes: [UInt8]
             do {

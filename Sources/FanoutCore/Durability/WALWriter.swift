@@ -12,6 +12,7 @@ final class WALWriter: @unchecked Sendable {
     // Safe to share: all mutable state below is guarded by `state`, and the file descriptor is
     // used only by the writer thread (and by `close` after that thread has stopped).
 
+    static let segmentPrefix = "segment-"
     static let segmentSuffix = ".wal"
 
     let directory: String
@@ -68,7 +69,13 @@ final class WALWriter: @unchecked Sendable {
 
     static func segmentName(_ index: UInt64) -> String {
         let hex = String(index, radix: 16)
-        return "segment-" + String(repeating: "0", count: max(0, 16 - hex.count)) + hex + Self.segmentSuffix
+        return Self.segmentPrefix + String(repeating: "0", count: max(0, 16 - hex.count)) + hex + Self.segmentSuffix
+    }
+
+    /// The segment files among a directory's file names, oldest first (their fixed-width hex
+    /// indexes sort as the names do).
+    static func segmentNames(among names: [String]) -> [String] {
+        names.filter { $0.hasPrefix(Self.segmentPrefix) && $0.hasSuffix(Self.segmentSuffix) }.sorted()
     }
 
     /// Queues `records` (in order) and returns the LSN after the last one; wait on it with

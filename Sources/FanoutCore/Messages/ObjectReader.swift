@@ -54,15 +54,22 @@ struct ObjectReader<Field: ProtoField> {
 
     // MARK: - Typed reads
 
-    /// The entry of string field `field`; another type is a violation.
+    /// The value entry of `field` if it is a `kind`; another kind is a violation ("expected
+    /// `expected`, got ...").
     @inline(__always)
-    func string(_ field: Field, violations: inout Violations) -> Int? {
+    private func value(_ field: Field, ofKind kind: JSONDocument.Kind, expected: StaticString, violations: inout Violations) -> Int? {
         guard let value = self.value(field) else { return nil }
-        guard self.document.kind(of: value) == .string else {
-            violations.add(self.path(of: field), "expected a string, got \(self.document.typeName(of: value))")
+        guard self.document.kind(of: value) == kind else {
+            violations.add(self.path(of: field), "expected \(expected), got \(self.document.typeName(of: value))")
             return nil
         }
         return value
+    }
+
+    /// The entry of string field `field`; another type is a violation.
+    @inline(__always)
+    func string(_ field: Field, violations: inout Violations) -> Int? {
+        self.value(field, ofKind: .string, expected: "a string", violations: &violations)
     }
 
     /// String field `field`, decoded.
@@ -101,11 +108,7 @@ struct ObjectReader<Field: ProtoField> {
 
     /// The entry of array field `field` if every element is a string; each other element is a violation.
     func strings(_ field: Field, violations: inout Violations) -> Int? {
-        guard let value = self.value(field) else { return nil }
-        guard self.document.kind(of: value) == .array else {
-            violations.add(self.path(of: field), "expected an array of strings, got \(self.document.typeName(of: value))")
-            return nil
-        }
+        guard let value = self.value(field, ofKind: .array, expected: "an array of strings", violations: &violations) else { return nil }
         var valid = true
         for (index, element) in self.document.elements(of: value).enumerated() where self.document.kind(of: element) != .string {
             violations.add("\(self.path(of: field))[\(index)]", "expected a string, got \(self.document.typeName(of: element))")
@@ -117,11 +120,7 @@ struct ObjectReader<Field: ProtoField> {
     /// The entry of map field `field` (`data`, `headers`) if every value is a string; each other
     /// value is a violation.
     func stringMap(_ field: Field, violations: inout Violations) -> Int? {
-        guard let value = self.value(field) else { return nil }
-        guard self.document.kind(of: value) == .object else {
-            violations.add(self.path(of: field), "expected an object of strings, got \(self.document.typeName(of: value))")
-            return nil
-        }
+        guard let value = self.value(field, ofKind: .object, expected: "an object of strings", violations: &violations) else { return nil }
         var valid = true
         for member in self.document.members(of: value) where self.document.kind(of: member.value) != .string {
             violations.add(
@@ -135,12 +134,7 @@ struct ObjectReader<Field: ProtoField> {
 
     /// The entry of object field `field` (kept as given); another type is a violation.
     func jsonObject(_ field: Field, violations: inout Violations) -> Int? {
-        guard let value = self.value(field) else { return nil }
-        guard self.document.kind(of: value) == .object else {
-            violations.add(self.path(of: field), "expected an object, got \(self.document.typeName(of: value))")
-            return nil
-        }
-        return value
+        self.value(field, ofKind: .object, expected: "an object", violations: &violations)
     }
 
     /// A reader of object field `field`, whose path is `path` (this reader's path, a dot and the field's name).

@@ -61,22 +61,11 @@ public final class FanoutdProcess: @unchecked Sendable {
         try process.run()
         self.process = process
         // The ready file appears once the server listens; poll it (this is a harness, not a test).
-        while true {
-            if let text = try? String(contentsOfFile: self.readyFile, encoding: .utf8),
-                let port = text.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
-            {
-                self.port = port
-                return ContinuousClock.now - started
-            }
-            guard process.isRunning else {
-                throw LoadError("fanoutd exited with status \(process.terminationStatus) before it listened")
-            }
-            guard ContinuousClock.now - started < timeout else {
-                self.kill()
-                throw LoadError("fanoutd did not listen within \(timeout)")
-            }
-            try await Task.sleep(for: .milliseconds(1))
+        self.port = try await process.waitUntilReady("fanoutd", readiness: "listened", timeout: timeout, polling: .milliseconds(1)) {
+            (try? String(contentsOfFile: self.readyFile, encoding: .utf8))
+                .flatMap { $0.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
         }
+        return ContinuousClock.now - started
     }
 
     /// SIGKILL, and wait until it is gone.

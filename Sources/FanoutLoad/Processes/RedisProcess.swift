@@ -71,21 +71,11 @@ public final class RedisProcess: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         self.process = process
-        let started = ContinuousClock.now
-        while true {
-            if let connection = try? await RedisConnection.connect(host: "127.0.0.1", port: self.port) {
-                let pong = try? await connection.send(["PING"])
-                try? await connection.close()
-                if pong == .simpleString("PONG") { return }
-            }
-            guard process.isRunning else {
-                throw LoadError("redis-server exited with status \(process.terminationStatus) before it answered")
-            }
-            guard ContinuousClock.now - started < timeout else {
-                self.kill()
-                throw LoadError("redis-server did not answer within \(timeout)")
-            }
-            try await Task.sleep(for: .milliseconds(10))
+        try await process.waitUntilReady("redis-server", readiness: "answered", timeout: timeout, polling: .milliseconds(10)) { () async -> Void? in
+            guard let connection = try? await RedisConnection.connect(host: "127.0.0.1", port: self.port) else { return nil }
+            let pong = try? await connection.send(["PING"])
+            try? await connection.close()
+            return pong == .simpleString("PONG") ? () : nil
         }
     }
 

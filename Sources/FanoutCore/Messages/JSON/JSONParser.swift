@@ -208,9 +208,7 @@ public struct JSONParser {
     /// The hash of the key (a string entry) at `key`, decoded: equal keys hash equal.
     @inline(__always)
     private func hash(ofKey key: Int) -> UInt64 {
-        let entry = self.entries[key]
-        guard !entry.isEscaped else { return KeyWords(self.documentSoFar, key).hash }
-        return KeyWords(self.bytes, start: Int(entry.start), count: Int(entry.length)).hash
+        KeyWords(self.documentSoFar, key).hash
     }
 
     /// Whether the key just parsed repeats one of the object's earlier keys, compared decoded.

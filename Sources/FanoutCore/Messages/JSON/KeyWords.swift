@@ -38,6 +38,7 @@ struct KeyWords: Equatable {
     }
 
     /// The words of the key (or string) at `index`, compared decoded.
+    @inline(__always)
     init(_ document: JSONDocument, _ index: Int) {
         let entry = document.entries[index]
         if entry.isEscaped {
