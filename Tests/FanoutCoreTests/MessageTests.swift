@@ -278,7 +278,12 @@ struct MessageTests {
         #expect(!over.fits(.ios))
         let voip = try rendered(customBytes: 5000 - overhead, voip: true)
         #expect(voip.apnsBody.count > 4096 && voip.fits(.ios))
-        #expect(!(try rendered(customBytes: 5121, voip: true)).fits(.ios))
+        // Past the rendering buffer's starting size: it grows, keeping what it had written.
+        let large = try rendered(customBytes: 5121, voip: true)
+        #expect(!large.fits(.ios))
+        let expected = #"{"aps":{"alert":"hi"},"c":"\#(String(repeating: "x", count: 5121))"}"#
+        #expect(String(decoding: large.apnsBody, as: UTF8.self) == expected)
+        #expect(String(decoding: large.androidPayload, as: UTF8.self) == "{}")
     }
 
     // MARK: - Rendering

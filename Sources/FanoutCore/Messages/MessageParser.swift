@@ -19,17 +19,22 @@ public enum MessageParser {
         _ input: [UInt8],
         limits: JSONParser.Limits = JSONParser.Limits()
     ) throws(MessageError) -> SendRequest {
-        let outcome: (request: SendRequest?, violations: Violations)
+        let outcome: Result<SendRequest, MessageError>
         do {
             outcome = try JSONParser.withDocument(input, limits: limits) { document in
                 var violations = Violations()
-                return (self.sendRequest(document, source: input, violations: &violations), violations)
+                let request = self.sendRequest(document, source: input, violations: &violations)
+                guard violations.isEmpty, let request else { return .failure(MessageError(violations: violations.all)) }
+                return .success(request)
             }
         } catch {
             throw MessageError(violations: [FieldViolation(field: "body", description: error.description)])
         }
-        guard outcome.violations.isEmpty, let request = outcome.request else { throw MessageError(violations: outcome.violations.all) }
-        return request
+        // Consumed, not copied: a message is moved out of the layers it is returned through.
+        switch consume outcome {
+        case .success(let request): return request
+        case .failure(let error): throw error
+        }
     }
 
     static func sendRequest(_ document: JSONDocument, source: [UInt8], violations: inout Violations) -> SendRequest? {

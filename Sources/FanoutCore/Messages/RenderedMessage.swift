@@ -16,23 +16,32 @@ public final class RenderedMessage: Sendable {
     public let webpushPayload: [UInt8]
 
     /// Renders `message` for every platform.
-    public init(_ message: Message, acceptedAt: Timestamp) {
-        self.message = message
+    public init(_ message: consuming Message, acceptedAt: Timestamp) {
         self.acceptedAt = acceptedAt
-        (self.apnsBody, self.androidPayload, self.webpushPayload) = message.source.withDocument { document in
-            // One buffer for the three payloads, each copied out at its exact size; it starts with
-            // room for the largest payload a platform accepts (it grows for one it will refuse).
-            var writer = JSONWriter(capacity: Self.apnsVoIPLimit)
-            APNSPayload.render(document, message.parts, to: &writer)
-            let apnsBody = writer.bytes
-            writer.removeAll()
-            let androidStart = Self.renderAndroid(document, message, to: &writer)
-            let androidPayload = writer.bytes
-            writer.removeAll()
-            // The web payload starts with the same bytes unless either platform overrides `data`.
-            let sharesStart = message.parts.androidData == nil && message.parts.webpushData == nil
-            Self.renderWebpush(document, message.parts, start: sharesStart ? androidPayload[..<androidStart] : nil, to: &writer)
-            return (apnsBody, androidPayload, writer.bytes)
+        (self.apnsBody, self.androidPayload, self.webpushPayload) = Self.render(message)
+        // Stored last, so it is moved rather than copied.
+        self.message = message
+    }
+
+    /// The APNs body, the Android payload and the web push payload.
+    private static func render(_ message: Message) -> (apns: [UInt8], android: [UInt8], webpush: [UInt8]) {
+        // One buffer for the three payloads (the thread's scratch), each copied out at its exact
+        // size; it starts with room for the largest payload a platform accepts (it grows for one
+        // it will refuse).
+        ThreadScratch.withBytes(Self.apnsVoIPLimit) { scratch in
+            message.source.withDocument { document in
+                var writer = JSONWriter(scratch: scratch)
+                APNSPayload.render(document, message.parts, to: &writer)
+                let apnsBody = writer.bytes
+                writer.removeAll()
+                let androidStart = Self.renderAndroid(document, message, to: &writer)
+                let androidPayload = writer.bytes
+                writer.removeAll()
+                // The web payload starts with the same bytes unless either platform overrides `data`.
+                let sharesStart = message.parts.androidData == nil && message.parts.webpushData == nil
+                Self.renderWebpush(document, message.parts, start: sharesStart ? androidPayload[..<androidStart] : nil, to: &writer)
+                return (apnsBody, androidPayload, writer.bytes)
+            }
         }
     }
 

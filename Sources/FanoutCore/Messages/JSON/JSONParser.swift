@@ -66,23 +66,18 @@ public struct JSONParser {
         guard input.count <= limits.maximumBytes, input.count < UInt32.max else {
             throw Error(offset: limits.maximumBytes, reason: "the input is larger than \(limits.maximumBytes) bytes")
         }
-        // Scratch space for the entries (the standard library puts it on the stack where it judges
-        // that safe; on Linux, in practice, on the heap).
-        let outcome = withUnsafeTemporaryAllocation(of: JSONDocument.Entry.self, capacity: input.count / 2 + 1) { entries in
-            input.withUnsafeBufferPointer { buffer -> Swift.Result<Result, Error> in
+        let capacity = input.count / 2 + 1
+        return try ThreadScratch.withBytes(capacity * MemoryLayout<JSONDocument.Entry>.stride) { scratch throws(Error) in
+            let entries = scratch.bindMemory(to: JSONDocument.Entry.self)
+            return try input.withUnsafeBufferPointer { buffer throws(Error) in
                 var parser = JSONParser(buffer, entries: entries, limits: limits)
-                do throws(Error) {
-                    parser.skipWhitespace()
-                    try parser.parseValue()
-                    parser.skipWhitespace()
-                    guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-                } catch {
-                    return .failure(error)
-                }
-                return .success(body(JSONDocument(bytes: buffer, entries: UnsafeBufferPointer(rebasing: entries[..<parser.count]))))
+                parser.skipWhitespace()
+                try parser.parseValue()
+                parser.skipWhitespace()
+                guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+                return body(JSONDocument(bytes: buffer, entries: UnsafeBufferPointer(rebasing: entries[..<parser.count])))
             }
         }
-        return try outcome.get()
     }
 
     /// Appends an entry; returns its index.
@@ -190,7 +185,8 @@ public struct JSONParser {
     /// The hashes of an object's keys so far: the first 16 inline, the rest in a set.
     private struct KeyHashes {
         private var first = InlineArray<16, UInt64>(repeating: 0)
-        private var rest: Set<UInt64> = []
+        /// Made for the 17th key (most objects have fewer, and an empty set still costs a release).
+        private var rest: Set<UInt64>?
 
         /// Adds the hash of the object's key number `count`; whether an earlier key had it.
         @inline(__always)
@@ -201,7 +197,10 @@ public struct JSONParser {
                 self.first[count] = hash
                 return seen
             }
-            return !self.rest.insert(hash).inserted || seen
+            var rest = self.rest.take() ?? []
+            let isNew = rest.insert(hash).inserted
+            self.rest = rest
+            return !isNew || seen
         }
     }
 

@@ -5,14 +5,23 @@
 public struct JSONWriter: ~Copyable {
     private var buffer: UnsafeMutableBufferPointer<UInt8>
     private var count = 0
+    /// Whether the writer allocated `buffer` (and frees it), rather than writing in memory lent to it.
+    private var ownsBuffer = true
 
     /// A writer whose buffer starts with room for `capacity` bytes.
     public init(capacity: Int = 1024) {
         self.buffer = .allocate(capacity: max(capacity, 64))
     }
 
+    /// A writer that starts in `scratch`, lent to it for its whole life (it moves to memory of its
+    /// own if it outgrows it).
+    init(scratch: UnsafeMutableRawBufferPointer) {
+        self.buffer = scratch.bindMemory(to: UInt8.self)
+        self.ownsBuffer = false
+    }
+
     deinit {
-        self.buffer.deallocate()
+        if self.ownsBuffer { self.buffer.deallocate() }
     }
 
     /// What was written so far.
@@ -38,8 +47,9 @@ public struct JSONWriter: ~Copyable {
     private mutating func grow(toFit extra: Int) {
         let grown = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(self.buffer.count * 2, self.count + extra))
         _ = grown.initialize(fromContentsOf: self.buffer[..<self.count])
-        self.buffer.deallocate()
+        if self.ownsBuffer { self.buffer.deallocate() }
         self.buffer = grown
+        self.ownsBuffer = true
     }
 
     @inline(__always)
