@@ -93,6 +93,38 @@ struct JSONParserTests {
         }
     }
 
+    /// Objects past 16 members inside one another, each keeping its own keys: an inner object's
+    /// keys never count against the outer's, and an outer key repeated after an inner object is
+    /// still found.
+    @Test(arguments: [11, 12] as [UInt64])
+    func duplicateKeysInNestedObjectsMatchAModel(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        for _ in 0..<200 {
+            var repeats = false
+            func object(depth: Int) -> String {
+                let count = Int.random(in: 10...30, using: &random)
+                // Every level draws from the same names, so only a model per object tells repeats apart.
+                var keys = (0..<count).map { "k\($0)" }
+                if Int.random(in: 0..<8, using: &random) == 0 {
+                    keys.append(keys.randomElement(using: &random)!)
+                    repeats = true
+                }
+                keys.shuffle(using: &random)
+                let members = keys.map { key in
+                    let value = depth < 2 && Int.random(in: 0..<6, using: &random) == 0 ? object(depth: depth + 1) : "0"
+                    return #""\#(key)":\#(value)"#
+                }
+                return "{" + members.joined(separator: ",") + "}"
+            }
+            let text = object(depth: 0)
+            if repeats {
+                #expect(throws: JSONParser.Error.self) { try self.parse(text) }
+            } else {
+                #expect(throws: Never.self) { try self.parse(text) }
+            }
+        }
+    }
+
     /// Strings are scanned eight bytes at a time until a byte needs a look: a quote, a backslash, a
     /// control character or non-ASCII must be seen wherever it falls.
     @Test func everySpecialByteIsSeenAtEveryPosition() throws {

@@ -32,6 +32,8 @@ public struct JSONParser {
     private var count = 0
     private var position = 0
     private var depth = 0
+    /// Key hashes of objects past 16 members, by depth (see `insert(_:count:into:)`).
+    private var spilledKeyHashes: [Set<UInt64>] = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeMutableBufferPointer<JSONDocument.Entry>, limits: Limits) {
         self.bytes = bytes
@@ -127,7 +129,7 @@ public struct JSONParser {
     private mutating func parseObject() throws(Error) {
         let object = try self.open(.object)
         var count = 0
-        var keys = KeyHashes()
+        var firstHashes = InlineArray<16, UInt64>(repeating: 0)
         self.skipWhitespace()
         if self.peek() == UInt8(ascii: "}") { return self.close(object, count: 0) }
         while true {
@@ -136,7 +138,7 @@ public struct JSONParser {
             let keyOffset = self.position
             try self.parseString()
             let key = self.count - 1
-            if keys.insert(self.hash(ofKey: key), count: count), self.isDuplicate(key: key, in: object, count: count) {
+            if self.insert(self.hash(ofKey: key), count: count, into: &firstHashes), self.isDuplicate(key: key, in: object, count: count) {
                 let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
                 throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
             }
@@ -182,26 +184,21 @@ public struct JSONParser {
         return keys
     }
 
-    /// The hashes of an object's keys so far: the first 16 inline, the rest in a set.
-    private struct KeyHashes {
-        private var first = InlineArray<16, UInt64>(repeating: 0)
-        /// Made for the 17th key (most objects have fewer, and an empty set still costs a release).
-        private var rest: Set<UInt64>?
-
-        /// Adds the hash of the object's key number `count`; whether an earlier key had it.
-        @inline(__always)
-        mutating func insert(_ hash: UInt64, count: Int) -> Bool {
-            var seen = false
-            for index in 0..<min(count, 16) where self.first[index] == hash { seen = true }
-            if count < 16 {
-                self.first[count] = hash
-                return seen
-            }
-            var rest = self.rest.take() ?? []
-            let isNew = rest.insert(hash).inserted
-            self.rest = rest
-            return !isNew || seen
+    /// Whether the object being parsed at `depth` had a key with `hash` among its first `count`:
+    /// the first 16 hashes are in `firstHashes`, later ones in a set kept for that depth.
+    @inline(__always)
+    private mutating func insert(_ hash: UInt64, count: Int, into firstHashes: inout InlineArray<16, UInt64>) -> Bool {
+        var seen = false
+        for index in 0..<min(count, 16) where firstHashes[index] == hash { seen = true }
+        if count < 16 {
+            firstHashes[count] = hash
+            return seen
         }
+        // Past 16 keys: a set per nesting depth, made the first time an object there needs one and
+        // emptied (keeping its storage) for the next, so most parses make none.
+        while self.spilledKeyHashes.count <= self.depth { self.spilledKeyHashes.append([]) }
+        if count == 16 { self.spilledKeyHashes[self.depth].removeAll(keepingCapacity: true) }
+        return !self.spilledKeyHashes[self.depth].insert(hash).inserted || seen
     }
 
     /// The hash of the key (a string entry) at `key`, decoded: equal keys hash equal.
