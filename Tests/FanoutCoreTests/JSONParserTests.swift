@@ -125,6 +125,26 @@ struct JSONParserTests {
         }
     }
 
+    /// Keys that share their length and first and last eight bytes (they differ in the middle)
+    /// collide in the words' hash. In an object past 16 members they are told apart by a seeded
+    /// hash: a megabyte of them once took seconds, comparing each key with every earlier one (the
+    /// time limit guards against that coming back; the parse takes well under a second).
+    @Test(.timeLimit(.minutes(1)))
+    func keysChosenToCollideCostNoComparisons() throws {
+        let limits = { var limits = JSONParser.Limits(); limits.maximumBytes = 4 << 20; return limits }()
+        let keys = (0..<60_000).map { "headword" + String($0, radix: 36) + "tailword" }
+        let text = "{" + keys.map { #""\#($0)":0"# }.joined(separator: ",") + "}"
+        guard case .object(let object) = try JSONParser.parse(Array(text.utf8), limits: limits) else {
+            Issue.record("expected an object")
+            return
+        }
+        #expect(object.members.map(\.key) == keys)
+        // The same key again, its first middle character spelled as an escape, is still found.
+        let repeated = #","headword\u0035tailword":1}"#  // "5" is key number 5
+        let duplicate = Array(text.dropLast().utf8) + Array(repeated.utf8)
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(duplicate, limits: limits) }
+    }
+
     /// Strings are scanned eight bytes at a time until a byte needs a look: a quote, a backslash, a
     /// control character or non-ASCII must be seen wherever it falls.
     @Test func everySpecialByteIsSeenAtEveryPosition() throws {

@@ -32,8 +32,8 @@ public struct JSONParser {
     private var count = 0
     private var position = 0
     private var depth = 0
-    /// Key hashes of objects past 16 members, by depth (see `insert(_:count:into:)`).
-    private var spilledKeyHashes: [Set<UInt64>] = []
+    /// The keys of objects past 16 members, hashed with their object (see `mayRepeatInLargeObject`).
+    private var largeObjectKeys: Set<Int> = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeMutableBufferPointer<JSONDocument.Entry>, limits: Limits) {
         self.bytes = bytes
@@ -138,7 +138,7 @@ public struct JSONParser {
             let keyOffset = self.position
             try self.parseString()
             let key = self.count - 1
-            if self.insert(self.hash(ofKey: key), count: count, into: &firstHashes), self.isDuplicate(key: key, in: object, count: count) {
+            if self.mayRepeat(key: key, ordinal: count, in: object, firstHashes: &firstHashes), self.isDuplicate(key: key, in: object, count: count) {
                 let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
                 throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
             }
@@ -184,27 +184,44 @@ public struct JSONParser {
         return keys
     }
 
-    /// Whether the object being parsed at `depth` had a key with `hash` among its first `count`:
-    /// the first 16 hashes are in `firstHashes`, later ones in a set kept for that depth.
+    /// Whether an earlier key of the object at `object` may equal the key at `key`, its member
+    /// number `ordinal`; `isDuplicate` then compares the keys. The first 16 keys are told apart by
+    /// their words' hash (`firstHashes`): a collision costs at most 16 comparisons.
     @inline(__always)
-    private mutating func insert(_ hash: UInt64, count: Int, into firstHashes: inout InlineArray<16, UInt64>) -> Bool {
-        var seen = false
-        for index in 0..<min(count, 16) where firstHashes[index] == hash { seen = true }
-        if count < 16 {
-            firstHashes[count] = hash
+    private mutating func mayRepeat(key: Int, ordinal: Int, in object: Int, firstHashes: inout InlineArray<16, UInt64>) -> Bool {
+        guard ordinal >= 16 else {
+            let hash = KeyWords(self.documentSoFar, key).hash
+            var seen = false
+            for index in 0..<ordinal where firstHashes[index] == hash { seen = true }
+            firstHashes[ordinal] = hash
             return seen
         }
-        // Past 16 keys: a set per nesting depth, made the first time an object there needs one and
-        // emptied (keeping its storage) for the next, so most parses make none.
-        while self.spilledKeyHashes.count <= self.depth { self.spilledKeyHashes.append([]) }
-        if count == 16 { self.spilledKeyHashes[self.depth].removeAll(keepingCapacity: true) }
-        return !self.spilledKeyHashes[self.depth].insert(hash).inserted || seen
+        return self.mayRepeatInLargeObject(key: key, ordinal: ordinal, in: object)
     }
 
-    /// The hash of the key (a string entry) at `key`, decoded: equal keys hash equal.
-    @inline(__always)
-    private func hash(ofKey key: Int) -> UInt64 {
-        KeyWords(self.documentSoFar, key).hash
+    /// Past 16 keys, words can be chosen to collide (keys past 16 bytes that differ only in the
+    /// middle), and each collision would cost a comparison with every earlier key: a megabyte of
+    /// such keys took seconds. So every key of a large object goes in `largeObjectKeys` under a
+    /// seeded hash of its decoded bytes and its object, whose collisions the input cannot choose:
+    /// the keys are compared only when they are equal (and the parse ends there).
+    private mutating func mayRepeatInLargeObject(key: Int, ordinal: Int, in object: Int) -> Bool {
+        if ordinal == 16 {
+            // Room for a few large objects without rehashing (most documents have none).
+            if self.largeObjectKeys.isEmpty { self.largeObjectKeys.reserveCapacity(64) }
+            var earlier = object + 1
+            for _ in 0..<16 {
+                self.largeObjectKeys.insert(self.seededHash(ofKey: earlier, in: object))
+                earlier = Int(self.entries[earlier + 1].end)
+            }
+        }
+        return !self.largeObjectKeys.insert(self.seededHash(ofKey: key, in: object)).inserted
+    }
+
+    private func seededHash(ofKey key: Int, in object: Int) -> Int {
+        var hasher = Hasher()
+        hasher.combine(object)
+        JSONDocument.withStringBytes(self.entries[key], in: self.bytes) { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        return hasher.finalize()
     }
 
     /// Whether the key just parsed repeats one of the object's earlier keys, compared decoded.
