@@ -330,6 +330,37 @@ struct MessageTests {
         #expect(defaults.expiry(for: .ios) == accepted.advanced(by: .seconds(30 * 86_400)))
     }
 
+    /// Overrides merge key by key whatever their size: small objects are matched by comparing keys,
+    /// large ones (past 16 keys on both sides) through a dictionary; both against a model, with
+    /// keys spelled with escapes that equal plain ones once decoded.
+    @Test(arguments: [3, 17, 40] as [Int])
+    func overridesMergeKeyByKey(size: Int) throws {
+        func object(_ keys: [Int], value: String, escaped: Bool) -> String {
+            "{" + keys.map { key in
+                let name = escaped && key % 3 == 0 ? #"\u006b\#(key)"# : "k\(key)"  // \u006b is "k"
+                return #""\#(name)":"\#(value)\#(key)""#
+            }.joined(separator: ",") + "}"
+        }
+        let data = Array(0..<size)
+        let overrides = Array(size / 2..<size + size / 2).reversed().map { $0 }
+        let request = try self.parse(
+            #"{"message":{"token":"\#(Self.token)","data":\#(object(data, value: "d", escaped: false)),"android":{"data":\#(object(overrides, value: "o", escaped: true))},"apns":{"payload":\#(object(overrides, value: "p", escaped: true))}}}"#
+        )
+        let rendered = RenderedMessage(request.message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+        // Android: the message's keys in order, overridden where the platform gives them, then the platform's other keys.
+        let overridden = Set(overrides)
+        let android = data.map { ("k\($0)", overridden.contains($0) ? "o\($0)" : "d\($0)") } + overrides.filter { !data.contains($0) }.map { ("k\($0)", "o\($0)") }
+        let expectedAndroid = JSONValue.object(JSONObject([.init(key: "data", value: .object(JSONObject(android.map { .init(key: $0.0, value: .string($0.1)) })))]))
+        #expect(try JSONParser.parse(rendered.androidPayload) == expectedAndroid)
+        // APNs: the payload's keys (after "aps"), then the message's keys the payload does not have.
+        guard case .object(let apns) = try JSONParser.parse(rendered.apnsBody) else {
+            Issue.record("expected an object")
+            return
+        }
+        let apnsKeys = overrides.map { "k\($0)" } + data.filter { !overridden.contains($0) }.map { "k\($0)" }
+        #expect(apns.members.map(\.key) == ["aps"] + apnsKeys)
+    }
+
     /// Android reads proto3 field names: camelCase overrides are rendered snake_case, and an int32
     /// given as a string (proto3 JSON allows it) as a number.
     @Test func androidNotificationOverridesAreRenderedUnderProtoNames() throws {

@@ -52,11 +52,12 @@ enum APNSPayload {
             writer.closeObject()
         }
         if let data = parts.data {
+            let given = MemberLookup(document, payload, lookups: document.count(of: data))
             for member in document.members(of: data) {
                 if document.string(at: member.key, equals: "aps") || (addsOptions && document.string(at: member.key, equals: "fcm_options")) {
                     continue
                 }
-                if let payload, document.member(of: payload, withKeyEqualTo: member.key) != nil { continue }
+                if given.member(withKeyEqualTo: member.key) != nil { continue }
                 writer.member(document, member)
             }
         }

@@ -108,20 +108,20 @@ public final class RenderedMessage: Sendable {
     /// Writes `"data":{...}` with a platform's overrides applied key by key (in order of first
     /// appearance), left out when empty: how Android and web payloads start.
     static func writeData(_ document: JSONDocument, _ parts: Message.Parts, overrides dataOverrides: Int?, to writer: inout JSONWriter) {
-        let data = parts.data.map { document.count(of: $0) } ?? 0
-        let overrides = dataOverrides.map { document.count(of: $0) } ?? 0
-        if data > 0 || overrides > 0 {
+        let dataCount = parts.data.map { document.count(of: $0) } ?? 0
+        let overrideCount = dataOverrides.map { document.count(of: $0) } ?? 0
+        if dataCount > 0 || overrideCount > 0 {
             writer.key(static: "data")
             writer.openObject()
             if let data = parts.data {
+                let overridden = MemberLookup(document, overrideCount > 0 ? dataOverrides : nil, lookups: dataCount)
                 for member in document.members(of: data) {
-                    let override = overrides > 0 ? dataOverrides.flatMap { document.member(of: $0, withKeyEqualTo: member.key) } : nil
-                    writer.member(document, (member.key, override?.value ?? member.value))
+                    writer.member(document, (member.key, overridden.member(withKeyEqualTo: member.key)?.value ?? member.value))
                 }
             }
             if let dataOverrides {
-                for member in document.members(of: dataOverrides) {
-                    if data > 0, let data = parts.data, document.member(of: data, withKeyEqualTo: member.key) != nil { continue }
+                let given = MemberLookup(document, dataCount > 0 ? parts.data : nil, lookups: overrideCount)
+                for member in document.members(of: dataOverrides) where given.member(withKeyEqualTo: member.key) == nil {
                     writer.member(document, member)
                 }
             }
