@@ -52,46 +52,77 @@ public struct JSONWriter: ~Copyable {
         self.ownsBuffer = true
     }
 
+    /// Reserves `extra` bytes and lets `body` write them through a cursor; the count is stored
+    /// once, at the end. (Appending to `self` directly reloaded and stored the count around every
+    /// byte: a store into the buffer might, for all the compiler knows, change it.)
     @inline(__always)
-    private mutating func append(_ byte: UInt8) {
-        self.reserve(1)
-        self.appendReserved(byte)
+    private mutating func writing(_ extra: Int, _ body: (inout Cursor) -> Void) {
+        self.reserve(extra)
+        guard let base = self.buffer.baseAddress else { return }  // never: the buffer is allocated
+        var cursor = Cursor(start: base, position: base + self.count)
+        body(&cursor)
+        self.count = cursor.position - base
+    }
+
+    /// Where the next byte goes, inside room already reserved.
+    private struct Cursor {
+        /// The buffer's first byte.
+        let start: UnsafeMutablePointer<UInt8>
+        var position: UnsafeMutablePointer<UInt8>
+
+        @inline(__always)
+        mutating func put(_ byte: UInt8) {
+            self.position.pointee = byte
+            self.position += 1
+        }
+
+        /// Most bytes put are keys and short values: up to 16 are copied with two overlapping
+        /// loads and stores, not a call to `memcpy`.
+        @inline(__always)
+        mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+            guard let source = bytes.baseAddress else { return }
+            let count = bytes.count
+            let target = UnsafeMutableRawPointer(self.position)
+            switch count {
+            case 8...16:
+                let (head, tail) = (UnsafeRawPointer(source).loadUnaligned(as: UInt64.self), UnsafeRawPointer(source + count - 8).loadUnaligned(as: UInt64.self))
+                target.storeBytes(of: head, as: UInt64.self)
+                (target + count - 8).storeBytes(of: tail, as: UInt64.self)
+            case 4..<8:
+                let (head, tail) = (UnsafeRawPointer(source).loadUnaligned(as: UInt32.self), UnsafeRawPointer(source + count - 4).loadUnaligned(as: UInt32.self))
+                target.storeBytes(of: head, as: UInt32.self)
+                (target + count - 4).storeBytes(of: tail, as: UInt32.self)
+            case 0..<4:
+                for offset in 0..<count { target.storeBytes(of: source[offset], toByteOffset: offset, as: UInt8.self) }
+            default:
+                target.copyMemory(from: source, byteCount: count)
+            }
+            self.position += count
+        }
+
+        /// A comma, unless the member is the first of its object.
+        @inline(__always)
+        mutating func separate() {
+            if self.position > self.start, self.position[-1] != UInt8(ascii: "{") { self.put(UInt8(ascii: ",")) }
+        }
+
+        /// A string's raw content (already valid JSON string text) between quotes.
+        @inline(__always)
+        mutating func putString(_ raw: UnsafeBufferPointer<UInt8>) {
+            self.put(UInt8(ascii: "\""))
+            self.put(raw)
+            self.put(UInt8(ascii: "\""))
+        }
     }
 
     @inline(__always)
-    private mutating func appendReserved(_ byte: UInt8) {
-        self.buffer[self.count] = byte
-        self.count += 1
+    private mutating func append(_ byte: UInt8) {
+        self.writing(1) { $0.put(byte) }
     }
 
     @inline(__always)
     private mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
-        self.reserve(bytes.count)
-        self.appendReserved(bytes)
-    }
-
-    /// Appends bytes there is room for. Most are keys and short values: up to 16 bytes are copied
-    /// with two overlapping loads and stores, not a call to `memcpy`.
-    @inline(__always)
-    private mutating func appendReserved(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let source = bytes.baseAddress, let buffer = self.buffer.baseAddress else { return }
-        let count = bytes.count
-        let target = UnsafeMutableRawPointer(buffer + self.count)
-        switch count {
-        case 8...16:
-            let (head, tail) = (UnsafeRawPointer(source).loadUnaligned(as: UInt64.self), UnsafeRawPointer(source + count - 8).loadUnaligned(as: UInt64.self))
-            target.storeBytes(of: head, as: UInt64.self)
-            (target + count - 8).storeBytes(of: tail, as: UInt64.self)
-        case 4..<8:
-            let (head, tail) = (UnsafeRawPointer(source).loadUnaligned(as: UInt32.self), UnsafeRawPointer(source + count - 4).loadUnaligned(as: UInt32.self))
-            target.storeBytes(of: head, as: UInt32.self)
-            (target + count - 4).storeBytes(of: tail, as: UInt32.self)
-        case 0..<4:
-            for offset in 0..<count { target.storeBytes(of: source[offset], toByteOffset: offset, as: UInt8.self) }
-        default:
-            target.copyMemory(from: source, byteCount: count)
-        }
-        self.count += count
+        self.writing(bytes.count) { $0.put(bytes) }
     }
 
     @inline(__always)
@@ -112,9 +143,7 @@ public struct JSONWriter: ~Copyable {
     /// A comma, unless the member is the first of its object.
     @inline(__always)
     private mutating func separate() {
-        if self.count > 0, self.buffer[self.count - 1] != UInt8(ascii: "{") {
-            self.append(UInt8(ascii: ","))
-        }
+        self.writing(1) { $0.separate() }
     }
 
     /// Starts a member of the open object: a comma unless it is the first, the key and a colon.
@@ -127,13 +156,12 @@ public struct JSONWriter: ~Copyable {
     /// Starts a member whose key is known to need no escaping.
     @inline(__always)
     mutating func key(static key: StaticString) {
-        self.separate()
         key.withUTF8Buffer { key in
-            self.reserve(key.count + 3)
-            self.appendReserved(UInt8(ascii: "\""))
-            self.appendReserved(key)
-            self.appendReserved(UInt8(ascii: "\""))
-            self.appendReserved(UInt8(ascii: ":"))
+            self.writing(key.count + 4) { cursor in
+                cursor.separate()
+                cursor.putString(key)
+                cursor.put(UInt8(ascii: ":"))
+            }
         }
     }
 
@@ -213,14 +241,16 @@ public struct JSONWriter: ~Copyable {
     /// `snakeCase`, a proto3 field name is written in its snake_case spelling (`collapseKey` as
     /// `collapse_key`).
     mutating func key(_ document: JSONDocument, _ key: Int, snakeCase: Bool = false) {
-        self.separate()
         let raw = document.rawBytes(at: key)
         guard snakeCase, ASCII.containsUppercase(raw) else {
-            self.reserve(raw.count + 3)
-            self.writeRawString(raw)
-            self.appendReserved(UInt8(ascii: ":"))
+            self.writing(raw.count + 4) { cursor in
+                cursor.separate()
+                cursor.putString(raw)
+                cursor.put(UInt8(ascii: ":"))
+            }
             return
         }
+        self.separate()
         if document.entries[key].isEscaped {
             self.write(string: FieldTable.snakeCase(document.string(at: key) ?? ""))
         } else {
@@ -276,14 +306,15 @@ public struct JSONWriter: ~Copyable {
         // A string or number: one reservation for the rest of the member.
         let key = document.rawBytes(at: member.key)
         let value = document.rawBytes(at: member.value)
-        self.separate()
-        self.reserve(key.count + value.count + 5)
-        self.writeRawString(key)
-        self.appendReserved(UInt8(ascii: ":"))
-        if kind == .string {
-            self.writeRawString(value)
-        } else {
-            self.appendReserved(value)
+        self.writing(key.count + value.count + 6) { cursor in
+            cursor.separate()
+            cursor.putString(key)
+            cursor.put(UInt8(ascii: ":"))
+            if kind == .string {
+                cursor.putString(value)
+            } else {
+                cursor.put(value)
+            }
         }
     }
 
@@ -298,21 +329,19 @@ public struct JSONWriter: ~Copyable {
             remaining /= 10
             count += 1
         } while remaining > 0
-        self.reserve(count + 4)
-        self.appendReserved(UInt8(ascii: "\""))
-        if seconds < 0 { self.appendReserved(UInt8(ascii: "-")) }
-        for index in stride(from: count - 1, through: 0, by: -1) { self.appendReserved(digits[index]) }
-        self.appendReserved(UInt8(ascii: "s"))
-        self.appendReserved(UInt8(ascii: "\""))
+        self.writing(count + 4) { cursor in
+            cursor.put(UInt8(ascii: "\""))
+            if seconds < 0 { cursor.put(UInt8(ascii: "-")) }
+            for index in stride(from: count - 1, through: 0, by: -1) { cursor.put(digits[index]) }
+            cursor.put(UInt8(ascii: "s"))
+            cursor.put(UInt8(ascii: "\""))
+        }
     }
 
     /// A string's raw content (already valid JSON string text) between quotes.
     @inline(__always)
     private mutating func writeRawString(_ raw: UnsafeBufferPointer<UInt8>) {
-        self.reserve(raw.count + 2)
-        self.appendReserved(UInt8(ascii: "\""))
-        self.appendReserved(raw)
-        self.appendReserved(UInt8(ascii: "\""))
+        self.writing(raw.count + 2) { $0.putString(raw) }
     }
 
     /// The compact JSON text of `value`.
