@@ -18,9 +18,11 @@ protocol FieldValues {
 }
 
 extension InlineArray: FieldValues where Element == Int32 {
+    /// Unchecked: a field number is a case's raw value or comes from the field's table, and
+    /// `FieldTable.init` checks that every case has room.
     subscript(field index: Int) -> Int32 {
-        get { self[index] }
-        set { self[index] = newValue }
+        get { unsafe self[unchecked: index] }
+        set { unsafe self[unchecked: index] = newValue }
     }
 }
 
