@@ -38,19 +38,34 @@ enum ASCII {
         let highBits: UInt64 = 0x8080_8080_8080_8080
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         var index = start
+        // A high bit for each byte of `word` that is special (and maybe for some above the first).
+        @inline(__always)
+        func hits(_ word: UInt64) -> UInt64 {
+            let quotes = word ^ (ones &* UInt64(quote))
+            let backslashes = word ^ (ones &* UInt64(backslash))
+            // Exact tests: a high bit is set in a byte that is zero (a quote or backslash above),
+            // or below 0x20 (bytes over 0x7F never match: `~word` clears their bit). Borrows make
+            // false hits only above a true one: the lowest hit is exact.
+            return (((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)) & highBits
+        }
         if let base = bytes.baseAddress {
             var seen: UInt64 = 0
             defer { if seen & highBits != 0 { sawNonASCII = true } }
-            while index + 8 <= bytes.count {
-                let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            func word(at offset: Int) -> UInt64 { UInt64(littleEndian: UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)) }
+            // Sixteen bytes a step (two independent words), then eight.
+            while index + 16 <= bytes.count {
+                let (first, second) = (word(at: index), word(at: index + 8))
+                seen |= first | second
+                let (firstHits, secondHits) = (hits(first), hits(second))
+                if firstHits | secondHits != 0 {
+                    return index + (firstHits != 0 ? firstHits.trailingZeroBitCount : 64 + secondHits.trailingZeroBitCount) / 8
+                }
+                index += 16
+            }
+            if index + 8 <= bytes.count {
+                let word = word(at: index)
                 seen |= word
-                let quotes = word ^ (ones &* UInt64(quote))
-                let backslashes = word ^ (ones &* UInt64(backslash))
-                // Exact tests: a high bit is set in a byte that is zero (a quote or backslash
-                // above), or below 0x20 (bytes over 0x7F never match: `~word` clears their bit).
-                let special = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
-                // Borrows make false hits only above a true one: the lowest hit is exact.
-                let hits = special & highBits
+                let hits = hits(word)
                 if hits != 0 { return index + hits.trailingZeroBitCount / 8 }
                 index += 8
             }
