@@ -157,8 +157,7 @@ public final class RenderedMessage: Sendable {
         }
         func write(_ name: StaticString, _ value: Int?, replacedBy replacement: (key: Int, value: Int)?, to writer: inout JSONWriter) {
             guard let value else { return }
-            writer.key(static: name)
-            writer.write(document, replacement?.value ?? value)
+            writer.member(static: name, document, replacement?.value ?? value)
         }
         writer.key(static: "notification")
         writer.openObject()
@@ -170,15 +169,15 @@ public final class RenderedMessage: Sendable {
                 if member.key == replacements.title?.key || member.key == replacements.body?.key || member.key == replacements.image?.key {
                     continue
                 }
-                writer.key(document, member.key, snakeCase: snakeCaseOverrides)
                 if snakeCaseOverrides, document.kind(of: member.value) == .string,
                     document.string(at: member.key, equals: "notification_count") || document.string(at: member.key, equals: "notificationCount"),
                     let count = document.int32(at: member.value)
                 {
                     // proto3 JSON admits an int32 as a string (`notification_count`); Android reads a number.
+                    writer.key(static: "notification_count")
                     writer.write(.number(JSONNumber(Int(count))))
                 } else {
-                    writer.write(document, member.value, snakeCaseKeys: snakeCaseOverrides)
+                    writer.member(document, member, snakeCaseKeys: snakeCaseOverrides)
                 }
             }
         }

@@ -287,25 +287,36 @@ public struct JSONWriter: ~Copyable {
         case .object:
             self.openObject()
             for member in document.members(of: index) {
-                self.key(document, member.key, snakeCase: snakeCaseKeys)
-                self.write(document, member.value, snakeCaseKeys: snakeCaseKeys)
+                self.member(document, member, snakeCaseKeys: snakeCaseKeys)
             }
             self.closeObject()
         }
     }
 
     /// Copies a member of an object in `document` as it stands in the input: `"key":value`, after
-    /// a comma unless it is the first of the object being written.
-    mutating func member(_ document: JSONDocument, _ member: (key: Int, value: Int)) {
-        let kind = document.kind(of: member.value)
-        guard kind == .string || kind == .number else {
-            self.key(document, member.key)
-            self.write(document, member.value)
-            return
-        }
-        // A string or number: one reservation for the rest of the member.
+    /// a comma unless it is the first of the object being written; with `snakeCaseKeys`, keys as
+    /// in `key(_:_:snakeCase:)`.
+    mutating func member(_ document: JSONDocument, _ member: (key: Int, value: Int), snakeCaseKeys: Bool = false) {
         let key = document.rawBytes(at: member.key)
-        let value = document.rawBytes(at: member.value)
+        if !snakeCaseKeys || !ASCII.containsUppercase(key), self.writeScalar(document, member.value, after: key) { return }
+        self.key(document, member.key, snakeCase: snakeCaseKeys)
+        self.write(document, member.value, snakeCaseKeys: snakeCaseKeys)
+    }
+
+    /// A member whose key is known to need no escaping, its value copied from `document`.
+    mutating func member(static key: StaticString, _ document: JSONDocument, _ value: Int) {
+        if key.withUTF8Buffer({ self.writeScalar(document, value, after: $0) }) { return }
+        self.key(static: key)
+        self.write(document, value)
+    }
+
+    /// Writes `"key":value` when the value at `value` is a string or a number, with one
+    /// reservation for all of it; whether it was one.
+    @inline(__always)
+    private mutating func writeScalar(_ document: JSONDocument, _ value: Int, after key: UnsafeBufferPointer<UInt8>) -> Bool {
+        let kind = document.kind(of: value)
+        guard kind == .string || kind == .number else { return false }
+        let value = document.rawBytes(at: value)
         self.writing(key.count + value.count + 6) { cursor in
             cursor.separate()
             cursor.putString(key)
@@ -316,6 +327,7 @@ public struct JSONWriter: ~Copyable {
                 cursor.put(value)
             }
         }
+        return true
     }
 
     /// A proto3 JSON `Duration` of whole seconds: `"86400s"`.
