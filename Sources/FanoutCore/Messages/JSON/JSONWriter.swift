@@ -298,22 +298,22 @@ public struct JSONWriter: ~Copyable {
     /// in `key(_:_:snakeCase:)`.
     mutating func member(_ document: JSONDocument, _ member: (key: Int, value: Int), snakeCaseKeys: Bool = false) {
         let key = document.rawBytes(at: member.key)
-        if !snakeCaseKeys || !ASCII.containsUppercase(key), self.writeScalar(document, member.value, after: key) { return }
+        if !snakeCaseKeys || !ASCII.containsUppercase(key), self.writeScalarMember(key, document, member.value) { return }
         self.key(document, member.key, snakeCase: snakeCaseKeys)
         self.write(document, member.value, snakeCaseKeys: snakeCaseKeys)
     }
 
     /// A member whose key is known to need no escaping, its value copied from `document`.
     mutating func member(static key: StaticString, _ document: JSONDocument, _ value: Int) {
-        if key.withUTF8Buffer({ self.writeScalar(document, value, after: $0) }) { return }
+        if key.withUTF8Buffer({ self.writeScalarMember($0, document, value) }) { return }
         self.key(static: key)
         self.write(document, value)
     }
 
-    /// Writes `"key":value` when the value at `value` is a string or a number, with one
-    /// reservation for all of it; whether it was one.
+    /// Writes `"key":value` when the value at `value` in `document` is a string or a number, with
+    /// one reservation for all of it; whether it was one.
     @inline(__always)
-    private mutating func writeScalar(_ document: JSONDocument, _ value: Int, after key: UnsafeBufferPointer<UInt8>) -> Bool {
+    private mutating func writeScalarMember(_ key: UnsafeBufferPointer<UInt8>, _ document: JSONDocument, _ value: Int) -> Bool {
         let kind = document.kind(of: value)
         guard kind == .string || kind == .number else { return false }
         let value = document.rawBytes(at: value)
