@@ -126,9 +126,11 @@ struct JSONParserTests {
     }
 
     /// Keys that share their length and first and last eight bytes (they differ in the middle)
-    /// collide in the words' hash. In an object past 16 members they are told apart by a seeded
-    /// hash: a megabyte of them once took seconds, comparing each key with every earlier one (the
-    /// time limit guards against that coming back; the parse takes well under a second).
+    /// collide in the words' hash. After a few such false alarms past its 16th key, an object's
+    /// keys are told apart by a seeded hash: a megabyte of them once took seconds, comparing each
+    /// key with every earlier one (the time limit guards against that coming back; the parse takes
+    /// about a second in a debug build). The repeat is of a key among the first 16, which the
+    /// switch must carry over.
     @Test(.timeLimit(.minutes(1)))
     func keysChosenToCollideCostNoComparisons() throws {
         let limits = { var limits = JSONParser.Limits(); limits.maximumBytes = 4 << 20; return limits }()

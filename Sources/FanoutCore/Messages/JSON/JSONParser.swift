@@ -32,7 +32,7 @@ public struct JSONParser {
     private var count = 0
     private var position = 0
     private var depth = 0
-    /// The keys of objects past 16 members, hashed with their object (see `mayRepeatInLargeObject`).
+    /// The hashes of the keys of objects past 16 members, each with its object (see `mayRepeat`).
     private var largeObjectKeys: Set<Int> = []
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeMutableBufferPointer<JSONDocument.Entry>, limits: Limits) {
@@ -129,7 +129,7 @@ public struct JSONParser {
     private mutating func parseObject() throws(Error) {
         let object = try self.open(.object)
         var count = 0
-        var firstHashes = InlineArray<16, UInt64>(repeating: 0)
+        var keys = ObjectKeys()
         self.skipWhitespace()
         if self.peek() == UInt8(ascii: "}") { return self.close(object, count: 0) }
         while true {
@@ -138,9 +138,12 @@ public struct JSONParser {
             let keyOffset = self.position
             try self.parseString()
             let key = self.count - 1
-            if self.mayRepeat(key: key, ordinal: count, in: object, firstHashes: &firstHashes), self.isDuplicate(key: key, in: object, count: count) {
-                let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
-                throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
+            if self.mayRepeat(key: key, ordinal: count, in: object, &keys) {
+                if self.isDuplicate(key: key, in: object, count: count) {
+                    let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
+                    throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
+                }
+                self.noteFalseAlarm(key: key, ordinal: count, in: object, &keys)
             }
             count += 1
             self.skipWhitespace()
@@ -184,37 +187,54 @@ public struct JSONParser {
         return keys
     }
 
-    /// Whether an earlier key of the object at `object` may equal the key at `key`, its member
-    /// number `ordinal`; `isDuplicate` then compares the keys. The first 16 keys are told apart by
-    /// their words' hash (`firstHashes`): a collision costs at most 16 comparisons.
-    @inline(__always)
-    private mutating func mayRepeat(key: Int, ordinal: Int, in object: Int, firstHashes: inout InlineArray<16, UInt64>) -> Bool {
-        guard ordinal >= 16 else {
-            let hash = KeyWords(self.documentSoFar, key).hash
-            var seen = false
-            for index in 0..<ordinal where firstHashes[index] == hash { seen = true }
-            firstHashes[ordinal] = hash
-            return seen
-        }
-        return self.mayRepeatInLargeObject(key: key, ordinal: ordinal, in: object)
+    /// What an object remembers of its keys, to find a repeat: the words' hashes of its first 16
+    /// keys, and how many times a hash matched without the keys being equal.
+    private struct ObjectKeys {
+        var firstHashes = InlineArray<16, UInt64>(repeating: 0)
+        var falseAlarms = 0
+        /// Whether the object's keys are in `largeObjectKeys` under seeded hashes (see `noteFalseAlarm`).
+        var areSeeded = false
     }
 
-    /// Past 16 keys, words can be chosen to collide (keys past 16 bytes that differ only in the
-    /// middle), and each collision would cost a comparison with every earlier key: a megabyte of
-    /// such keys took seconds. So every key of a large object goes in `largeObjectKeys` under a
-    /// seeded hash of its decoded bytes and its object, whose collisions the input cannot choose:
-    /// the keys are compared only when they are equal (and the parse ends there).
-    private mutating func mayRepeatInLargeObject(key: Int, ordinal: Int, in object: Int) -> Bool {
-        if ordinal == 16 {
-            // Room for a few large objects without rehashing (most documents have none).
-            if self.largeObjectKeys.isEmpty { self.largeObjectKeys.reserveCapacity(64) }
-            var earlier = object + 1
-            for _ in 0..<16 {
-                self.largeObjectKeys.insert(self.seededHash(ofKey: earlier, in: object))
-                earlier = Int(self.entries[earlier + 1].end)
-            }
+    /// Whether an earlier key of the object at `object` may equal the key at `key`, its member
+    /// number `ordinal`; `isDuplicate` then compares the keys. Keys are told apart by their words'
+    /// hash: the first 16 inline, later ones (tagged with their object) in `largeObjectKeys`.
+    @inline(__always)
+    private mutating func mayRepeat(key: Int, ordinal: Int, in object: Int, _ keys: inout ObjectKeys) -> Bool {
+        guard ordinal < 16 else { return self.mayRepeatInLargeObject(key: key, in: object, &keys) }
+        let hash = KeyWords(self.documentSoFar, key).hash
+        var seen = false
+        for index in 0..<ordinal where keys.firstHashes[index] == hash { seen = true }
+        keys.firstHashes[ordinal] = hash
+        return seen
+    }
+
+    private mutating func mayRepeatInLargeObject(key: Int, in object: Int, _ keys: inout ObjectKeys) -> Bool {
+        if keys.areSeeded { return !self.largeObjectKeys.insert(self.seededHash(ofKey: key, in: object)).inserted }
+        let hash = KeyWords(self.documentSoFar, key).hash
+        var seen = false
+        for index in 0..<16 where keys.firstHashes[index] == hash { seen = true }
+        let tagged = hash ^ (UInt64(truncatingIfNeeded: object) &* 0x9E37_79B9_7F4A_7C15)
+        return !self.largeObjectKeys.insert(Int(truncatingIfNeeded: tagged)).inserted || seen
+    }
+
+    /// A hash matched but the keys differ. Among an object's first 16 keys that costs at most 16
+    /// comparisons; past them, each costs a comparison with every earlier key, and words can be
+    /// chosen to collide (keys past 16 bytes that differ only in the middle): a megabyte of such
+    /// keys took seconds. So after 8 false alarms in one object, its keys go in `largeObjectKeys`
+    /// under a seeded hash (`Hasher`) of their decoded bytes, whose collisions an input cannot
+    /// choose, and from then on keys are compared only when they are equal.
+    private mutating func noteFalseAlarm(key: Int, ordinal: Int, in object: Int, _ keys: inout ObjectKeys) {
+        guard ordinal >= 16 else { return }
+        keys.falseAlarms += 1
+        guard keys.falseAlarms == 8 else { return }
+        keys.areSeeded = true
+        var earlier = object + 1
+        for _ in 0..<ordinal {
+            self.largeObjectKeys.insert(self.seededHash(ofKey: earlier, in: object))
+            earlier = Int(self.entries[earlier + 1].end)
         }
-        return !self.largeObjectKeys.insert(self.seededHash(ofKey: key, in: object)).inserted
+        self.largeObjectKeys.insert(self.seededHash(ofKey: key, in: object))
     }
 
     private func seededHash(ofKey key: Int, in object: Int) -> Int {
