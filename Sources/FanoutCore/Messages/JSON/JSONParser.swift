@@ -215,6 +215,8 @@ public struct JSONParser {
         var seen = false
         for index in 0..<16 where keys.firstHashes[index] == hash { seen = true }
         let tagged = hash ^ (UInt64(truncatingIfNeeded: object) &* 0x9E37_79B9_7F4A_7C15)
+        // Room for a few large objects without growing step by step (most documents have none).
+        if self.largeObjectKeys.isEmpty { self.largeObjectKeys.reserveCapacity(64) }
         return !self.largeObjectKeys.insert(Int(truncatingIfNeeded: tagged)).inserted || seen
     }
 
