@@ -10,7 +10,8 @@ import Glibc
 /// more, or made while its thread's block is lent out (a nested call), gets memory of its own,
 /// freed after the call.
 enum ThreadScratch {
-    /// The bytes each thread keeps: room for the entries of an 8 KiB send body.
+    /// The bytes each thread keeps: room for the parser's entries (8 bytes per input byte) of a
+    /// send body of up to 8,191 bytes, and for the rendering buffer.
     static let blockSize = 64 * 1024
 
     /// The slot holding each thread's block; `nil` if no key could be made (then every call allocates).
