@@ -209,6 +209,8 @@ public struct JSONParser {
         return seen
     }
 
+    /// `mayRepeat` past an object's 16th key: against the first 16 inline and the rest in the set,
+    /// or, once the object has had too many false alarms, by seeded hash alone.
     private mutating func mayRepeatInLargeObject(key: Int, in object: Int, _ keys: inout ObjectKeys) -> Bool {
         if keys.areSeeded { return !self.largeObjectKeys.insert(self.seededHash(ofKey: key, in: object)).inserted }
         let hash = KeyWords(self.documentSoFar, key).hash
