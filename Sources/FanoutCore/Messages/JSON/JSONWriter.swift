@@ -132,10 +132,12 @@ public struct JSONWriter: ~Copyable {
 
     // MARK: - Writing an object member by member
 
+    @inline(__always)
     public mutating func openObject() {
         self.append(UInt8(ascii: "{"))
     }
 
+    @inline(__always)
     public mutating func closeObject() {
         self.append(UInt8(ascii: "}"))
     }
