@@ -299,6 +299,27 @@ struct MessageTests {
         #expect(body == expected)
     }
 
+    /// The payload's own `aps` keys win: its alert over `notification`'s, its `mutable-content` and
+    /// `content-available` not repeated, and a badge or sound alone makes the push visible (so
+    /// apns-priority 10 is allowed and no `content-available` is added).
+    @Test func apnsRenderingKeepsTheGivenAPSKeys() throws {
+        func apnsBody(_ message: String) throws -> String {
+            let request = try self.parse(#"{"message":{"token":"\#(Self.token)",\#(message)}}"#)
+            return String(decoding: RenderedMessage(request.message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0)).apnsBody, as: UTF8.self)
+        }
+        #expect(
+            try apnsBody(#""notification":{"title":"T","image":"https://i/x.png"},"apns":{"payload":{"aps":{"alert":"own","mutable-content":1},"c":1}}"#)
+                == #"{"aps":{"alert":"own","mutable-content":1},"c":1,"fcm_options":{"image":"https://i/x.png"}}"#
+        )
+        #expect(try apnsBody(#""apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":3}}}"#) == #"{"aps":{"badge":3}}"#)
+        #expect(try apnsBody(#""apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"sound":"s"}}}"#) == #"{"aps":{"sound":"s"}}"#)
+        #expect(
+            try apnsBody(#""data":{"k":"v"},"apns":{"headers":{"apns-priority":"5"},"payload":{"aps":{"content-available":1}}}"#)
+                == #"{"aps":{"content-available":1},"k":"v"}"#
+        )
+        #expect(self.violations(#"{"message":{"token":"\#(Self.token)","apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"category":"c"}}}}}"#) == ["message.apns.headers.apns-priority"])
+    }
+
     /// design.md use case 1: a data message to a topic reaches iOS as a background push.
     @Test func configInvalidationIsABackgroundPushOnIOS() throws {
         let request = try self.parse(

@@ -97,11 +97,24 @@ public struct Message: Sendable {
         @EntryIndex var androidNotification: Int?
         @EntryIndex var apnsHeaders: Int?
         @EntryIndex var apnsPayload: Int?
+        /// `apns.payload.aps`, and which of its keys rendering decides on were given (validation
+        /// reads them as it checks them).
+        @EntryIndex var apnsAPS: Int?
+        var apsKeys: APSKeys = []
         @EntryIndex var apnsImage: Int?
         @EntryIndex var webpushHeaders: Int?
         @EntryIndex var webpushData: Int?
         @EntryIndex var webpushNotification: Int?
         @EntryIndex var webpushLink: Int?
+
+        struct APSKeys: OptionSet {
+            let rawValue: UInt8
+            static let alert = APSKeys(rawValue: 1 << 0)
+            static let badge = APSKeys(rawValue: 1 << 1)
+            static let sound = APSKeys(rawValue: 1 << 2)
+            static let mutableContent = APSKeys(rawValue: 1 << 3)
+            static let contentAvailable = APSKeys(rawValue: 1 << 4)
+        }
     }
 
     /// An optional document entry in four bytes (entries number fewer than half the input's

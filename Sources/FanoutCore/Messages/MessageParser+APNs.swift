@@ -64,7 +64,7 @@ extension MessageParser {
             parts.apnsHeaders = headers
         }
         if let payload = reader.jsonObject(.payload, violations: &violations) {
-            self.checkAPNsPayload(document, payload, violations: &violations)
+            self.checkAPNsPayload(document, payload, parts: &parts, violations: &violations)
             parts.apnsPayload = payload
         }
         if let fcmOptions = reader.object(.fcmOptions, as: APNSFCMOptionsField.self, at: "message.apns.fcm_options", violations: &violations) {
@@ -123,14 +123,16 @@ extension MessageParser {
         }
     }
 
-    /// `apns.payload`: `aps` must be an object following Apple's payload key reference.
-    private static func checkAPNsPayload(_ document: JSONDocument, _ payload: Int, violations: inout Violations) {
+    /// `apns.payload`: `aps` must be an object following Apple's payload key reference. Where it
+    /// is and which keys rendering decides on go to `parts`.
+    private static func checkAPNsPayload(_ document: JSONDocument, _ payload: Int, parts: inout Message.Parts, violations: inout Violations) {
         guard let aps = document.member(of: payload, named: "aps") else { return }
         let apsPath = "message.apns.payload.aps"
         guard document.kind(of: aps) == .object else {
             violations.add(apsPath, "expected an object, got \(document.typeName(of: aps))")
             return
         }
+        parts.apnsAPS = aps
         for member in document.members(of: aps) {
             guard let key = APSKey.table.field(ofKey: member.key, in: document).flatMap(APSKey.init(rawValue:)) else {
                 continue  // custom keys inside aps are allowed (the SDKs' custom_data)
@@ -139,12 +141,16 @@ extension MessageParser {
             let value = member.value
             switch key {
             case .alert:
+                parts.apsKeys.insert(.alert)
                 self.checkAlert(document, value, at: field, violations: &violations)
             case .badge:
+                parts.apsKeys.insert(.badge)
                 if (document.int64(at: value) ?? -1) < 0 { violations.add(field, "must be a non-negative integer") }
             case .sound:
+                parts.apsKeys.insert(.sound)
                 self.checkSound(document, value, at: field, violations: &violations)
             case .contentAvailable, .mutableContent:
+                parts.apsKeys.insert(key == .contentAvailable ? .contentAvailable : .mutableContent)
                 if ![0, 1].contains(document.int64(at: value)) { violations.add(field, "must be 1 (or 0)") }
             case .category, .threadID, .targetContentID, .filterCriteria, .event, .attributesType:
                 if document.kind(of: value) != .string { violations.add(field, "expected a string, got \(document.typeName(of: value))") }

@@ -132,7 +132,7 @@ public enum MessageParser {
                     + "\(limit) bytes for \(target.isFanout ? "topic and condition" : "\(target.kind)") messages"
             )
         }
-        if options.apnsPriority == 10, !APNSPayload.isVisible(document, parts) {
+        if options.apnsPriority == 10, !APNSPayload.isVisible(parts) {
             // Apple: priority 10 "is an error" for a push that contains only `content-available`;
             // FCM requires 5 for data-only messages to iOS.
             violations.add("message.apns.headers.apns-priority", "a data-only (background) message to iOS must use apns-priority 5, not 10")
