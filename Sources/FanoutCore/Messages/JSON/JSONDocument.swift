@@ -76,7 +76,7 @@ struct JSONDocument {
     func string(at index: Int) -> String? {
         let entry = self.entries[index]
         guard entry.kind == .string else { return nil }
-        return self.withStringBytes(entry) { String(decoding: $0, as: UTF8.self) }
+        return Self.string(entry, in: self.bytes)
     }
 
     /// The number at `index` as an integer, when it is one exactly (no fraction or exponent, in range).
@@ -96,7 +96,7 @@ struct JSONDocument {
     }
 
     private func lexeme(_ entry: Entry) -> JSONNumber {
-        JSONNumber(text: String(decoding: UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)]), as: UTF8.self))
+        JSONNumber(text: String(decoding: Self.rawBytes(entry, in: self.bytes), as: UTF8.self))
     }
 
     // MARK: - Containers
@@ -155,8 +155,7 @@ struct JSONDocument {
     /// The raw bytes of the string (between its quotes, escapes included) or number at `index`,
     /// as they stand in the input: what a writer copies.
     func rawBytes(at index: Int) -> UnsafeBufferPointer<UInt8> {
-        let entry = self.entries[index]
-        return UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start)..<Int(entry.start + entry.length)])
+        Self.rawBytes(self.entries[index], in: self.bytes)
     }
 
     /// The decoded length in bytes of the string at `index`.
@@ -225,7 +224,7 @@ struct JSONDocument {
         case .false: return .bool(false)
         case .true: return .bool(true)
         case .number: return .number(self.lexeme(self.entries[index]))
-        case .string: return .string(self.withStringBytes(self.entries[index]) { String(decoding: $0, as: UTF8.self) })
+        case .string: return .string(Self.string(self.entries[index], in: self.bytes))
         case .array: return .array(self.elements(of: index).map { self.value(at: $0) })
         case .object: return .object(self.object(at: index))
         }
@@ -235,7 +234,7 @@ struct JSONDocument {
     func object(at index: Int) -> JSONObject {
         JSONObject(
             self.members(of: index).map { member in
-                .init(key: self.withStringBytes(self.entries[member.key]) { String(decoding: $0, as: UTF8.self) }, value: self.value(at: member.value))
+                .init(key: Self.string(self.entries[member.key], in: self.bytes), value: self.value(at: member.value))
             }
         )
     }
@@ -250,9 +249,20 @@ struct JSONDocument {
 
     /// `withStringBytes` for an entry over `bytes` (the parser's, before the document exists).
     static func withStringBytes<R>(_ entry: Entry, in bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.start + entry.length)])
+        let raw = Self.rawBytes(entry, in: bytes)
         guard entry.isEscaped else { return body(raw) }
         return Self.unescaped(raw).withUnsafeBufferPointer(body)
+    }
+
+    /// A string entry over `bytes`, decoded.
+    static func string(_ entry: Entry, in bytes: UnsafeBufferPointer<UInt8>) -> String {
+        Self.withStringBytes(entry, in: bytes) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The bytes of a string (escapes included) or number entry, as they stand in `bytes`.
+    @inline(__always)
+    static func rawBytes(_ entry: Entry, in bytes: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.start + entry.length)])
     }
 
     /// The UTF-8 of a string's raw content with its escapes decoded. The parser checked every
@@ -290,7 +300,7 @@ struct JSONDocument {
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (hex4(position + 2) - 0xDC00)
                     position += 6
                 }
-                result.append(contentsOf: String(Character(Unicode.Scalar(scalar) ?? "\u{FFFD}")).utf8)
+                UTF8.encode(Unicode.Scalar(scalar) ?? "\u{FFFD}") { result.append($0) }
             default: result.append(escape)  // " \ /
             }
         }

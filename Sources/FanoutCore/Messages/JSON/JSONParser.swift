@@ -140,7 +140,7 @@ public struct JSONParser {
             let key = self.count - 1
             if self.mayRepeat(key: key, ordinal: count, in: object, &keys) {
                 if self.isDuplicate(key: key, in: object, count: count) {
-                    let names = (self.keyPath(to: object) + [key]).map { self.decodedString(self.entries[$0]) }.joined(separator: ".")
+                    let names = (self.keyPath(to: object) + [key]).map { JSONDocument.string(self.entries[$0], in: self.bytes) }.joined(separator: ".")
                     throw Error(offset: keyOffset, reason: "duplicate key at \(names)")
                 }
                 self.noteFalseAlarm(key: key, ordinal: count, in: object, &keys)
@@ -262,10 +262,6 @@ public struct JSONParser {
     /// The document parsed so far, for comparing keys.
     private var documentSoFar: JSONDocument {
         JSONDocument(bytes: self.bytes, entries: UnsafeBufferPointer(rebasing: self.entries[..<self.count]))
-    }
-
-    private func decodedString(_ entry: JSONDocument.Entry) -> String {
-        JSONDocument.withStringBytes(entry, in: self.bytes) { String(decoding: $0, as: UTF8.self) }
     }
 
     private mutating func parseArray() throws(Error) {
