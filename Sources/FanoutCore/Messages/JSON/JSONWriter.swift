@@ -106,6 +106,15 @@ public struct JSONWriter: ~Copyable {
             if self.position > self.start, self.position[-1] != UInt8(ascii: "{") { self.put(UInt8(ascii: ",")) }
         }
 
+        /// A member's start: a comma unless it is the first of its object, the key (raw JSON string
+        /// text) between quotes, and a colon.
+        @inline(__always)
+        mutating func putKey(_ raw: UnsafeBufferPointer<UInt8>) {
+            self.separate()
+            self.putString(raw)
+            self.put(UInt8(ascii: ":"))
+        }
+
         /// A string's raw content (already valid JSON string text) between quotes.
         @inline(__always)
         mutating func putString(_ raw: UnsafeBufferPointer<UInt8>) {
@@ -159,11 +168,7 @@ public struct JSONWriter: ~Copyable {
     @inline(__always)
     mutating func key(static key: StaticString) {
         key.withUTF8Buffer { key in
-            self.writing(key.count + 4) { cursor in
-                cursor.separate()
-                cursor.putString(key)
-                cursor.put(UInt8(ascii: ":"))
-            }
+            self.writing(key.count + 4) { $0.putKey(key) }
         }
     }
 
@@ -245,11 +250,7 @@ public struct JSONWriter: ~Copyable {
     mutating func key(_ document: JSONDocument, _ key: Int, snakeCase: Bool = false) {
         let raw = document.rawBytes(at: key)
         guard snakeCase, ASCII.containsUppercase(raw) else {
-            self.writing(raw.count + 4) { cursor in
-                cursor.separate()
-                cursor.putString(raw)
-                cursor.put(UInt8(ascii: ":"))
-            }
+            self.writing(raw.count + 4) { $0.putKey(raw) }
             return
         }
         self.separate()
@@ -320,9 +321,7 @@ public struct JSONWriter: ~Copyable {
         guard kind == .string || kind == .number else { return false }
         let value = document.rawBytes(at: value)
         self.writing(key.count + value.count + 6) { cursor in
-            cursor.separate()
-            cursor.putString(key)
-            cursor.put(UInt8(ascii: ":"))
+            cursor.putKey(key)
             if kind == .string {
                 cursor.putString(value)
             } else {
