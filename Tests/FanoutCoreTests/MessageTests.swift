@@ -331,6 +331,27 @@ struct MessageTests {
         #expect(String(decoding: rendered.webpushPayload, as: UTF8.self) == #"{"data":{"CONFIG_STATE":"STALE"}}"#)
     }
 
+    /// Header names match in any letter case, and only in letter case: a byte one case bit away
+    /// from a hyphen or a digit (`\r` is `-` without it) is another header, which has no rules.
+    @Test func headerNamesMatchInAnyLetterCaseOnly() throws {
+        func violations(apns headers: String) -> [String] {
+            self.violations(#"{"message":{"topic":"a","apns":{"headers":{\#(headers)}}}}"#)
+        }
+        #expect(violations(apns: #""APNS-PRIORITY":"7""#) == ["message.apns.headers.APNS-PRIORITY"])
+        #expect(violations(apns: #""Apns-Push-Type":"nope","aPNs-iD":"x""#) == ["message.apns.headers.Apns-Push-Type", "message.apns.headers.aPNs-iD"])
+        #expect(violations(apns: #""APNS-COLLAPSE-ID":"\#(String(repeating: "c", count: 65))""#) == ["message.apns.headers.APNS-COLLAPSE-ID"])
+        #expect(violations(apns: #""Apns-Expiration":"soon","APNS-TOPIC":"""#) == ["message.apns.headers.Apns-Expiration", "message.apns.headers.APNS-TOPIC"])
+        #expect(violations(apns: #""apns\u000dpriority":"7","apns\u000Did":"x","apns-priority-":"7","apns-collapse-id2":"x""#) == [])
+        let webpush = self.violations(#"{"message":{"topic":"a","webpush":{"headers":{"tTl":"-1","URGENCY":"now","Topic":"a b"}}}}"#)
+        #expect(webpush == ["message.webpush.headers.tTl", "message.webpush.headers.URGENCY", "message.webpush.headers.Topic"])
+        #expect(self.violations(#"{"message":{"topic":"a","webpush":{"headers":{"ttl ":"-1","urgenc":"now"}}}}"#) == [])
+
+        let request = try self.parse(#"{"message":{"topic":"a","apns":{"headers":{"APNS-Collapse-ID":"c","Apns-Priority":"5"}},"webpush":{"headers":{"TOPIC":"t"}}}}"#)
+        #expect(request.message.options.apnsCollapseID == "c")
+        #expect(request.message.options.apnsPriority == 5)
+        #expect(request.message.options.webpushTopic == "t")
+    }
+
     @Test func platformOverridesAndExpiry() throws {
         let request = try self.parse(
             #"{"message":{"token":"\#(Self.token)","data":{"a":"1","b":"2"},"android":{"ttl":"60.5s","collapse_key":"ck","data":{"b":"android"}},"apns":{"headers":{"apns-expiration":"0","apns-collapse-id":"ac"}},"webpush":{"headers":{"TTL":"30"},"data":{"c":"web"}}}}"#

@@ -17,6 +17,12 @@ extension MessageParser {
     ]
     private static let interruptionLevels: [StaticString] = ["passive", "active", "time-sensitive", "critical"]
 
+    /// The APNs headers with rules, by name in any case.
+    private enum APNsHeader: Int {
+        case priority, pushType, expiration, collapseID, id, topic
+        static let names = HeaderNames(["apns-priority", "apns-push-type", "apns-expiration", "apns-collapse-id", "apns-id", "apns-topic"])
+    }
+
     /// The keys of Apple's `aps` dictionary that have rules (others are custom data, allowed).
     private enum APSKey: Int, CaseIterable {
         case alert, badge, sound, contentAvailable, mutableContent, category, threadID, targetContentID, filterCriteria
@@ -86,39 +92,44 @@ extension MessageParser {
         for member in document.members(of: headers) {
             var field: String { "message.apns.headers.\(Violations.printable(document.string(at: member.key) ?? ""))" }
             let value = member.value
-            document.withStringBytes(at: member.key) { name in
-                if ASCII.equalsIgnoringCase(name, "apns-priority") {
-                    let priority = [(10, "10"), (5, "5"), (1, "1")].first { document.string(at: value, equals: $0.1) }?.0
-                    if let priority {
-                        options.apnsPriority = options.apnsPriority ?? priority
-                    } else {
-                        violations.add(field, "must be \"10\", \"5\" or \"1\"")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "apns-push-type") {
-                    if document.string(at: value, isOneOf: self.apnsPushTypes) {
-                        options.apnsPushType = options.apnsPushType ?? document.string(at: value)
-                    } else {
-                        violations.add(field, "must be one of \(self.apnsPushTypes.map(\.description).sorted().joined(separator: ", "))")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "apns-expiration") {
-                    if let expiration = document.withStringBytes(at: value, { self.decimal($0) }) {
-                        options.apnsExpiration = options.apnsExpiration ?? expiration
-                    } else {
-                        violations.add(field, "must be a UNIX time in seconds (0 for immediate expiry)")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "apns-collapse-id") {
-                    if document.stringLength(at: value) <= 64 {
-                        options.apnsCollapseID = options.apnsCollapseID ?? document.string(at: value)
-                    } else {
-                        violations.add(field, "must not exceed 64 bytes")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "apns-id") {
-                    if !document.withStringBytes(at: value, self.isUUID) {
-                        violations.add(field, "must be a canonical UUID (8-4-4-4-12 hexadecimal digits)")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "apns-topic") {
-                    if document.stringLength(at: value) == 0 { violations.add(field, "must not be empty") }
+            let header = document.withStringBytes(at: member.key) { APNsHeader.names.index(of: $0) }.flatMap(APNsHeader.init(rawValue:))
+            switch header {
+            case .priority:
+                let priority: Int? =
+                    document.string(at: value, equals: "10") ? 10
+                    : document.string(at: value, equals: "5") ? 5
+                    : document.string(at: value, equals: "1") ? 1 : nil
+                if let priority {
+                    options.apnsPriority = options.apnsPriority ?? priority
+                } else {
+                    violations.add(field, "must be \"10\", \"5\" or \"1\"")
                 }
+            case .pushType:
+                if document.string(at: value, isOneOf: self.apnsPushTypes) {
+                    options.apnsPushType = options.apnsPushType ?? document.string(at: value)
+                } else {
+                    violations.add(field, "must be one of \(self.apnsPushTypes.map(\.description).sorted().joined(separator: ", "))")
+                }
+            case .expiration:
+                if let expiration = document.withStringBytes(at: value, { self.decimal($0) }) {
+                    options.apnsExpiration = options.apnsExpiration ?? expiration
+                } else {
+                    violations.add(field, "must be a UNIX time in seconds (0 for immediate expiry)")
+                }
+            case .collapseID:
+                if document.stringLength(at: value) <= 64 {
+                    options.apnsCollapseID = options.apnsCollapseID ?? document.string(at: value)
+                } else {
+                    violations.add(field, "must not exceed 64 bytes")
+                }
+            case .id:
+                if !document.withStringBytes(at: value, self.isUUID) {
+                    violations.add(field, "must be a canonical UUID (8-4-4-4-12 hexadecimal digits)")
+                }
+            case .topic:
+                if document.stringLength(at: value) == 0 { violations.add(field, "must not be empty") }
+            case nil:
+                break
             }
         }
     }

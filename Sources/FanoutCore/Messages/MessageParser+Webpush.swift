@@ -11,6 +11,12 @@ extension MessageParser {
         static let table = FieldTable(Self.self)
     }
 
+    /// The web push headers with rules, by name in any case.
+    private enum WebpushHeader: Int {
+        case ttl, urgency, topic
+        static let names = HeaderNames(["ttl", "urgency", "topic"])
+    }
+
     private static let urgencies: [StaticString] = ["very-low", "low", "normal", "high"]
     /// The Web Notification fields that must be strings.
     private static let webNotificationStrings: [StaticString] = ["title", "body", "icon", "badge", "image", "tag", "lang"]
@@ -68,28 +74,29 @@ extension MessageParser {
         for member in document.members(of: headers) {
             var field: String { "message.webpush.headers.\(Violations.printable(document.string(at: member.key) ?? ""))" }
             let value = member.value
-            document.withStringBytes(at: member.key) { name in
-                if ASCII.equalsIgnoringCase(name, "ttl") {
-                    if let seconds = document.withStringBytes(at: value, { self.decimal($0, maximumDigits: 10) }), let ttl = UInt32(exactly: seconds) {
-                        options.webpushTTLSeconds = options.webpushTTLSeconds ?? ttl
-                    } else {
-                        violations.add(field, "must be a non-negative number of seconds")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "urgency") {
-                    if !document.string(at: value, isOneOf: self.urgencies) {
-                        violations.add(field, "must be very-low, low, normal or high")
-                    }
-                } else if ASCII.equalsIgnoringCase(name, "topic") {
-                    // RFC 8030: at most 32 characters of the URL-safe base64 alphabet.
-                    let valid = document.withStringBytes(at: value) { topic in
-                        (1...32).contains(topic.count) && topic.allSatisfy { ASCII.isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
-                    }
-                    if valid {
-                        options.webpushTopic = options.webpushTopic ?? document.string(at: value)
-                    } else {
-                        violations.add(field, "must be 1...32 characters of [A-Za-z0-9_-]")
-                    }
+            switch document.withStringBytes(at: member.key, { WebpushHeader.names.index(of: $0) }).flatMap(WebpushHeader.init(rawValue:)) {
+            case .ttl:
+                if let seconds = document.withStringBytes(at: value, { self.decimal($0, maximumDigits: 10) }), let ttl = UInt32(exactly: seconds) {
+                    options.webpushTTLSeconds = options.webpushTTLSeconds ?? ttl
+                } else {
+                    violations.add(field, "must be a non-negative number of seconds")
                 }
+            case .urgency:
+                if !document.string(at: value, isOneOf: self.urgencies) {
+                    violations.add(field, "must be very-low, low, normal or high")
+                }
+            case .topic:
+                // RFC 8030: at most 32 characters of the URL-safe base64 alphabet.
+                let valid = document.withStringBytes(at: value) { topic in
+                    (1...32).contains(topic.count) && topic.allSatisfy { ASCII.isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+                }
+                if valid {
+                    options.webpushTopic = options.webpushTopic ?? document.string(at: value)
+                } else {
+                    violations.add(field, "must be 1...32 characters of [A-Za-z0-9_-]")
+                }
+            case nil:
+                break
             }
         }
     }

@@ -105,12 +105,6 @@ enum ASCII {
         prefix.withUTF8Buffer { prefix in bytes.count >= prefix.count && (0..<prefix.count).allSatisfy { bytes[$0] == prefix[$0] } }
     }
 
-    /// Whether `bytes` are `lowercase` in any case (HTTP header names).
-    static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
-        bytes.count == lowercase.utf8CodeUnitCount
-            && lowercase.withUTF8Buffer { expected in (0..<bytes.count).allSatisfy { Self.lowercased(bytes[$0]) == expected[$0] } }
-    }
-
     /// `[0-9]`
     @inline(__always)
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
