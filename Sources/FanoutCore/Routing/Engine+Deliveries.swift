@@ -26,7 +26,8 @@ extension Engine {
             )
         }
         let now = self.clock.now()
-        let rendered = RenderedMessage(request.message, acceptedAt: now)
+        // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
+        let rendered = RenderedMessage((consume request).message, acceptedAt: now)
         return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
             let sequence = state.deliveries.nextSequence
             let result = state.send(rendered, body: body, sequence: sequence, now: now)
