@@ -48,6 +48,61 @@ struct MessageTests {
         }
     }
 
+    /// Rendering copies what it can of a compact body in whole runs of members; a body with
+    /// whitespace anywhere (inside some objects and not others) is copied member by member. Both
+    /// give the same bytes, for the corpus (pretty-printed as generated) and for bodies that
+    /// override, replace, rename (snake_case) and skip members on every platform.
+    @Test(arguments: [51, 52] as [UInt64])
+    func renderingDoesNotDependOnFormatting(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let token = Self.token
+        let bodies = Self.corpus.map(\.bytes) + [
+            #"{"token":"\#(token)","data":{"a":"1","b":"2","t\u0061g":"3"},"notification":{"title":"T","body":"B","image":"https://i/x.png"},"android":{"data":{"b":"android","z":"26"},"notification":{"channelId":"c","title":"AT","clickAction":"OPEN","lightSettings":{"color":{"red":1},"lightOnDuration":"1s","lightOffDuration":"2s"},"notificationCount":"5","tag":"t","vibrateTimings":["1s","0.5s"]}},"webpush":{"data":{"c":"web","a":"w"},"notification":{"icon":"i","body":"WB","actions":[{"action":"a","title":"A"}],"requireInteraction":true}}}"#,
+            #"{"token":"\#(token)","data":{"k":"v","aps":"x","fcm_options":"y","c1":"z","last":"l"},"notification":{"body":"B","image":"https://i/x.png"},"apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"alert":{"title":"T","loc-key":"K","loc-args":["a","b"]},"badge":0,"sound":{"critical":1,"name":"s","volume":0.5}},"c1":{"n":[1,2,{"m":null}]},"k":false}},"android":{"notification":{"notification_count":3,"body":"AB","light_settings":{"color":{"red":1},"lightOnDuration":"1s","lightOffDuration":"2s"},"tag":"t"}}}"#,
+            #"{"token":"\#(token)","data":{"x":"1"},"apns":{"payload":{"custom":"c","aps":{"content-available":1}}},"android":{"data":{"x":"2"},"notification":{"sticky":true,"eventTime":"2024-01-01T00:00:00Z"}},"webpush":{"data":{}}}"#,
+        ].map { Array($0.utf8) }
+        let whitespace = [" ", "\n", "\t", "\r\n  "].map { Array($0.utf8) }
+        for body in bodies {
+            // The body without its whitespace (strings as they are: escapes stay as sent).
+            let compact = Self.respaced(body) { _ in [] }
+            #expect(try JSONParser.parse(compact) == JSONParser.parse(body))
+            let expected = try Self.payloads(compact)
+            #expect(try Self.payloads(body) == expected, "\(String(decoding: body, as: UTF8.self))")
+            for _ in 0..<4 {
+                let spaced = Self.respaced(compact) { byte in
+                    Array("{[,:".utf8).contains(byte) && Int.random(in: 0..<4, using: &random) == 0 ? whitespace.randomElement(using: &random)! : []
+                }
+                #expect(try Self.payloads(spaced) == expected, "\(String(decoding: spaced, as: UTF8.self))")
+            }
+        }
+    }
+
+    /// `json` with its whitespace outside strings dropped, and `after(byte)` put after each other
+    /// byte outside strings.
+    static func respaced(_ json: [UInt8], after: (UInt8) -> [UInt8]) -> [UInt8] {
+        var result: [UInt8] = []
+        var inString = false
+        var escaped = false
+        for byte in json {
+            if inString {
+                result.append(byte)
+                (inString, escaped) = (escaped || byte != UInt8(ascii: "\""), !escaped && byte == UInt8(ascii: "\\"))
+            } else if byte == UInt8(ascii: "\"") {
+                result.append(byte)
+                inString = true
+            } else if ![UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains(byte) {
+                result.append(byte)
+                result += after(byte)
+            }
+        }
+        return result
+    }
+
+    static func payloads(_ body: [UInt8]) throws -> [String] {
+        let rendered = RenderedMessage(try MessageParser.parseSendRequest(body).message, acceptedAt: Timestamp(millisecondsSinceEpoch: 0))
+        return Platform.allCases.map { String(decoding: rendered.payload(for: $0), as: UTF8.self) }
+    }
+
     /// The invalid side, built from the corpus: drop the target, retype fields, oversize data.
     @Test func mutatedFirebaseAdminBodiesAreRefusedNamingTheField() throws {
         for (name, bytes) in Self.corpus {

@@ -11,9 +11,7 @@ enum APNSPayload {
         writer.key(static: "aps")
         writer.openObject()
         if let aps = parts.apnsAPS {
-            for member in document.members(of: aps) {
-                writer.member(document, member)
-            }
+            writer.members(document, of: aps)
         }
         if !apsKeys.contains(.alert), parts.title != nil || parts.body != nil {
             writer.key(static: "alert")
@@ -33,9 +31,7 @@ enum APNSPayload {
         }
         writer.closeObject()
         if let payload {
-            for member in document.members(of: payload) where member.value != parts.apnsAPS {
-                writer.member(document, member)
-            }
+            writer.members(document, of: payload) { $0.value != parts.apnsAPS }
         }
         let addsOptions = image != nil && payload.flatMap { document.member(of: $0, named: "fcm_options") } == nil
         if let image, addsOptions {
@@ -47,12 +43,9 @@ enum APNSPayload {
         }
         if let data = parts.data {
             let given = MemberLookup(document, payload, lookups: document.count(of: data))
-            for member in document.members(of: data) {
-                if document.string(at: member.key, equals: "aps") || (addsOptions && document.string(at: member.key, equals: "fcm_options")) {
-                    continue
-                }
-                if given.member(withKeyEqualTo: member.key) != nil { continue }
-                writer.member(document, member)
+            writer.members(document, of: data) { member in
+                !document.string(at: member.key, equals: "aps") && !(addsOptions && document.string(at: member.key, equals: "fcm_options"))
+                    && given.member(withKeyEqualTo: member.key) == nil
             }
         }
         writer.closeObject()

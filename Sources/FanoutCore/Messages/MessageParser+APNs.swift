@@ -199,7 +199,7 @@ extension MessageParser {
                         continue
                     }
                     let keyName = AlertKey.table.names[requiredKey.rawValue]
-                    if document.count(of: value) > 0,
+                    if !document.isEmpty(value),
                         !document.members(of: alert).contains(where: { document.withStringBytes(at: $0.key) { $0.elementsEqual(keyName.utf8) } })
                     {
                         violations.add(field, "\(keyName) is required when specifying \(AlertKey.table.names[key.rawValue])")

@@ -102,7 +102,7 @@ extension MessageParser {
         }
         for (key, args) in self.notificationLocalizations {
             let hasKey = reader.string(key, violations: &violations) != nil
-            if let array = reader.strings(args, violations: &violations), !hasKey, document.count(of: array) > 0 {
+            if let array = reader.strings(args, violations: &violations), !hasKey, !document.isEmpty(array) {
                 let names = AndroidNotificationField.table.names
                 violations.add(reader.path(of: args), "\(names[key.rawValue]) is required when specifying \(names[args.rawValue])")
             }

@@ -112,18 +112,20 @@ public final class RenderedMessage: Sendable {
         let overrideCount = dataOverrides.map { document.count(of: $0) } ?? 0
         if dataCount > 0 || overrideCount > 0 {
             writer.key(static: "data")
+            if let data = parts.data, overrideCount == 0 {
+                writer.write(document, data)
+                return
+            }
             writer.openObject()
             if let data = parts.data {
-                let overridden = MemberLookup(document, overrideCount > 0 ? dataOverrides : nil, lookups: dataCount)
+                let overridden = MemberLookup(document, dataOverrides, lookups: dataCount)
                 for member in document.members(of: data) {
                     writer.member(document, (member.key, overridden.member(withKeyEqualTo: member.key)?.value ?? member.value))
                 }
             }
             if let dataOverrides {
                 let given = MemberLookup(document, dataCount > 0 ? parts.data : nil, lookups: overrideCount)
-                for member in document.members(of: dataOverrides) where given.member(withKeyEqualTo: member.key) == nil {
-                    writer.member(document, member)
-                }
+                writer.members(document, of: dataOverrides) { given.member(withKeyEqualTo: $0.key) == nil }
             }
             writer.closeObject()
         }
@@ -139,11 +141,13 @@ public final class RenderedMessage: Sendable {
         snakeCaseOverrides: Bool,
         to writer: inout JSONWriter
     ) {
-        let notificationOverrides = notificationOverrides.flatMap { document.count(of: $0) > 0 ? $0 : nil }
+        let notificationOverrides = notificationOverrides.flatMap { document.isEmpty($0) ? nil : $0 }
         guard parts.title != nil || parts.body != nil || parts.image != nil || notificationOverrides != nil else { return }
         // The platform's title, body and image replace the message's (the names have no uppercase
-        // letters: both spellings are the same); found in one pass.
+        // letters: both spellings are the same); found in one pass, with an Android
+        // `notification_count` given as a string, which is written as a number.
         var replacements: (title: (key: Int, value: Int)?, body: (key: Int, value: Int)?, image: (key: Int, value: Int)?)
+        var countAsString: (key: Int, count: Int32)?
         if let notificationOverrides {
             for member in document.members(of: notificationOverrides) {
                 if parts.title != nil, document.string(at: member.key, equals: "title") {
@@ -152,6 +156,11 @@ public final class RenderedMessage: Sendable {
                     replacements.body = member
                 } else if parts.image != nil, document.string(at: member.key, equals: "image") {
                     replacements.image = member
+                } else if snakeCaseOverrides, document.kind(of: member.value) == .string,
+                    document.string(at: member.key, equals: "notification_count") || document.string(at: member.key, equals: "notificationCount"),
+                    let count = document.int32(at: member.value)
+                {
+                    countAsString = (member.key, count)
                 }
             }
         }
@@ -165,20 +174,19 @@ public final class RenderedMessage: Sendable {
         write("body", parts.body, replacedBy: replacements.body, to: &writer)
         write("image", parts.image, replacedBy: replacements.image, to: &writer)
         if let notificationOverrides {
-            for member in document.members(of: notificationOverrides) {
-                if member.key == replacements.title?.key || member.key == replacements.body?.key || member.key == replacements.image?.key {
-                    continue
+            let isReplacement = { (key: Int) in key == replacements.title?.key || key == replacements.body?.key || key == replacements.image?.key }
+            if let countAsString {
+                // proto3 JSON admits an int32 as a string (`notification_count`); Android reads a number.
+                for member in document.members(of: notificationOverrides) where !isReplacement(member.key) {
+                    if member.key == countAsString.key {
+                        writer.key(static: "notification_count")
+                        writer.write(.number(JSONNumber(Int(countAsString.count))))
+                    } else {
+                        writer.member(document, member, snakeCaseKeys: snakeCaseOverrides)
+                    }
                 }
-                if snakeCaseOverrides, document.kind(of: member.value) == .string,
-                    document.string(at: member.key, equals: "notification_count") || document.string(at: member.key, equals: "notificationCount"),
-                    let count = document.int32(at: member.value)
-                {
-                    // proto3 JSON admits an int32 as a string (`notification_count`); Android reads a number.
-                    writer.key(static: "notification_count")
-                    writer.write(.number(JSONNumber(Int(count))))
-                } else {
-                    writer.member(document, member, snakeCaseKeys: snakeCaseOverrides)
-                }
+            } else {
+                writer.members(document, of: notificationOverrides, snakeCaseKeys: snakeCaseOverrides) { !isReplacement($0.key) }
             }
         }
         writer.closeObject()

@@ -21,16 +21,19 @@ struct JSONDocument {
         var kind: Kind
         /// A string with backslash escapes, decoded when read.
         var isEscaped = false
-        /// Strings: the first byte after the opening quote. Numbers: the first byte. Containers:
-        /// the number of elements or members.
+        /// A container whose text holds no whitespace: it is then, byte for byte, what a writer
+        /// copying it member by member would write, and is copied in one piece.
+        var isCompact = false
+        /// Strings: the first byte after the opening quote. Others: the first byte.
         var start: UInt32
-        /// Strings and numbers: how many bytes (raw, escapes included).
-        var length: UInt32 = 0
+        /// Strings: how many bytes between the quotes (raw, escapes included). Others: how many
+        /// bytes of text, brackets included.
+        var length: UInt32
         /// The index of the entry after this value and its contents.
         var end: UInt32
         /// An entry from `Int` positions, which the parser keeps below `UInt32.max` (its input is shorter).
         @inline(__always)
-        init(kind: Kind, isEscaped: Bool = false, start: Int, length: Int = 0, end: Int) {
+        init(kind: Kind, isEscaped: Bool = false, start: Int, length: Int, end: Int) {
             self.kind = kind
             self.isEscaped = isEscaped
             self.start = UInt32(truncatingIfNeeded: start)
@@ -101,30 +104,38 @@ struct JSONDocument {
 
     // MARK: - Containers
 
-    /// The number of elements or members of the container at `index`.
+    /// The number of elements or members of the container at `index` (counted: containers keep
+    /// where their text is, not their size).
     func count(of index: Int) -> Int {
-        let entry = self.entries[index]
-        return entry.kind == .array || entry.kind == .object ? Int(entry.start) : 0
+        switch self.kind(of: index) {
+        case .object: return self.members(of: index).reduce(0) { count, _ in count + 1 }
+        case .array: return self.elements(of: index).reduce(0) { count, _ in count + 1 }
+        default: return 0
+        }
+    }
+
+    /// Whether the container at `index` has no elements or members.
+    func isEmpty(_ index: Int) -> Bool {
+        self.end(of: index) == index + 1
     }
 
     /// The members of the object at `index`: the index of each key and of its value.
     func members(of index: Int) -> Members {
-        Members(document: self, index: index + 1, remaining: self.kind(of: index) == .object ? self.count(of: index) : 0)
+        Members(document: self, index: index + 1, end: self.kind(of: index) == .object ? self.end(of: index) : 0)
     }
 
     /// The elements of the array at `index`.
     func elements(of index: Int) -> Elements {
-        Elements(document: self, index: index + 1, remaining: self.kind(of: index) == .array ? self.count(of: index) : 0)
+        Elements(document: self, index: index + 1, end: self.kind(of: index) == .array ? self.end(of: index) : 0)
     }
 
     struct Members: Sequence, IteratorProtocol {
         let document: JSONDocument
         var index: Int
-        var remaining: Int
+        let end: Int
 
         mutating func next() -> (key: Int, value: Int)? {
-            guard self.remaining > 0 else { return nil }
-            self.remaining -= 1
+            guard self.index < self.end else { return nil }
             let key = self.index
             self.index = self.document.end(of: key + 1)
             return (key, key + 1)
@@ -134,14 +145,33 @@ struct JSONDocument {
     struct Elements: Sequence, IteratorProtocol {
         let document: JSONDocument
         var index: Int
-        var remaining: Int
+        let end: Int
 
         mutating func next() -> Int? {
-            guard self.remaining > 0 else { return nil }
-            self.remaining -= 1
+            guard self.index < self.end else { return nil }
             defer { self.index = self.document.end(of: self.index) }
             return self.index
         }
+    }
+
+    // MARK: - Text as it stands
+
+    /// Whether the container at `index` holds no whitespace (see `Entry.isCompact`).
+    func isCompact(_ index: Int) -> Bool { self.entries[index].isCompact }
+
+    /// The text of the members from the one whose key is at `firstKey` through the one whose value
+    /// is at `lastValue`, as it stands in the input (commas between them included).
+    func rawText(from firstKey: Int, through lastValue: Int) -> UnsafeBufferPointer<UInt8> {
+        let value = self.entries[lastValue]
+        let end = Int(value.start + value.length) + (value.kind == .string ? 1 : 0)
+        return UnsafeBufferPointer(rebasing: self.bytes[Int(self.entries[firstKey].start) - 1..<end])
+    }
+
+    /// The text of the value at `index` as it stands in the input (a string with its quotes).
+    func rawText(of index: Int) -> UnsafeBufferPointer<UInt8> {
+        let entry = self.entries[index]
+        let quote = entry.kind == .string ? 1 : 0
+        return UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start) - quote..<Int(entry.start + entry.length) + quote])
     }
 
     // MARK: - Strings without decoding

@@ -32,6 +32,8 @@ public struct JSONParser {
     private var count = 0
     private var position = 0
     private var depth = 0
+    /// Just past the last whitespace byte skipped: a container that began after it holds none.
+    private var afterWhitespace = 0
     /// The hashes of the keys of objects past 16 members, each with its object (see `mayRepeat`).
     private var largeObjectKeys: Set<Int> = []
 
@@ -108,21 +110,24 @@ public struct JSONParser {
         }
     }
 
-    /// Appends a container's entry; `close` fills in its count and end.
+    /// Appends a container's entry; `close` fills in its length and end.
     private mutating func open(_ kind: JSONDocument.Kind) throws(Error) -> Int {
         self.depth += 1
         guard self.depth <= self.limits.maximumDepth else {
             throw self.error("nested deeper than \(self.limits.maximumDepth) levels")
         }
         self.position += 1
-        return try self.append(JSONDocument.Entry(kind: kind, start: 0, end: 0))
+        return try self.append(JSONDocument.Entry(kind: kind, start: self.position - 1, length: 0, end: 0))
     }
 
-    private mutating func close(_ index: Int, count: Int) {
+    /// Closes the container at `index` at the closing bracket under `position`.
+    private mutating func close(_ index: Int) {
         self.position += 1
         self.depth -= 1
         // Within UInt32: the input is shorter (checked before parsing), and so are these.
-        self.entries[index].start = UInt32(truncatingIfNeeded: count)
+        let start = Int(self.entries[index].start)
+        self.entries[index].length = UInt32(truncatingIfNeeded: self.position - start)
+        self.entries[index].isCompact = self.afterWhitespace <= start
         self.entries[index].end = UInt32(truncatingIfNeeded: self.count)
     }
 
@@ -131,7 +136,7 @@ public struct JSONParser {
         var count = 0
         var keys = ObjectKeys()
         self.skipWhitespace()
-        if self.peek() == UInt8(ascii: "}") { return self.close(object, count: 0) }
+        if self.peek() == UInt8(ascii: "}") { return self.close(object) }
         while true {
             self.skipWhitespace()
             guard self.peek() == UInt8(ascii: "\"") else { throw self.error("expected a string key") }
@@ -159,7 +164,7 @@ public struct JSONParser {
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1
-            case UInt8(ascii: "}"): return self.close(object, count: count)
+            case UInt8(ascii: "}"): return self.close(object)
             default: throw self.error("expected ',' or '}'")
             }
         }
@@ -266,17 +271,15 @@ public struct JSONParser {
 
     private mutating func parseArray() throws(Error) {
         let array = try self.open(.array)
-        var count = 0
         self.skipWhitespace()
-        if self.peek() == UInt8(ascii: "]") { return self.close(array, count: 0) }
+        if self.peek() == UInt8(ascii: "]") { return self.close(array) }
         while true {
             self.skipWhitespace()
             try self.parseValue()
-            count += 1
             self.skipWhitespace()
             switch self.peek() {
             case UInt8(ascii: ","): self.position += 1
-            case UInt8(ascii: "]"): return self.close(array, count: count)
+            case UInt8(ascii: "]"): return self.close(array)
             default: throw self.error("expected ',' or ']'")
             }
         }
@@ -398,7 +401,7 @@ public struct JSONParser {
         }
         guard matches else { throw self.error("unexpected character") }
         self.position += count
-        try self.append(JSONDocument.Entry(kind: kind, start: 0, end: self.count + 1))
+        try self.append(JSONDocument.Entry(kind: kind, start: self.position - count, length: count, end: self.count + 1))
     }
 
     /// The byte `offset` bytes on, or 0 past the end of the input (a 0 byte is as unexpected
@@ -417,6 +420,7 @@ public struct JSONParser {
                 byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\t")
             else { return }
             self.position += 1
+            self.afterWhitespace = self.position
         }
     }
 

@@ -272,8 +272,10 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// Writes the value at `index` in `document` compactly, strings and numbers copied as they
-    /// stand in the input (the parser checked them); with `snakeCaseKeys`, object keys as in `key`.
+    /// stand in the input (the parser checked them), a container without whitespace in one piece;
+    /// with `snakeCaseKeys`, object keys as in `key`.
     mutating func write(_ document: JSONDocument, _ index: Int, snakeCaseKeys: Bool = false) {
+        if !snakeCaseKeys, document.isCompact(index) { return self.append(document.rawText(of: index)) }
         switch document.kind(of: index) {
         case .null: self.append("null")
         case .false: self.append("false")
@@ -304,6 +306,54 @@ public struct JSONWriter: ~Copyable {
         if !snakeCaseKeys || !ASCII.containsUppercase(key), self.writeScalarMember(key, document, member.value) { return }
         self.key(document, member.key, snakeCase: snakeCaseKeys)
         self.write(document, member.value, snakeCaseKeys: snakeCaseKeys)
+    }
+
+    /// Copies the members of the object at `object` that `include` keeps, each as `member` would;
+    /// when the object holds no whitespace, each run of consecutive members kept is copied in one
+    /// piece (with `snakeCaseKeys`, a run takes only members whose keys have no capitals and whose
+    /// values have no keys).
+    @inline(__always)
+    mutating func members(
+        _ document: JSONDocument,
+        of object: Int,
+        snakeCaseKeys: Bool = false,
+        where include: (_ member: (key: Int, value: Int)) -> Bool = { _ in true }
+    ) {
+        guard document.isCompact(object) else {
+            for member in document.members(of: object) where include(member) {
+                self.member(document, member, snakeCaseKeys: snakeCaseKeys)
+            }
+            return
+        }
+        var run: (firstKey: Int, lastValue: Int)?
+        for member in document.members(of: object) {
+            let isKept = include(member)
+            if isKept, !snakeCaseKeys || Self.isWrittenAsItStands(document, member) {
+                run = (run?.firstKey ?? member.key, member.value)
+                continue
+            }
+            if let run { self.members(document.rawText(from: run.firstKey, through: run.lastValue)) }
+            run = nil
+            if isKept { self.member(document, member, snakeCaseKeys: snakeCaseKeys) }
+        }
+        if let run { self.members(document.rawText(from: run.firstKey, through: run.lastValue)) }
+    }
+
+    /// Whether a member is written with snake_case keys as it stands: its key has no capitals
+    /// and its value no keys.
+    @inline(__always)
+    private static func isWrittenAsItStands(_ document: JSONDocument, _ member: (key: Int, value: Int)) -> Bool {
+        let kind = document.kind(of: member.value)
+        return kind != .object && kind != .array && !ASCII.containsUppercase(document.rawBytes(at: member.key))
+    }
+
+    /// Members copied as they stand (`"a":1,"b":2`), after a comma unless they are the first of
+    /// the object being written.
+    private mutating func members(_ text: UnsafeBufferPointer<UInt8>) {
+        self.writing(text.count + 1) { cursor in
+            cursor.separate()
+            cursor.put(text)
+        }
     }
 
     /// A member whose key is known to need no escaping, its value copied from `document`.
