@@ -111,7 +111,7 @@ extension MessageParser {
                     violations.add(field, "must be one of \(self.apnsPushTypes.map(\.description).sorted().joined(separator: ", "))")
                 }
             case .expiration:
-                if let expiration = document.withStringBytes(at: value, { self.decimal($0) }) {
+                if let expiration = document.withStringBytes(at: value, { ASCII.decimal($0) }) {
                     options.apnsExpiration = options.apnsExpiration ?? expiration
                 } else {
                     violations.add(field, "must be a UNIX time in seconds (0 for immediate expiry)")

@@ -76,7 +76,7 @@ extension MessageParser {
             let value = member.value
             switch document.withStringBytes(at: member.key, { WebpushHeader.names.index(of: $0) }).flatMap(WebpushHeader.init(rawValue:)) {
             case .ttl:
-                if let seconds = document.withStringBytes(at: value, { self.decimal($0, maximumDigits: 10) }), let ttl = UInt32(exactly: seconds) {
+                if let seconds = document.withStringBytes(at: value, { ASCII.decimal($0, maximumDigits: 10) }), let ttl = UInt32(exactly: seconds) {
                     options.webpushTTLSeconds = options.webpushTTLSeconds ?? ttl
                 } else {
                     violations.add(field, "must be a non-negative number of seconds")

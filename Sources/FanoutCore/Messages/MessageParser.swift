@@ -334,10 +334,4 @@ public enum MessageParser {
     static func isHexColor(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         bytes.count == 7 && bytes[0] == UInt8(ascii: "#") && bytes.dropFirst().allSatisfy(ASCII.isHexDigit)
     }
-
-    /// A non-negative decimal integer of at most `maximumDigits` digits.
-    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>, maximumDigits: Int = 19) -> UInt64? {
-        guard !bytes.isEmpty, bytes.count <= maximumDigits, bytes.allSatisfy(ASCII.isDigit) else { return nil }
-        return bytes.reduce(0) { $0 * 10 + UInt64($1 - UInt8(ascii: "0")) }
-    }
 }

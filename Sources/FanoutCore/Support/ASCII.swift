@@ -105,6 +105,12 @@ enum ASCII {
         prefix.withUTF8Buffer { prefix in bytes.count >= prefix.count && (0..<prefix.count).allSatisfy { bytes[$0] == prefix[$0] } }
     }
 
+    /// A non-negative decimal integer of at most `maximumDigits` digits (19 at most: they fit).
+    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>, maximumDigits: Int = 19) -> UInt64? {
+        guard !bytes.isEmpty, bytes.count <= min(maximumDigits, 19), bytes.allSatisfy(Self.isDigit) else { return nil }
+        return bytes.reduce(0) { $0 * 10 + UInt64($1 - UInt8(ascii: "0")) }
+    }
+
     /// `[0-9]`
     @inline(__always)
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }

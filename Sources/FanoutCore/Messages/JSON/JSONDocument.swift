@@ -84,7 +84,14 @@ struct JSONDocument {
 
     /// The number at `index` as an integer, when it is one exactly (no fraction or exponent, in range).
     func int64(at index: Int) -> Int64? {
-        self.number(at: index)?.int64
+        let entry = self.entries[index]
+        guard entry.kind == .number else { return nil }
+        // A JSON number lexeme: an optional minus, then digits unless it has a fraction or exponent.
+        let lexeme = Self.rawBytes(entry, in: self.bytes)
+        let isNegative = lexeme.first == UInt8(ascii: "-")
+        guard let magnitude = ASCII.decimal(UnsafeBufferPointer(rebasing: lexeme.dropFirst(isNegative ? 1 : 0))) else { return nil }
+        guard isNegative else { return Int64(exactly: magnitude) }
+        return magnitude <= Int64.min.magnitude ? Int64(truncatingIfNeeded: 0 &- magnitude) : nil
     }
 
     /// The number at `index` as a double (`nil` for other kinds, or a lexeme that overflows).
