@@ -82,6 +82,7 @@ struct FieldTable: Sendable {
     }
 
     /// The field the key at `key` in `document` names, or `nil` for a key the object does not have.
+    @inline(__always)
     func field(ofKey key: Int, in document: JSONDocument) -> Int? {
         let words = KeyWords(document, key)
         return self.slots.withUnsafeBufferPointer { slots in
