@@ -111,6 +111,7 @@ public struct JSONParser {
     }
 
     /// Appends a container's entry; `close` fills in its length and end.
+    @inline(__always)
     private mutating func open(_ kind: JSONDocument.Kind) throws(Error) -> Int {
         self.depth += 1
         guard self.depth <= self.limits.maximumDepth else {
@@ -121,6 +122,7 @@ public struct JSONParser {
     }
 
     /// Closes the container at `index` at the closing bracket under `position`.
+    @inline(__always)
     private mutating func close(_ index: Int) {
         self.position += 1
         self.depth -= 1
