@@ -127,6 +127,7 @@ struct JSONDocument {
     }
 
     /// The members of the object at `index`: the index of each key and of its value.
+    @inline(__always)
     func members(of index: Int) -> Members {
         Members(document: self, index: index + 1, end: self.kind(of: index) == .object ? self.end(of: index) : 0)
     }
