@@ -1,7 +1,7 @@
-/// A few lowercase names of at most 16 bytes (HTTP header names), matched in any ASCII case with
-/// two word compares each: a key's `KeyWords`, with the case bit of every letter position forced
-/// on, equals a name's words exactly when the key is the name in some case.
-struct HeaderNames: Sendable {
+/// The names of a few headers (`Header`'s cases, in order), lowercase and at most 16 bytes each,
+/// matched in any ASCII case with two word compares each: a key's `KeyWords`, with the case bit of
+/// every letter position forced on, equal a name's words exactly when the key is the name in some case.
+struct HeaderNames<Header: RawRepresentable<Int>>: Sendable {
     private struct Name: Sendable {
         var words: KeyWords
         /// 0x20 at each byte that is a letter of the name, laid out as `words` are.
@@ -10,7 +10,8 @@ struct HeaderNames: Sendable {
 
     private let names: [Name]
 
-    /// Names of lowercase letters, digits and hyphens, at most 16 bytes each.
+    /// The name of each case of `Header` by raw value: lowercase letters, digits and hyphens, at
+    /// most 16 bytes each.
     init(_ names: [StaticString]) {
         self.names = names.map { name in
             name.withUTF8Buffer { bytes in
@@ -21,14 +22,15 @@ struct HeaderNames: Sendable {
         }
     }
 
-    /// The position in the list of the name `bytes` spell in some case, or `nil`.
+    /// The header whose name `bytes` spell in some case, if any.
     @inline(__always)
-    func index(of bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    func header(named bytes: UnsafeBufferPointer<UInt8>) -> Header? {
         guard bytes.count <= 16 else { return nil }
         let key = KeyWords(bytes)
-        return self.names.firstIndex { name in
+        let index = self.names.firstIndex { name in
             name.words.count == key.count && key.head | name.letters.head == name.words.head
                 && key.tail | name.letters.tail == name.words.tail
         }
+        return index.flatMap(Header.init(rawValue:))
     }
 }

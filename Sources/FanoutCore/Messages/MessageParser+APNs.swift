@@ -20,7 +20,7 @@ extension MessageParser {
     /// The APNs headers with rules, by name in any case.
     private enum APNsHeader: Int {
         case priority, pushType, expiration, collapseID, id, topic
-        static let names = HeaderNames(["apns-priority", "apns-push-type", "apns-expiration", "apns-collapse-id", "apns-id", "apns-topic"])
+        static let names = HeaderNames<Self>(["apns-priority", "apns-push-type", "apns-expiration", "apns-collapse-id", "apns-id", "apns-topic"])
     }
 
     /// The keys of Apple's `aps` dictionary that have rules (others are custom data, allowed).
@@ -92,8 +92,7 @@ extension MessageParser {
         for member in document.members(of: headers) {
             var field: String { "message.apns.headers.\(Violations.printable(document.string(at: member.key) ?? ""))" }
             let value = member.value
-            let header = document.withStringBytes(at: member.key) { APNsHeader.names.index(of: $0) }.flatMap(APNsHeader.init(rawValue:))
-            switch header {
+            switch document.withStringBytes(at: member.key, APNsHeader.names.header(named:)) {
             case .priority:
                 let priority: Int? =
                     document.string(at: value, equals: "10") ? 10

@@ -14,7 +14,7 @@ extension MessageParser {
     /// The web push headers with rules, by name in any case.
     private enum WebpushHeader: Int {
         case ttl, urgency, topic
-        static let names = HeaderNames(["ttl", "urgency", "topic"])
+        static let names = HeaderNames<Self>(["ttl", "urgency", "topic"])
     }
 
     private static let urgencies: [StaticString] = ["very-low", "low", "normal", "high"]
@@ -74,7 +74,7 @@ extension MessageParser {
         for member in document.members(of: headers) {
             var field: String { "message.webpush.headers.\(Violations.printable(document.string(at: member.key) ?? ""))" }
             let value = member.value
-            switch document.withStringBytes(at: member.key, { WebpushHeader.names.index(of: $0) }).flatMap(WebpushHeader.init(rawValue:)) {
+            switch document.withStringBytes(at: member.key, WebpushHeader.names.header(named:)) {
             case .ttl:
                 if let seconds = document.withStringBytes(at: value, { ASCII.decimal($0, maximumDigits: 10) }), let ttl = UInt32(exactly: seconds) {
                     options.webpushTTLSeconds = options.webpushTTLSeconds ?? ttl
