@@ -42,7 +42,7 @@ enum APNSPayload {
             writer.closeObject()
         }
         if let data = parts.data {
-            let given = MemberLookup(document, payload, lookups: document.count(of: data))
+            let given = MemberLookup(document, payload, forKeysOf: data)
             writer.members(document, of: data) { member in
                 !document.string(at: member.key, equals: "aps") && !(addsOptions && document.string(at: member.key, equals: "fcm_options"))
                     && given.member(withKeyEqualTo: member.key) == nil

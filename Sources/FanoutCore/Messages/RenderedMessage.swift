@@ -108,27 +108,24 @@ public final class RenderedMessage: Sendable {
     /// Writes `"data":{...}` with a platform's overrides applied key by key (in order of first
     /// appearance), left out when empty: how Android and web payloads start.
     static func writeData(_ document: JSONDocument, _ parts: Message.Parts, overrides dataOverrides: Int?, to writer: inout JSONWriter) {
-        let dataCount = parts.data.map { document.count(of: $0) } ?? 0
-        let overrideCount = dataOverrides.map { document.count(of: $0) } ?? 0
-        if dataCount > 0 || overrideCount > 0 {
+        let data = parts.data.flatMap { document.isEmpty($0) ? nil : $0 }
+        let overrides = dataOverrides.flatMap { document.isEmpty($0) ? nil : $0 }
+        if let data, overrides == nil {
             writer.key(static: "data")
-            if let data = parts.data, overrideCount == 0 {
-                writer.write(document, data)
-                return
-            }
-            writer.openObject()
-            if let data = parts.data {
-                let overridden = MemberLookup(document, dataOverrides, lookups: dataCount)
-                for member in document.members(of: data) {
-                    writer.member(document, (member.key, overridden.member(withKeyEqualTo: member.key)?.value ?? member.value))
-                }
-            }
-            if let dataOverrides {
-                let given = MemberLookup(document, dataCount > 0 ? parts.data : nil, lookups: overrideCount)
-                writer.members(document, of: dataOverrides) { given.member(withKeyEqualTo: $0.key) == nil }
-            }
-            writer.closeObject()
+            writer.write(document, data)
         }
+        guard let overrides else { return }
+        writer.key(static: "data")
+        writer.openObject()
+        if let data {
+            let overridden = MemberLookup(document, overrides, forKeysOf: data)
+            for member in document.members(of: data) {
+                writer.member(document, (member.key, overridden.member(withKeyEqualTo: member.key)?.value ?? member.value))
+            }
+        }
+        let given = MemberLookup(document, data, forKeysOf: overrides)
+        writer.members(document, of: overrides) { given.member(withKeyEqualTo: $0.key) == nil }
+        writer.closeObject()
     }
 
     /// Writes `"notification":{...}` with a platform's overrides applied key by key, left out when

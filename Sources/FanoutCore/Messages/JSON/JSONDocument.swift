@@ -111,14 +111,20 @@ struct JSONDocument {
 
     // MARK: - Containers
 
-    /// The number of elements or members of the container at `index` (counted: containers keep
-    /// where their text is, not their size).
-    func count(of index: Int) -> Int {
-        switch self.kind(of: index) {
-        case .object: return self.members(of: index).reduce(0) { count, _ in count + 1 }
-        case .array: return self.elements(of: index).reduce(0) { count, _ in count + 1 }
-        default: return 0
+    /// The number of elements or members of the container at `index`, counted (containers keep
+    /// where their text is, not their size) up to `limit`.
+    func count(of index: Int, upTo limit: Int = .max) -> Int {
+        let isObject = self.kind(of: index) == .object
+        guard isObject || self.kind(of: index) == .array else { return 0 }
+        let end = self.end(of: index)
+        var count = 0
+        var child = index + 1
+        while child < end, count < limit {
+            // A member is its key and its value; the value's entry says where the next one starts.
+            child = self.end(of: isObject ? child + 1 : child)
+            count += 1
         }
+        return count
     }
 
     /// Whether the container at `index` has no elements or members.
@@ -167,19 +173,23 @@ struct JSONDocument {
     /// Whether the container at `index` holds no whitespace (see `Entry.isCompact`).
     func isCompact(_ index: Int) -> Bool { self.entries[index].isCompact }
 
+    /// The text of the value at `index` as it stands in the input (a string with its quotes).
+    func rawText(of index: Int) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: self.bytes[self.textRange(of: index)])
+    }
+
     /// The text of the members from the one whose key is at `firstKey` through the one whose value
     /// is at `lastValue`, as it stands in the input (commas between them included).
     func rawText(from firstKey: Int, through lastValue: Int) -> UnsafeBufferPointer<UInt8> {
-        let value = self.entries[lastValue]
-        let end = Int(value.start + value.length) + (value.kind == .string ? 1 : 0)
-        return UnsafeBufferPointer(rebasing: self.bytes[Int(self.entries[firstKey].start) - 1..<end])
+        UnsafeBufferPointer(rebasing: self.bytes[self.textRange(of: firstKey).lowerBound..<self.textRange(of: lastValue).upperBound])
     }
 
-    /// The text of the value at `index` as it stands in the input (a string with its quotes).
-    func rawText(of index: Int) -> UnsafeBufferPointer<UInt8> {
+    /// Where the text of the value (or key) at `index` is in the input, a string's quotes included.
+    @inline(__always)
+    private func textRange(of index: Int) -> Range<Int> {
         let entry = self.entries[index]
         let quote = entry.kind == .string ? 1 : 0
-        return UnsafeBufferPointer(rebasing: self.bytes[Int(entry.start) - quote..<Int(entry.start + entry.length) + quote])
+        return Int(entry.start) - quote..<Int(entry.start + entry.length) + quote
     }
 
     // MARK: - Strings without decoding

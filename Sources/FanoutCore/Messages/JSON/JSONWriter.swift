@@ -291,9 +291,7 @@ public struct JSONWriter: ~Copyable {
             self.append(UInt8(ascii: "]"))
         case .object:
             self.openObject()
-            for member in document.members(of: index) {
-                self.member(document, member, snakeCaseKeys: snakeCaseKeys)
-            }
+            self.members(document, of: index, snakeCaseKeys: snakeCaseKeys)
             self.closeObject()
         }
     }

@@ -8,11 +8,12 @@ struct MemberLookup {
     /// The object's members by decoded key, when both sides are large.
     private let membersByKey: [String: (key: Int, value: Int)]?
 
-    /// A lookup in the object at `object` (none: nothing is found) for `lookups` keys.
-    init(_ document: JSONDocument, _ object: Int?, lookups: Int) {
+    /// A lookup in the object at `object` (none: nothing is found) for the keys of the object at
+    /// `keys`.
+    init(_ document: JSONDocument, _ object: Int?, forKeysOf keys: Int?) {
         self.document = document
         self.object = object
-        guard let object, lookups > 16, document.count(of: object) > 16 else {
+        guard let object, let keys, document.count(of: keys, upTo: 17) > 16, document.count(of: object, upTo: 17) > 16 else {
             self.membersByKey = nil
             return
         }
