@@ -58,7 +58,7 @@ let package = Package(
         // MARK: - Targets
         .target(
             name: "FanoutCore",
-            dependencies: ["CFanoutOpenSSL", "CFanoutLZ4", dequeModule],
+            dependencies: ["CFanoutOpenSSL", "CFanoutLZ4", dequeModule, logging],
             swiftSettings: [internalChecks]
         ),
         // The TCP protocol's frames and messages, shared by the server and the client.

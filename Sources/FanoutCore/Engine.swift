@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -35,6 +36,13 @@ public final class Engine: Sendable {
     private let directoryLock: Mutex<Int32?>
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
+    let logger: Logger
+    /// Set when the state could not be rebuilt from the log after a log failure: every call then
+    /// fails rather than answer from a state that may hold refused changes.
+    let halted = Mutex<FanoutError?>(nil)
+    private let isHalted = Atomic<Bool>(false)
+    /// Held while files are removed after a snapshot and while the state is rebuilt from them.
+    let fileMaintenance = Mutex(())
 
     /// An in-memory engine with only the default project.
     public init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
@@ -45,6 +53,7 @@ public final class Engine: Sendable {
         self.directory = nil
         self.directoryLock = Mutex(nil)
         self.recovery = nil
+        self.logger = Logger(label: "fanout")
     }
 
     init(
@@ -54,7 +63,8 @@ public final class Engine: Sendable {
         wal: WALWriter,
         directory: String,
         directoryLock: Int32,
-        recovery: RecoveryReport
+        recovery: RecoveryReport,
+        logger: Logger
     ) {
         self.configuration = configuration
         self.clock = clock
@@ -63,6 +73,8 @@ public final class Engine: Sendable {
         self.directory = directory
         self.directoryLock = Mutex(directoryLock)
         self.recovery = recovery
+        self.logger = logger
+        wal.setFailureHandler { [weak self] lsn in self?.rebuildState(through: lsn) }
     }
 
     /// What the write-ahead log has done since the engine opened (nil in memory).
@@ -86,10 +98,12 @@ public final class Engine: Sendable {
 
     /// Creates a project. - Throws: `ALREADY_EXISTS`.
     public func createProject(_ id: ProjectID) throws(FanoutError) {
-        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> UInt64? in
+        try self.checkNotHalted()
+        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
             guard projects[id] == nil else {
                 throw FanoutError(.alreadyExists, "project \(id) exists", field: "project")
             }
+            try self.wal?.checkHealthy()
             let lsn = try self.wal?.append([.createProject(id)])
             projects[id] = ProjectBox(ProjectState(id: id, configuration: self.configuration))
             return lsn
@@ -108,10 +122,12 @@ public final class Engine: Sendable {
         guard id != .default else {
             throw FanoutError(.failedPrecondition, "the default project cannot be deleted", field: "project")
         }
-        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> UInt64? in
+        try self.checkNotHalted()
+        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
             guard projects[id] != nil else {
                 throw .notFound("no project \(id)", field: "project")
             }
+            try self.wal?.checkHealthy()
             let lsn = try self.wal?.append([.deleteProject(id)])
             projects[id]?.state.withLock { $0.finishConsumers() }
             projects[id] = nil
@@ -342,7 +358,18 @@ public final class Engine: Sendable {
     /// Where `durably` collects the LSN its operations must wait for.
     final class PendingAcknowledgement: @unchecked Sendable {
         // Safe: written and read only by the task that runs `durably`, in order.
-        var lsn: UInt64 = 0
+        var ticket: WALTicket?
+        /// The changes span a log failure: some may have been refused.
+        var spansFailure = false
+
+        func include(_ ticket: WALTicket) {
+            guard let current = self.ticket else {
+                self.ticket = ticket
+                return
+            }
+            if current.epoch != ticket.epoch { self.spansFailure = true }
+            self.ticket = WALTicket(lsn: max(current.lsn, ticket.lsn), epoch: max(current.epoch, ticket.epoch))
+        }
     }
 
     @TaskLocal static var pendingAcknowledgement: PendingAcknowledgement?
@@ -371,24 +398,28 @@ public final class Engine: Sendable {
         let outcome = Self.$pendingAcknowledgement.withValue(pending) { () -> Swift.Result<Result, any Error> in
             Swift.Result { try body() }
         }
-        return Applied(engine: self, outcome: outcome, lsn: pending.lsn)
+        return Applied(engine: self, outcome: outcome, ticket: pending.ticket, spansFailure: pending.spansFailure)
     }
 
     /// Changes applied by `Engine.apply` whose log records may not be durable yet.
     public struct Applied<Result: Sendable>: Sendable {
         let engine: Engine
         let outcome: Swift.Result<Result, any Error>
-        let lsn: UInt64
+        let ticket: WALTicket?
+        let spansFailure: Bool
 
         /// Whether there is nothing to wait for (no change was logged).
-        public var isDurable: Bool { self.lsn == 0 || self.engine.wal == nil }
+        public var isDurable: Bool { self.ticket == nil || self.engine.wal == nil }
 
         /// Waits until the changes are as durable as the engine's durability says, then returns
         /// the body's result or throws its error.
         /// - Throws: what the body threw, or `UNAVAILABLE` when the log failed first.
         public func durable() async throws -> Result {
-            if !self.isDurable, let wal = self.engine.wal {
-                try await wal.acknowledgement(of: self.lsn)
+            if !self.isDurable, let wal = self.engine.wal, let ticket = self.ticket {
+                guard !self.spansFailure else {
+                    throw FanoutError(.unavailable, "the write-ahead log failed while these changes were made; some were refused")
+                }
+                try await wal.acknowledgement(of: ticket)
             }
             return try self.outcome.get()
         }
@@ -400,7 +431,7 @@ public final class Engine: Sendable {
         _ id: ProjectID,
         _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
     ) throws(FanoutError) -> Result {
-        let (result, lsn) = try self.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, UInt64?) in
+        let (result, lsn) = try self.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, WALTicket?) in
             if let wal = self.wal {
                 try wal.checkHealthy()
             }
@@ -413,10 +444,10 @@ public final class Engine: Sendable {
     }
 
     /// Waits until the records before `lsn` are durable, or, inside `durably`, leaves that to it.
-    private func awaitLog(_ lsn: UInt64?) throws(FanoutError) {
+    private func awaitLog(_ lsn: WALTicket?) throws(FanoutError) {
         guard let lsn else { return }
         if let pending = Self.pendingAcknowledgement {
-            pending.lsn = max(pending.lsn, lsn)
+            pending.include(lsn)
         } else {
             try self.wal?.waitUntilAcknowledged(lsn)
         }
@@ -426,11 +457,53 @@ public final class Engine: Sendable {
         _ id: ProjectID,
         _ body: (inout ProjectState) throws(FanoutError) -> Result
     ) throws(FanoutError) -> Result {
+        try self.checkNotHalted()
         guard let box = self.projects.withLock({ $0[id] }) else {
             throw .notFound("no project \(id)", field: "project")
         }
         return try box.state.withLock { (state: inout ProjectState) throws(FanoutError) -> Result in
             try body(&state)
         }
+    }
+
+    private func checkNotHalted() throws(FanoutError) {
+        guard self.isHalted.load(ordering: .acquiring) else { return }
+        if let error = self.halted.withLock({ $0 }) { throw error }
+    }
+
+    /// After a log failure, before any caller hears of it: replaces every project's state with the
+    /// one rebuilt from the records before `lsn` (all that is durable), so that no read shows a
+    /// change the log refused. Consumers are detached (their deliveries wait again). If the state
+    /// cannot be rebuilt, the engine halts: every call fails until the process restarts.
+    func rebuildState(through lsn: UInt64) {
+        guard let directory = self.directory else { return }
+        let rebuilt: [ProjectID: ProjectState]
+        do {
+            rebuilt = try self.fileMaintenance.withLock { _ throws(FanoutError) in
+                try Self.replayLog(in: directory, configuration: self.configuration, logger: self.logger, through: lsn).projects
+            }
+        } catch {
+            let failure = FanoutError(.unavailable, "the engine halted: after a log failure its state could not be rebuilt from the log (\(error)); restart the process")
+            self.halted.withLock { $0 = failure }
+            self.isHalted.store(true, ordering: .releasing)
+            self.logger.critical("the engine halted: its state could not be rebuilt after a log failure", metadata: ["error": "\(error)"])
+            return
+        }
+        self.projects.withLock { projects in
+            for (id, box) in projects {
+                box.state.withLock { state in
+                    state.finishConsumers()
+                    if var replacement = rebuilt[id] {
+                        replacement.deliveries.counters = state.deliveries.counters
+                        state = replacement
+                    }
+                }
+                if rebuilt[id] == nil { projects[id] = nil }
+            }
+            for (id, state) in rebuilt where projects[id] == nil {
+                projects[id] = ProjectBox(state)
+            }
+        }
+        self.logger.warning("the engine's state was rebuilt from the durable log; refused changes are gone", metadata: ["lsn": "\(lsn)"])
     }
 }

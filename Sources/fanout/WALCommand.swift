@@ -17,15 +17,15 @@ struct WALCommand: ParsableCommand {
         var directory: String
 
         func run() throws {
-            let segments = try loadSegments(self.directory)
-            for segment in segments {
+            let scan = try examine(self.directory)
+            for segment in scan.segments {
                 print("# \(segment.name) (\(segment.size) bytes)")
                 for batch in segment.contents?.batches ?? [] {
                     for (offset, record) in batch.records.enumerated() {
                         print("\(batch.firstLSN + UInt64(offset)) \(record.summary)")
                     }
                 }
-                if let damage = segment.damage {
+                if let damage = segment.contents?.damage ?? segment.unreadable {
                     print("# damaged \(damage)")
                 }
             }
@@ -34,69 +34,84 @@ struct WALCommand: ParsableCommand {
 
     struct Verify: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check every segment; exit 0 when the log is clean, 1 when it is damaged (and say where)."
+            abstract: "Check the segments, snapshots and manifest; exit 0 when clean, 1 when anything is wrong (and say what start-up and a repair do about it)."
         )
 
         @Argument(help: "The data directory.")
         var directory: String
 
         func run() throws {
-            let segments = try loadSegments(self.directory)
-            var records = 0
-            for segment in segments {
-                records += segment.contents?.batches.reduce(0) { $0 + $1.records.count } ?? 0
-                if let damage = segment.damage {
-                    let last = segment.path == segments.last?.path
-                    print("damaged: \(segment.path) \(damage)")
-                    print(last
-                        ? "this is the last segment: opening the directory cuts the log there (a torn tail)"
-                        : "an earlier segment: the engine refuses to start; `fanout wal repair DIR --truncate-at-corruption` cuts the log there")
-                    throw ExitCode(1)
-                }
+            let scan = try examine(self.directory)
+            let problems = scan.problems
+            let plan = scan.plan()
+            let records = scan.segments.reduce(0) { total, segment in
+                total + (segment.contents?.batches.reduce(0) { $0 + $1.count } ?? 0)
             }
-            print("clean: \(segments.count) segments, \(records) records")
+            guard !problems.isEmpty else {
+                print("clean: \(scan.segments.count) segments, \(records) records, \(scan.snapshots.count) snapshots, LSNs \(plan.baseLSN)..<\(plan.endLSN) after the base")
+                return
+            }
+            for problem in problems { print("damaged: \(problem)") }
+            if scan.allowsStart {
+                print("start-up proceeds: it cuts a torn tail, moves a damaged snapshot aside or writes the manifest; \(plan.lossDescription)")
+            } else {
+                print("start-up refuses this directory. `fanout wal repair \(self.directory)` keeps LSNs before \(plan.endLSN): \(plan.lossDescription)")
+            }
+            throw ExitCode(1)
         }
     }
 
     struct Repair: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Cut the log at its first damage on purpose (everything after it is dropped)."
+            abstract: "Bring the log to a state that starts, keeping its longest intact prefix; what is dropped goes to DIR/quarantine."
         )
 
         @Argument(help: "The data directory.")
         var directory: String
 
-        @Flag(help: "Required: confirms that records after the damage are to be dropped.")
+        @Flag(help: "Print what the repair would do and what it would lose; change nothing.")
+        var dryRun = false
+
+        @Flag(help: "Required when the repair drops acknowledged records (the dry run says so).")
         var truncateAtCorruption = false
 
-        func validate() throws {
-            guard self.truncateAtCorruption else {
-                throw ValidationError("repair drops every record after the first damage; pass --truncate-at-corruption to confirm")
-            }
-        }
-
         func run() throws {
-            let repair: WALDirectory.Repair
+            let plan: WALPlan
             do {
-                repair = try WALDirectory.repair(self.directory)
+                plan = try WALDirectory.repair(self.directory, dryRun: true).plan
             } catch {
                 writeToStandardError("fanout wal repair: \(error.message)\n")
                 throw ExitCode(2)
             }
-            guard repair.cut != nil || !repair.removed.isEmpty else {
+            let losesRecords = plan.lost != nil || plan.endIsUnknown
+            let dry = self.dryRun || (losesRecords && !self.truncateAtCorruption)
+            let repair: WALDirectory.Repair
+            do {
+                repair = try WALDirectory.repair(self.directory, dryRun: dry)
+            } catch {
+                writeToStandardError("fanout wal repair: \(error.message)\n")
+                throw ExitCode(2)
+            }
+            guard !repair.actions.isEmpty else {
                 print("nothing to repair: the log is clean")
                 return
             }
-            if let cut = repair.cut { print("cut \(cut.path) at byte \(cut.offset)") }
-            for path in repair.removed { print("removed \(path)") }
+            let prefix = dry ? "would have " : ""
+            for action in repair.actions { print(prefix + action) }
+            let base = repair.plan.snapshot.map { "the snapshot \($0) and " } ?? ""
+            print("\(dry ? "the repaired directory would start" : "the directory now starts") from \(base)the log: every LSN below \(repair.plan.endLSN) is kept; \(repair.plan.lossDescription)")
+            if !self.dryRun && dry {
+                writeToStandardError("fanout wal repair: nothing was changed; this repair drops acknowledged records: pass --truncate-at-corruption to confirm\n")
+                throw ExitCode(1)
+            }
         }
     }
 }
 
-/// Reads a directory's segments or fails with exit code 2.
-func loadSegments(_ directory: String) throws -> [WALDirectory.Segment] {
+/// Examines a directory or fails with exit code 2.
+func examine(_ directory: String) throws -> WALScan {
     do {
-        return try WALDirectory.segments(in: directory)
+        return try WALDirectory.examine(directory)
     } catch {
         writeToStandardError("fanout wal: \(error.message)\n")
         throw ExitCode(2)

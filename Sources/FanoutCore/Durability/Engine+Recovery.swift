@@ -1,3 +1,4 @@
+public import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -8,18 +9,21 @@ extension Engine {
     /// The default size at which the log starts a new segment.
     public static let defaultSegmentSize = 64 << 20
 
-    /// Opens (or creates) a data directory: takes its lock, replays the write-ahead log, cuts a
-    /// torn tail of the last segment, and starts logging to a new segment.
+    /// Opens (or creates) a data directory: takes its lock, checks the whole log against its
+    /// manifest, replays the newest readable snapshot and the log after it, cuts a torn tail of the
+    /// newest segment (keeping the cut bytes in `quarantine/`), and starts logging to a new segment.
     ///
     /// - Throws: `UNAVAILABLE` when the directory is locked by another process or cannot be read or
-    ///   written; `INTERNAL` when a segment other than the last is damaged (the error names the
-    ///   file and offset; `fanout wal repair` can cut there on purpose) or the log contradicts itself.
+    ///   written; `INTERNAL` when the log is damaged anywhere but a torn tail (corruption, a missing
+    ///   or shortened segment, a damaged header, a missing snapshot no older one makes up for): the
+    ///   error names each file, byte offset and LSN, and `fanout wal repair` mends the directory.
     public convenience init(
         directory: String,
         durability: Durability = .always,
         segmentSize: Int = Engine.defaultSegmentSize,
         configuration: EngineConfiguration = EngineConfiguration(),
-        clock: any WallClock = SystemWallClock()
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger = Logger(label: "fanout")
     ) throws(FanoutError) {
         let started = ContinuousClock.now
         let lock: Int32
@@ -30,18 +34,20 @@ extension Engine {
             throw FanoutError(.unavailable, "cannot lock the data directory (is another fanout using it?): \(error)")
         }
         do {
-            var replay = try Self.replayLog(in: directory, configuration: configuration)
+            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger)
+            // Delivery counters count what happens from now on; replay rebuilt the state, not events.
+            for id in replay.projects.keys {
+                replay.projects[id]!.deliveries.counters = DeliveryStatistics()
+            }
             let wal = try WALWriter(
                 directory: directory,
                 durability: durability,
                 segmentSize: segmentSize,
                 segmentIndex: replay.nextSegmentIndex,
-                nextLSN: replay.report.nextLSN
+                nextLSN: replay.report.nextLSN,
+                manifest: replay.manifest,
+                logger: logger
             )
-            // Delivery counters count what happens from now on; replay rebuilt the state, not events.
-            for id in replay.projects.keys {
-                replay.projects[id]!.deliveries.counters = DeliveryStatistics()
-            }
             replay.report.duration = ContinuousClock.now - started
             self.init(
                 configuration: configuration,
@@ -50,7 +56,8 @@ extension Engine {
                 wal: wal,
                 directory: directory,
                 directoryLock: lock,
-                recovery: replay.report
+                recovery: replay.report,
+                logger: logger
             )
         } catch {
             Glibc.close(lock)
@@ -62,54 +69,98 @@ extension Engine {
         var projects: [ProjectID: ProjectState]
         var report: RecoveryReport
         var nextSegmentIndex: UInt64
+        /// The manifest of the files kept, every segment closed (the writer adds the new one).
+        var manifest: WALManifest
     }
 
     /// Loads the newest readable snapshot of `directory`, then replays the log from its LSN.
-    static func replayLog(in directory: String, configuration: EngineConfiguration) throws(FanoutError) -> Replay {
-        var projects: [ProjectID: ProjectState] = [.default: ProjectState(id: .default, configuration: configuration)]
+    ///
+    /// At start-up (`through` nil) the directory is mended where that loses nothing (half-written
+    /// `.tmp` files deleted, a torn tail cut, damaged snapshots moved to `quarantine/`) and refused
+    /// otherwise. With `through`, after a log failure, the state is rebuilt from the records before
+    /// that LSN only, and nothing on disk is changed.
+    static func replayLog(
+        in directory: String,
+        configuration: EngineConfiguration,
+        logger: Logger,
+        through limit: UInt64? = nil
+    ) throws(FanoutError) -> Replay {
         var report = RecoveryReport(segments: 0, records: 0, nextLSN: 0, truncatedTail: nil, duration: .zero)
-        let names: [String]
-        do {
-            names = try FileIO.list(directory)
-        } catch {
-            throw FanoutError(.unavailable, "cannot read the data directory: \(error)")
+        if limit == nil {
+            // Half-written segments, snapshots and manifests (a crash before the rename) hold
+            // nothing acknowledged.
+            let names: [String]
+            do {
+                names = try FileIO.list(directory)
+            } catch {
+                throw FanoutError(.unavailable, "cannot read the data directory: \(error)")
+            }
+            for name in names where name.hasSuffix(".tmp") {
+                _ = unlink("\(directory)/\(name)")
+            }
         }
-        // Half-written segments and snapshots (a crash before the rename) hold nothing acknowledged.
-        for name in names where name.hasSuffix(".tmp") {
-            _ = unlink("\(directory)/\(name)")
-        }
+        var scan = try WALScan.examine(directory, decodeRecords: false, checkSnapshots: false)
 
-        // The newest snapshot that reads back completely; an unreadable one is skipped (reported).
-        var snapshotLSN: UInt64 = 0
-        for name in names.filter({ Snapshot.lsn(ofFileName: $0) != nil }).sorted().reversed() {
+        // The base: the snapshot (or the empty state) from which the log reaches furthest. A
+        // snapshot that turns out damaged while it loads is marked, and the plan made again.
+        var projects: [ProjectID: ProjectState] = [:]
+        var plan: WALPlan
+        while true {
+            plan = scan.plan()
+            if let limit {
+                guard plan.endLSN >= limit else {
+                    throw FanoutError(.internal, "the log in \(directory) no longer holds every acknowledged record (it reaches LSN \(plan.endLSN), \(limit) were acknowledged)")
+                }
+            } else if !scan.allowsStart {
+                throw Self.refusal(scan, plan: plan, directory: directory)
+            }
+            projects = [.default: ProjectState(id: .default, configuration: configuration)]
+            guard let name = plan.snapshot else { break }
             let path = "\(directory)/\(name)"
             do {
-                var restored: [ProjectID: ProjectState] = [.default: ProjectState(id: .default, configuration: configuration)]
-                let (lsn, count) = try Snapshot.read(path) { record in
-                    try Self.apply(record, to: &restored, configuration: configuration)
+                let (_, count) = try Snapshot.read(path) { record in
+                    try Self.apply(record, to: &projects, configuration: configuration)
                 }
-                projects = restored
-                snapshotLSN = lsn
-                report.snapshot = (path, lsn, count)
+                report.snapshot = (path, plan.baseLSN, count)
                 break
             } catch {
+                scan.markDamaged(snapshot: name, "\(error)")
                 report.skippedSnapshots.append("\(path): \(error)")
             }
         }
-        report.nextLSN = snapshotLSN
 
-        let segments = WALWriter.segmentNames(among: names)
-        var expectedIndex: UInt64? = nil
+        if limit == nil {
+            do {
+                for name in plan.droppedSnapshots {
+                    let kept = try Quarantine.move(name, in: directory)
+                    logger.warning("a damaged snapshot was moved aside; an older base holds everything it did", metadata: ["file": "\(name)", "moved-to": "\(kept)"])
+                }
+                if let cut = plan.cut {
+                    let kept = try Quarantine.cut(cut.segment, at: cut.offset, in: directory)
+                    let problem = scan.problems.first { $0.kind == .tornTail }
+                    report.truncatedTail = ("\(directory)/\(cut.segment)", cut.offset, problem?.detail ?? "a torn tail")
+                    logger.warning(
+                        "cut the torn tail of the newest WAL segment (an interrupted write, never acknowledged)",
+                        metadata: ["segment": "\(cut.segment)", "offset": "\(cut.offset)", "lsn": "\(cut.lsn)", "kept-in": "\(kept)"]
+                    )
+                }
+            } catch {
+                throw FanoutError(.unavailable, "cannot set aside the damaged part of the log: \(error)")
+            }
+        }
+
+        report.nextLSN = plan.baseLSN
+        let end = limit ?? plan.endLSN
+        let segments = plan.segments
         // Segments are read and decoded on a thread of their own, one ahead of the one being applied.
         let reader = ProducerThread<WALSegmentContents>(capacity: 1) { emit in
             for name in segments {
-                guard emit(try Self.readSegment("\(directory)/\(name)")) else { return }
+                guard emit(try Self.readSegment(directory, name)) else { return }
             }
         }
         defer { reader.stop() }
-        for (position, name) in segments.enumerated() {
+        for name in segments {
             let path = "\(directory)/\(name)"
-            let isLast = position == segments.count - 1
             let next: WALSegmentContents?
             do {
                 next = try reader.next()
@@ -119,21 +170,11 @@ extension Engine {
                 throw FanoutError(.internal, "reading \(path): \(error)")
             }
             guard let contents = next else { throw FanoutError(.internal, "the log reader stopped before \(path)") }
-            if let expectedIndex, contents.index != expectedIndex {
-                throw FanoutError(.internal, "WAL segment \(path) has index \(contents.index), expected \(expectedIndex) (a segment is missing)")
-            }
-            // The log must continue where the snapshot (or the previous segment) ends.
-            if contents.firstLSN > report.nextLSN {
-                throw FanoutError(
-                    .internal,
-                    "WAL segment \(path) starts at LSN \(contents.firstLSN), but the state before it ends at \(report.nextLSN) (records are missing)"
-                        + (report.skippedSnapshots.isEmpty ? "" : "; unreadable snapshots: \(report.skippedSnapshots.joined(separator: "; "))")
-                )
-            }
             for batch in contents.batches {
                 for (offset, record) in batch.records.enumerated() {
                     let lsn = batch.firstLSN + UInt64(offset)
                     guard lsn >= report.nextLSN else { continue }  // already in the snapshot
+                    guard lsn < end else { break }
                     do {
                         try Self.apply(record, to: &projects, configuration: configuration)
                     } catch {
@@ -144,34 +185,59 @@ extension Engine {
                 }
             }
             report.segments += 1
-            report.nextLSN = max(report.nextLSN, contents.nextLSN)
-            expectedIndex = contents.index + 1
-            if let damage = contents.damage {
-                guard isLast else {
-                    throw FanoutError(
-                        .internal,
-                        "corrupt WAL segment \(path) \(damage) (not the last segment; `fanout wal repair` can cut the log there)"
-                    )
-                }
-                do {
-                    try FileIO.truncate(path, to: contents.validLength)
-                } catch {
-                    throw FanoutError(.unavailable, "cannot cut the torn tail of \(path): \(error)")
-                }
-                report.truncatedTail = (path, contents.validLength, damage.reason)
+            // Damage the checksum scan could not see (a record that does not decode) before the end.
+            if let damage = contents.damage, contents.nextLSN < end {
+                throw FanoutError(
+                    .internal,
+                    "corruption in WAL segment \(path) \(damage) (LSN \(contents.nextLSN)); \(Self.repairAdvice(directory))"
+                )
             }
         }
-        return Replay(projects: projects, report: report, nextSegmentIndex: expectedIndex ?? 0)
+        report.nextLSN = max(report.nextLSN, end)
+        guard report.nextLSN == end else {
+            throw FanoutError(.internal, "the log in \(directory) ends at LSN \(report.nextLSN), expected \(end); \(Self.repairAdvice(directory))")
+        }
+
+        var manifest = WALManifest(snapshots: scan.snapshots.filter { $0.damage == nil }.map(\.lsn))
+        for segment in scan.segments {
+            guard let contents = segment.contents else { continue }
+            let kept = plan.cut?.segment == segment.name ? plan.cut!.offset : segment.size
+            let endLSN = plan.cut?.segment == segment.name ? plan.cut!.lsn : contents.nextLSN
+            manifest.segments.append(.init(index: segment.index, firstLSN: contents.firstLSN, end: .init(lsn: endLSN, bytes: kept)))
+        }
+        report.problems = scan.problems.map(\.description)
+        return Replay(
+            projects: projects,
+            report: report,
+            nextSegmentIndex: (scan.segments.last?.index).map { $0 + 1 } ?? 0,
+            manifest: manifest
+        )
+    }
+
+    /// The error start-up gives for a damaged log: every problem, what a repair would lose, and the command.
+    private static func refusal(_ scan: WALScan, plan: WALPlan, directory: String) -> FanoutError {
+        let problems = scan.problems.filter { !$0.kind.allowsStart || plan.lost != nil || plan.endIsUnknown }
+        let listed = problems.map(\.description).joined(separator: "; ")
+        return FanoutError(
+            .internal,
+            "the write-ahead log in \(directory) is damaged: \(listed). A repair keeps LSNs before \(plan.endLSN) (\(plan.lossDescription)); \(Self.repairAdvice(directory))"
+        )
+    }
+
+    static func repairAdvice(_ directory: String) -> String {
+        "`fanout wal repair \(directory) --dry-run` shows what a repair keeps and moves aside, `fanout wal repair \(directory)` does it"
     }
 
     /// Writes a snapshot of the whole state while the engine keeps serving (every project lock is
-    /// held only while the states are copied, which is copy-on-write), then deletes the log
-    /// segments and snapshots it makes unnecessary. Returns the snapshot's path.
+    /// held only while the states are copied, which is copy-on-write), then deletes what it makes
+    /// unnecessary: the log is kept from the snapshot before this one (so that a damaged newest
+    /// snapshot still has a way back), older snapshots and segments go. Returns the snapshot's path.
     @discardableResult
     public func snapshot() throws(FanoutError) -> String {
         guard let wal = self.wal, let directory = self.directory else {
             throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
         }
+        try wal.checkHealthy()
         let (states, lsn) = self.projects.withLock { projects -> ([ProjectState], UInt64) in
             let boxes = projects.sorted { $0.key < $1.key }.map(\.value)
             var states: [ProjectState] = []
@@ -185,41 +251,53 @@ extension Engine {
             let lsn = capture(0)
             return (states, lsn)
         }
-        wal.requestRoll()
+        // The segment being written ends here, so that the ones before the kept base can go.
+        try wal.roll()
         let path: String
         do {
             path = try Snapshot.write(states, lsn: lsn, directory: directory)
         } catch {
             throw FanoutError(.unavailable, "cannot write a snapshot: \(error)")
         }
-        Self.removeFiles(coveredBy: lsn, keeping: path, in: directory)
+        do {
+            try self.fileMaintenance.withLock { _ throws(FileIO.Error) in
+                try Self.removeFiles(coveredBy: lsn, manifest: wal.manifest, in: directory)
+            }
+        } catch {
+            throw FanoutError(.unavailable, "the snapshot \(path) is written, but the files it replaces could not be removed: \(error)")
+        }
         return path
     }
 
-    /// Deletes snapshots older than `keeping` and segments whose records all precede `lsn`
-    /// (a segment goes when the next one starts at or before `lsn`).
-    private static func removeFiles(coveredBy lsn: UInt64, keeping snapshot: String, in directory: String) {
-        guard let names = try? FileIO.list(directory) else { return }
-        for name in names where Snapshot.lsn(ofFileName: name) != nil && "\(directory)/\(name)" != snapshot {
-            _ = unlink("\(directory)/\(name)")
+    /// Keeps the snapshot at `lsn` and the one before it, and the segments from that one's LSN on
+    /// (a segment goes when the next one starts at or before it); deletes the rest. The manifest
+    /// says so first, so a crash in between leaves only files it no longer lists.
+    private static func removeFiles(coveredBy lsn: UInt64, manifest: WALManifestKeeper, in directory: String) throws(FileIO.Error) {
+        let names = try FileIO.list(directory)
+        let snapshots = names.compactMap(Snapshot.lsn(ofFileName:)).filter { $0 <= lsn }.sorted()
+        let kept = Array(snapshots.suffix(2))
+        // With one snapshot, the log stays whole: the empty state is the base before it.
+        let base = kept.count == 2 ? kept[0] : 0
+        let listed = manifest.current.segments
+        var firstKept = listed.first?.index ?? 0
+        for position in listed.indices.dropLast() {
+            guard listed[position + 1].firstLSN <= base else { break }
+            firstKept = listed[position + 1].index
         }
-        let segments = WALWriter.segmentNames(among: names)
-        let firstLSNs = segments.map { name -> UInt64? in
-            guard let header = try? FileIO.readPrefix("\(directory)/\(name)", count: WALFormat.segmentHeaderSize),
-                header.count == WALFormat.segmentHeaderSize
-            else { return nil }
-            var reader = BinaryReader(header, from: 24)
-            return try? reader.read(UInt64.self)
+        try manifest.retain(snapshots: kept, segmentsFrom: firstKept)
+        for snapshot in snapshots where !kept.contains(snapshot) {
+            try FileIO.unlink("\(directory)/\(Snapshot.fileName(lsn: snapshot))")
         }
-        for index in segments.indices.dropLast() {
-            guard let next = firstLSNs[index + 1], next <= lsn else { break }
-            _ = unlink("\(directory)/\(segments[index])")
+        for name in WALWriter.segmentNames(among: names) {
+            guard let index = WALWriter.index(ofSegmentName: name), index < firstKept else { continue }
+            try FileIO.unlink("\(directory)/\(name)")
         }
-        _ = try? FileIO.syncDirectory(directory)
+        try FileIO.syncDirectory(directory)
     }
 
     /// Reads and decodes one log segment.
-    private static func readSegment(_ path: String) throws(FanoutError) -> WALSegmentContents {
+    private static func readSegment(_ directory: String, _ name: String) throws(FanoutError) -> WALSegmentContents {
+        let path = "\(directory)/\(name)"
         let bytes: [UInt8]
         do {
             bytes = try FileIO.readAll(path)
@@ -227,9 +305,9 @@ extension Engine {
             throw FanoutError(.unavailable, "cannot read \(path): \(error)")
         }
         do {
-            return try WALSegmentReader.read(bytes)
+            return try WALSegmentReader.read(bytes, expectedIndex: WALWriter.index(ofSegmentName: name))
         } catch {
-            throw FanoutError(.internal, "corrupt WAL segment \(path) \(error)")
+            throw FanoutError(.internal, "corrupt WAL segment \(path) \(error); \(Self.repairAdvice(directory))")
         }
     }
 

@@ -78,6 +78,36 @@ enum FileIO {
         guard fsync(descriptor) == 0 else { throw Error(operation: "fsync", path: path, code: errno) }
     }
 
+    /// Writes `bytes` to `path` durably: to `path.tmp`, synced, renamed over `path`, the directory
+    /// synced. On failure the temporary file is removed and `path` is unchanged.
+    static func replaceDurably(_ path: String, with bytes: [UInt8], directory: String) throws(Error) {
+        let temporary = path + ".tmp"
+        do throws(Error) {
+            let descriptor = try Self.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
+            defer { Glibc.close(descriptor) }
+            try Self.writeAll(descriptor, bytes, path: temporary)
+            try Self.dataSync(descriptor, path: temporary)
+        } catch {
+            _ = Glibc.unlink(temporary)
+            throw error
+        }
+        do throws(Error) {
+            try Self.rename(temporary, path)
+        } catch {
+            _ = Glibc.unlink(temporary)
+            throw error
+        }
+        try Self.syncDirectory(directory)
+    }
+
+    static func unlink(_ path: String) throws(Error) {
+        guard Glibc.unlink(path) == 0 else { throw Error(operation: "unlink", path: path, code: errno) }
+    }
+
+    static func exists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+
     static func rename(_ from: String, _ to: String) throws(Error) {
         guard Glibc.rename(from, to) == 0 else { throw Error(operation: "rename", path: from, code: errno) }
     }

@@ -86,6 +86,9 @@ enum LZ4Frame {
                 self.produced += destinationSize
                 guard self.produced <= self.limit else { throw Error(description: "the frame expands past \(self.limit) bytes") }
                 self.isComplete = hint == 0  // the frame is complete and its checksum verified
+                if self.isComplete && self.consumed != self.frame.count {
+                    throw Error(description: "\(self.frame.count - self.consumed) bytes follow the end of the LZ4 frame")
+                }
                 if !self.isComplete && sourceSize == 0 && destinationSize == 0 {
                     throw Error(description: "the LZ4 frame is truncated")
                 }

@@ -2,16 +2,20 @@
 public struct RecoveryReport: Hashable, Sendable {
     /// The snapshot recovery started from: its file, LSN and record count.
     public var snapshot: (file: String, lsn: UInt64, records: Int)?
-    /// Snapshots that could not be read (newer than the one used), with why.
+    /// Snapshots that could not be read (newer than the one used), with why; they were moved to
+    /// `quarantine/` because an older base holds everything they did.
     public var skippedSnapshots: [String] = []
+    /// What the check of the directory found that start-up could deal with without losing
+    /// anything (a torn tail, a missing manifest, a damaged snapshot), one line each.
+    public var problems: [String] = []
     /// Segment files read.
     public var segments: Int
     /// Log records replayed after the snapshot.
     public var records: Int
     /// The LSN the next record gets.
     public var nextLSN: UInt64
-    /// A damaged tail of the last segment that was cut off: the file, the offset it was cut at,
-    /// and why (a torn write from a crash, usually).
+    /// A torn tail of the newest segment that was cut off (its bytes kept in `quarantine/`): the
+    /// file, the offset it was cut at, and why.
     public var truncatedTail: (file: String, offset: Int, reason: String)?
     /// Wall-clock time from opening the directory to serving.
     public var duration: Duration

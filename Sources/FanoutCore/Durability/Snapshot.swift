@@ -33,6 +33,19 @@ enum Snapshot {
     static func write(_ projects: [ProjectState], lsn: UInt64, directory: String) throws -> String {
         let path = "\(directory)/\(Self.fileName(lsn: lsn))"
         let temporary = path + ".tmp"
+        do {
+            try Self.write(projects, lsn: lsn, to: temporary)
+            try FileIO.rename(temporary, path)
+        } catch {
+            _ = unlink(temporary)  // a failed snapshot leaves nothing behind
+            throw error
+        }
+        try FileIO.syncDirectory(directory)
+        return path
+    }
+
+    /// Writes and syncs the snapshot file's bytes to `temporary`.
+    private static func write(_ projects: [ProjectState], lsn: UInt64, to temporary: String) throws {
         let descriptor = try FileIO.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
         var closed = false
         defer { if !closed { close(descriptor) } }
@@ -73,9 +86,6 @@ enum Snapshot {
         try FileIO.dataSync(descriptor, path: temporary)
         close(descriptor)
         closed = true
-        try FileIO.rename(temporary, path)
-        try FileIO.syncDirectory(directory)
-        return path
     }
 
     /// Reads a snapshot file and hands its records to `apply` in order, decoding them on a thread

@@ -4,82 +4,99 @@ import Glibc
 
 /// Offline access to a data directory's log, for `fanout wal inspect|verify|repair`.
 public enum WALDirectory {
-    /// One segment file and what reading it found.
-    public struct Segment: Sendable {
-        public var name: String
-        public var path: String
-        public var size: Int
-        /// The readable part (nil when the header itself is damaged).
-        public var contents: WALSegmentContents?
-        /// The first damage in the file: a bad header, or the first bad batch.
-        public var damage: WALDamage?
-    }
-
-    /// The segment files of `directory`, in order, each read and checked.
-    public static func segments(in directory: String) throws(FanoutError) -> [Segment] {
-        let names: [String]
-        do {
-            names = try FileIO.list(directory)
-        } catch {
-            throw FanoutError(.unavailable, "cannot read \(directory): \(error)")
-        }
-        var segments: [Segment] = []
-        for name in WALWriter.segmentNames(among: names) {
-            let path = "\(directory)/\(name)"
-            let bytes: [UInt8]
-            do {
-                bytes = try FileIO.readAll(path)
-            } catch {
-                throw FanoutError(.unavailable, "cannot read \(path): \(error)")
-            }
-            do {
-                let contents = try WALSegmentReader.read(bytes)
-                segments.append(Segment(name: name, path: path, size: bytes.count, contents: contents, damage: contents.damage))
-            } catch {
-                segments.append(Segment(name: name, path: path, size: bytes.count, contents: nil, damage: error))
-            }
-        }
-        return segments
-    }
-
-    /// What a repair cut.
-    public struct Repair: Sendable {
-        /// The segment cut at the first damage, and the offset it was cut at (nil: nothing was damaged).
-        public var cut: (path: String, offset: Int)?
-        /// Later segments removed (everything after the damage is dropped).
-        public var removed: [String]
-    }
-
-    /// Cuts the log at its first damage on purpose: that segment is truncated at its last good
-    /// batch (removed if its header is bad) and every later segment is deleted. Takes the
+    /// The whole directory examined: every segment decoded, every snapshot read back. Takes the
     /// directory's lock, so it refuses to run beside an engine.
-    public static func repair(_ directory: String) throws(FanoutError) -> Repair {
-        let lock: Int32
-        do {
-            lock = try FileIO.lockExclusively("\(directory)/LOCK")
-        } catch {
-            throw FanoutError(.unavailable, "cannot lock \(directory) (is fanout running on it?): \(error)")
-        }
+    public static func examine(_ directory: String) throws(FanoutError) -> WALScan {
+        let lock = try Self.lock(directory)
         defer { close(lock) }
-        let segments = try Self.segments(in: directory)
-        guard let first = segments.firstIndex(where: { $0.damage != nil }) else { return Repair(cut: nil, removed: []) }
-        var repair = Repair(cut: nil, removed: [])
-        do {
-            if let contents = segments[first].contents {
-                try FileIO.truncate(segments[first].path, to: contents.validLength)
-                repair.cut = (segments[first].path, contents.validLength)
-            } else {
-                guard unlink(segments[first].path) == 0 else { throw FileIO.Error(operation: "unlink", path: segments[first].path, code: errno) }
-                repair.removed.append(segments[first].path)
+        return try WALScan.examine(directory, decodeRecords: true, checkSnapshots: true)
+    }
+
+    /// What a repair did (or, dry, would do).
+    public struct Repair: Sendable {
+        public var plan: WALPlan
+        /// One line per change, in the order made: what was cut, moved aside or rewritten, and where it went.
+        public var actions: [String]
+    }
+
+    /// Brings the directory to a state that starts, keeping the longest intact prefix of the log
+    /// (`WALScan.plan`): a damaged segment is cut at its last good batch, segments and snapshots
+    /// that cannot be used are moved to `quarantine/` (as are the cut-off bytes and replaced
+    /// headers, so nothing is deleted), damaged headers are rewritten from the file name and the
+    /// first batch, and the manifest is rewritten to match. With `dryRun`, nothing is changed.
+    public static func repair(_ directory: String, dryRun: Bool) throws(FanoutError) -> Repair {
+        let lock = try Self.lock(directory)
+        defer { close(lock) }
+        let scan = try WALScan.examine(directory, decodeRecords: true, checkSnapshots: true)
+        let plan = scan.plan()
+        var actions: [String] = []
+        do throws(FileIO.Error) {
+            for name in plan.droppedSnapshots {
+                let target = dryRun ? "quarantine/" : try Quarantine.move(name, in: directory)
+                actions.append("moved the damaged snapshot \(name) to \(target)")
             }
-            for segment in segments[(first + 1)...] {
-                guard unlink(segment.path) == 0 else { throw FileIO.Error(operation: "unlink", path: segment.path, code: errno) }
-                repair.removed.append(segment.path)
+            for name in plan.droppedSegments {
+                let target = dryRun ? "quarantine/" : try Quarantine.move(name, in: directory)
+                actions.append("moved \(name) to \(target)")
             }
-            try FileIO.syncDirectory(directory)
+            if let cut = plan.cut {
+                let target = dryRun ? "quarantine/" : try Quarantine.cut(cut.segment, at: cut.offset, in: directory)
+                actions.append("cut \(cut.segment) at byte \(cut.offset) (LSN \(cut.lsn)); the bytes cut off went to \(target)")
+            }
+            for name in plan.headerRewrites {
+                guard let segment = scan.segments.first(where: { $0.name == name }), let contents = segment.contents else { continue }
+                if !dryRun {
+                    let path = "\(directory)/\(name)"
+                    let bytes = try FileIO.readAll(path)
+                    try Quarantine.keep(bytes[0..<WALFormat.segmentHeaderSize], of: name, suffix: ".header", in: directory)
+                    try Self.rewriteHeader(path, index: segment.index, firstLSN: contents.firstLSN)
+                }
+                let fields = contents.headerDamage.map(\.field).joined(separator: ", ")
+                actions.append("rewrote the header of \(name) (\(fields)) as index \(segment.index), first LSN \(contents.firstLSN)")
+            }
+            let manifest = Self.manifest(after: plan, scan: scan)
+            if manifest != scan.manifest {
+                if !dryRun { try manifest.write(directory: directory) }
+                actions.append("wrote the manifest: \(manifest.segments.count) segments, \(manifest.snapshots.count) snapshots")
+            }
         } catch {
             throw FanoutError(.unavailable, "repair failed: \(error)")
         }
-        return repair
+        return Repair(plan: plan, actions: actions)
+    }
+
+    /// The manifest of what a repair keeps: the segments before the dropped ones (the last one cut
+    /// where the plan says), every segment closed, and the intact snapshots.
+    private static func manifest(after plan: WALPlan, scan: WALScan) -> WALManifest {
+        var manifest = WALManifest(snapshots: scan.snapshots.filter { $0.damage == nil }.map(\.lsn))
+        for segment in scan.segments where !plan.droppedSegments.contains(segment.name) {
+            guard let contents = segment.contents else { continue }
+            let end: WALManifest.Segment.End
+            if let cut = plan.cut, cut.segment == segment.name {
+                end = .init(lsn: cut.lsn, bytes: cut.offset)
+            } else {
+                end = .init(lsn: contents.nextLSN, bytes: segment.size)
+            }
+            manifest.segments.append(.init(index: segment.index, firstLSN: contents.firstLSN, end: end))
+        }
+        return manifest
+    }
+
+    private static func rewriteHeader(_ path: String, index: UInt64, firstLSN: UInt64) throws(FileIO.Error) {
+        let descriptor = try FileIO.open(path, O_WRONLY)
+        defer { close(descriptor) }
+        let header = WALFormat.segmentHeader(index: index, firstLSN: firstLSN)
+        let written = header.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        guard written == header.count else { throw FileIO.Error(operation: "pwrite", path: path, code: errno) }
+        try FileIO.dataSync(descriptor, path: path)
+    }
+
+    private static func lock(_ directory: String) throws(FanoutError) -> Int32 {
+        guard FileIO.exists(directory) else { throw FanoutError(.notFound, "no data directory \(directory)") }
+        do {
+            return try FileIO.lockExclusively("\(directory)/LOCK")
+        } catch {
+            throw FanoutError(.unavailable, "cannot lock \(directory) (is fanout running on it?): \(error)")
+        }
     }
 }
