@@ -56,11 +56,19 @@ struct DurableEngineTests {
             }
             _ = try engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }, to: TopicName("news")!)
             let before = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
+            // The first snapshot keeps the whole log (the empty state is the base before it); the
+            // second keeps the log from the first one on.
+            try engine.snapshot()
+            let kept = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
+            try engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .web, appID: AppID("app")!))
             let path = try engine.snapshot()
             try engine.register(RegistrationRequest(token: RegistrationToken("after-snapshot"), platform: .web, appID: AppID("app")!))
             try engine.close()
             let after = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
-            #expect(before > 5 && after <= 2, "segments the snapshot covers are deleted (\(before) -> \(after))")
+            #expect(kept > before, "one snapshot deletes no segment (\(before) -> \(kept))")
+            #expect(before > 5 && after <= 3, "segments before the older snapshot are deleted (\(before) -> \(after))")
+            let snapshots = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".lz4") }
+            #expect(snapshots.count == 2)
 
             // The stock lz4 tool accepts the file, when it is installed.
             if FileManager.default.isExecutableFile(atPath: "/usr/bin/lz4") {
@@ -76,7 +84,7 @@ struct DurableEngineTests {
             let reopened = try Engine(directory: directory, durability: .none)
             #expect(reopened.recovery?.snapshot?.file == path)
             #expect(reopened.recovery?.records == 1, "only the registration after the snapshot is replayed")
-            #expect(try reopened.installationCount() == 501)
+            #expect(try reopened.installationCount() == 502)
             #expect(try reopened.subscriberCount(of: TopicName("news")!) == 500)
             try reopened.close()
         }
@@ -88,12 +96,17 @@ struct DurableEngineTests {
             for index in 0..<100 {
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
+            let older = try engine.snapshot()
+            try engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .ios, appID: AppID("app")!))
             let path = try engine.snapshot()
             try engine.register(RegistrationRequest(token: RegistrationToken("later"), platform: .ios, appID: AppID("app")!))
             try engine.close()
-            var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-            bytes[bytes.count / 2] ^= 0xFF
-            try bytes.write(to: URL(fileURLWithPath: path))
+            // Both snapshots damaged: the log before the older one is gone.
+            for file in [older, path] {
+                var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+                bytes[bytes.count / 2] ^= 0xFF
+                try bytes.write(to: URL(fileURLWithPath: file))
+            }
             do {
                 _ = try Engine(directory: directory, durability: .none)
                 Issue.record("started without the records the snapshot held")

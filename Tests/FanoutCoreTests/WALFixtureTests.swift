@@ -64,7 +64,9 @@ struct WALFixtureTests {
     @Test func tornTailKeepsTheCompleteBatches() throws {
         let contents = try WALSegmentReader.read(try Self.fixture("torn-tail.wal"))
         #expect(contents.batches.count == 4)
-        #expect(contents.damage?.reason.contains("torn") == true)
+        #expect(contents.damage != nil)
+        #expect(contents.resumesAt == nil, "nothing valid follows a torn write")
+        #expect(contents.highestEndLSN == contents.nextLSN)
     }
 
     @Test func badCRCStopsAtThatBatch() throws {
@@ -73,14 +75,23 @@ struct WALFixtureTests {
         #expect(contents.damage?.reason == "batch checksum mismatch")
     }
 
-    @Test func badMagicAndFutureVersionAreRefused() throws {
-        #expect(throws: WALDamage.self) { try WALSegmentReader.read(try Self.fixture("bad-magic.wal")) }
-        do {
-            _ = try WALSegmentReader.read(try Self.fixture("future-version.wal"))
-            Issue.record("read a segment of a future version")
-        } catch let damage as WALDamage {
-            #expect(damage.reason.contains("version 9 is not supported"))
-        }
+    /// A damaged magic or version field whose batches still read as this version's is header
+    /// damage (a repair rewrites the header); with no batch that reads, the file is refused whole.
+    @Test func badMagicAndFutureVersionAreHeaderDamageOrRefused() throws {
+        let badMagic = try WALSegmentReader.read(try Self.fixture("bad-magic.wal"))
+        #expect(badMagic.headerDamage.map(\.field) == ["magic"])
+        #expect(badMagic.batches.count == 5 && badMagic.damage == nil)
+        let future = try WALSegmentReader.read(try Self.fixture("future-version.wal"))
+        #expect(future.headerDamage.map(\.field) == ["version"])
+        #expect(future.batches.count == 5)
+
+        var foreign = try Self.fixture("future-version.wal")
+        foreign[WALFormat.segmentHeaderSize + 4] ^= 0xFF  // the first batch no longer checks out
+        let damage = #expect(throws: WALDamage.self, "read a segment of a future version") { try WALSegmentReader.read(foreign) }
+        #expect(damage?.reason.contains("version 9 is not supported") == true)
+        var notASegment = try Self.fixture("bad-magic.wal")
+        notASegment[WALFormat.segmentHeaderSize + 4] ^= 0xFF
+        #expect(throws: WALDamage.self) { try WALSegmentReader.read(notASegment) }
     }
 
     /// The engine on a directory whose last segment is cut at a random point: it opens, keeps every
@@ -98,7 +109,7 @@ struct WALFixtureTests {
             let name = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted().first)
             let path = "\(directory)/\(name)"
             let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-            let ends = try WALSegmentReader.read(bytes).batches.map { ($0.endOffset, $0.records.count) }
+            let ends = try WALSegmentReader.read(bytes).batches.map { ($0.endOffset, $0.count) }
             let cut = Int.random(in: WALFormat.segmentHeaderSize..<bytes.count, using: &random)
             try Data(bytes[..<cut]).write(to: URL(fileURLWithPath: path))
 

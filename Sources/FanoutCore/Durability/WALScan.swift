@@ -119,7 +119,7 @@ public struct WALScan: Sendable {
             problems.append(WALProblem(.segmentMissing, file: WALWriter.segmentName(listed.index), lsn: listed.firstLSN, "the segment is missing (the manifest lists it, holding \(held))"))
         }
         if let first = self.segments.first?.contents, first.firstLSN > 0,
-            !self.snapshots.contains(where: { $0.lsn >= first.firstLSN })
+            !self.snapshots.contains(where: { $0.lsn >= first.firstLSN && $0.damage == nil })
         {
             let from = self.snapshots.last.map { "LSN \($0.lsn) (the newest snapshot)" } ?? "LSN 0 (there is no snapshot)"
             problems.append(WALProblem(.lsnGap, file: self.segments[0].name, lsn: first.firstLSN, "the log starts at LSN \(first.firstLSN), but the state it continues ends at \(from): records are missing"))
