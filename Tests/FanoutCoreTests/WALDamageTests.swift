@@ -193,6 +193,8 @@ struct WALDamageTests {
         let name = which == "first" ? segments[0] : which == "middle" ? segments[segments.count / 2] : segments.last!
         let first = try fixture.batches(name).first?.firstLSN ?? 0
         try fixture.remove(name)
+        let plan = try WALDirectory.repair(fixture.directory, dryRun: true).plan
+        #expect(plan.endIsUnknown == (which == "last"), "how many records a missing newest segment held is unknown")
         let end = which == "first" ? 0 : Int(first)
         try fixture.expectRefusedThenRepaired(kind: .segmentMissing, mentioning: name, end: end, "the \(which) segment deleted")
     }

@@ -239,9 +239,9 @@ public struct WALScan: Sendable {
     /// Whether the manifest lists a segment newer than every one on disk: how many records it
     /// held cannot be known.
     var endIsUnknown: Bool {
-        guard let newest = self.manifest?.segments.last else { return false }
-        return newest.index > (self.segments.last?.index ?? 0) || (self.segments.isEmpty && newest.firstLSN > 0)
-            || (self.segments.isEmpty && newest.end != nil)
+        guard let newest = self.manifest?.segments.last, newest.end == nil else { return false }
+        guard let onDisk = self.segments.last?.index else { return true }
+        return newest.index > onDisk
     }
 
     /// Whether start-up may proceed: nothing but a torn tail to cut, a missing manifest, or a
