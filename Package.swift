@@ -106,7 +106,7 @@ let package = Package(
         // MARK: - Tests
         .testTarget(
             name: "FanoutCoreTests",
-            dependencies: ["FanoutCore", "FanoutTestSupport"],
+            dependencies: ["FanoutCore", "FanoutTestSupport", logging],
             exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
             resources: [.copy("Fixtures/firebase-admin"), .copy("Fixtures/wal")]
         ),

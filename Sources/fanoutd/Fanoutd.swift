@@ -58,7 +58,7 @@ struct Fanoutd: AsyncParsableCommand {
         }
         let logger = Logger(label: "fanoutd")
 
-        let engine = try Engine(directory: self.dataDirectory, durability: durability)
+        let engine = try Engine(directory: self.dataDirectory, durability: durability, logger: logger)
         if let recovery = engine.recovery {
             logger.info("recovered", metadata: ["report": "\(recovery)"])
         }

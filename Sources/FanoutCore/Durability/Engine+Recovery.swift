@@ -17,12 +17,18 @@ extension Engine {
     ///   written; `INTERNAL` when the log is damaged anywhere but a torn tail (corruption, a missing
     ///   or shortened segment, a damaged header, a missing snapshot no older one makes up for): the
     ///   error names each file, byte offset and LSN, and `fanout wal repair` mends the directory.
+    ///
+    /// When a write or sync of the log fails (a full disk, an I/O error), the change is refused
+    /// with `UNAVAILABLE`, the state is rebuilt from what is durable before the caller hears of it
+    /// (no read shows a refused change), the failure is logged at error level, and the engine
+    /// tries every `logRetryInterval` to continue the log; once it can, changes are accepted again.
     public convenience init(
         directory: String,
         durability: Durability = .always,
         segmentSize: Int = Engine.defaultSegmentSize,
         configuration: EngineConfiguration = EngineConfiguration(),
         clock: any WallClock = SystemWallClock(),
+        logRetryInterval: Duration = .seconds(1),
         logger: Logger = Logger(label: "fanout")
     ) throws(FanoutError) {
         let started = ContinuousClock.now
@@ -46,6 +52,7 @@ extension Engine {
                 segmentIndex: replay.nextSegmentIndex,
                 nextLSN: replay.report.nextLSN,
                 manifest: replay.manifest,
+                retryInterval: logRetryInterval,
                 logger: logger
             )
             replay.report.duration = ContinuousClock.now - started

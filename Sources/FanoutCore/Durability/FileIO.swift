@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,6 +14,7 @@ enum FileIO {
     }
 
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(Error) -> Int32 {
+        if flags & (O_WRONLY | O_RDWR | O_CREAT) != 0 { try FileFaults.check(.open, path) }
         while true {
             let descriptor = Glibc.open(path, flags | O_CLOEXEC, mode)
             if descriptor >= 0 { return descriptor }
@@ -21,6 +24,12 @@ enum FileIO {
 
     static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(Error) {
         var offset = 0
+        if let fault = FileFaults.fault(.write, path) {
+            // As a full disk does: part of the bytes may be written before the error.
+            let part = bytes.count / 2
+            _ = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, part) }
+            throw Error(operation: "write", path: path, code: fault)
+        }
         while offset < bytes.count {
             let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
@@ -68,11 +77,13 @@ enum FileIO {
     }
 
     static func dataSync(_ descriptor: Int32, path: String) throws(Error) {
+        try FileFaults.check(.sync, path)
         guard fdatasync(descriptor) == 0 else { throw Error(operation: "fdatasync", path: path, code: errno) }
     }
 
     /// `fsync` of a directory, so that renames and new files in it are durable.
     static func syncDirectory(_ path: String) throws(Error) {
+        try FileFaults.check(.sync, path)
         let descriptor = try Self.open(path, O_RDONLY | O_DIRECTORY)
         defer { Glibc.close(descriptor) }
         guard fsync(descriptor) == 0 else { throw Error(operation: "fsync", path: path, code: errno) }
@@ -109,12 +120,19 @@ enum FileIO {
     }
 
     static func rename(_ from: String, _ to: String) throws(Error) {
+        try FileFaults.check(.rename, from)
         guard Glibc.rename(from, to) == 0 else { throw Error(operation: "rename", path: from, code: errno) }
     }
 
     static func truncate(_ path: String, to length: Int) throws(Error) {
         let descriptor = try Self.open(path, O_WRONLY)
         defer { Glibc.close(descriptor) }
+        try Self.truncate(descriptor, to: length, path: path)
+    }
+
+    /// Cuts an open file to `length` bytes and syncs it.
+    static func truncate(_ descriptor: Int32, to length: Int, path: String) throws(Error) {
+        try FileFaults.check(.truncate, path)
         guard ftruncate(descriptor, off_t(length)) == 0 else { throw Error(operation: "ftruncate", path: path, code: errno) }
         try Self.dataSync(descriptor, path: path)
     }
@@ -146,5 +164,70 @@ enum FileIO {
             throw Error(operation: "lock", path: path, code: code)
         }
         return descriptor
+    }
+}
+
+/// Fault injection for tests: file operations on paths containing a given string fail with a
+/// chosen `errno` (ENOSPC, EIO ...) after a number of successes, until cleared. Faults are keyed
+/// by path so that tests running in parallel (each on its own directory) do not disturb each other.
+/// When none is armed, each operation pays one atomic load.
+package enum FileFaults {
+    package enum Operation: Sendable {
+        /// Opening a file for writing (reads are not refused by a full disk).
+        case open
+        case write, sync, rename, truncate
+    }
+
+    package struct Fault: Sendable {
+        package var operation: Operation
+        package var pathContains: String
+        package var code: Int32
+        /// Matching operations that succeed before the fault fires.
+        package var skip: Int
+
+        package init(_ operation: Operation, pathContains: String, code: Int32, skip: Int = 0) {
+            self.operation = operation
+            self.pathContains = pathContains
+            self.code = code
+            self.skip = skip
+        }
+    }
+
+    private static let armed = Atomic<Int>(0)
+    private static let faults = Mutex<[Fault]>([])
+
+    /// Makes matching operations fail from now on (after `fault.skip` successes).
+    package static func inject(_ fault: Fault) {
+        self.faults.withLock { faults in
+            faults.append(fault)
+            self.armed.store(faults.count, ordering: .releasing)
+        }
+    }
+
+    /// Removes the faults on paths containing `pathContains`: those operations succeed again.
+    package static func clear(pathContains: String) {
+        self.faults.withLock { faults in
+            faults.removeAll { $0.pathContains == pathContains }
+            self.armed.store(faults.count, ordering: .releasing)
+        }
+    }
+
+    /// The `errno` the operation on `path` fails with, if a fault applies.
+    static func fault(_ operation: Operation, _ path: String) -> Int32? {
+        guard self.armed.load(ordering: .acquiring) > 0 else { return nil }
+        return self.faults.withLock { faults -> Int32? in
+            guard let index = faults.firstIndex(where: { $0.operation == operation && path.contains($0.pathContains) }) else { return nil }
+            if faults[index].skip > 0 {
+                faults[index].skip -= 1
+                return nil
+            }
+            return faults[index].code
+        }
+    }
+
+    static func check(_ operation: Operation, _ path: String) throws(FileIO.Error) {
+        if let code = self.fault(operation, path) {
+            throw FileIO.Error(operation: "\(operation)", path: path, code: code)
+        }
     }
 }

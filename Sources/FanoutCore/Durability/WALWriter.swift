@@ -35,8 +35,8 @@ final class WALWriter: @unchecked Sendable {
     /// What the log should hold (`DIR/MANIFEST`), rewritten at each new segment.
     let manifest: WALManifestKeeper
     let logger: Logger
-    /// How long the writer waits between attempts to recover from a failure.
-    var retryInterval = 1000
+    /// Milliseconds the writer waits between attempts to continue after a failure.
+    let retryInterval: Int
 
     private let state = ConditionLock()
     private var queue: [WALRecord] = []
@@ -86,8 +86,10 @@ final class WALWriter: @unchecked Sendable {
         segmentIndex: UInt64,
         nextLSN: UInt64,
         manifest: WALManifest,
+        retryInterval: Duration = .seconds(1),
         logger: Logger
     ) throws(FanoutError) {
+        self.retryInterval = max(1, Int(retryInterval.components.seconds * 1000 + retryInterval.components.attoseconds / 1_000_000_000_000_000))
         self.directory = directory
         self.durability = durability
         self.segmentSize = segmentSize
@@ -424,9 +426,7 @@ final class WALWriter: @unchecked Sendable {
     /// and starts a new segment at `lsn`.
     private func reopen(at lsn: UInt64) throws(FileIO.Error) {
         if self.descriptor >= 0 {
-            guard ftruncate(self.descriptor, off_t(self.acknowledgedBytes)) == 0 else {
-                throw FileIO.Error(operation: "ftruncate", path: self.segmentPath, code: errno)
-            }
+            try FileIO.truncate(self.descriptor, to: self.acknowledgedBytes, path: self.segmentPath)
             self.segmentBytes = self.acknowledgedBytes
             try self.finishSegment()
         }

@@ -1,0 +1,218 @@
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The log failing under the engine (a full disk, an I/O error): the change is refused, no read
+/// shows it, nothing acknowledged is lost, and writes resume without a restart once the disk works.
+@Suite("Log failures")
+struct LogFailureTests {
+    static func request(_ token: String) -> RegistrationRequest {
+        RegistrationRequest(token: RegistrationToken(token), platform: .android, appID: AppID("app")!)
+    }
+
+    static func isRegistered(_ engine: Engine, _ token: String) -> Bool {
+        (try? engine.installation(.token(RegistrationToken(token)!))) != nil
+    }
+
+    /// Retries a registration until the log takes it again (the writer retries every few
+    /// milliseconds in these tests); false if it never does within 30 seconds.
+    static func registerOnceWritable(_ engine: Engine, _ token: String) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if (try? engine.register(Self.request(token))) != nil { return true }
+            usleep(2000)
+        }
+        return false
+    }
+
+    @Test(arguments: [
+        (FileFaults.Operation.write, ENOSPC), (.write, EIO), (.sync, EIO), (.sync, ENOSPC),
+    ])
+    func aFailedWriteIsRefusedInvisibleAndHeals(operation: FileFaults.Operation, code: Int32) throws {
+        try TemporaryDirectory.with("fanout-fault") { directory in
+            let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
+            for index in 0..<10 { try engine.register(Self.request("a\(index)")) }
+            _ = try engine.subscribe((0..<5).map { "a\($0)" }, to: TopicName("news")!)
+
+            FileFaults.inject(.init(operation, pathContains: directory, code: code))
+            #expect(throws: FanoutError(.unavailable, "")) { try engine.register(Self.request("refused")) }
+            #expect(!Self.isRegistered(engine, "refused"), "a refused registration is not visible")
+            #expect(throws: FanoutError(.unavailable, "")) { try engine.subscribe((5..<10).map { "a\($0)" }, to: TopicName("news")!) }
+            #expect(try engine.subscriberCount(of: TopicName("news")!) == 5, "a refused subscription is not visible")
+            #expect(try engine.installationCount() == 10, "reads still answer")
+            #expect(throws: FanoutError(.unavailable, "")) { try engine.snapshot() }
+
+            FileFaults.clear(pathContains: directory)
+            #expect(Self.registerOnceWritable(engine, "after"), "writes resume without a restart")
+            #expect(try engine.installationCount() == 11)
+            try engine.close()
+
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(try reopened.installationCount() == 11)
+            #expect(!Self.isRegistered(reopened, "refused") && Self.isRegistered(reopened, "after"))
+            #expect(try reopened.subscriberCount(of: TopicName("news")!) == 5)
+            #expect(reopened.recovery?.truncatedTail == nil, "the failed batch was cut when the log continued")
+            try reopened.close()
+            #expect(try WALDirectory.examine(directory).problems.isEmpty)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".tmp") }
+            #expect(leftovers.isEmpty)
+        }
+    }
+
+    /// The failure is logged once at error level with its cause (and the recovery after it),
+    /// however many changes are refused meanwhile.
+    @Test func theFailureIsLoggedOnceWithItsCause() throws {
+        try TemporaryDirectory.with("fanout-fault") { directory in
+            let records = RecordingLogHandler.Records()
+            let logger = Logger(label: "test") { _ in RecordingLogHandler(records: records) }
+            let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5), logger: logger)
+            try engine.register(Self.request("first"))
+            FileFaults.inject(.init(.sync, pathContains: directory, code: EIO))
+            for index in 0..<5 { _ = try? engine.register(Self.request("refused-\(index)")) }
+            FileFaults.clear(pathContains: directory)
+            #expect(Self.registerOnceWritable(engine, "after"))
+            try engine.close()
+            let errors = records.entries.withLock { $0.filter { $0.level == .error } }
+            #expect(errors.count == 1, "\(errors)")
+            #expect(errors.first?.text.contains("Input/output error") == true)
+            #expect(records.entries.withLock { $0.contains { $0.level == .notice && $0.text.contains("writes again") } })
+        }
+    }
+
+    /// Starting a new segment fails (the file cannot be created): the same guarantees.
+    @Test func aFailedSegmentRollHeals() throws {
+        try TemporaryDirectory.with("fanout-fault") { directory in
+            let engine = try Engine(directory: directory, durability: .always, segmentSize: 512, logRetryInterval: .milliseconds(5))
+            try engine.register(Self.request("first"))
+            FileFaults.inject(.init(.open, pathContains: directory, code: ENOSPC))
+            var refused: [String] = []
+            for index in 0..<10 {
+                if (try? engine.register(Self.request("r\(index)"))) == nil { refused.append("r\(index)") }
+            }
+            #expect(!refused.isEmpty, "a roll was needed and failed")
+            for token in refused { #expect(!Self.isRegistered(engine, token)) }
+            FileFaults.clear(pathContains: directory)
+            #expect(Self.registerOnceWritable(engine, "after"))
+            let expected = try engine.installationCount()
+            try engine.close()
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(try reopened.installationCount() == expected)
+            for token in refused { #expect(!Self.isRegistered(reopened, token)) }
+            try reopened.close()
+        }
+    }
+
+    /// Many callers at once while syncs start failing part-way: each caller's answer is the truth
+    /// after a restart (acknowledged: present; refused: absent), and async callers agree.
+    @Test func concurrentCallersGetTheTruth() async throws {
+        try await TemporaryDirectory.with("fanout-fault") { directory in
+            let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
+            FileFaults.inject(.init(.sync, pathContains: directory, code: EIO, skip: 40))
+            let outcomes = await withTaskGroup(of: [(String, Bool)].self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        var outcomes: [(String, Bool)] = []
+                        for index in 0..<60 {
+                            let token = "w\(worker)-\(index)"
+                            let accepted = (try? await engine.durably { try engine.register(Self.request(token)) }) != nil
+                            outcomes.append((token, accepted))
+                        }
+                        return outcomes
+                    }
+                }
+                return await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(outcomes.contains { $0.1 } && outcomes.contains { !$0.1 }, "some were acknowledged, some refused")
+            for (token, accepted) in outcomes where !accepted {
+                #expect(!Self.isRegistered(engine, token), "refused \(token) is not visible")
+            }
+            FileFaults.clear(pathContains: directory)
+            #expect(Self.registerOnceWritable(engine, "after"))
+            try engine.close()
+            let reopened = try Engine(directory: directory, durability: .none)
+            for (token, accepted) in outcomes {
+                #expect(Self.isRegistered(reopened, token) == accepted, "\(token) acknowledged: \(accepted)")
+            }
+            try reopened.close()
+        }
+    }
+
+    /// A real full disk: a small tmpfs (only when the tests run as root and may mount one).
+    @Test func aRealFullDisk() throws {
+        guard getuid() == 0 else { return }
+        let mountPoint = TemporaryDirectory.path("fanout-tmpfs")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: mountPoint) }
+        guard Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", mountPoint]) == 0 else { return }
+        defer { _ = Self.run("/bin/umount", [mountPoint]) }
+
+        let directory = "\(mountPoint)/data"
+        let engine = try Engine(directory: directory, durability: .always, segmentSize: 1 << 20, logRetryInterval: .milliseconds(5))
+        // Fill the disk, leaving a little room.
+        let filler = "\(mountPoint)/filler"
+        _ = FileManager.default.createFile(atPath: filler, contents: Data(count: 200 << 10))
+        var acknowledged: [String] = []
+        var refused: [String] = []
+        for index in 0..<2000 {
+            let token = "disk-\(index)-" + String(repeating: "x", count: 200)
+            if (try? engine.register(Self.request(token))) != nil {
+                acknowledged.append(token)
+            } else {
+                refused.append(token)
+                if refused.count >= 3 { break }
+            }
+        }
+        #expect(!refused.isEmpty, "the disk filled up")
+        for token in refused { #expect(!Self.isRegistered(engine, token)) }
+        #expect(throws: FanoutError.self) { try engine.snapshot() }
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(!names.contains { $0.hasSuffix(".tmp") }, "a failed snapshot leaves no temporary file: \(names)")
+
+        try FileManager.default.removeItem(atPath: filler)
+        #expect(Self.registerOnceWritable(engine, "after-room"), "writes resume once there is room")
+        try engine.close()
+        let reopened = try Engine(directory: directory, durability: .none)
+        #expect(try reopened.installationCount() == acknowledged.count + 1)
+        for token in acknowledged { #expect(Self.isRegistered(reopened, token)) }
+        for token in refused { #expect(!Self.isRegistered(reopened, token)) }
+        try reopened.close()
+    }
+
+    private static func run(_ executable: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+/// A log handler that keeps every message with its metadata, for assertions.
+struct RecordingLogHandler: LogHandler {
+    final class Records: Sendable {
+        let entries = Mutex<[(level: Logger.Level, text: String)]>([])
+    }
+
+    let records: Records
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let text = "\(event.message) \(event.metadata ?? [:])"
+        self.records.entries.withLock { $0.append((event.level, text)) }
+    }
+}
