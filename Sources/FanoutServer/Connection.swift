@@ -32,11 +32,16 @@ struct Connection {
                 try await withGracefulShutdownHandler {
                     try await self.run(inbound: inbound, outbound: outbound)
                 } onGracefulShutdown: {
-                    // Stop reading: the loop ends after the frames already read.
-                    channel.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+                    // Stop reading at a frame boundary: the loop ends after the frames already
+                    // passed on, whose replies are then written.
+                    channel.channel.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading())
                 }
                 if Task.isShuttingDownGracefully {
                     try await outbound.write(ServerFrame(requestID: 0, message: .goAway(.unavailable, "shutting down")))
+                    // A lingering close (see ConnectionGuardHandler): shut the output, then wait
+                    // until the peer closes or the guard's linger time is over.
+                    try await channel.channel.close(mode: .output)
+                    try await channel.channel.closeFuture.get()
                 }
             }
         } catch {

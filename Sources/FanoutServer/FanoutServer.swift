@@ -38,6 +38,8 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            // A client that shuts its write side still gets every reply, then the close.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: highWaterMark / 2, high: highWaterMark))
             .bind(host: configuration.host, port: configuration.port) { channel in
                 channel.eventLoop.makeCompletedFuture {

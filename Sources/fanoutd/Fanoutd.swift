@@ -42,6 +42,9 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("ready-file"), help: "Once listening, write host:port to this file (written to a temporary name, then renamed), for scripts and harnesses.")
     var readyFile: String?
 
+    @Option(name: .customLong("shutdown-grace"), help: "Seconds a graceful shutdown (SIGTERM, SIGINT) may take to answer what it applied before connections are cut.")
+    var shutdownGrace = 30
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
@@ -80,11 +83,13 @@ struct Fanoutd: AsyncParsableCommand {
             snapshotInterval: self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil,
             logger: logger
         )
-        let group = ServiceGroup(
-            services: [server, maintenance],
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: [.init(service: server), .init(service: maintenance)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(max(1, self.shutdownGrace))
+        let group = ServiceGroup(configuration: groupConfiguration)
         do {
             try await group.run()
         } catch {

@@ -50,12 +50,17 @@ enum LoopbackServer {
 struct RawConnection {
     let channel: NIOAsyncChannel<ServerFrame, ByteBuffer>
 
-    static func open(_ port: Int) async throws -> RawConnection {
+    /// - Parameter halfClosing: finishing the outbound writer shuts the socket's write side.
+    static func open(_ port: Int, halfClosing: Bool = false) async throws -> RawConnection {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.allowRemoteHalfClosure, value: true)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder<ServerMessage>(maximumPayloadSize: 1 << 26)))
-                    return try NIOAsyncChannel<ServerFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    return try NIOAsyncChannel<ServerFrame, ByteBuffer>(
+                        wrappingChannelSynchronously: channel,
+                        configuration: .init(isOutboundHalfClosureEnabled: halfClosing)
+                    )
                 }
             }
         return RawConnection(channel: channel)

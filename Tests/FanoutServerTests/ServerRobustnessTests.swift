@@ -11,7 +11,9 @@ import Testing
 
 /// Bad input, silent and stuck peers, and shutdown (docs/wire-protocol.md section 7): each ends
 /// as documented and the server keeps serving everyone else.
-@Suite("Server: bad input, timeouts, shutdown")
+/// Serialized: the idle and stall tests measure time, and the pipelined bursts of the shutdown and
+/// half-close tests, run beside them on two cores, could delay a keep-alive past its timeout.
+@Suite("Server: bad input, timeouts, shutdown", .serialized)
 struct ServerRobustnessTests {
     @Test func malformedFramesEndInAnErrorFrameAndAClosedConnection() async throws {
         try await TemporaryDirectory.with { directory in
@@ -151,6 +153,94 @@ struct ServerRobustnessTests {
                 try? await client.close()
             }
             #expect(try engine.installation(.token(RegistrationToken("before-shutdown")!)).platform == .web)
+        }
+    }
+
+    /// `count` REGISTER frames with request ids 2, 3, ... (after a HELLO with id 1), in one buffer.
+    static func pipelinedRegistrations(_ count: Int, prefix: String) throws -> ByteBuffer {
+        var buffer = try RawConnection.hello()
+        for index in 0..<count {
+            let fields = RegistrationFields(token: "\(prefix)-\(index)", platform: .android, appID: "1:1:android:a")
+            try ClientFrame(requestID: UInt32(index + 2), request: .register(project: "default", fields)).encode(into: &buffer)
+        }
+        return buffer
+    }
+
+    /// Thousands of pipelined REGISTERs, SIGTERM-style shutdown after the first replies: every
+    /// request the engine applied has exactly one reply, then GOAWAY, then the close; no frame is
+    /// answered with "ended inside a frame".
+    @Test func gracefulShutdownAnswersEveryAppliedRequest() async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory)
+            defer { try? engine.close() }
+            let server = try await FanoutServer.bind(
+                engine: engine,
+                keys: LoopbackServer.keys,
+                configuration: ServerConfiguration(port: 0),
+                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let requests = 5000
+            let frames = try await withThrowingTaskGroup(of: [ServerFrame].self) { tasks in
+                tasks.addTask {
+                    try await group.run()
+                    return []
+                }
+                let connection = try await RawConnection.open(server.localPort)
+                let burst = try Self.pipelinedRegistrations(requests, prefix: "burst")
+                let frames = try await connection.channel.executeThenClose { inbound, outbound in
+                    try await withThrowingTaskGroup(of: Void.self) { writer in
+                        writer.addTask { try await outbound.write(burst) }
+                        var frames: [ServerFrame] = []
+                        var triggered = false
+                        do {
+                            for try await frame in inbound {
+                                frames.append(frame)
+                                if frames.count == 200 && !triggered {
+                                    triggered = true
+                                    await group.triggerGracefulShutdown()
+                                }
+                            }
+                        } catch {
+                            Issue.record("reading ended with \(error)")
+                        }
+                        writer.cancelAll()
+                        return frames
+                    }
+                }
+                _ = try await tasks.next()
+                return frames
+            }
+            let replies = frames.filter { $0.requestID >= 2 }
+            #expect(Set(replies.map(\.requestID)).count == replies.count, "one reply per request")
+            let registered = replies.filter { if case .registered = $0.message { return true } else { return false } }
+            #expect(registered.count == replies.count, "every reply is a registration (no error): \(replies.filter { if case .registered = $0.message { return false } else { return true } }.prefix(3))")
+            #expect(replies.count > 200 && replies.count <= requests)
+            #expect(try engine.installationCount() == registered.count, "every applied registration was answered (\(frames.count) frames, last \(String(describing: frames.last?.message)))")
+            guard case .goAway? = frames.last?.message else {
+                Issue.record("the connection ended without GOAWAY: \(String(describing: frames.last))")
+                return
+            }
+        }
+    }
+
+    /// A client that writes its requests and shuts its write side gets WELCOME, every reply, then the close.
+    @Test func aHalfClosedClientGetsEveryReply() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await LoopbackServer.serve(directory: directory) { port, engine in
+                let requests = 2000
+                let connection = try await RawConnection.open(port, halfClosing: true)
+                let frames = try await connection.exchange([try Self.pipelinedRegistrations(requests, prefix: "half")], closeAfterWriting: true)
+                guard case .welcome? = frames.first?.message else {
+                    Issue.record("no WELCOME: \(frames.prefix(2))")
+                    return
+                }
+                let replies = frames.dropFirst()
+                #expect(replies.count == requests)
+                #expect(replies.allSatisfy { if case .registered = $0.message { return true } else { return false } })
+                #expect(replies.map(\.requestID) == (0..<requests).map { UInt32($0 + 2) }, "in request order")
+                #expect(try engine.installationCount() == requests)
+            }
         }
     }
 }
