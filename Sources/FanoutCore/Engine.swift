@@ -139,12 +139,14 @@ public final class Engine: Sendable {
     // MARK: - Installations
 
     /// Registers an installation; the engine assigns the FID when the offered one is missing,
-    /// invalid, taken or retired.
+    /// invalid, taken or retired. Repeating a registration (a retry after a lost reply) answers
+    /// the existing installation with `isExisting` set and changes nothing.
     @discardableResult
     public func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
         let now = self.clock.now()
         return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
             let result = try state.register(request, now: now)
+            if result.isExisting { return (result, []) }
             let i = result.installation
             let record = WALRecord.register(
                 project,

@@ -21,15 +21,21 @@ struct ProjectState {
     /// - Throws: `UNREGISTERED` for the FID of a deleted installation or a retired token, `NOT_FOUND` otherwise.
     func slot(for address: RegistrationAddress, field: String = "registration") throws(FanoutError) -> UInt32 {
         if let slot = self.registry.slot(for: address) { return slot }
-        switch address {
-        case .token(let token) where self.registry.isRetired(token):
-            throw FanoutError(.unregistered, "the token is no longer registered", field: field)
-        case .fid(let fid) where self.registry.isRetired(fid):
-            throw FanoutError(.unregistered, "the installation was deleted", field: field)
-        default:
-            break
+        if self.isRetired(address) {
+            switch address {
+            case .token: throw FanoutError(.unregistered, "the token is no longer registered", field: field)
+            case .fid: throw FanoutError(.unregistered, "the installation was deleted", field: field)
+            }
         }
         throw .notFound("no installation with this \(address.kindName) in project \(self.id)", field: field)
+    }
+
+    /// Whether an address named an installation once (a deleted FID, a rotated or deleted token).
+    func isRetired(_ address: RegistrationAddress) -> Bool {
+        switch address {
+        case .token(let token): return self.registry.isRetired(token)
+        case .fid(let fid): return self.registry.isRetired(fid) || RegistrationToken(fid.description).map(self.registry.isRetired) == true
+        }
     }
 
     // MARK: - Installations
@@ -135,8 +141,9 @@ struct ProjectState {
     }
 
     /// Resolves a batch of registration strings: a result per registration (`INVALID_ARGUMENT` when
-    /// it is neither a FID nor a token, `NOT_FOUND` when unknown, `ok` otherwise), and the slots found
-    /// with their positions in the input.
+    /// it is neither a FID nor a token, `UNREGISTERED` when it named an installation once (a
+    /// rotated or deleted token, a deleted FID), `NOT_FOUND` when unknown, `ok` otherwise), and the
+    /// slots found with their positions in the input.
     private func resolve(_ registrations: [String]) -> (results: [BatchItemResult], slots: [UInt32], positions: [Int]) {
         var results = [BatchItemResult](repeating: .ok, count: registrations.count)
         var addresses: [RegistrationAddress] = []
@@ -160,7 +167,7 @@ struct ProjectState {
                 slots.append(slot)
                 positions.append(addressPositions[index])
             } else {
-                results[addressPositions[index]] = .failed(.notFound)
+                results[addressPositions[index]] = .failed(self.isRetired(addresses[index]) ? .unregistered : .notFound)
             }
         }
         return (results, slots, positions)

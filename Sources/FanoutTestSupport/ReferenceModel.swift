@@ -12,6 +12,8 @@ public struct ReferenceModel {
         public var lastSeen: Int64
         public var user: String?
         public var topics: Set<String>
+        /// Registered with an APNs token (the model's registrations all use the same one).
+        public var apns = false
     }
 
     public struct ModelUser: Equatable {
@@ -44,15 +46,14 @@ public struct ReferenceModel {
 
     // MARK: - Addressing
 
-    /// The FID a registration string addresses, or the error code for it.
+    /// The FID a registration string addresses, or the error code for it. A string shaped like a
+    /// FID is a FID first, then a token.
     public func resolve(_ registration: String) -> (fid: String?, error: FanoutError.Code?) {
-        if FID(registration) != nil {
-            if self.devices[registration] != nil { return (registration, nil) }
-            return (nil, self.retiredFIDs.contains(registration) ? .unregistered : .notFound)
-        }
+        if FID(registration) != nil, self.devices[registration] != nil { return (registration, nil) }
         guard RegistrationToken(registration) != nil else { return (nil, .invalidArgument) }
         if let fid = self.fidByToken[registration] { return (fid, nil) }
-        return (nil, self.retiredTokens.contains(registration) ? .unregistered : .notFound)
+        let retired = self.retiredTokens.contains(registration) || self.retiredFIDs.contains(registration)
+        return (nil, retired ? .unregistered : .notFound)
     }
 
     // MARK: - Installations
@@ -61,9 +62,17 @@ public struct ReferenceModel {
         case failure(FanoutError.Code)
         /// Success; `usesOffered` tells whether the engine must keep the offered FID.
         case success(usesOffered: Bool)
+        /// A repeat of the registration of `fid`: answered with it, nothing changes.
+        case existing(fid: String)
     }
 
     public func expectRegister(offeredFID: String?, token: String?, platform: Platform, apns: Bool) -> RegisterExpectation {
+        let repeated = token.flatMap { self.fidByToken[$0] } ?? offeredFID.flatMap { self.devices[$0]?.token == nil ? $0 : nil }
+        if let fid = repeated, let device = self.devices[fid], device.token == token, device.platform == platform,
+            device.apns == apns, offeredFID.map({ FID($0) == nil || $0 == fid }) ?? true
+        {
+            return .existing(fid: fid)
+        }
         if let token {
             if self.fidByToken[token] != nil { return .failure(.alreadyExists) }
             if self.retiredTokens.contains(token) { return .failure(.invalidArgument) }
@@ -80,8 +89,8 @@ public struct ReferenceModel {
         FID(fid) != nil && self.devices[fid] == nil && !self.retiredFIDs.contains(fid)
     }
 
-    public mutating func applyRegister(fid: String, token: String?, platform: Platform, now: Int64) {
-        self.devices[fid] = Device(token: token, platform: platform, lastSeen: now, user: nil, topics: [])
+    public mutating func applyRegister(fid: String, token: String?, platform: Platform, apns: Bool = false, now: Int64) {
+        self.devices[fid] = Device(token: token, platform: platform, lastSeen: now, user: nil, topics: [], apns: apns)
         if let token { self.fidByToken[token] = fid }
     }
 
@@ -137,7 +146,7 @@ public struct ReferenceModel {
     public mutating func subscribe(_ registrations: [String], to topic: String) -> [BatchItemResult] {
         registrations.map { registration in
             let (fid, error) = self.resolve(registration)
-            guard let fid else { return .failed(error == .invalidArgument ? .invalidArgument : .notFound) }
+            guard let fid else { return .failed(error!) }
             if self.devices[fid]!.topics.contains(topic) { return .ok }
             if self.devices[fid]!.topics.count >= self.maximumTopics { return .failed(.tooManyTopics) }
             self.devices[fid]!.topics.insert(topic)
@@ -148,7 +157,7 @@ public struct ReferenceModel {
     public mutating func unsubscribe(_ registrations: [String], from topic: String) -> [BatchItemResult] {
         registrations.map { registration in
             let (fid, error) = self.resolve(registration)
-            guard let fid else { return .failed(error == .invalidArgument ? .invalidArgument : .notFound) }
+            guard let fid else { return .failed(error!) }
             self.devices[fid]!.topics.remove(topic)
             return .ok
         }

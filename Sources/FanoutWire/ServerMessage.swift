@@ -92,7 +92,8 @@ public enum ServerMessage: WireMessage {
         case .names(_, let names):
             try buffer.writeWireStrings(names, field: "names")
         case .registered(let result):
-            buffer.writeWireBool(result.fidWasAssigned)
+            let flags = (result.fidWasAssigned ? 1 : 0) | (result.isExisting ? 2 : 0)
+            buffer.writeInteger(UInt8(flags))
             try buffer.writeWireInstallation(result.installation)
         case .installation(_, let installation):
             try buffer.writeWireInstallation(installation)
@@ -192,8 +193,13 @@ public enum ServerMessage: WireMessage {
         case .done: return .done(request)
         case .names: return .names(request, try reader.strings("names"))
         case .registered:
-            let assigned = try reader.bool("fid was assigned")
-            return .registered(RegistrationResult(installation: try reader.installation("installation"), fidWasAssigned: assigned))
+            let flags = try reader.u8("registration flags")
+            guard flags & ~3 == 0 else { throw reader.error("registration flags has unknown bits (\(flags))") }
+            return .registered(RegistrationResult(
+                installation: try reader.installation("installation"),
+                fidWasAssigned: flags & 1 != 0,
+                isExisting: flags & 2 != 0
+            ))
         case .installation: return .installation(request, try reader.installation("installation"))
         case .staleInstallations:
             let total = try reader.u64("total")

@@ -31,6 +31,7 @@ struct RegisterCommand: AsyncParsableCommand {
             apnsToken: self.apnsToken
         )
         let result = try await self.server.withClient(command: "register") { try await $0.register(fields, in: self.server.project) }
+        if result.isExisting { writeToStandardError("already registered with these details: nothing changed\n") }
         self.server.print(result.installation)
     }
 }

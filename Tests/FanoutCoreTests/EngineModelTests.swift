@@ -139,7 +139,11 @@ struct Harness {
             switch expected {
             case .failure(let code):
                 Issue.record("register succeeded, model expected \(code)")
+            case .existing(let existing):
+                #expect(result.isExisting && fid == existing, "a repeated registration")
+                return
             case .success(let usesOffered):
+                #expect(!result.isExisting)
                 #expect(result.fidWasAssigned == !usesOffered)
                 if usesOffered {
                     #expect(fid == offered)
@@ -147,7 +151,7 @@ struct Harness {
                     #expect(self.model.isFresh(fid) && fid != offered)
                 }
             }
-            self.model.applyRegister(fid: fid, token: token, platform: platform, now: self.now)
+            self.model.applyRegister(fid: fid, token: token, platform: platform, apns: apns, now: self.now)
             self.knownFIDs.append(fid)
             self.exercised["register", default: 0] += 1
         } catch {

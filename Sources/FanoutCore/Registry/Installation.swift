@@ -79,9 +79,14 @@ public struct RegistrationResult: Hashable, Sendable {
     public var installation: Installation
     /// True when the engine did not use the offered FID (none, invalid, taken or retired).
     public var fidWasAssigned: Bool
+    /// True when the request repeated a registration that already exists (the same token, or the
+    /// same offered FID without a token, with the same platform, app, device details and APNs
+    /// token): `installation` is that one and nothing changed. A retry after a lost reply gets this.
+    public var isExisting: Bool
 
-    public init(installation: Installation, fidWasAssigned: Bool) {
+    public init(installation: Installation, fidWasAssigned: Bool, isExisting: Bool = false) {
         self.installation = installation
         self.fidWasAssigned = fidWasAssigned
+        self.isExisting = isExisting
     }
 }

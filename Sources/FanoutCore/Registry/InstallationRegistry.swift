@@ -54,11 +54,17 @@ struct InstallationRegistry {
 
     // MARK: - Lookups
 
+    /// The slot an address names. A string shaped like a FID names the installation with that FID,
+    /// or, when there is none, the one whose token it is (a token may look like a FID).
     func slot(for address: RegistrationAddress) -> UInt32? {
         switch address {
-        case .fid(let fid): return self.slot(forFID: fid)
+        case .fid(let fid): return self.slot(forFID: fid) ?? self.slot(forFIDShapedToken: fid)
         case .token(let token): return self.slot(forToken: token)
         }
+    }
+
+    private func slot(forFIDShapedToken fid: FID) -> UInt32? {
+        RegistrationToken(fid.description).flatMap(self.slot(forToken:))
     }
 
     /// The slots of many addresses (nil where unknown), in order. Hashes every key first and probes
@@ -74,11 +80,35 @@ struct InstallationRegistry {
         return zip(addresses, hashes).map { address, hash in
             switch address {
             case .fid(let fid):
-                return self.slotByFID.find(hash: hash) { self.records[Int($0)].fid == fid }
+                return self.slotByFID.find(hash: hash) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
             case .token(let token):
                 return self.slotByToken.find(hash: hash) { self.records[Int($0)].token == token }
             }
         }
+    }
+
+    /// The installation a request repeats (see `RegistrationResult.isExisting`), if any: the one
+    /// holding the request's token, or, without a token, the one with the offered FID and no token;
+    /// its platform, app, device details and APNs token must all be the request's.
+    private func repeatedRegistration(_ request: RegistrationRequest) -> RegistrationResult? {
+        let offered = request.offeredFID.flatMap(FID.init)
+        let slot: UInt32
+        if let token = request.token {
+            guard let found = self.slot(forToken: token) else { return nil }
+            slot = found
+        } else {
+            guard let offered, let found = self.slot(forFID: offered) else { return nil }
+            slot = found
+        }
+        guard let installation = self.installation(atSlot: slot),
+            offered == nil || offered == installation.fid,
+            installation.token == request.token,
+            installation.platform == request.platform,
+            installation.appID == request.appID,
+            installation.device == request.device,
+            installation.apnsToken == request.apnsToken
+        else { return nil }
+        return RegistrationResult(installation: installation, fidWasAssigned: offered == nil, isExisting: true)
     }
 
     func slot(forFID fid: FID) -> UInt32? {
@@ -151,6 +181,9 @@ struct InstallationRegistry {
     /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
     ///   when the token was retired or an APNs token is given for a platform other than iOS.
     mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+        if let existing = self.repeatedRegistration(request) {
+            return existing
+        }
         if let token = request.token {
             guard self.slot(forToken: token) == nil else {
                 throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
