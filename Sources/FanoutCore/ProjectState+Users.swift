@@ -35,7 +35,7 @@ extension ProjectState {
     mutating func signOut(_ user: UserID, on address: RegistrationAddress) throws(FanoutError) -> Installation {
         let slot = try self.slot(for: address)
         guard self.registry.user(ofSlot: slot) == user else {
-            throw FanoutError(.permissionDenied, "the installation is not one of the user's devices", field: "registration")
+            throw FanoutError(.failedPrecondition, "the installation is not one of the user's devices", field: "registration")
         }
         self.unbind(slot)
         self.registry.dropToken(atSlot: slot)

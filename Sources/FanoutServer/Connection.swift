@@ -110,8 +110,11 @@ struct Connection {
                             guard let current = attachment else {
                                 throw FanoutError(.failedPrecondition, "GRANT needs an attachment")
                             }
-                            guard credit >= 1, current.credit + Int(credit) <= self.configuration.maximumCredit else {
-                                throw FanoutError(.invalidArgument, "credit may not pass \(self.configuration.maximumCredit)", field: "credit")
+                            guard credit >= 1 else {
+                                throw FanoutError(.invalidArgument, "GRANT must add at least 1 credit", field: "credit")
+                            }
+                            guard current.credit + Int(credit) <= self.configuration.maximumCredit else {
+                                throw FanoutError(.invalidArgument, "credit may not pass \(self.configuration.maximumCredit) in all (\(current.credit) held)", field: "credit")
                             }
                             try current.consumer.grant(Int(credit))
                             attachment?.credit += Int(credit)
@@ -127,7 +130,9 @@ struct Connection {
                         group.addTask {
                             let reply: ServerMessage
                             do {
-                                reply = .names(.snapshot, [try await NIOThreadPool.singleton.runIfActive { try engine.snapshot() }])
+                                let path = try await NIOThreadPool.singleton.runIfActive { try engine.snapshot() }
+                                // The file's name, not the server's path to it.
+                                reply = .names(.snapshot, [String(path.split(separator: "/").last ?? "")])
                             } catch let error as FanoutError {
                                 reply = .error(error)
                             } catch {

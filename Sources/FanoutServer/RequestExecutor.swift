@@ -57,8 +57,8 @@ struct RequestExecutor: Sendable {
             ))
         case .linkUser(let project, let anonymous, let permanent):
             return .user(opcode, try self.engine.linkUser(
-                anonymous: try Self.parse(anonymous, "anonymous user", UserID.init),
-                to: try Self.parse(permanent, "permanent user", UserID.init),
+                anonymous: try Self.parse(anonymous, "anonymousUser", UserID.init),
+                to: try Self.parse(permanent, "permanentUser", UserID.init),
                 in: try Self.project(project)
             ))
         case .getUser(let project, let user):
@@ -158,9 +158,9 @@ struct RequestExecutor: Sendable {
             offeredFID: fields.offeredFID,
             token: try fields.token.map { (token: String) throws(FanoutError) in try Self.parse(token, "token", RegistrationToken.init) },
             platform: fields.platform,
-            appID: try Self.parse(fields.appID, "app id", AppID.init),
+            appID: try Self.parse(fields.appID, "appId", AppID.init),
             device: try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),
-            apnsToken: try fields.apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apns token", APNsDeviceToken.init) }
+            apnsToken: try fields.apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apnsToken", APNsDeviceToken.init) }
         )
     }
 }

@@ -190,7 +190,7 @@ public struct ReferenceModel {
     public mutating func signOut(_ user: String, on registration: String) -> FanoutError.Code? {
         let (fid, error) = self.resolve(registration)
         guard let fid else { return error }
-        guard self.devices[fid]!.user == user else { return .permissionDenied }
+        guard self.devices[fid]!.user == user else { return .failedPrecondition }
         self.unbind(fid)
         self.retireToken(of: fid)
         return nil

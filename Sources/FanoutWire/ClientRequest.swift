@@ -113,7 +113,7 @@ public enum ClientRequest: WireMessage {
             }
             buffer.writeInteger(kind)
             try buffer.writeWireBytes(bytes, field: "credential")
-            try buffer.writeWireString(hello.clientName, field: "client name")
+            try buffer.writeWireString(hello.clientName, field: "clientName")
         case .ping, .listProjects, .snapshot, .detach, .createProject, .deleteProject, .pruneExpired, .installationCount,
             .cleanUpAnonymousUsers, .expireDeliveries, .stats:
             break
@@ -121,11 +121,11 @@ public enum ClientRequest: WireMessage {
             try buffer.writeWireOptionalString(fields.offeredFID, field: "fid")
             try buffer.writeWireOptionalString(fields.token, field: "token")
             buffer.writeInteger(fields.platform.code)
-            try buffer.writeWireString(fields.appID, field: "app id")
-            try buffer.writeWireOptionalString(fields.deviceName, field: "device name")
-            try buffer.writeWireOptionalString(fields.deviceOS, field: "device os")
-            try buffer.writeWireOptionalString(fields.deviceType, field: "device type")
-            try buffer.writeWireOptionalString(fields.apnsToken, field: "apns token")
+            try buffer.writeWireString(fields.appID, field: "appId")
+            try buffer.writeWireOptionalString(fields.deviceName, field: "deviceName")
+            try buffer.writeWireOptionalString(fields.deviceOS, field: "deviceOs")
+            try buffer.writeWireOptionalString(fields.deviceType, field: "deviceType")
+            try buffer.writeWireOptionalString(fields.apnsToken, field: "apnsToken")
         case .refreshToken(_, let registration, let token):
             try buffer.writeWireString(registration, field: "registration")
             try buffer.writeWireString(token, field: "token")
@@ -144,15 +144,15 @@ public enum ClientRequest: WireMessage {
             try buffer.writeWireString(user, field: "user")
             try buffer.writeWireString(registration, field: "registration")
         case .linkUser(_, let anonymous, let permanent):
-            try buffer.writeWireString(anonymous, field: "anonymous user")
-            try buffer.writeWireString(permanent, field: "permanent user")
+            try buffer.writeWireString(anonymous, field: "anonymousUser")
+            try buffer.writeWireString(permanent, field: "permanentUser")
         case .getUser(_, let user):
             try buffer.writeWireString(user, field: "user")
         case .subscribe(_, let topic, let registrations), .unsubscribe(_, let topic, let registrations):
             try buffer.writeWireString(topic, field: "topic")
             try buffer.writeWireStrings(registrations, field: "registrations")
         case .listTopics(_, let startAfter, let limit):
-            try buffer.writeWireString(startAfter, field: "start after")
+            try buffer.writeWireString(startAfter, field: "startAfter")
             buffer.writeInteger(limit)
         case .subscriberCount(_, let topic):
             try buffer.writeWireString(topic, field: "topic")
@@ -210,7 +210,7 @@ public enum ClientRequest: WireMessage {
             case 2: credential = .installationAuthToken(bytes)
             default: credential = .unknown(kind: kind, bytes)
             }
-            let name = try reader.string("client name")
+            let name = try reader.string("clientName")
             guard name.utf8.count <= Hello.maximumClientNameLength else {
                 throw reader.error("client name is longer than \(Hello.maximumClientNameLength) bytes")
             }
@@ -252,11 +252,11 @@ public enum ClientRequest: WireMessage {
                 offeredFID: fid,
                 token: token,
                 platform: platform,
-                appID: try reader.string("app id"),
-                deviceName: try reader.optionalString("device name"),
-                deviceOS: try reader.optionalString("device os"),
-                deviceType: try reader.optionalString("device type"),
-                apnsToken: try reader.optionalString("apns token")
+                appID: try reader.string("appId"),
+                deviceName: try reader.optionalString("deviceName"),
+                deviceOS: try reader.optionalString("deviceOs"),
+                deviceType: try reader.optionalString("deviceType"),
+                apnsToken: try reader.optionalString("apnsToken")
             ))
         case .refreshToken:
             return .refreshToken(project: project, registration: try reader.string("registration"), token: try reader.string("token"))
@@ -275,7 +275,7 @@ public enum ClientRequest: WireMessage {
             )
         case .signOut: return .signOut(project: project, user: try reader.string("user"), registration: try reader.string("registration"))
         case .linkUser:
-            return .linkUser(project: project, anonymous: try reader.string("anonymous user"), permanent: try reader.string("permanent user"))
+            return .linkUser(project: project, anonymous: try reader.string("anonymousUser"), permanent: try reader.string("permanentUser"))
         case .getUser: return .getUser(project: project, user: try reader.string("user"))
         case .cleanUpAnonymousUsers: return .cleanUpAnonymousUsers(project: project)
         case .subscribe:
@@ -283,7 +283,7 @@ public enum ClientRequest: WireMessage {
         case .unsubscribe:
             return .unsubscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
         case .topicsOf: return .topicsOf(project: project, registration: try reader.string("registration"))
-        case .listTopics: return .listTopics(project: project, startAfter: try reader.string("start after"), limit: try reader.u32("limit"))
+        case .listTopics: return .listTopics(project: project, startAfter: try reader.string("startAfter"), limit: try reader.u32("limit"))
         case .subscriberCount: return .subscriberCount(project: project, topic: try reader.string("topic"))
         case .audience:
             let kind = try reader.u8("kind")

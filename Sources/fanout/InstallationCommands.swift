@@ -13,8 +13,8 @@ struct RegisterCommand: AsyncParsableCommand {
     @Option(name: .customLong("app-id"), help: "The Firebase app id.") var appID: String
     @Option(help: "The registration token.") var token: String?
     @Option(help: "The FID the app generated.") var fid: String?
-    @Option(name: .customLong("device-name")) var deviceName: String?
-    @Option(name: .customLong("device-os")) var deviceOS: String?
+    @Option(name: .customLong("deviceName")) var deviceName: String?
+    @Option(name: .customLong("deviceOs")) var deviceOS: String?
     @Option(name: .customLong("apns-token"), help: "The APNs device token, hex (iOS).") var apnsToken: String?
 
     func run() async throws {

@@ -213,7 +213,7 @@ struct EngineTests {
         #expect(Set(try self.engine.audience(of: ana).slots) == [iphone.slot, pixel.slot, browser.slot])
 
         // Someone else cannot sign ana out.
-        #expect(throws: FanoutError(.permissionDenied, "", field: "registration")) {
+        #expect(throws: FanoutError(.failedPrecondition, "", field: "registration")) {
             try self.engine.signOut(UserID("mallory")!, on: .fid(iphone.fid))
         }
         let signedOut = try self.engine.signOut(ana, on: .fid(iphone.fid))

@@ -130,10 +130,10 @@ struct ModelTypeTests {
     @Test func deviceDetailsNameTheBadField() throws {
         let details = try DeviceDetails(name: "Ana's iPhone 🍎", os: "iOS 19", type: "phone")
         #expect(details.name == "Ana's iPhone 🍎")
-        #expect(throws: FanoutError(.invalidArgument, "", field: "device.os")) {
+        #expect(throws: FanoutError(.invalidArgument, "", field: "deviceOs")) {
             try DeviceDetails(name: "ok", os: "bad\u{7}", type: nil)
         }
-        #expect(throws: FanoutError(.invalidArgument, "", field: "device.type")) {
+        #expect(throws: FanoutError(.invalidArgument, "", field: "deviceType")) {
             try DeviceDetails(type: String(repeating: "x", count: 257))
         }
     }

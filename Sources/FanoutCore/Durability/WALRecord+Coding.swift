@@ -163,7 +163,7 @@ extension WALRecord {
             let token = try reader.readOptionalString(limit: RegistrationToken.maximumLength)
                 .map { (value: String) throws(BinaryReader.Error) in try Self.validated(RegistrationToken(value), reader, "token") }
             let platform = try Self.platform(try reader.read(UInt8.self), reader)
-            let appID = try Self.validated(AppID(try reader.readString(limit: AppID.maximumLength)), reader, "app id")
+            let appID = try Self.validated(AppID(try reader.readString(limit: AppID.maximumLength)), reader, "appId")
             let name = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
             let os = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
             let type = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)

@@ -13,9 +13,9 @@ public struct DeviceDetails: Hashable, Sendable {
     public init() {}
 
     /// Validates every field.
-    /// - Throws: `INVALID_ARGUMENT` naming the first bad field (`device.name`, `device.os`, `device.type`).
+    /// - Throws: `INVALID_ARGUMENT` naming the first bad field (`deviceName`, `deviceOs`, `deviceType`, as on the wire).
     public init(name: String? = nil, os: String? = nil, type: String? = nil) throws(FanoutError) {
-        for (field, value) in [("device.name", name), ("device.os", os), ("device.type", type)] {
+        for (field, value) in [("deviceName", name), ("deviceOs", os), ("deviceType", type)] {
             if let value, !ASCII.isPrintableText(value, maxBytes: Self.maximumFieldLength) {
                 throw .invalidArgument(
                     "must be at most \(Self.maximumFieldLength) bytes with no control characters",
