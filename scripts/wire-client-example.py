@@ -107,7 +107,8 @@ def main():
     register += string("default") + optional_string(None) + optional_string(token) + bytes([3])
     register += string("1:1:web:python") + optional_string(None) * 4
     reply = connection.call(REGISTER, register)
-    assigned, installation = reply.u8() == 1, reply.installation()
+    flags = reply.u8()  # bit 0: the server assigned the FID; bit 1: an existing, identical registration
+    assigned, installation = flags & 1 == 1, reply.installation()
 
     subscribe = string("default") + string("python-news") + struct.pack(">I", 1) + string(token)
     statuses = list(connection.call(SUBSCRIBE, subscribe).take(4 + 1)[4:])
