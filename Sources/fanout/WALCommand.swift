@@ -55,7 +55,7 @@ struct WALCommand: ParsableCommand {
             if scan.allowsStart {
                 print("start-up proceeds: it cuts a torn tail, moves a damaged snapshot aside or writes the manifest; \(plan.lossDescription)")
             } else {
-                print("start-up refuses this directory. `fanout wal repair \(self.directory)` keeps LSNs before \(plan.endLSN): \(plan.lossDescription)")
+                print("start-up refuses this directory. `fanout wal repair \(self.directory)` keeps \(plan.keptDescription): \(plan.lossDescription)")
             }
             throw ExitCode(1)
         }
@@ -96,10 +96,9 @@ struct WALCommand: ParsableCommand {
                 print("nothing to repair: the log is clean")
                 return
             }
-            let prefix = dry ? "would have " : ""
-            for action in repair.actions { print(prefix + action) }
-            let base = repair.plan.snapshot.map { "the snapshot \($0) and " } ?? ""
-            print("\(dry ? "the repaired directory would start" : "the directory now starts") from \(base)the log: every LSN below \(repair.plan.endLSN) is kept; \(repair.plan.lossDescription)")
+            for action in repair.actions { print(action) }
+            let base = repair.plan.snapshot.map { "the snapshot \($0) and the log after it" } ?? "the log"
+            print("\(dry ? "the repaired directory would start" : "the directory now starts") from \(base), keeping \(repair.plan.keptDescription); \(repair.plan.lossDescription)")
             if !self.dryRun && dry {
                 writeToStandardError("fanout wal repair: nothing was changed; this repair drops acknowledged records: pass --truncate-at-corruption to confirm\n")
                 throw ExitCode(1)

@@ -227,7 +227,7 @@ extension Engine {
         let listed = problems.map(\.description).joined(separator: "; ")
         return FanoutError(
             .internal,
-            "the write-ahead log in \(directory) is damaged: \(listed). A repair keeps LSNs before \(plan.endLSN) (\(plan.lossDescription)); \(Self.repairAdvice(directory))"
+            "the write-ahead log in \(directory) is damaged: \(listed). A repair keeps \(plan.keptDescription) (\(plan.lossDescription)); \(Self.repairAdvice(directory))"
         )
     }
 

@@ -30,18 +30,19 @@ public enum WALDirectory {
         let scan = try WALScan.examine(directory, decodeRecords: true, checkSnapshots: true)
         let plan = scan.plan()
         var actions: [String] = []
+        func verb(_ done: String, _ planned: String) -> String { dryRun ? "would " + planned : done }
         do throws(FileIO.Error) {
             for name in plan.droppedSnapshots {
                 let target = dryRun ? "quarantine/" : try Quarantine.move(name, in: directory)
-                actions.append("moved the damaged snapshot \(name) to \(target)")
+                actions.append("\(verb("moved", "move")) the damaged snapshot \(name) to \(target)")
             }
             for name in plan.droppedSegments {
                 let target = dryRun ? "quarantine/" : try Quarantine.move(name, in: directory)
-                actions.append("moved \(name) to \(target)")
+                actions.append("\(verb("moved", "move")) \(name) to \(target)")
             }
             if let cut = plan.cut {
                 let target = dryRun ? "quarantine/" : try Quarantine.cut(cut.segment, at: cut.offset, in: directory)
-                actions.append("cut \(cut.segment) at byte \(cut.offset) (LSN \(cut.lsn)); the bytes cut off went to \(target)")
+                actions.append("\(verb("cut", "cut")) \(cut.segment) at byte \(cut.offset) (LSN \(cut.lsn)), keeping the bytes cut off in \(target)")
             }
             for name in plan.headerRewrites {
                 guard let segment = scan.segments.first(where: { $0.name == name }), let contents = segment.contents else { continue }
@@ -52,12 +53,12 @@ public enum WALDirectory {
                     try Self.rewriteHeader(path, index: segment.index, firstLSN: contents.firstLSN)
                 }
                 let fields = contents.headerDamage.map(\.field).joined(separator: ", ")
-                actions.append("rewrote the header of \(name) (\(fields)) as index \(segment.index), first LSN \(contents.firstLSN)")
+                actions.append("\(verb("rewrote", "rewrite")) the header of \(name) (\(fields)) as index \(segment.index), first LSN \(contents.firstLSN)")
             }
             let manifest = Self.manifest(after: plan, scan: scan)
             if manifest != scan.manifest {
                 if !dryRun { try manifest.write(directory: directory) }
-                actions.append("wrote the manifest: \(manifest.segments.count) segments, \(manifest.snapshots.count) snapshots")
+                actions.append("\(verb("wrote", "write")) the manifest: \(manifest.segments.count) segments, \(manifest.snapshots.count) snapshots")
             }
         } catch {
             throw FanoutError(.unavailable, "repair failed: \(error)")

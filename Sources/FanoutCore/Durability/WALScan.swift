@@ -155,7 +155,7 @@ public struct WALScan: Sendable {
                     problems.append(WALProblem(.tornTail, file: segment.name, offset: damage.offset, lsn: contents.damagedLSN, "a torn tail (an interrupted write; nothing valid follows): \(damage.reason)"))
                 } else {
                     let after = contents.resumesAt.map { "; intact records follow at byte \($0.offset) (LSN \($0.lsn))" } ?? (isLast ? "" : "; later segments follow")
-                    problems.append(WALProblem(.corruption, file: segment.name, offset: damage.offset, lsn: contents.damagedLSN, "corruption: \(damage.reason)\(after)"))
+                    problems.append(WALProblem(.corruption, file: segment.name, offset: damage.offset, lsn: contents.damagedLSN, "\(damage.reason)\(after)"))
                 }
             }
         }
@@ -335,6 +335,11 @@ public struct WALPlan: Sendable {
     /// The LSNs that cannot be kept (nil: none known; see also `endIsUnknown`).
     public var lost: Range<UInt64>? {
         self.endLSN < self.knownEndLSN ? self.endLSN..<self.knownEndLSN : nil
+    }
+
+    /// What the prefix keeps, for people: "every LSN below N" or "nothing".
+    public var keptDescription: String {
+        self.endLSN == 0 ? "nothing of the log" : "every LSN below \(self.endLSN)"
     }
 
     /// One line on what is lost, for people.
