@@ -106,7 +106,15 @@ extension Engine {
                 _ = unlink("\(directory)/\(name)")
             }
         }
-        var scan = try WALScan.examine(directory, decodeRecords: false, checkSnapshots: false)
+        // Segments the newest snapshot covers are not read unless that snapshot turns out damaged.
+        let names: [String]
+        do {
+            names = try FileIO.list(directory)
+        } catch {
+            throw FanoutError(.unavailable, "cannot read the data directory: \(error)")
+        }
+        let newestSnapshot = names.compactMap(Snapshot.lsn(ofFileName:)).max()
+        var scan = try WALScan.examine(directory, decodeRecords: false, checkSnapshots: false, skippingCoveredBy: newestSnapshot)
 
         // The base: the snapshot (or the empty state) from which the log reaches furthest. A
         // snapshot that turns out damaged while it loads is marked, and the plan made again.
@@ -131,8 +139,14 @@ extension Engine {
                 report.snapshot = (path, plan.baseLSN, count)
                 break
             } catch {
-                scan.markDamaged(snapshot: name, "\(error)")
                 report.skippedSnapshots.append("\(path): \(error)")
+                if scan.segments.contains(where: \.isSkipped) {
+                    // An older base is needed: read the segments skipped so far.
+                    let damaged = scan.snapshots.filter { $0.damage != nil }
+                    scan = try WALScan.examine(directory, decodeRecords: false, checkSnapshots: false)
+                    for snapshot in damaged { scan.markDamaged(snapshot: snapshot.name, snapshot.damage!) }
+                }
+                scan.markDamaged(snapshot: name, "\(error)")
             }
         }
 
@@ -206,7 +220,15 @@ extension Engine {
         }
 
         var manifest = WALManifest(snapshots: scan.snapshots.filter { $0.damage == nil }.map(\.lsn))
-        for segment in scan.segments {
+        for (position, segment) in scan.segments.enumerated() {
+            if let first = segment.skippedFirstLSN {
+                // Not read: as the old manifest has it, else up to where the next one starts.
+                let next = scan.segments[position + 1]
+                let end = next.contents?.firstLSN ?? next.skippedFirstLSN ?? first
+                let listed = scan.manifest?.segments.first { $0.index == segment.index }
+                manifest.segments.append(listed?.end != nil ? listed! : .init(index: segment.index, firstLSN: first, end: .init(lsn: end, bytes: segment.size)))
+                continue
+            }
             guard let contents = segment.contents else { continue }
             let kept = plan.cut?.segment == segment.name ? plan.cut!.offset : segment.size
             let endLSN = plan.cut?.segment == segment.name ? plan.cut!.lsn : contents.nextLSN

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A data directory's log examined as a whole: every segment, the snapshots and the manifest,
 /// what is wrong with them, and the longest intact prefix of the log they hold (`plan`).
 ///
@@ -12,6 +16,10 @@ public struct WALScan: Sendable {
         public var contents: WALSegmentContents?
         /// Why the header is unusable.
         public var unreadable: WALDamage?
+        /// Not read (start-up's scan skips segments a snapshot covers): only the header's first LSN is known.
+        public var skippedFirstLSN: UInt64?
+
+        var isSkipped: Bool { self.skippedFirstLSN != nil }
     }
 
     public struct SnapshotFile: Sendable {
@@ -33,8 +41,16 @@ public struct WALScan: Sendable {
     public var snapshots: [SnapshotFile]
 
     /// Reads every segment (and, with `checkSnapshots`, every snapshot) of `directory`.
-    /// - Parameter decodeRecords: `false` checks the segments' checksums, lengths and LSNs only.
-    public static func examine(_ directory: String, decodeRecords: Bool = true, checkSnapshots: Bool = true) throws(FanoutError) -> WALScan {
+    /// - Parameters:
+    ///   - decodeRecords: `false` checks the segments' checksums, lengths and LSNs only.
+    ///   - skippingCoveredBy: start-up's shortcut: segments whose successor starts at or before this
+    ///     LSN (the newest snapshot's) are not read, only their headers' first LSNs.
+    public static func examine(
+        _ directory: String,
+        decodeRecords: Bool = true,
+        checkSnapshots: Bool = true,
+        skippingCoveredBy coveredLSN: UInt64? = nil
+    ) throws(FanoutError) -> WALScan {
         let names: [String]
         do {
             names = try FileIO.list(directory)
@@ -53,9 +69,24 @@ public struct WALScan: Sendable {
         } catch {
             throw FanoutError(.unavailable, "cannot read \(directory)/\(WALManifest.fileName): \(error)")
         }
-        for name in WALWriter.segmentNames(among: names) {
+        let segmentNames = WALWriter.segmentNames(among: names)
+        var skipped: [String: UInt64] = [:]
+        if let coveredLSN {
+            let firstLSNs = segmentNames.map { Self.headerFirstLSN("\(directory)/\($0)") }
+            for position in segmentNames.indices.dropLast() {
+                guard let first = firstLSNs[position], let next = firstLSNs[position + 1], next <= coveredLSN else { break }
+                skipped[segmentNames[position]] = first
+            }
+        }
+        for name in segmentNames {
             guard let index = WALWriter.index(ofSegmentName: name) else { continue }
             let path = "\(directory)/\(name)"
+            if let first = skipped[name] {
+                var status = stat()
+                let size = stat(path, &status) == 0 ? Int(status.st_size) : 0
+                scan.segments.append(SegmentFile(name: name, index: index, size: size, contents: nil, skippedFirstLSN: first))
+                continue
+            }
             let bytes: [UInt8]
             do {
                 bytes = try FileIO.readAll(path)
@@ -88,6 +119,15 @@ public struct WALScan: Sendable {
         }
         scan.snapshots.sort { $0.lsn < $1.lsn }
         return scan
+    }
+
+    /// The first LSN a segment's header names (nil when the header cannot be read).
+    private static func headerFirstLSN(_ path: String) -> UInt64? {
+        guard let header = try? FileIO.readPrefix(path, count: WALFormat.segmentHeaderSize),
+            header.count == WALFormat.segmentHeaderSize
+        else { return nil }
+        var reader = BinaryReader(header, from: 24)
+        return try? reader.read(UInt64.self)
     }
 
     /// Records that a snapshot turned out damaged while it was loaded.
@@ -124,7 +164,7 @@ public struct WALScan: Sendable {
             let from = self.snapshots.last.map { "LSN \($0.lsn) (the newest snapshot)" } ?? "LSN 0 (there is no snapshot)"
             problems.append(WALProblem(.lsnGap, file: self.segments[0].name, lsn: first.firstLSN, "the log starts at LSN \(first.firstLSN), but the state it continues ends at \(from): records are missing"))
         }
-        for (position, segment) in self.segments.enumerated() {
+        for (position, segment) in self.segments.enumerated() where !segment.isSkipped {
             let isLast = position == self.segments.count - 1
             guard let contents = segment.contents else {
                 let reason = segment.unreadable?.reason ?? "unreadable"
@@ -186,14 +226,24 @@ public struct WALScan: Sendable {
         var plan = WALPlan(snapshot: base?.name, baseLSN: baseLSN, endLSN: baseLSN, knownEndLSN: self.knownEndLSN, endIsUnknown: self.endIsUnknown)
         var position = 0
         var previous: SegmentFile? = nil
-        // Segments entirely before the base are not needed (they stay for an older base).
-        while position < self.segments.count {
+        // Segments entirely before the base are not needed (they stay for an older base); damaged
+        // ones among them are dropped.
+        while position < self.segments.count - 1 {
             let segment = self.segments[position]
-            guard let contents = segment.contents else { position += 1; continue }
-            let next = position + 1 < self.segments.count ? self.segments[position + 1].contents : nil
-            let covered = contents.damage == nil ? contents.nextLSN <= baseLSN : (next.map { $0.firstLSN <= baseLSN } ?? false)
-            guard covered && position < self.segments.count - 1 else { break }
-            if contents.damage != nil || !contents.headerDamage.isEmpty { plan.droppedSegments.append(segment.name) }
+            let next = self.segments[position + 1]
+            let nextStartsInside = next.isSkipped || (next.contents.map { $0.firstLSN <= baseLSN } ?? false)
+            let covered: Bool
+            if segment.isSkipped {
+                covered = true
+            } else if let contents = segment.contents, contents.damage == nil {
+                covered = contents.nextLSN <= baseLSN
+            } else {
+                covered = nextStartsInside
+            }
+            guard covered else { break }
+            if !segment.isSkipped && (segment.contents?.damage != nil || segment.contents?.headerDamage.isEmpty == false || segment.contents == nil) {
+                plan.droppedSegments.append(segment.name)
+            }
             position += 1
         }
         while position < self.segments.count {
