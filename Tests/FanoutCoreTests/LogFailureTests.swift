@@ -86,6 +86,28 @@ struct LogFailureTests {
         }
     }
 
+    /// A snapshot taken while a change is applied but not yet durable waits for it: when the log
+    /// then refuses the change, the snapshot is refused too, so the change cannot come back from it.
+    @Test func aSnapshotNeverHoldsARefusedChange() async throws {
+        try await TemporaryDirectory.with("fanout-fault") { directory in
+            let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
+            try engine.register(Self.request("first"))
+            // Only the log's syncs fail; the snapshot file could be written.
+            FileFaults.inject(.init(.sync, pathContains: "\(directory)/segment-", code: EIO))
+            let applied = engine.apply { try engine.register(Self.request("refused")) }
+            let snapshot = Result { try engine.snapshot() }
+            #expect(throws: FanoutError.self) { try snapshot.get() }
+            await #expect(throws: FanoutError.self) { try await applied.durable() }
+            FileFaults.clear(pathContains: "\(directory)/segment-")
+            #expect(Self.registerOnceWritable(engine, "after"))
+            try engine.close()
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(!Self.isRegistered(reopened, "refused"))
+            #expect(Self.isRegistered(reopened, "first") && Self.isRegistered(reopened, "after"))
+            try reopened.close()
+        }
+    }
+
     /// Starting a new segment fails (the file cannot be created): the same guarantees.
     @Test func aFailedSegmentRollHeals() throws {
         try TemporaryDirectory.with("fanout-fault") { directory in

@@ -134,13 +134,7 @@ struct ServerRobustnessTests {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory)
             defer { try? engine.close() }
-            let server = try await FanoutServer.bind(
-                engine: engine,
-                keys: LoopbackServer.keys,
-                configuration: ServerConfiguration(port: 0),
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
-            let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let (server, group) = try await Self.serverInAServiceGroup(engine)
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 let client = try await LoopbackServer.connect(server.localPort)
@@ -173,13 +167,7 @@ struct ServerRobustnessTests {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory)
             defer { try? engine.close() }
-            let server = try await FanoutServer.bind(
-                engine: engine,
-                keys: LoopbackServer.keys,
-                configuration: ServerConfiguration(port: 0),
-                logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-            )
-            let group = ServiceGroup(services: [server], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let (server, group) = try await Self.serverInAServiceGroup(engine)
             let requests = 5000
             let frames = try await withThrowingTaskGroup(of: [ServerFrame].self) { tasks in
                 tasks.addTask {
@@ -242,5 +230,12 @@ struct ServerRobustnessTests {
                 #expect(try engine.installationCount() == requests)
             }
         }
+    }
+
+    /// A server on port 0 for `engine`, in a service group whose graceful shutdown a test triggers.
+    static func serverInAServiceGroup(_ engine: Engine) async throws -> (FanoutServer, ServiceGroup) {
+        let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        let server = try await FanoutServer.bind(engine: engine, keys: LoopbackServer.keys, configuration: ServerConfiguration(port: 0), logger: quiet)
+        return (server, ServiceGroup(services: [server], logger: quiet))
     }
 }

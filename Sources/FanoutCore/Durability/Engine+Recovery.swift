@@ -267,19 +267,23 @@ extension Engine {
             throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
         }
         try wal.checkHealthy()
-        let (states, lsn) = self.projects.withLock { projects -> ([ProjectState], UInt64) in
+        let (states, boundary) = self.projects.withLock { projects -> ([ProjectState], WALTicket) in
             let boxes = projects.sorted { $0.key < $1.key }.map(\.value)
             var states: [ProjectState] = []
-            func capture(_ index: Int) -> UInt64 {
+            func capture(_ index: Int) -> WALTicket {
                 guard index < boxes.count else { return wal.nextRecordLSN }
                 return boxes[index].state.withLock { state in
                     states.append(state)
                     return capture(index + 1)
                 }
             }
-            let lsn = capture(0)
-            return (states, lsn)
+            let boundary = capture(0)
+            return (states, boundary)
         }
+        // The states hold every change before the boundary: the snapshot may only exist once they
+        // are all durable (a change the log then refuses must not come back from a snapshot).
+        try wal.waitUntilAcknowledged(boundary)
+        let lsn = boundary.lsn
         // The segment being written ends here, so that the ones before the kept base can go.
         try wal.roll()
         let path: String
@@ -327,12 +331,7 @@ extension Engine {
     /// Reads and decodes one log segment.
     private static func readSegment(_ directory: String, _ name: String) throws(FanoutError) -> WALSegmentContents {
         let path = "\(directory)/\(name)"
-        let bytes: [UInt8]
-        do {
-            bytes = try FileIO.readAll(path)
-        } catch {
-            throw FanoutError(.unavailable, "cannot read \(path): \(error)")
-        }
+        let bytes = try FileIO.logFile(path)
         do {
             return try WALSegmentReader.read(bytes, expectedIndex: WALWriter.index(ofSegmentName: name))
         } catch {

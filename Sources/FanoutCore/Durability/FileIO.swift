@@ -58,6 +58,15 @@ enum FileIO {
         }
     }
 
+    /// A log file's bytes, or `UNAVAILABLE` naming the file.
+    static func logFile(_ path: String) throws(FanoutError) -> [UInt8] {
+        do {
+            return try Self.readAll(path)
+        } catch {
+            throw FanoutError(.unavailable, "cannot read \(path): \(error)")
+        }
+    }
+
     /// The first `count` bytes of a file (fewer if it is shorter).
     static func readPrefix(_ path: String, count: Int) throws(Error) -> [UInt8] {
         let descriptor = try Self.open(path, O_RDONLY)

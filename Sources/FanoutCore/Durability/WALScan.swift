@@ -87,12 +87,7 @@ public struct WALScan: Sendable {
                 scan.segments.append(SegmentFile(name: name, index: index, size: size, contents: nil, skippedFirstLSN: first))
                 continue
             }
-            let bytes: [UInt8]
-            do {
-                bytes = try FileIO.readAll(path)
-            } catch {
-                throw FanoutError(.unavailable, "cannot read \(path): \(error)")
-            }
+            let bytes = try FileIO.logFile(path)
             do {
                 let contents = try WALSegmentReader.read(bytes, expectedIndex: index, decodeRecords: decodeRecords)
                 scan.segments.append(SegmentFile(name: name, index: index, size: bytes.count, contents: contents))

@@ -164,10 +164,10 @@ final class WALWriter: @unchecked Sendable {
         self.failure ?? FanoutError(.unavailable, "the write-ahead log failed before the change was durable")
     }
 
-    /// The LSN the next appended record gets. Read it while holding every lock under which records
-    /// are appended, to get a consistent boundary.
-    var nextRecordLSN: UInt64 {
-        self.state.withLock { self.nextLSN }
+    /// The LSN the next appended record gets (and the epoch, to wait on it). Read it while holding
+    /// every lock under which records are appended, to get a consistent boundary.
+    var nextRecordLSN: WALTicket {
+        self.state.withLock { WALTicket(lsn: self.nextLSN, epoch: self.epoch) }
     }
 
     /// Counters since the writer started.
