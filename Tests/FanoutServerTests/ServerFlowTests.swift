@@ -174,6 +174,36 @@ struct ServerFlowTests {
         }
     }
 
+    /// Over the wire: a repeated REGISTER is answered as existing (flags bit 1), a taken token with
+    /// other details is ALREADY_EXISTS, a rotated token is UNREGISTERED per item, and errors name
+    /// fields as the protocol document does.
+    @Test func retriesAndFieldNamesOnTheWire() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                let fields = RegistrationFields(token: "wire-retry", platform: .ios, appID: "1:1:ios:a", deviceName: "phone")
+                let first = try await admin.register(fields)
+                let again = try await admin.register(fields)
+                #expect(!first.isExisting && again.isExisting && again.installation.fid == first.installation.fid)
+                await #expect(throws: FanoutError(.alreadyExists, "", field: "token")) {
+                    _ = try await admin.register(RegistrationFields(token: "wire-retry", platform: .android, appID: "1:1:android:a"))
+                }
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "appId")) {
+                    _ = try await admin.register(RegistrationFields(token: "other", platform: .ios, appID: "has a space"))
+                }
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "apnsToken")) {
+                    _ = try await admin.register(RegistrationFields(token: "other", platform: .ios, appID: "1:1:ios:a", apnsToken: "not-hex"))
+                }
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "deviceOs")) {
+                    _ = try await admin.register(RegistrationFields(token: "other", platform: .ios, appID: "1:1:ios:a", deviceOS: "bad\u{7}os"))
+                }
+                _ = try await admin.refreshToken("wire-retry", to: "wire-rotated")
+                #expect(try await admin.subscribe(["wire-retry", "wire-rotated"], to: "news") == [.failed(.unregistered), .ok])
+                try await admin.close()
+            }
+        }
+    }
+
     /// Many requests in flight on one connection at once: every reply reaches its caller.
     @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
         try await TemporaryDirectory.with { directory in
