@@ -267,6 +267,27 @@ struct WALDamageTests {
         try gone.expectRefusedThenRepaired(kind: .lsnGap, mentioning: "snapshot", end: 0, "both snapshots damaged")
     }
 
+    /// The log ends before the newest snapshot (its later segments deleted, the one before it cut
+    /// short): the snapshot is the longest prefix, and the repaired directory starts, again and again.
+    @Test func aSnapshotBeyondTheEndOfTheLog() throws {
+        let fixture = try Fixture(snapshotsAfter: [20, 40])
+        defer { fixture.delete() }
+        var cutName = ""
+        for name in fixture.segments {
+            let batches = try fixture.batches(name)
+            if let first = batches.first, first.firstLSN >= 40 {
+                try fixture.remove(name)
+            } else if let last = batches.last, last.endLSN == 40 {
+                cutName = name
+                try fixture.write(name, Array(try fixture.bytes(name)[..<batches[batches.count - 3].endOffset]))
+            }
+        }
+        #expect(!cutName.isEmpty)
+        try fixture.expectRefusedThenRepaired(kind: .segmentMissing, mentioning: "missing", end: 40, "the log cut short before the newest snapshot")
+        try fixture.expectPrefix(40, "a second start")
+        #expect(try WALDirectory.examine(fixture.directory).problems.isEmpty)
+    }
+
     /// What repair drops is what a restart without it would have lost: acknowledged records after
     /// a flip in an earlier segment stay in quarantine/, byte for byte.
     @Test func repairQuarantinesRatherThanDeletes() throws {

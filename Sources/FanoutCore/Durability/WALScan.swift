@@ -171,7 +171,11 @@ public struct WALScan: Sendable {
                 if segment.index != previous.index + 1, !(self.manifest?.segments.contains { $0.index == previous.index + 1 } ?? false) {
                     problems.append(WALProblem(.segmentMissing, file: WALWriter.segmentName(previous.index + 1), "segment indexes jump from \(previous.index) to \(segment.index): a segment is missing"))
                 }
-                if let before = previous.contents, before.damage == nil, contents.firstLSN != before.nextLSN {
+                // A gap that an intact snapshot spans loses nothing (the log after it is what counts).
+                let spanned = self.snapshots.contains { $0.damage == nil && $0.lsn >= contents.firstLSN }
+                if let before = previous.contents, before.damage == nil, contents.firstLSN != before.nextLSN,
+                    contents.firstLSN < before.nextLSN || !spanned
+                {
                     let kind: WALProblem.Kind = contents.firstLSN > before.nextLSN ? .lsnGap : .lsnOverlap
                     problems.append(WALProblem(kind, file: segment.name, lsn: before.nextLSN, "the segment starts at LSN \(contents.firstLSN), but \(previous.name) ends at \(before.nextLSN)"))
                 }
