@@ -74,7 +74,6 @@ final class WALWriter: @unchecked Sendable {
     private var segmentBytes = 0
     /// The bytes of the current segment through its last acknowledged batch.
     private var acknowledgedBytes = 0
-    private var segmentFirstLSN: UInt64 = 0
     private var thread = pthread_t()
 
     /// Starts a new segment `segmentIndex` whose first record will be `nextLSN`, and the writer
@@ -180,6 +179,7 @@ final class WALWriter: @unchecked Sendable {
     func roll() throws(FanoutError) {
         self.state.lock()
         defer { self.state.unlock() }
+        if let failure = self.failure { throw failure }
         let target = self.rolls + 1
         self.rollRequested = true
         self.state.signal(.work)
