@@ -82,6 +82,13 @@ public final class Engine: Sendable {
         self.wal?.currentStatistics
     }
 
+    /// Why changes are refused now: the log failed (a full disk, an I/O error) and has not yet
+    /// continued, or the engine halted. Nil while changes are accepted (and for an in-memory engine).
+    /// For health checks; the failure itself is logged once, at error level.
+    public var logFailure: FanoutError? {
+        self.halted.withLock { $0 } ?? self.wal?.currentFailure
+    }
+
     /// Flushes and syncs the log and releases the data directory. Changes after this fail with
     /// `UNAVAILABLE` (reads still answer from memory). A no-op for an in-memory engine.
     public func close() throws(FanoutError) {

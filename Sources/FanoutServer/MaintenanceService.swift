@@ -42,6 +42,8 @@ public struct MaintenanceService: Service, CustomStringConvertible {
             } catch {
                 return
             }
+            // While the log refuses changes (logged once by the engine), sweeps would only fail.
+            guard self.engine.logFailure == nil else { continue }
             await self.expireDeliveries()
             if clock.now >= nextPrune {
                 nextPrune = clock.now.advanced(by: self.pruneInterval)

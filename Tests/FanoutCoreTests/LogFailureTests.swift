@@ -48,9 +48,11 @@ struct LogFailureTests {
             #expect(try engine.subscriberCount(of: TopicName("news")!) == 5, "a refused subscription is not visible")
             #expect(try engine.installationCount() == 10, "reads still answer")
             #expect(throws: FanoutError(.unavailable, "")) { try engine.snapshot() }
+            #expect(engine.logFailure?.code == .unavailable, "the engine says why it refuses")
 
             FileFaults.clear(pathContains: directory)
             #expect(Self.registerOnceWritable(engine, "after"), "writes resume without a restart")
+            #expect(engine.logFailure == nil)
             #expect(try engine.installationCount() == 11)
             try engine.close()
 

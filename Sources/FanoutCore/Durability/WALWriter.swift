@@ -169,6 +169,11 @@ final class WALWriter: @unchecked Sendable {
         self.state.withLock { WALTicket(lsn: self.nextLSN, epoch: self.epoch) }
     }
 
+    /// Why the log refuses records now (nil while it writes).
+    var currentFailure: FanoutError? {
+        self.state.withLock { self.failure }
+    }
+
     /// Counters since the writer started.
     var currentStatistics: WALStatistics {
         self.state.withLock { self.statistics }
