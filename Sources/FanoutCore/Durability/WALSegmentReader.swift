@@ -122,14 +122,18 @@ public enum WALSegmentReader {
         )
         var offset = WALFormat.segmentHeaderSize
         var expectedLSN = firstLSN
+        func accept(_ batch: WALBatch) {
+            contents.batches.append(batch)
+            expectedLSN = batch.endLSN
+            offset = batch.endOffset
+            contents.validLength = offset
+            contents.highestEndLSN = expectedLSN
+        }
+        // The first batch was read for the header's cross-check: it is not read again.
+        if let first { accept(first) }
         while offset < bytes.count {
             do throws(WALDamage) {
-                let batch = try self.readBatch(bytes, at: offset, expectedLSN: expectedLSN, decodeRecords: decodeRecords)
-                contents.batches.append(batch)
-                expectedLSN = batch.endLSN
-                offset = batch.endOffset
-                contents.validLength = offset
-                contents.highestEndLSN = expectedLSN
+                accept(try self.readBatch(bytes, at: offset, expectedLSN: expectedLSN, decodeRecords: decodeRecords))
             } catch {
                 contents.damage = error
                 break
