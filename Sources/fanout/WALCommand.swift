@@ -76,18 +76,9 @@ struct WALCommand: ParsableCommand {
         var truncateAtCorruption = false
 
         func run() throws {
-            let plan: WALPlan
-            do {
-                plan = try WALDirectory.repair(self.directory, dryRun: true).plan
-            } catch {
-                writeToStandardError("fanout wal repair: \(error.message)\n")
-                throw ExitCode(2)
-            }
-            let losesRecords = plan.lost != nil || plan.endIsUnknown
-            let dry = self.dryRun || (losesRecords && !self.truncateAtCorruption)
             let repair: WALDirectory.Repair
             do {
-                repair = try WALDirectory.repair(self.directory, dryRun: dry)
+                repair = try WALDirectory.repair(self.directory, dryRun: self.dryRun, allowingLoss: self.truncateAtCorruption)
             } catch {
                 writeToStandardError("fanout wal repair: \(error.message)\n")
                 throw ExitCode(2)
@@ -98,8 +89,8 @@ struct WALCommand: ParsableCommand {
             }
             for action in repair.actions { print(action) }
             let base = repair.plan.snapshot.map { "the snapshot \($0) and the log after it" } ?? "the log"
-            print("\(dry ? "the repaired directory would start" : "the directory now starts") from \(base), keeping \(repair.plan.keptDescription); \(repair.plan.lossDescription)")
-            if !self.dryRun && dry {
+            print("\(repair.applied ? "the directory now starts" : "the repaired directory would start") from \(base), keeping \(repair.plan.keptDescription); \(repair.plan.lossDescription)")
+            if !self.dryRun && !repair.applied {
                 writeToStandardError("fanout wal repair: nothing was changed; this repair drops acknowledged records: pass --truncate-at-corruption to confirm\n")
                 throw ExitCode(1)
             }

@@ -15,6 +15,8 @@ public enum WALDirectory {
     /// What a repair did (or, dry, would do).
     public struct Repair: Sendable {
         public var plan: WALPlan
+        /// Whether the actions were carried out (false for a dry run, or a lossy repair not allowed).
+        public var applied: Bool
         /// One line per change, in the order made: what was cut, moved aside or rewritten, and where it went.
         public var actions: [String]
     }
@@ -23,12 +25,14 @@ public enum WALDirectory {
     /// (`WALScan.plan`): a damaged segment is cut at its last good batch, segments and snapshots
     /// that cannot be used are moved to `quarantine/` (as are the cut-off bytes and replaced
     /// headers, so nothing is deleted), damaged headers are rewritten from the file name and the
-    /// first batch, and the manifest is rewritten to match. With `dryRun`, nothing is changed.
-    public static func repair(_ directory: String, dryRun: Bool) throws(FanoutError) -> Repair {
+    /// first batch, and the manifest is rewritten to match. With `dryRun`, or when the repair would
+    /// lose acknowledged records and `allowingLoss` is false, nothing is changed (`applied` false).
+    public static func repair(_ directory: String, dryRun: Bool, allowingLoss: Bool = true) throws(FanoutError) -> Repair {
         let lock = try Self.lock(directory)
         defer { close(lock) }
         let scan = try WALScan.examine(directory, decodeRecords: true, checkSnapshots: true)
         let plan = scan.plan()
+        let dryRun = dryRun || (!allowingLoss && (plan.lost != nil || plan.endIsUnknown))
         var actions: [String] = []
         func verb(_ done: String, _ planned: String) -> String { dryRun ? "would " + planned : done }
         do throws(FileIO.Error) {
@@ -63,7 +67,7 @@ public enum WALDirectory {
         } catch {
             throw FanoutError(.unavailable, "repair failed: \(error)")
         }
-        return Repair(plan: plan, actions: actions)
+        return Repair(plan: plan, applied: !dryRun, actions: actions)
     }
 
     /// The manifest of what a repair keeps: the segments before the dropped ones (the last one cut
