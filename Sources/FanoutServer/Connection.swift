@@ -110,9 +110,7 @@ struct Connection {
                             guard let current = attachment else {
                                 throw FanoutError(.failedPrecondition, "GRANT needs an attachment")
                             }
-                            guard credit >= 1 else {
-                                throw FanoutError(.invalidArgument, "GRANT must add at least 1 credit", field: "credit")
-                            }
+                            // The engine refuses a GRANT of 0; the server's maximum may be lower than the engine's.
                             guard current.credit + Int(credit) <= self.configuration.maximumCredit else {
                                 throw FanoutError(.invalidArgument, "credit may not pass \(self.configuration.maximumCredit) in all (\(current.credit) held)", field: "credit")
                             }

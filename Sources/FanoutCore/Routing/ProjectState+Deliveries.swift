@@ -382,8 +382,11 @@ extension ProjectState {
         guard let current = self.deliveries.consumers.byID[id]?.credit else {
             throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
         }
-        guard credit >= 1, credit <= Self.maximumCredit - current else {
-            throw .invalidArgument("credit must stay in 1...\(Self.maximumCredit); have \(current), granted \(credit)", field: "credit")
+        guard credit >= 1 else {
+            throw .invalidArgument("GRANT must add at least 1 credit", field: "credit")
+        }
+        guard credit <= Self.maximumCredit - current else {
+            throw .invalidArgument("credit may not pass \(Self.maximumCredit) in all (\(current) held)", field: "credit")
         }
         self.deliveries.consumers.byID[id]!.credit += credit
         self.deliveries.consumers.needsFill.insert(id)
