@@ -162,7 +162,7 @@ extension Engine {
                     report.truncatedTail = ("\(directory)/\(cut.segment)", cut.offset, problem?.detail ?? "a torn tail")
                     logger.warning(
                         "cut the torn tail of the newest WAL segment (an interrupted write, never acknowledged)",
-                        metadata: ["segment": "\(cut.segment)", "offset": "\(cut.offset)", "lsn": "\(cut.lsn)", "kept-in": "\(kept)"]
+                        metadata: ["segment": "\(cut.segment)", "offset": "\(cut.offset)", "lsn": "\(cut.lsn)", "kept-in": "\(kept ?? "nothing followed")"]
                     )
                 }
             } catch {

@@ -40,12 +40,16 @@ enum FileIO {
         }
     }
 
-    static func readAll(_ path: String) throws(Error) -> [UInt8] {
+    /// A file's bytes from `offset` (0: all of it) to its end.
+    static func readAll(_ path: String, from offset: Int = 0) throws(Error) -> [UInt8] {
         let descriptor = try Self.open(path, O_RDONLY)
         defer { Glibc.close(descriptor) }
+        if offset > 0 && lseek(descriptor, off_t(offset), SEEK_SET) < 0 {
+            throw Error(operation: "lseek", path: path, code: errno)
+        }
         var bytes: [UInt8] = []
         var status = stat()
-        if fstat(descriptor, &status) == 0 { bytes.reserveCapacity(Int(status.st_size)) }
+        if fstat(descriptor, &status) == 0 { bytes.reserveCapacity(max(0, Int(status.st_size) - offset)) }
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }

@@ -28,12 +28,12 @@ enum Quarantine {
     }
 
     /// Cuts segment `name` at `offset`, keeping the bytes cut off in the quarantine folder first.
-    /// Returns the path of the kept bytes.
+    /// Returns the path of the kept bytes (nil when nothing followed `offset`).
     @discardableResult
-    static func cut(_ name: String, at offset: Int, in directory: String) throws(FileIO.Error) -> String {
+    static func cut(_ name: String, at offset: Int, in directory: String) throws(FileIO.Error) -> String? {
         let path = "\(directory)/\(name)"
-        let bytes = try FileIO.readAll(path)
-        let kept = try Self.keep(bytes[min(offset, bytes.count)...], of: name, suffix: ".from-\(offset)", in: directory)
+        let tail = try FileIO.readAll(path, from: offset)
+        let kept = tail.isEmpty ? nil : try Self.keep(tail[...], of: name, suffix: ".from-\(offset)", in: directory)
         try FileIO.truncate(path, to: offset)
         return kept
     }

@@ -45,7 +45,7 @@ public enum WALDirectory {
                 actions.append("\(verb("moved", "move")) \(name) to \(target)")
             }
             if let cut = plan.cut {
-                let target = dryRun ? "quarantine/" : try Quarantine.cut(cut.segment, at: cut.offset, in: directory)
+                let target = dryRun ? "quarantine/" : (try Quarantine.cut(cut.segment, at: cut.offset, in: directory) ?? "quarantine/")
                 actions.append("\(verb("cut", "cut")) \(cut.segment) at byte \(cut.offset) (LSN \(cut.lsn)), keeping the bytes cut off in \(target)")
             }
             for name in plan.headerRewrites {
