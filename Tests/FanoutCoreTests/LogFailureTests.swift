@@ -54,6 +54,10 @@ struct LogFailureTests {
             #expect(Self.registerOnceWritable(engine, "after"), "writes resume without a restart")
             #expect(engine.logFailure == nil)
             #expect(try engine.installationCount() == 11)
+            // The refused batch (all of it, or the part a failed write left) was cut, and kept.
+            let kept = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/quarantine")
+            #expect(kept.count == 1 && kept[0].contains(".wal.from-"), "\(kept)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/quarantine/\(kept[0])")).count > 0)
             try engine.close()
 
             let reopened = try Engine(directory: directory, durability: .none)

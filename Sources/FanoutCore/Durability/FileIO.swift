@@ -138,14 +138,9 @@ enum FileIO {
     }
 
     static func truncate(_ path: String, to length: Int) throws(Error) {
+        try FileFaults.check(.truncate, path)
         let descriptor = try Self.open(path, O_WRONLY)
         defer { Glibc.close(descriptor) }
-        try Self.truncate(descriptor, to: length, path: path)
-    }
-
-    /// Cuts an open file to `length` bytes and syncs it.
-    static func truncate(_ descriptor: Int32, to length: Int, path: String) throws(Error) {
-        try FileFaults.check(.truncate, path)
         guard ftruncate(descriptor, off_t(length)) == 0 else { throw Error(operation: "ftruncate", path: path, code: errno) }
         try Self.dataSync(descriptor, path: path)
     }

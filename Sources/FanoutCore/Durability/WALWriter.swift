@@ -427,11 +427,17 @@ final class WALWriter: @unchecked Sendable {
         }
     }
 
-    /// Cuts the current segment back to its last acknowledged batch (what follows was refused)
-    /// and starts a new segment at `lsn`.
+    /// Cuts the current segment back to its last acknowledged batch (what follows was refused; it
+    /// is kept in `quarantine/` first, as every cut is) and starts a new segment at `lsn`.
     private func reopen(at lsn: UInt64) throws(FileIO.Error) {
         if self.descriptor >= 0 {
-            try FileIO.truncate(self.descriptor, to: self.acknowledgedBytes, path: self.segmentPath)
+            let name = Self.segmentName(self.segmentIndex)
+            if let kept = try Quarantine.cut(name, at: self.acknowledgedBytes, in: self.directory) {
+                self.logger.warning(
+                    "cut the refused end of the WAL segment (never acknowledged)",
+                    metadata: ["segment": "\(name)", "offset": "\(self.acknowledgedBytes)", "kept-in": "\(kept)"]
+                )
+            }
             self.segmentBytes = self.acknowledgedBytes
             try self.finishSegment()
         }
