@@ -29,6 +29,12 @@ struct WALDamageTests {
             try engine.close()
         }
 
+        /// A copy of another fixture's directory, as it is now.
+        init(copying other: Fixture) throws {
+            self.directory = TemporaryDirectory.path("fanout-damage-copy")
+            try FileManager.default.copyItem(atPath: other.directory, toPath: self.directory)
+        }
+
         func path(_ name: String) -> String { "\(self.directory)/\(name)" }
 
         func bytes(_ name: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: self.path(name)))) }
@@ -98,6 +104,27 @@ struct WALDamageTests {
             try self.expectPrefix(end, comment, sourceLocation: sourceLocation)
         }
 
+        /// Damage start-up deals with itself, losing nothing: verify names `kind` and says start-up
+        /// proceeds; a repair of a copy keeps the same prefix and leaves it clean; start-up on the
+        /// directory itself keeps registrations 0..<end.
+        func expectHandledWithoutLoss(
+            kind: WALProblem.Kind,
+            end: Int,
+            _ comment: Comment,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) throws {
+            let scan = try WALDirectory.examine(self.directory)
+            #expect(scan.problems.map(\.kind).contains(kind), "\(comment): \(scan.problems)", sourceLocation: sourceLocation)
+            #expect(scan.allowsStart, sourceLocation: sourceLocation)
+            let copy = try Fixture(copying: self)
+            defer { copy.delete() }
+            let repair = try WALDirectory.repair(copy.directory, dryRun: false, allowingLoss: false)
+            #expect(repair.applied && repair.plan.lost == nil && repair.plan.endLSN == UInt64(end), "\(comment): \(repair.actions)", sourceLocation: sourceLocation)
+            #expect(try WALDirectory.examine(copy.directory).problems.isEmpty, sourceLocation: sourceLocation)
+            try copy.expectPrefix(end, "\(comment), repaired", sourceLocation: sourceLocation)
+            try self.expectPrefix(end, "\(comment), at start-up", sourceLocation: sourceLocation)
+        }
+
         /// Why start-up refuses the directory (nil: it starts).
         func startUpError() -> FanoutError? {
             let result = Result { () throws(FanoutError) -> Engine in try Engine(directory: self.directory, durability: .none) }
@@ -131,8 +158,13 @@ struct WALDamageTests {
         let original = try fixture.bytes(newest)
         let batches = try fixture.batches(newest)
         let from = batches[batches.count - 2].offset
+        let manifest = try fixture.bytes("MANIFEST")
         for cut in from..<original.count {
             try fixture.write(newest, Array(original[..<cut]))
+            let scan = try WALDirectory.examine(fixture.directory)
+            #expect(scan.allowsStart && scan.plan().lost == nil, "cut at \(cut): \(scan.problems)")
+            let midBatch = !batches.contains { $0.endOffset == cut } && cut != from
+            #expect(scan.problems.map(\.kind) == (midBatch ? [.tornTail] : []), "cut at \(cut): \(scan.problems)")
             let engine = try Engine(directory: fixture.directory, durability: .none)
             let kept = batches.filter { $0.endOffset <= cut }.last?.endLSN ?? batches[0].firstLSN
             #expect(try engine.installationCount() == Int(kept), "cut at \(cut)")
@@ -143,7 +175,7 @@ struct WALDamageTests {
             // Back to the original for the next cut (start-up started a new, empty segment).
             for name in fixture.segments where name > newest { try fixture.remove(name) }
             try? FileManager.default.removeItem(atPath: fixture.path("quarantine"))
-            try? fixture.remove("MANIFEST")
+            try fixture.write("MANIFEST", manifest)
             try fixture.write(newest, original)
         }
         let cutAside = try FileManager.default.contentsOfDirectory(atPath: fixture.directory)
@@ -157,7 +189,7 @@ struct WALDamageTests {
         let original = try fixture.bytes(newest)
         let batches = try fixture.batches(newest)
         try fixture.write(newest, Array(original.dropLast(5)))
-        try fixture.expectPrefix(Self.registrations - 1, "torn tail")
+        try fixture.expectHandledWithoutLoss(kind: .tornTail, end: Self.registrations - 1, "torn tail")
         let kept = try FileManager.default.contentsOfDirectory(atPath: fixture.path("quarantine"))
         let cut = batches[batches.count - 2].endOffset
         #expect(kept.count == 1 && kept[0].hasSuffix("\(newest).from-\(cut)"), "\(kept)")
@@ -179,7 +211,7 @@ struct WALDamageTests {
         try fixture.write(name, bytes)
         if which == "newest" && place == "end" {
             // Damage with nothing valid after it cannot be told from a torn write: it is cut.
-            try fixture.expectPrefix(Int(batch.firstLSN), "a flip in the very last batch")
+            try fixture.expectHandledWithoutLoss(kind: .tornTail, end: Int(batch.firstLSN), "a flip in the very last batch")
             return
         }
         try fixture.expectRefusedThenRepaired(kind: .corruption, mentioning: name, end: Int(batch.firstLSN), "flip in the \(which) segment's \(place)")
@@ -227,7 +259,7 @@ struct WALDamageTests {
         defer { fixture.delete() }
         let newest = fixture.segments.last!
         try fixture.write(newest, try fixture.bytes(newest) + Array(repeating: 0xA5, count: 100))
-        try fixture.expectPrefix(Self.registrations, "garbage after the newest segment")
+        try fixture.expectHandledWithoutLoss(kind: .tornTail, end: Self.registrations, "garbage after the newest segment")
 
         // To an earlier segment: later segments follow, so it is corruption.
         let other = try Fixture()
@@ -250,10 +282,8 @@ struct WALDamageTests {
         var bytes = try fixture.bytes(snapshots[1])
         if how == "flipped" { bytes[bytes.count / 2] ^= 0x01 } else { bytes += [0, 1, 2, 3] }
         try fixture.write(snapshots[1], bytes)
-        let scan = try WALDirectory.examine(fixture.directory)
-        #expect(scan.problems.map(\.kind) == [.snapshotDamaged], "\(scan.problems)")
-        #expect(scan.allowsStart)
-        try fixture.expectPrefix(Self.registrations, "a \(how) snapshot with an older base")
+        #expect(try WALDirectory.examine(fixture.directory).problems.map(\.kind) == [.snapshotDamaged])
+        try fixture.expectHandledWithoutLoss(kind: .snapshotDamaged, end: Self.registrations, "a \(how) snapshot with an older base")
         #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.path("quarantine")).contains { $0.hasSuffix(snapshots[1]) })
 
         // Both snapshots damaged: the log before the older one is gone, so nothing can be rebuilt.
