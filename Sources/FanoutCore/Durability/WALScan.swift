@@ -183,9 +183,7 @@ public struct WALScan: Sendable {
             for damage in contents.headerDamage {
                 problems.append(WALProblem(.headerDamaged, file: segment.name, offset: 0, "\(damage)"))
             }
-            if let listed = self.manifest?.segments.first(where: { $0.index == segment.index }), let end = listed.end,
-                segment.size < end.bytes || (contents.damage == nil && contents.nextLSN < end.lsn)
-            {
+            if let end = self.listedEnd(ifShortened: segment, contents) {
                 problems.append(WALProblem(.segmentTruncated, file: segment.name, offset: segment.size, lsn: contents.nextLSN, "the segment is \(segment.size) bytes ending at LSN \(contents.nextLSN); the manifest says \(end.bytes) bytes ending at LSN \(end.lsn)"))
             }
             if let damage = contents.damage {
@@ -199,6 +197,15 @@ public struct WALScan: Sendable {
             }
         }
         return problems
+    }
+
+    /// The end the manifest lists for a closed segment that is now shorter (in bytes, or, when its
+    /// batches read cleanly, in LSNs); nil when it is not shorter or not listed.
+    private func listedEnd(ifShortened segment: SegmentFile, _ contents: WALSegmentContents) -> WALManifest.Segment.End? {
+        guard let end = self.manifest?.segments.first(where: { $0.index == segment.index })?.end,
+            segment.size < end.bytes || (contents.damage == nil && contents.nextLSN < end.lsn)
+        else { return nil }
+        return end
     }
 
     private func manifestListsSegments(after index: UInt64) -> Bool {
@@ -261,9 +268,7 @@ public struct WALScan: Sendable {
                 plan.cut = (segment.name, contents.validLength, contents.nextLSN)
                 break
             }
-            if let listed = self.manifest?.segments.first(where: { $0.index == segment.index }), let end = listed.end,
-                segment.size < end.bytes || contents.nextLSN < end.lsn
-            {
+            if self.listedEnd(ifShortened: segment, contents) != nil {
                 break  // a closed segment shortened at a batch boundary: what followed it is gone
             }
         }
