@@ -107,14 +107,7 @@ extension Engine {
             }
         }
         // Segments the newest snapshot covers are not read unless that snapshot turns out damaged.
-        let names: [String]
-        do {
-            names = try FileIO.list(directory)
-        } catch {
-            throw FanoutError(.unavailable, "cannot read the data directory: \(error)")
-        }
-        let newestSnapshot = names.compactMap(Snapshot.lsn(ofFileName:)).max()
-        var scan = try WALScan.examine(directory, decodeRecords: false, checkSnapshots: false, skippingCoveredBy: newestSnapshot)
+        var scan = try WALScan.examine(directory, decodeRecords: false, checkSnapshots: false, skippingCoveredSegments: true)
 
         // The base: the snapshot (or the empty state) from which the log reaches furthest. A
         // snapshot that turns out damaged while it loads is marked, and the plan made again.
@@ -219,27 +212,12 @@ extension Engine {
             throw FanoutError(.internal, "the log in \(directory) ends at LSN \(report.nextLSN), expected \(end); \(Self.repairAdvice(directory))")
         }
 
-        var manifest = WALManifest(snapshots: scan.snapshots.filter { $0.damage == nil }.map(\.lsn))
-        for (position, segment) in scan.segments.enumerated() {
-            if let first = segment.skippedFirstLSN {
-                // Not read: as the old manifest has it, else up to where the next one starts.
-                let next = scan.segments[position + 1]
-                let end = next.contents?.firstLSN ?? next.skippedFirstLSN ?? first
-                let listed = scan.manifest?.segments.first { $0.index == segment.index }
-                manifest.segments.append(listed?.end != nil ? listed! : .init(index: segment.index, firstLSN: first, end: .init(lsn: end, bytes: segment.size)))
-                continue
-            }
-            guard let contents = segment.contents else { continue }
-            let kept = plan.cut?.segment == segment.name ? plan.cut!.offset : segment.size
-            let endLSN = plan.cut?.segment == segment.name ? plan.cut!.lsn : contents.nextLSN
-            manifest.segments.append(.init(index: segment.index, firstLSN: contents.firstLSN, end: .init(lsn: endLSN, bytes: kept)))
-        }
         report.problems = scan.problems.map(\.description)
         return Replay(
             projects: projects,
             report: report,
             nextSegmentIndex: (scan.segments.last?.index).map { $0 + 1 } ?? 0,
-            manifest: manifest
+            manifest: scan.manifest(after: plan)
         )
     }
 

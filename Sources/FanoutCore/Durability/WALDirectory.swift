@@ -59,7 +59,7 @@ public enum WALDirectory {
                 let fields = contents.headerDamage.map(\.field).joined(separator: ", ")
                 actions.append("\(verb("rewrote", "rewrite")) the header of \(name) (\(fields)) as index \(segment.index), first LSN \(contents.firstLSN)")
             }
-            let manifest = Self.manifest(after: plan, scan: scan)
+            let manifest = scan.manifest(after: plan)
             if manifest != scan.manifest {
                 if !dryRun { try manifest.write(directory: directory) }
                 actions.append("\(verb("wrote", "write")) the manifest: \(manifest.segments.count) segments, \(manifest.snapshots.count) snapshots")
@@ -68,23 +68,6 @@ public enum WALDirectory {
             throw FanoutError(.unavailable, "repair failed: \(error)")
         }
         return Repair(plan: plan, applied: !dryRun, actions: actions)
-    }
-
-    /// The manifest of what a repair keeps: the segments before the dropped ones (the last one cut
-    /// where the plan says), every segment closed, and the intact snapshots.
-    private static func manifest(after plan: WALPlan, scan: WALScan) -> WALManifest {
-        var manifest = WALManifest(snapshots: scan.snapshots.filter { $0.damage == nil }.map(\.lsn))
-        for segment in scan.segments where !plan.droppedSegments.contains(segment.name) {
-            guard let contents = segment.contents else { continue }
-            let end: WALManifest.Segment.End
-            if let cut = plan.cut, cut.segment == segment.name {
-                end = .init(lsn: cut.lsn, bytes: cut.offset)
-            } else {
-                end = .init(lsn: contents.nextLSN, bytes: segment.size)
-            }
-            manifest.segments.append(.init(index: segment.index, firstLSN: contents.firstLSN, end: end))
-        }
-        return manifest
     }
 
     private static func rewriteHeader(_ path: String, index: UInt64, firstLSN: UInt64) throws(FileIO.Error) {

@@ -43,13 +43,13 @@ public struct WALScan: Sendable {
     /// Reads every segment (and, with `checkSnapshots`, every snapshot) of `directory`.
     /// - Parameters:
     ///   - decodeRecords: `false` checks the segments' checksums, lengths and LSNs only.
-    ///   - skippingCoveredBy: start-up's shortcut: segments whose successor starts at or before this
-    ///     LSN (the newest snapshot's) are not read, only their headers' first LSNs.
+    ///   - skippingCoveredSegments: start-up's shortcut: segments whose successor starts at or before
+    ///     the newest snapshot's LSN are not read, only their headers' first LSNs.
     public static func examine(
         _ directory: String,
         decodeRecords: Bool = true,
         checkSnapshots: Bool = true,
-        skippingCoveredBy coveredLSN: UInt64? = nil
+        skippingCoveredSegments: Bool = false
     ) throws(FanoutError) -> WALScan {
         let names: [String]
         do {
@@ -71,7 +71,7 @@ public struct WALScan: Sendable {
         }
         let segmentNames = WALWriter.segmentNames(among: names)
         var skipped: [String: UInt64] = [:]
-        if let coveredLSN {
+        if skippingCoveredSegments, let coveredLSN = names.compactMap(Snapshot.lsn(ofFileName:)).max() {
             let firstLSNs = segmentNames.map { Self.headerFirstLSN("\(directory)/\($0)") }
             for position in segmentNames.indices.dropLast() {
                 guard let first = firstLSNs[position], let next = firstLSNs[position + 1], next <= coveredLSN else { break }
@@ -206,6 +206,29 @@ public struct WALScan: Sendable {
             segment.size < end.bytes || (contents.damage == nil && contents.nextLSN < end.lsn)
         else { return nil }
         return end
+    }
+
+    /// The manifest of what `plan` keeps: the intact snapshots and every segment not dropped, all
+    /// closed (the segment the plan cuts, at the cut; one not read, as the old manifest or the next
+    /// segment's start says).
+    func manifest(after plan: WALPlan) -> WALManifest {
+        var manifest = WALManifest(snapshots: self.snapshots.filter { $0.damage == nil }.map(\.lsn))
+        for (position, segment) in self.segments.enumerated() where !plan.droppedSegments.contains(segment.name) {
+            if let first = segment.skippedFirstLSN {
+                let next = self.segments[position + 1]
+                let end = next.contents?.firstLSN ?? next.skippedFirstLSN ?? first
+                let listed = self.manifest?.segments.first { $0.index == segment.index }
+                manifest.segments.append(listed?.end != nil ? listed! : .init(index: segment.index, firstLSN: first, end: .init(lsn: end, bytes: segment.size)))
+                continue
+            }
+            guard let contents = segment.contents else { continue }
+            if let cut = plan.cut, cut.segment == segment.name {
+                manifest.segments.append(.init(index: segment.index, firstLSN: contents.firstLSN, end: .init(lsn: cut.lsn, bytes: cut.offset)))
+            } else {
+                manifest.segments.append(.init(index: segment.index, firstLSN: contents.firstLSN, end: .init(lsn: contents.nextLSN, bytes: segment.size)))
+            }
+        }
+        return manifest
     }
 
     private func manifestListsSegments(after index: UInt64) -> Bool {
