@@ -21,9 +21,9 @@ enum Quarantine {
     /// Copies `bytes` (a part of file `name`) into the quarantine folder under `name` + `suffix`,
     /// durably; returns the copy's path.
     @discardableResult
-    static func keep(_ bytes: ArraySlice<UInt8>, of name: String, suffix: String, in directory: String) throws(FileIO.Error) -> String {
+    static func keep(_ bytes: [UInt8], of name: String, suffix: String, in directory: String) throws(FileIO.Error) -> String {
         let target = try Self.path(for: name + suffix, in: directory)
-        try FileIO.replaceDurably(target, with: Array(bytes), directory: "\(directory)/\(Self.folderName)")
+        try FileIO.replaceDurably(target, with: bytes, directory: "\(directory)/\(Self.folderName)")
         return target
     }
 
@@ -33,7 +33,7 @@ enum Quarantine {
     static func cut(_ name: String, at offset: Int, in directory: String) throws(FileIO.Error) -> String? {
         let path = "\(directory)/\(name)"
         let tail = try FileIO.readAll(path, from: offset)
-        let kept = tail.isEmpty ? nil : try Self.keep(tail[...], of: name, suffix: ".from-\(offset)", in: directory)
+        let kept = tail.isEmpty ? nil : try Self.keep(tail, of: name, suffix: ".from-\(offset)", in: directory)
         try FileIO.truncate(path, to: offset)
         return kept
     }

@@ -52,8 +52,8 @@ public enum WALDirectory {
                 guard let segment = scan.segments.first(where: { $0.name == name }), let contents = segment.contents else { continue }
                 if !dryRun {
                     let path = "\(directory)/\(name)"
-                    let bytes = try FileIO.readAll(path)
-                    try Quarantine.keep(bytes[0..<WALFormat.segmentHeaderSize], of: name, suffix: ".header", in: directory)
+                    let header = try FileIO.readPrefix(path, count: WALFormat.segmentHeaderSize)
+                    try Quarantine.keep(header, of: name, suffix: ".header", in: directory)
                     try Self.rewriteHeader(path, index: segment.index, firstLSN: contents.firstLSN)
                 }
                 let fields = contents.headerDamage.map(\.field).joined(separator: ", ")
