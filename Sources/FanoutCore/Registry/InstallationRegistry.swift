@@ -87,19 +87,11 @@ struct InstallationRegistry {
         }
     }
 
-    /// The installation a request repeats (see `RegistrationResult.isExisting`), if any: the one
-    /// holding the request's token, or, without a token, the one with the offered FID and no token;
-    /// its platform, app, device details and APNs token must all be the request's.
-    private func repeatedRegistration(_ request: RegistrationRequest) -> RegistrationResult? {
-        let offered = request.offeredFID.flatMap(FID.init)
-        let slot: UInt32
-        if let token = request.token {
-            guard let found = self.slot(forToken: token) else { return nil }
-            slot = found
-        } else {
-            guard let offered, let found = self.slot(forFID: offered) else { return nil }
-            slot = found
-        }
+    /// The registration a request repeats (see `RegistrationResult.isExisting`), if the
+    /// installation in `slot` (the holder of the request's token, or, without a token, of the
+    /// offered FID) has no other token and the request's platform, app, device details and APNs
+    /// token, and the offered FID is absent or its own.
+    private func repeatedRegistration(_ request: RegistrationRequest, offered: FID?, at slot: UInt32) -> RegistrationResult? {
         guard let installation = self.installation(atSlot: slot),
             offered == nil || offered == installation.fid,
             installation.token == request.token,
@@ -181,24 +173,26 @@ struct InstallationRegistry {
     /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
     ///   when the token was retired or an APNs token is given for a platform other than iOS.
     mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
-        if let existing = self.repeatedRegistration(request) {
-            return existing
-        }
+        let offered = request.offeredFID.flatMap(FID.init)
         if let token = request.token {
-            guard self.slot(forToken: token) == nil else {
+            if let holder = self.slot(forToken: token) {
+                if let repeated = self.repeatedRegistration(request, offered: offered, at: holder) { return repeated }
                 throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
             }
             guard !self.isRetired(token) else {
                 throw .invalidArgument("the token was retired (rotated away or deleted) and cannot be registered again", field: "token")
             }
+        } else if let offered, let holder = self.slot(forFID: offered),
+            let repeated = self.repeatedRegistration(request, offered: offered, at: holder)
+        {
+            return repeated
         }
         if request.apnsToken != nil && request.platform != .ios {
             throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
         }
         var fid: FID
         var assigned = true
-        if let offered = request.offeredFID.flatMap(FID.init), self.slot(forFID: offered) == nil,
-            !self.retiredFIDs.contains(offered)
+        if let offered, self.slot(forFID: offered) == nil, !self.retiredFIDs.contains(offered)
         {
             fid = offered
             assigned = false
