@@ -10,6 +10,19 @@ public struct EngineConfiguration: Sendable {
     public var maximumTopicsPerInstallation = 2000
     /// The most registrations in one subscribe or unsubscribe call.
     public var maximumBatchSize = 1000
+    /// How much log a durable engine keeps after a snapshot (docs/wal-format.md, "Snapshots").
+    public var logRetention = LogRetention.sinceNewestSnapshot
 
     public init() {}
+}
+
+/// How much log a durable engine keeps after a snapshot. Either way the newest two snapshots stay.
+public enum LogRetention: Hashable, Sendable {
+    /// The segments a snapshot covers are deleted once it is durable. If the newest snapshot is
+    /// damaged, a repair falls back to the one before it and loses what came after that one.
+    case sinceNewestSnapshot
+    /// The log from the snapshot before the newest on stays too (with one snapshot, the whole log):
+    /// a damaged newest snapshot then loses nothing; start-up falls back by itself. Costs the disk
+    /// of one more snapshot interval of log.
+    case sincePreviousSnapshot
 }

@@ -36,6 +36,9 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("snapshot-every"), help: "Seconds between snapshots (0: none; `fanout snapshot` can write one offline).")
     var snapshotEvery = 600
 
+    @Flag(name: .customLong("keep-previous-log"), help: "After a snapshot, keep the log from the snapshot before it on (a damaged newest snapshot then loses nothing), instead of deleting the log the new snapshot covers.")
+    var keepPreviousLog = false
+
     @Option(name: .customLong("idle-timeout"), help: "Seconds of silence after which a connection is closed.")
     var idleTimeout = 60
 
@@ -61,7 +64,9 @@ struct Fanoutd: AsyncParsableCommand {
         }
         let logger = Logger(label: "fanoutd")
 
-        let engine = try Engine(directory: self.dataDirectory, durability: durability, logger: logger)
+        var engineConfiguration = EngineConfiguration()
+        engineConfiguration.logRetention = self.keepPreviousLog ? .sincePreviousSnapshot : .sinceNewestSnapshot
+        let engine = try Engine(directory: self.dataDirectory, durability: durability, configuration: engineConfiguration, logger: logger)
         if let recovery = engine.recovery {
             logger.info("recovered", metadata: ["report": "\(recovery)"])
         }

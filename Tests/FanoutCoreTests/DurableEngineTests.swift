@@ -56,20 +56,14 @@ struct DurableEngineTests {
             }
             _ = try engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }, to: TopicName("news")!)
             let before = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
-            // The first snapshot keeps the whole log (the empty state is the base before it); the
-            // second keeps the log from the first one on.
-            try engine.snapshot()
-            let kept = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
             try engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .web, appID: AppID("app")!))
             let path = try engine.snapshot()
+            let right = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
             try engine.register(RegistrationRequest(token: RegistrationToken("after-snapshot"), platform: .web, appID: AppID("app")!))
             try engine.close()
             let after = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
-            #expect(kept > before, "one snapshot deletes no segment (\(before) -> \(kept))")
-            #expect(before > 5 && after <= 3, "segments before the older snapshot are deleted (\(before) -> \(after))")
-            let snapshots = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".lz4") }
-            #expect(snapshots.count == 2)
-
+            #expect(before > 5 && right == 1, "the segments the snapshot covers are deleted once it is durable (\(before) -> \(right))")
+            #expect(after <= 2, "and stay deleted after a stop (\(after))")
             // The stock lz4 tool accepts the file, when it is installed.
             if FileManager.default.isExecutableFile(atPath: "/usr/bin/lz4") {
                 let lz4 = Process()
@@ -86,6 +80,33 @@ struct DurableEngineTests {
             #expect(reopened.recovery?.records == 1, "only the registration after the snapshot is replayed")
             #expect(try reopened.installationCount() == 502)
             #expect(try reopened.subscriberCount(of: TopicName("news")!) == 500)
+            try reopened.close()
+        }
+    }
+
+    /// With `sincePreviousSnapshot` the log from the snapshot before the newest stays: one snapshot
+    /// deletes nothing, the second deletes what the first covers.
+    @Test func keepingThePreviousLog() throws {
+        try TemporaryDirectory.with { directory in
+            var configuration = EngineConfiguration()
+            configuration.logRetention = .sincePreviousSnapshot
+            let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096, configuration: configuration)
+            func segments() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count }
+            for index in 0..<300 {
+                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+            }
+            let before = try segments()
+            try engine.snapshot()
+            #expect(try segments() == before + 1, "one snapshot deletes no segment (a new one started)")
+            for index in 300..<600 {
+                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+            }
+            let between = try segments()
+            try engine.snapshot()
+            #expect(try segments() <= between - before + 1, "the second deletes the log the first covers")
+            try engine.close()
+            let reopened = try Engine(directory: directory, durability: .none)
+            #expect(try reopened.installationCount() == 600)
             try reopened.close()
         }
     }

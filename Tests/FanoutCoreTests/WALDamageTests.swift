@@ -19,9 +19,11 @@ struct WALDamageTests {
             (try? FileManager.default.contentsOfDirectory(atPath: self.directory).filter { $0.hasSuffix(".wal") }.sorted()) ?? []
         }
 
-        init(snapshotsAfter: [Int] = []) throws {
+        init(snapshotsAfter: [Int] = [], retention: LogRetention = .sinceNewestSnapshot) throws {
             self.directory = TemporaryDirectory.path("fanout-damage")
-            let engine = try Engine(directory: self.directory, durability: .always, segmentSize: 1024)
+            var configuration = EngineConfiguration()
+            configuration.logRetention = retention
+            let engine = try Engine(directory: self.directory, durability: .always, segmentSize: 1024, configuration: configuration)
             for index in 0..<WALDamageTests.registrations {
                 if snapshotsAfter.contains(index) { try engine.snapshot() }
                 try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
@@ -270,29 +272,40 @@ struct WALDamageTests {
         try other.expectRefusedThenRepaired(kind: .corruption, mentioning: earlier, end: Int(end), "garbage after an earlier segment")
     }
 
-    /// A damaged or extended newest snapshot: the older base (the empty state and the whole log,
-    /// or the snapshot before) holds everything, so start-up moves it aside and starts; verify
-    /// reports it. With the log it needs gone, start-up refuses.
+    /// A damaged or extended newest snapshot. Keeping the previous log, the older snapshot and the
+    /// log after it hold everything: start-up moves the damaged one aside and starts, verify reports
+    /// it. With the default retention the log it covered is gone: start-up refuses, and a repair
+    /// falls back to the older snapshot, losing what came after it. With both snapshots damaged,
+    /// nothing can be rebuilt.
     @Test(arguments: ["flipped", "extended"])
     func aDamagedSnapshot(_ how: String) throws {
-        let fixture = try Fixture(snapshotsAfter: [20, 40])
-        defer { fixture.delete() }
-        let snapshots = try FileManager.default.contentsOfDirectory(atPath: fixture.directory).filter { $0.hasSuffix(".lz4") }.sorted()
-        #expect(snapshots.count == 2)
-        var bytes = try fixture.bytes(snapshots[1])
-        if how == "flipped" { bytes[bytes.count / 2] ^= 0x01 } else { bytes += [0, 1, 2, 3] }
-        try fixture.write(snapshots[1], bytes)
-        #expect(try WALDirectory.examine(fixture.directory).problems.map(\.kind) == [.snapshotDamaged])
-        try fixture.expectHandledWithoutLoss(kind: .snapshotDamaged, end: Self.registrations, "a \(how) snapshot with an older base")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: fixture.path("quarantine")).contains { $0.hasSuffix(snapshots[1]) })
+        func damageNewest(_ fixture: Fixture) throws -> String {
+            let snapshots = try FileManager.default.contentsOfDirectory(atPath: fixture.directory).filter { $0.hasSuffix(".lz4") }.sorted()
+            #expect(snapshots.count == 2)
+            var bytes = try fixture.bytes(snapshots[1])
+            if how == "flipped" { bytes[bytes.count / 2] ^= 0x01 } else { bytes += [0, 1, 2, 3] }
+            try fixture.write(snapshots[1], bytes)
+            return snapshots[1]
+        }
+        let keeping = try Fixture(snapshotsAfter: [20, 40], retention: .sincePreviousSnapshot)
+        defer { keeping.delete() }
+        let damaged = try damageNewest(keeping)
+        #expect(try WALDirectory.examine(keeping.directory).problems.map(\.kind) == [.snapshotDamaged])
+        try keeping.expectHandledWithoutLoss(kind: .snapshotDamaged, end: Self.registrations, "a \(how) snapshot with the previous log")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: keeping.path("quarantine")).contains { $0.hasSuffix(damaged) })
 
-        // Both snapshots damaged: the log before the older one is gone, so nothing can be rebuilt.
+        let fallback = try Fixture(snapshotsAfter: [20, 40])
+        defer { fallback.delete() }
+        _ = try damageNewest(fallback)
+        try fallback.expectRefusedThenRepaired(kind: .snapshotDamaged, mentioning: "snapshot", end: 20, "a \(how) snapshot, the older one without its log")
+
+        // Both snapshots damaged: the log before the newer one is gone, so nothing can be rebuilt.
         let gone = try Fixture(snapshotsAfter: [20, 40])
         defer { gone.delete() }
         for name in try FileManager.default.contentsOfDirectory(atPath: gone.directory).filter({ $0.hasSuffix(".lz4") }) {
-            var damaged = try gone.bytes(name)
-            damaged[damaged.count / 2] ^= 0x01
-            try gone.write(name, damaged)
+            var bytes = try gone.bytes(name)
+            bytes[bytes.count / 2] ^= 0x01
+            try gone.write(name, bytes)
         }
         try gone.expectRefusedThenRepaired(kind: .lsnGap, mentioning: "snapshot", end: 0, "both snapshots damaged")
     }
@@ -300,7 +313,7 @@ struct WALDamageTests {
     /// The log ends before the newest snapshot (its later segments deleted, the one before it cut
     /// short): the snapshot is the longest prefix, and the repaired directory starts, again and again.
     @Test func aSnapshotBeyondTheEndOfTheLog() throws {
-        let fixture = try Fixture(snapshotsAfter: [20, 40])
+        let fixture = try Fixture(snapshotsAfter: [20, 40], retention: .sincePreviousSnapshot)
         defer { fixture.delete() }
         var cutName = ""
         for name in fixture.segments {

@@ -237,8 +237,8 @@ extension Engine {
 
     /// Writes a snapshot of the whole state while the engine keeps serving (every project lock is
     /// held only while the states are copied, which is copy-on-write), then deletes what it makes
-    /// unnecessary: the log is kept from the snapshot before this one (so that a damaged newest
-    /// snapshot still has a way back), older snapshots and segments go. Returns the snapshot's path.
+    /// unnecessary (`EngineConfiguration.logRetention`): the segments it covers, or those the
+    /// snapshot before it covers, and snapshots older than those two. Returns the snapshot's path.
     @discardableResult
     public func snapshot() throws(FanoutError) -> String {
         guard let wal = self.wal, let directory = self.directory else {
@@ -272,7 +272,7 @@ extension Engine {
         }
         do {
             try self.fileMaintenance.withLock { _ throws(FileIO.Error) in
-                try Self.removeFiles(coveredBy: lsn, manifest: wal.manifest, in: directory)
+                try Self.removeFiles(coveredBy: lsn, retention: self.configuration.logRetention, manifest: wal.manifest, in: directory)
             }
         } catch {
             throw FanoutError(.unavailable, "the snapshot \(path) is written, but the files it replaces could not be removed: \(error)")
@@ -280,15 +280,24 @@ extension Engine {
         return path
     }
 
-    /// Keeps the snapshot at `lsn` and the one before it, and the segments from that one's LSN on
-    /// (a segment goes when the next one starts at or before it); deletes the rest. The manifest
-    /// says so first, so a crash in between leaves only files it no longer lists.
-    private static func removeFiles(coveredBy lsn: UInt64, manifest: WALManifestKeeper, in directory: String) throws(FileIO.Error) {
+    /// Keeps the snapshot at `lsn` and the one before it, and the log from the retention's base on:
+    /// `lsn`, or the previous snapshot's LSN (0 without one). A segment goes when the next one
+    /// starts at or before the base; older snapshots go too. The manifest says so first, so a crash
+    /// in between leaves only files it no longer lists.
+    private static func removeFiles(
+        coveredBy lsn: UInt64,
+        retention: LogRetention,
+        manifest: WALManifestKeeper,
+        in directory: String
+    ) throws(FileIO.Error) {
         let names = try FileIO.list(directory)
         let snapshots = names.compactMap(Snapshot.lsn(ofFileName:)).filter { $0 <= lsn }.sorted()
         let kept = Array(snapshots.suffix(2))
-        // With one snapshot, the log stays whole: the empty state is the base before it.
-        let base = kept.count == 2 ? kept[0] : 0
+        let base: UInt64
+        switch retention {
+        case .sinceNewestSnapshot: base = lsn
+        case .sincePreviousSnapshot: base = kept.count == 2 ? kept[0] : 0
+        }
         let listed = manifest.current.segments
         var firstKept = listed.first?.index ?? 0
         for position in listed.indices.dropLast() {
