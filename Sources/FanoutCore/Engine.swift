@@ -43,6 +43,8 @@ public final class Engine: Sendable {
     private let isHalted = Atomic<Bool>(false)
     /// Held while files are removed after a snapshot and while the state is rebuilt from them.
     let fileMaintenance = Mutex(())
+    /// Deliveries handed to consumers, waiting until the changes that made them are durable.
+    let handOuts = HandOutQueue()
 
     /// An in-memory engine with only the default project.
     public init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
@@ -75,6 +77,7 @@ public final class Engine: Sendable {
         self.recovery = recovery
         self.logger = logger
         wal.setFailureHandler { [weak self] lsn in self?.rebuildState(through: lsn) }
+        wal.setAcknowledgementHandler { [weak self] acknowledged in self?.handOuts.release(through: acknowledged) }
     }
 
     /// What the write-ahead log has done since the engine opened (nil in memory).
@@ -103,19 +106,9 @@ public final class Engine: Sendable {
 
     // MARK: - Projects
 
-    /// Creates a project. - Throws: `ALREADY_EXISTS`.
-    public func createProject(_ id: ProjectID) throws(FanoutError) {
-        try self.checkNotHalted()
-        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
-            guard projects[id] == nil else {
-                throw FanoutError(.alreadyExists, "project \(id) exists", field: "project")
-            }
-            try self.wal?.checkHealthy()
-            let lsn = try self.wal?.append([.createProject(id)])
-            projects[id] = ProjectBox(ProjectState(id: id, configuration: self.configuration))
-            return lsn
-        }
-        try self.awaitLog(lsn)
+    /// Creates a project; returns once it is durable. - Throws: `ALREADY_EXISTS`.
+    public func createProject(_ id: ProjectID) async throws(FanoutError) {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.createProject(id) }.durable()
     }
 
     /// The projects, sorted.
@@ -125,22 +118,8 @@ public final class Engine: Sendable {
 
     /// Deletes a project and everything in it. The default project cannot be deleted.
     /// - Throws: `NOT_FOUND`, or `FAILED_PRECONDITION` for the default project.
-    public func deleteProject(_ id: ProjectID) throws(FanoutError) {
-        guard id != .default else {
-            throw FanoutError(.failedPrecondition, "the default project cannot be deleted", field: "project")
-        }
-        try self.checkNotHalted()
-        let lsn = try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
-            guard projects[id] != nil else {
-                throw .notFound("no project \(id)", field: "project")
-            }
-            try self.wal?.checkHealthy()
-            let lsn = try self.wal?.append([.deleteProject(id)])
-            projects[id]?.state.withLock { $0.finishConsumers() }
-            projects[id] = nil
-            return lsn
-        }
-        try self.awaitLog(lsn)
+    public func deleteProject(_ id: ProjectID) async throws(FanoutError) {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.deleteProject(id) }.durable()
     }
 
     // MARK: - Installations
@@ -149,41 +128,24 @@ public final class Engine: Sendable {
     /// invalid, taken or retired. Repeating a registration (a retry after a lost reply) answers
     /// the existing installation with `isExisting` set and changes nothing.
     @discardableResult
-    public func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let result = try state.register(request, now: now)
-            if result.isExisting { return (result, []) }
-            let i = result.installation
-            let record = WALRecord.register(
-                project,
-                .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now)
-            )
-            return (result, [record])
-        }
+    public func register(_ request: RegistrationRequest, in project: ProjectID = .default) async throws(FanoutError) -> RegistrationResult {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.register(request, in: project) }.durable()
     }
 
     /// Rotates an installation's token: the old one is `UNREGISTERED` from now on; topics stay.
+    @discardableResult
     public func refreshToken(
         _ address: RegistrationAddress,
         to token: RegistrationToken,
         in project: ProjectID = .default
-    ) throws(FanoutError) -> Installation {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let installation = try state.refreshToken(address, to: token, now: now)
-            return (installation, [.refreshToken(project, fid: installation.fid, token: token, at: now)])
-        }
+    ) async throws(FanoutError) -> Installation {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.refreshToken(address, to: token, in: project) }.durable()
     }
 
     /// Records that the installation was seen now.
     @discardableResult
-    public func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let installation = try state.touch(address, now: now)
-            return (installation, [.touch(project, fid: installation.fid, at: now)])
-        }
+    public func touch(_ address: RegistrationAddress, in project: ProjectID = .default) async throws(FanoutError) -> Installation {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.touch(address, in: project) }.durable()
     }
 
     public func installation(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
@@ -199,12 +161,11 @@ public final class Engine: Sendable {
         }
     }
 
-    /// Deletes an installation with its token, subscriptions and user binding; returns what it was.
+    /// Deletes an installation with its token, subscriptions, user binding and mailbox; returns
+    /// what it was.
     @discardableResult
-    public func deleteInstallation(_ fid: FID, in project: ProjectID = .default) throws(FanoutError) -> Installation {
-        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            (try state.delete(fid), [.deleteInstallation(project, fid: fid)])
-        }
+    public func deleteInstallation(_ fid: FID, in project: ProjectID = .default) async throws(FanoutError) -> Installation {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.deleteInstallation(fid, in: project) }.durable()
     }
 
     /// Installations not seen for `staleAfter` (30 days by default), least recently seen first.
@@ -217,12 +178,8 @@ public final class Engine: Sendable {
 
     /// Deletes installations not seen for `expireAfter` (270 days by default); returns them.
     @discardableResult
-    public func pruneExpiredInstallations(in project: ProjectID = .default) throws(FanoutError) -> [Installation] {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let expired = state.pruneExpired(now: now)
-            return (expired, expired.isEmpty ? [] : [.pruneExpiredInstallations(project, at: now)])
-        }
+    public func pruneExpiredInstallations(in project: ProjectID = .default) async throws(FanoutError) -> [Installation] {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.pruneExpiredInstallations(in: project) }.durable()
     }
 
     /// The number of live installations.
@@ -239,25 +196,19 @@ public final class Engine: Sendable {
         to user: UserID,
         anonymous: Bool = false,
         in project: ProjectID = .default
-    ) throws(FanoutError) -> Installation {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let installation = try state.bind(address, to: user, anonymous: anonymous, now: now)
-            return (installation, [.bindDevice(project, fid: installation.fid, user: user, anonymous: anonymous, at: now)])
-        }
+    ) async throws(FanoutError) -> Installation {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.bindDevice(address, to: user, anonymous: anonymous, in: project) }.durable()
     }
 
     /// Signs a user out of one device: unbinds it and drops its token before returning.
+    /// - Throws: `FAILED_PRECONDITION` when the device is bound to another user.
     @discardableResult
     public func signOut(
         _ user: UserID,
         on address: RegistrationAddress,
         in project: ProjectID = .default
-    ) throws(FanoutError) -> Installation {
-        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let installation = try state.signOut(user, on: address)
-            return (installation, [.signOut(project, user: user, fid: installation.fid)])
-        }
+    ) async throws(FanoutError) -> Installation {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.signOut(user, on: address, in: project) }.durable()
     }
 
     /// Links an anonymous user to a permanent one, which takes over the devices.
@@ -266,12 +217,8 @@ public final class Engine: Sendable {
         anonymous: UserID,
         to permanent: UserID,
         in project: ProjectID = .default
-    ) throws(FanoutError) -> User {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let user = try state.link(anonymous: anonymous, to: permanent, now: now)
-            return (user, [.linkUser(project, anonymous: anonymous, permanent: permanent, at: now)])
-        }
+    ) async throws(FanoutError) -> User {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.linkUser(anonymous: anonymous, to: permanent, in: project) }.durable()
     }
 
     /// A user with their devices. - Throws: `NOT_FOUND`.
@@ -281,12 +228,8 @@ public final class Engine: Sendable {
 
     /// Removes anonymous users idle for `anonymousUserLifetime`; their devices stay, unbound.
     @discardableResult
-    public func cleanUpAnonymousUsers(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let removed = state.cleanUpAnonymousUsers(now: now)
-            return (removed, removed.isEmpty ? [] : [.cleanUpAnonymousUsers(project, at: now)])
-        }
+    public func cleanUpAnonymousUsers(in project: ProjectID = .default) async throws(FanoutError) -> [UserID] {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.cleanUpAnonymousUsers(in: project) }.durable()
     }
 
     // MARK: - Topics
@@ -294,27 +237,23 @@ public final class Engine: Sendable {
     /// Subscribes up to 1000 registrations (each a FID or a token) to `topic`; one result per
     /// registration, in input order. Subscribing twice is not an error.
     /// - Throws: `INVALID_ARGUMENT` for more than `maximumBatchSize` registrations (nothing applied).
+    @discardableResult
     public func subscribe(
         _ registrations: [String],
         to topic: TopicName,
         in project: ProjectID = .default
-    ) throws(FanoutError) -> [BatchItemResult] {
-        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let (results, fids) = try state.subscribe(registrations, to: topic)
-            return (results, fids.isEmpty ? [] : [.subscribe(project, topic: topic, fids: fids)])
-        }
+    ) async throws(FanoutError) -> [BatchItemResult] {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.subscribe(registrations, to: topic, in: project) }.durable()
     }
 
     /// Unsubscribes up to 1000 registrations from `topic`; one result per registration.
+    @discardableResult
     public func unsubscribe(
         _ registrations: [String],
         from topic: TopicName,
         in project: ProjectID = .default
-    ) throws(FanoutError) -> [BatchItemResult] {
-        try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let (results, fids) = try state.unsubscribe(registrations, from: topic)
-            return (results, fids.isEmpty ? [] : [.unsubscribe(project, topic: topic, fids: fids)])
-        }
+    ) async throws(FanoutError) -> [BatchItemResult] {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.unsubscribe(registrations, from: topic, in: project) }.durable()
     }
 
     /// The topics an installation is subscribed to, sorted.
@@ -362,106 +301,6 @@ public final class Engine: Sendable {
 
     // MARK: - Helpers
 
-    // MARK: - Waiting without blocking
-
-    /// Where `durably` collects the LSN its operations must wait for.
-    final class PendingAcknowledgement: @unchecked Sendable {
-        // Safe: written and read only by the task that runs `durably`, in order.
-        var ticket: WALTicket?
-        /// The changes span a log failure: some may have been refused.
-        var spansFailure = false
-
-        func include(_ ticket: WALTicket) {
-            guard let current = self.ticket else {
-                self.ticket = ticket
-                return
-            }
-            if current.epoch != ticket.epoch { self.spansFailure = true }
-            self.ticket = WALTicket(lsn: max(current.lsn, ticket.lsn), epoch: max(current.epoch, ticket.epoch))
-        }
-    }
-
-    @TaskLocal static var pendingAcknowledgement: PendingAcknowledgement?
-
-    /// Runs engine operations without blocking the calling thread on the log: inside `body` every
-    /// change is applied and logged but returns at once; `durably` then suspends the task until all
-    /// of them are as durable as the engine's durability says, and returns `body`'s result. For
-    /// servers on event loops or Swift concurrency: many callers, no thread waiting per caller.
-    ///
-    /// ```swift
-    /// let result = try await engine.durably { try engine.subscribe(tokens, to: topic) }
-    /// ```
-    /// Other callers may see the changes before `durably` returns (as with the blocking calls).
-    /// Tasks started inside `body` are not covered. Changes made before `body` throws are still
-    /// waited for, then its error is thrown.
-    /// - Throws: what `body` throws, or `UNAVAILABLE` when the log fails before the changes are durable.
-    public func durably<Result: Sendable>(_ body: () throws -> Result) async throws -> Result {
-        try await self.apply(body).durable()
-    }
-
-    /// The first half of `durably`: runs `body` at once, its changes applied and logged, and
-    /// returns without waiting for the log. `durable()` on the result then waits. A server uses it
-    /// to apply a connection's pipelined requests in order while their syncs overlap.
-    public func apply<Result: Sendable>(_ body: () throws -> Result) -> Applied<Result> {
-        let pending = PendingAcknowledgement()
-        let outcome = Self.$pendingAcknowledgement.withValue(pending) { () -> Swift.Result<Result, any Error> in
-            Swift.Result { try body() }
-        }
-        return Applied(engine: self, outcome: outcome, ticket: pending.ticket, spansFailure: pending.spansFailure)
-    }
-
-    /// Changes applied by `Engine.apply` whose log records may not be durable yet.
-    public struct Applied<Result: Sendable>: Sendable {
-        let engine: Engine
-        let outcome: Swift.Result<Result, any Error>
-        let ticket: WALTicket?
-        let spansFailure: Bool
-
-        /// Whether there is nothing to wait for (no change was logged).
-        public var isDurable: Bool { self.ticket == nil || self.engine.wal == nil }
-
-        /// Waits until the changes are as durable as the engine's durability says, then returns
-        /// the body's result or throws its error.
-        /// - Throws: what the body threw, or `UNAVAILABLE` when the log failed first.
-        public func durable() async throws -> Result {
-            if !self.isDurable, let wal = self.engine.wal, let ticket = self.ticket {
-                guard !self.spansFailure else {
-                    throw FanoutError(.unavailable, "the write-ahead log failed while these changes were made; some were refused")
-                }
-                try await wal.acknowledgement(of: ticket)
-            }
-            return try self.outcome.get()
-        }
-    }
-
-    /// Runs a change under the project's lock and queues its log records there; waits for them to
-    /// be durable after releasing the lock (or leaves that to `durably`).
-    func mutate<Result: Sendable>(
-        _ id: ProjectID,
-        _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
-    ) throws(FanoutError) -> Result {
-        let (result, lsn) = try self.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, WALTicket?) in
-            if let wal = self.wal {
-                try wal.checkHealthy()
-            }
-            let (result, records) = try body(&state)
-            guard let wal = self.wal, !records.isEmpty else { return (result, nil) }
-            return (result, try wal.append(records))
-        }
-        try self.awaitLog(lsn)
-        return result
-    }
-
-    /// Waits until the records before `lsn` are durable, or, inside `durably`, leaves that to it.
-    private func awaitLog(_ lsn: WALTicket?) throws(FanoutError) {
-        guard let lsn else { return }
-        if let pending = Self.pendingAcknowledgement {
-            pending.include(lsn)
-        } else {
-            try self.wal?.waitUntilAcknowledged(lsn)
-        }
-    }
-
     func withProject<Result: Sendable>(
         _ id: ProjectID,
         _ body: (inout ProjectState) throws(FanoutError) -> Result
@@ -470,12 +309,30 @@ public final class Engine: Sendable {
         guard let box = self.projects.withLock({ $0[id] }) else {
             throw .notFound("no project \(id)", field: "project")
         }
+        var handedOut = false
+        defer {
+            // After the lock: push what the change handed out, as far as the log has acknowledged.
+            if handedOut { self.handOuts.release(through: self.wal?.acknowledgedTicket ?? Self.everythingAcknowledged) }
+        }
         return try box.state.withLock { (state: inout ProjectState) throws(FanoutError) -> Result in
-            try body(&state)
+            defer {
+                if !state.deliveries.handOuts.isEmpty {
+                    // Queued under the lock, so one consumer gets them in the order they were made,
+                    // behind every record appended so far (this change's own included).
+                    let ticket = self.wal?.nextRecordLSN ?? Self.everythingAcknowledged
+                    self.handOuts.enqueue(state.deliveries.handOuts, after: ticket)
+                    state.deliveries.handOuts.removeAll(keepingCapacity: true)
+                    handedOut = true
+                }
+            }
+            return try body(&state)
         }
     }
 
-    private func checkNotHalted() throws(FanoutError) {
+    /// The position an in-memory engine's hand-outs wait for, and what it has acknowledged: all.
+    private static let everythingAcknowledged = WALTicket(lsn: 0, epoch: 0)
+
+    func checkNotHalted() throws(FanoutError) {
         guard self.isHalted.load(ordering: .acquiring) else { return }
         if let error = self.halted.withLock({ $0 }) { throw error }
     }
@@ -486,6 +343,8 @@ public final class Engine: Sendable {
     /// cannot be rebuilt, the engine halts: every call fails until the process restarts.
     func rebuildState(through lsn: UInt64) {
         guard let directory = self.directory else { return }
+        // What waits for the log was made by changes it refused, or for consumers now detached.
+        self.handOuts.removeAll()
         let rebuilt: [ProjectID: ProjectState]
         do {
             rebuilt = try self.fileMaintenance.withLock { _ throws(FanoutError) in

@@ -155,14 +155,14 @@ struct Connection {
                     }
                     // An engine operation: applied now, answered when durable.
                     let consumer = attachment?.consumer
-                    let applied = self.executor.engine.apply { () throws(FanoutError) -> ServerMessage in
+                    let applied = self.executor.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
                         if case .acknowledge(let ids) = request {
                             guard let consumer else {
                                 throw FanoutError(.failedPrecondition, "ACK needs an attachment")
                             }
-                            return .count(.acknowledge, UInt64(try consumer.acknowledge(ids)))
+                            return .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
                         }
-                        return try self.executor.execute(request, key: key)
+                        return try self.executor.execute(request, key: key, changes: &changes)
                     }
                     if applied.isDurable {
                         try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
@@ -186,10 +186,8 @@ struct Connection {
     private static func reply(_ applied: Engine.Applied<ServerMessage>) async -> ServerMessage {
         do {
             return try await applied.durable()
-        } catch let error as FanoutError {
-            return .error(error)
         } catch {
-            return .error(FanoutError(.internal, "unexpected error"))
+            return .error(error)
         }
     }
 

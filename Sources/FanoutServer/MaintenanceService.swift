@@ -59,7 +59,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
     func expireDeliveries() async {
         for project in self.engine.projectIDs() {
             do {
-                let expired = try await self.engine.durably { try self.engine.expireDeliveries(in: project) }
+                let expired = try await self.engine.expireDeliveries(in: project)
                 if expired > 0 {
                     self.logger.debug("expired deliveries", metadata: ["project": "\(project)", "count": "\(expired)"])
                 }
@@ -72,7 +72,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
     func pruneInstallations() async {
         for project in self.engine.projectIDs() {
             do {
-                let pruned = try await self.engine.durably { try self.engine.pruneExpiredInstallations(in: project) }
+                let pruned = try await self.engine.pruneExpiredInstallations(in: project)
                 if !pruned.isEmpty {
                     self.logger.info("pruned expired installations", metadata: ["project": "\(project)", "count": "\(pruned.count)"])
                 }

@@ -2,36 +2,37 @@ internal import FanoutCore
 internal import FanoutWire
 
 /// Performs the engine's operations for requests (everything but the consumer's, which belong to
-/// the connection), turning the wire's strings into the engine's checked names. Errors name the
+/// the connection), turning the wire's strings into the engine's checked names. Changes are
+/// applied through `changes` (their replies wait for the log); reads answer at once. Errors name the
 /// field and never contain a token.
 struct RequestExecutor: Sendable {
     let engine: Engine
     let maximumPayloadSize: Int
 
-    func execute(_ request: ClientRequest, key: APIKey) throws(FanoutError) -> ServerMessage {
+    func execute(_ request: ClientRequest, key: APIKey, changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage {
         let opcode = request.opcode
         switch request {
         case .ping:
             return .pong
         case .createProject(let project):
-            try self.engine.createProject(try Self.project(project))
+            try changes.createProject(try Self.project(project))
             return .done(opcode)
         case .deleteProject(let project):
-            try self.engine.deleteProject(try Self.project(project))
+            try changes.deleteProject(try Self.project(project))
             return .done(opcode)
         case .listProjects:
             return .names(opcode, self.engine.projectIDs().map(\.value).filter { key.projects.contains($0) })
         case .register(let project, let fields):
-            return .registered(try self.engine.register(try Self.registration(fields), in: try Self.project(project)))
+            return .registered(try changes.register(try Self.registration(fields), in: try Self.project(project)))
         case .refreshToken(let project, let registration, let token):
             let token = try Self.parse(token, "token", RegistrationToken.init)
-            return .installation(opcode, try self.engine.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
+            return .installation(opcode, try changes.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
         case .touch(let project, let registration):
-            return .installation(opcode, try self.engine.touch(try Self.address(registration), in: try Self.project(project)))
+            return .installation(opcode, try changes.touch(try Self.address(registration), in: try Self.project(project)))
         case .getInstallation(let project, let registration):
             return .installation(opcode, try self.engine.installation(try Self.address(registration), in: try Self.project(project)))
         case .deleteInstallation(let project, let fid):
-            return .installation(opcode, try self.engine.deleteInstallation(try Self.parse(fid, "fid", FID.init), in: try Self.project(project)))
+            return .installation(opcode, try changes.deleteInstallation(try Self.parse(fid, "fid", FID.init), in: try Self.project(project)))
         case .staleInstallations(let project, let limit):
             guard (1...1000).contains(limit) else {
                 throw FanoutError(.invalidArgument, "limit must be in 1...1000", field: "limit")
@@ -39,24 +40,24 @@ struct RequestExecutor: Sendable {
             let stale = try self.engine.staleInstallations(in: try Self.project(project))
             return .staleInstallations(total: UInt64(stale.count), Array(stale.prefix(Int(limit))))
         case .pruneExpired(let project):
-            return .count(opcode, UInt64(try self.engine.pruneExpiredInstallations(in: try Self.project(project)).count))
+            return .count(opcode, UInt64(try changes.pruneExpiredInstallations(in: try Self.project(project)).count))
         case .installationCount(let project):
             return .count(opcode, UInt64(try self.engine.installationCount(in: try Self.project(project))))
         case .bindDevice(let project, let registration, let user, let anonymous):
-            return .installation(opcode, try self.engine.bindDevice(
+            return .installation(opcode, try changes.bindDevice(
                 try Self.address(registration),
                 to: try Self.parse(user, "user", UserID.init),
                 anonymous: anonymous,
                 in: try Self.project(project)
             ))
         case .signOut(let project, let user, let registration):
-            return .installation(opcode, try self.engine.signOut(
+            return .installation(opcode, try changes.signOut(
                 try Self.parse(user, "user", UserID.init),
                 on: try Self.address(registration),
                 in: try Self.project(project)
             ))
         case .linkUser(let project, let anonymous, let permanent):
-            return .user(opcode, try self.engine.linkUser(
+            return .user(opcode, try changes.linkUser(
                 anonymous: try Self.parse(anonymous, "anonymousUser", UserID.init),
                 to: try Self.parse(permanent, "permanentUser", UserID.init),
                 in: try Self.project(project)
@@ -64,15 +65,15 @@ struct RequestExecutor: Sendable {
         case .getUser(let project, let user):
             return .user(opcode, try self.engine.user(try Self.parse(user, "user", UserID.init), in: try Self.project(project)))
         case .cleanUpAnonymousUsers(let project):
-            return .names(opcode, try self.engine.cleanUpAnonymousUsers(in: try Self.project(project)).map(\.value))
+            return .names(opcode, try changes.cleanUpAnonymousUsers(in: try Self.project(project)).map(\.value))
         case .subscribe(let project, let topic, let registrations):
-            return .itemResults(opcode, try self.engine.subscribe(
+            return .itemResults(opcode, try changes.subscribe(
                 registrations,
                 to: try Self.parse(topic, "topic", TopicName.init),
                 in: try Self.project(project)
             ))
         case .unsubscribe(let project, let topic, let registrations):
-            return .itemResults(opcode, try self.engine.unsubscribe(
+            return .itemResults(opcode, try changes.unsubscribe(
                 registrations,
                 from: try Self.parse(topic, "topic", TopicName.init),
                 in: try Self.project(project)
@@ -96,7 +97,7 @@ struct RequestExecutor: Sendable {
             }
             return .count(opcode, UInt64(audience.count))
         case .send(let project, let body):
-            let result = try self.engine.send(body, in: try Self.project(project))
+            let result = try changes.send(body, in: try Self.project(project))
             return .sent(SendReceipt(
                 messageID: result.messageID,
                 sequence: result.sequence,
@@ -107,7 +108,7 @@ struct RequestExecutor: Sendable {
         case .pending(let project, let registration):
             return .pending(try self.engine.pendingDeliveries(for: try Self.address(registration), in: try Self.project(project)).map(WireDelivery.init))
         case .expireDeliveries(let project):
-            return .count(opcode, UInt64(try self.engine.expireDeliveries(in: try Self.project(project))))
+            return .count(opcode, UInt64(try changes.expireDeliveries(in: try Self.project(project))))
         case .stats(let project):
             let id = try Self.project(project)
             return .stats(ProjectStatistics(

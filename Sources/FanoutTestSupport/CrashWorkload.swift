@@ -76,28 +76,28 @@ public struct CrashWorkload {
 
     /// Applies operation `operation` to `engine`. Refusals (a deleted FID, a taken token) are part
     /// of the workload: the model refuses the same ones.
-    public static func apply(_ operation: Operation, to engine: Engine) {
+    public static func apply(_ operation: Operation, to engine: Engine) async {
         switch operation {
         case .register(let fid, let token, let platform):
-            _ = try? engine.register(
+            _ = try? await engine.register(
                 RegistrationRequest(offeredFID: fid, token: RegistrationToken(token), platform: platform, appID: AppID("1:1:crash:app")!)
             )
         case .subscribe(let topic, let registrations):
-            _ = try? engine.subscribe(registrations, to: TopicName(topic)!)
+            _ = try? await engine.subscribe(registrations, to: TopicName(topic)!)
         case .unsubscribe(let topic, let registrations):
-            _ = try? engine.unsubscribe(registrations, from: TopicName(topic)!)
+            _ = try? await engine.unsubscribe(registrations, from: TopicName(topic)!)
         case .refresh(let fid, let token):
-            _ = try? engine.refreshToken(.fid(FID(fid)!), to: RegistrationToken(token)!)
+            _ = try? await engine.refreshToken(.fid(FID(fid)!), to: RegistrationToken(token)!)
         case .bind(let fid, let user, let anonymous):
-            _ = try? engine.bindDevice(.fid(FID(fid)!), to: UserID(user)!, anonymous: anonymous)
+            _ = try? await engine.bindDevice(.fid(FID(fid)!), to: UserID(user)!, anonymous: anonymous)
         case .delete(let fid):
-            _ = try? engine.deleteInstallation(FID(fid)!)
+            _ = try? await engine.deleteInstallation(FID(fid)!)
         case .send(let fid, let topic, let index):
             let target = fid.map { #""fid":"\#($0)""# } ?? #""topic":"\#(topic!)""#
-            _ = try? engine.send(Array(#"{"message":{\#(target),"data":{"n":"\#(index)"}}}"#.utf8))
+            _ = try? await engine.send(Array(#"{"message":{\#(target),"data":{"n":"\#(index)"}}}"#.utf8))
         case .drain(let fid):
             guard let consumer = try? engine.attachConsumer(.installations([.fid(FID(fid)!)]), credit: 1000) else { return }
-            _ = try? consumer.acknowledge(consumer.poll().map(\.id))
+            _ = try? await consumer.acknowledge(consumer.poll().map(\.id))
             consumer.detach()
         }
     }

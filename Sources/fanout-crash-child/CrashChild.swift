@@ -12,7 +12,7 @@ import Glibc
 /// Usage: fanout-crash-child DIRECTORY SEED FROM COUNT
 @main
 enum CrashChild {
-    static func main() {
+    static func main() async {
         let arguments = CommandLine.arguments
         guard arguments.count == 5, let seed = UInt64(arguments[2]), let from = Int(arguments[3]), let count = Int(arguments[4]) else {
             say("usage: fanout-crash-child DIRECTORY SEED FROM COUNT", to: 2)
@@ -29,7 +29,7 @@ enum CrashChild {
         }
         for index in from..<count {
             clock.set(step: index)
-            CrashWorkload.apply(workload.operations[index], to: engine)
+            await CrashWorkload.apply(workload.operations[index], to: engine)
             say("ack \(index)", to: 1)
         }
         try? engine.close()

@@ -53,7 +53,7 @@ struct SendCommand: AsyncParsableCommand {
         defer { try? engine.close() }
         let result: SendResult
         do {
-            result = try engine.send(bytes, in: project)
+            result = try await engine.send(bytes, in: project)
         } catch where !error.violations.isEmpty {
             print(String(decoding: JSONWriter.encode(MessageError(violations: error.violations).json), as: UTF8.self))
             throw ExitCode(1)

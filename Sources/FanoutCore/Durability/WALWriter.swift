@@ -58,6 +58,9 @@ final class WALWriter: @unchecked Sendable {
     /// Runs on the writer thread after a failure, before any caller is told: given the LSN before
     /// which everything is acknowledged.
     private var failureHandler: (@Sendable (UInt64) -> Void)?
+    /// Runs on the writer thread after each batch is acknowledged (outside the lock), given what is
+    /// acknowledged now: the engine hands out the deliveries that waited for it.
+    private var acknowledgementHandler: (@Sendable (WALTicket) -> Void)?
     /// True while a failure's handler runs: no caller is told an outcome until it is done.
     private var settling = false
     private var statistics = WALStatistics()
@@ -116,6 +119,11 @@ final class WALWriter: @unchecked Sendable {
         self.state.withLock { self.failureHandler = handler }
     }
 
+    /// Sets what runs after each acknowledged batch (see `acknowledgementHandler`).
+    func setAcknowledgementHandler(_ handler: @escaping @Sendable (WALTicket) -> Void) {
+        self.state.withLock { self.acknowledgementHandler = handler }
+    }
+
     /// The index in a segment file's name.
     static func index(ofSegmentName name: String) -> UInt64? {
         guard name.hasPrefix(Self.segmentPrefix), name.hasSuffix(Self.segmentSuffix) else { return nil }
@@ -167,6 +175,11 @@ final class WALWriter: @unchecked Sendable {
     /// every lock under which records are appended, to get a consistent boundary.
     var nextRecordLSN: WALTicket {
         self.state.withLock { WALTicket(lsn: self.nextLSN, epoch: self.epoch) }
+    }
+
+    /// Every record before this is acknowledged (in this epoch).
+    var acknowledgedTicket: WALTicket {
+        self.state.withLock { WALTicket(lsn: self.acknowledgedLSN, epoch: self.epoch) }
     }
 
     /// Why the log refuses records now (nil while it writes).
@@ -343,14 +356,16 @@ final class WALWriter: @unchecked Sendable {
                         synced = true
                     }
                     self.acknowledgedBytes = self.segmentBytes
-                    self.state.withLock {
+                    let (acknowledged, handler) = self.state.withLock {
                         self.acknowledgedLSN = firstLSN + UInt64(records.count)
                         self.statistics.records += records.count
                         self.statistics.batches += 1
                         self.statistics.bytes += batch.count
                         if synced { self.statistics.syncs += 1 }
                         self.wakeWaiters()
+                        return (WALTicket(lsn: self.acknowledgedLSN, epoch: self.epoch), self.acknowledgementHandler)
                     }
+                    handler?(acknowledged)
                 }
                 if case .interval(let milliseconds) = self.durability, unsynced {
                     let now = SystemWallClock().now()

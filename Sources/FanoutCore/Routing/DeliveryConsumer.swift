@@ -27,8 +27,8 @@ public final class DeliveryConsumer: AsyncSequence, Sendable {
     /// delivery collapsed or expired meanwhile is gone already). Ids it does not hold are ignored.
     /// - Throws: `FAILED_PRECONDITION` once detached.
     @discardableResult
-    public func acknowledge(_ ids: [DeliveryID]) throws(FanoutError) -> Int {
-        try self.engine.acknowledge(ids, consumer: self.id, in: self.project)
+    public func acknowledge(_ ids: [DeliveryID]) async throws(FanoutError) -> Int {
+        try await self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.acknowledge(ids, by: self) }.durable()
     }
 
     /// Raises the number of unacknowledged deliveries it may hold by `credit`.

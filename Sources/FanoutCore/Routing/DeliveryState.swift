@@ -11,6 +11,9 @@ struct DeliveryState {
     var nextSequence: UInt64 = 1
     /// Counters since the engine opened (`pending`, `messages` and `consumers` are filled on read).
     var counters = DeliveryStatistics()
+    /// Deliveries given to consumers by the change being made, for the engine to push once the
+    /// change is durable (`Engine.withProject` takes them before it releases the project lock).
+    var handOuts: [HandOut] = []
 
     var statistics: DeliveryStatistics {
         var statistics = self.counters

@@ -2,37 +2,16 @@ extension Engine {
     // MARK: - Sends
 
     /// Sends an FCM HTTP v1 body (`{"validate_only":..., "message":{...}}` or a bare message):
-    /// validates it, resolves its target and puts one delivery per recipient in their mailboxes,
-    /// once the send is as durable as the engine's durability says.
+    /// validates it, resolves its target and puts one delivery per recipient in their mailboxes;
+    /// returns once the send is as durable as the engine's durability says. Consumers receive its
+    /// deliveries only from then on.
     ///
     /// With `validate_only` nothing is resolved or changed, and the id is FCM's `fake_message_id`.
     /// - Throws: `INVALID_ARGUMENT` with every violation (`FanoutError.violations`) for a message
     ///   FCM would refuse; `NOT_FOUND` for an unknown project.
-    public func send(_ body: [UInt8], in project: ProjectID = .default) throws(FanoutError) -> SendResult {
-        let request: SendRequest
-        do {
-            request = try MessageParser.parseSendRequest(body)
-        } catch {
-            throw FanoutError(error)
-        }
-        if request.validateOnly {
-            try self.withProject(project) { (_: inout ProjectState) throws(FanoutError) in }
-            return SendResult(
-                messageID: "projects/\(project)/messages/\(SendResult.validateOnlyMessageID)",
-                sequence: 0,
-                audience: 0,
-                enqueued: 0,
-                recipients: []
-            )
-        }
-        let now = self.clock.now()
-        // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
-        let rendered = RenderedMessage((consume request).message, acceptedAt: now)
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let sequence = state.deliveries.nextSequence
-            let result = state.send(rendered, body: body, sequence: sequence, now: now)
-            return (result, [.send(project, sequence: sequence, at: now, body: body)])
-        }
+    @discardableResult
+    public func send(_ body: [UInt8], in project: ProjectID = .default) async throws(FanoutError) -> SendResult {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.send(body, in: project) }.durable()
     }
 
     // MARK: - Deliveries
@@ -49,12 +28,8 @@ extension Engine {
     /// Removes every delivery whose TTL has run out by the clock's now; returns how many. A server
     /// calls this periodically; tests call it after moving their clock.
     @discardableResult
-    public func expireDeliveries(in project: ProjectID = .default) throws(FanoutError) -> Int {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            let expired = state.expireDeliveries(now: now)
-            return (expired, expired == 0 ? [] : [.expireDeliveries(project, at: now)])
-        }
+    public func expireDeliveries(in project: ProjectID = .default) async throws(FanoutError) -> Int {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.expireDeliveries(in: project) }.durable()
     }
 
     /// Delivery counts of a project since the engine opened, and what is pending now.
@@ -76,15 +51,6 @@ extension Engine {
             try state.attachConsumer(scope, credit: credit, sink: sink, now: now)
         }
         return DeliveryConsumer(engine: self, project: project, id: id, sink: sink)
-    }
-
-    func acknowledge(_ ids: [DeliveryID], consumer: UInt64, in project: ProjectID) throws(FanoutError) -> Int {
-        let now = self.clock.now()
-        return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-            var acknowledged = try state.acknowledge(ids, consumer: consumer, now: now)
-            acknowledged.sort()
-            return (acknowledged.count, acknowledged.isEmpty ? [] : [.acknowledge(project, deliveries: acknowledged)])
-        }
     }
 
     func grant(_ credit: Int, consumer: UInt64, in project: ProjectID) throws(FanoutError) {

@@ -516,7 +516,7 @@ extension ProjectState {
             platform: platform
         )
         self.deliveries.consumers.byID[id]!.inFlight.insert(delivery.id)
-        self.deliveries.consumers.byID[id]!.sink.push(delivery)
+        self.deliveries.handOuts.append(HandOut(sink: self.deliveries.consumers.byID[id]!.sink, delivery: delivery))
         self.deliveries.counters.delivered += 1
     }
 }

@@ -1,0 +1,309 @@
+extension Engine {
+    /// Applies changes now and leaves waiting for the log to the caller: `body` runs at once, each
+    /// change it makes through `changes` is applied (other callers see it) and queued in the log,
+    /// and `Applied.durable()` later waits until all of them are as durable as the engine's
+    /// durability says. A server applies a connection's pipelined requests in order this way while
+    /// their syncs overlap; the `async` methods on `Engine` are `apply` followed by `durable()`.
+    ///
+    /// ```swift
+    /// let applied = engine.apply { changes in try changes.subscribe(tokens, to: topic) }
+    /// // ... apply more, then:
+    /// let results = try await applied.durable()
+    /// ```
+    /// Changes made before `body` throws are still waited for, then its error is thrown.
+    public func apply<Result: Sendable>(_ body: (inout Changes) throws(FanoutError) -> Result) -> Applied<Result> {
+        var changes = Changes(engine: self)
+        let outcome: Swift.Result<Result, FanoutError>
+        do {
+            outcome = .success(try body(&changes))
+        } catch {
+            outcome = .failure(error)
+        }
+        return Applied(engine: self, outcome: outcome, ticket: changes.ticket, spansFailure: changes.spansFailure)
+    }
+
+    /// Changes applied by `Engine.apply` whose log records may not be durable yet.
+    public struct Applied<Result: Sendable>: Sendable {
+        let engine: Engine
+        let outcome: Swift.Result<Result, FanoutError>
+        let ticket: WALTicket?
+        let spansFailure: Bool
+
+        /// Whether there is nothing to wait for (no change was logged).
+        public var isDurable: Bool { self.ticket == nil }
+
+        /// Waits (suspending, blocking no thread) until the changes are as durable as the engine's
+        /// durability says, then returns the body's result or throws its error.
+        /// - Throws: what the body threw, or `UNAVAILABLE` when the log failed first.
+        public func durable() async throws(FanoutError) -> Result {
+            if let ticket = self.ticket, let wal = self.engine.wal {
+                guard !self.spansFailure else { throw Self.spannedFailure }
+                try await wal.acknowledgement(of: ticket)
+                // The deliveries these changes handed out reach their consumers before the caller
+                // hears back (the log's writer may not have pushed them yet).
+                self.engine.handOuts.release(through: wal.acknowledgedTicket)
+            }
+            return try self.outcome.get()
+        }
+
+        /// `durable()` for callers outside Swift concurrency (scripts, tools, a crash test's child):
+        /// blocks the calling thread until the changes are durable. Never call it on an event loop
+        /// or from a task.
+        public func blockingUntilDurable() throws(FanoutError) -> Result {
+            if let ticket = self.ticket, let wal = self.engine.wal {
+                guard !self.spansFailure else { throw Self.spannedFailure }
+                try wal.waitUntilAcknowledged(ticket)
+                self.engine.handOuts.release(through: wal.acknowledgedTicket)
+            }
+            return try self.outcome.get()
+        }
+
+        private static var spannedFailure: FanoutError {
+            FanoutError(.unavailable, "the write-ahead log failed while these changes were made; some were refused")
+        }
+    }
+
+    /// The engine's changes, each applied at once under its project's lock with its log records
+    /// queued there; what they wait for is collected here for `Applied` (see `Engine.apply`).
+    public struct Changes {
+        let engine: Engine
+        /// The log position every change so far waits for.
+        var ticket: WALTicket?
+        /// The changes span a log failure: some may have been refused.
+        var spansFailure = false
+
+        init(engine: Engine) {
+            self.engine = engine
+        }
+
+        mutating func include(_ ticket: WALTicket) {
+            guard let current = self.ticket else {
+                self.ticket = ticket
+                return
+            }
+            if current.epoch != ticket.epoch { self.spansFailure = true }
+            self.ticket = WALTicket(lsn: max(current.lsn, ticket.lsn), epoch: max(current.epoch, ticket.epoch))
+        }
+
+        /// Runs a change under the project's lock and queues the log records it returns there.
+        mutating func mutate<Result: Sendable>(
+            _ id: ProjectID,
+            _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
+        ) throws(FanoutError) -> Result {
+            let wal = self.engine.wal
+            let (result, ticket) = try self.engine.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, WALTicket?) in
+                try wal?.checkHealthy()
+                let (result, records) = try body(&state)
+                guard let wal, !records.isEmpty else { return (result, nil) }
+                return (result, try wal.append(records))
+            }
+            if let ticket { self.include(ticket) }
+            return result
+        }
+
+        // MARK: - Projects
+
+        /// Creates a project. - Throws: `ALREADY_EXISTS`.
+        public mutating func createProject(_ id: ProjectID) throws(FanoutError) {
+            try self.engine.checkNotHalted()
+            let wal = self.engine.wal
+            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
+                guard projects[id] == nil else {
+                    throw FanoutError(.alreadyExists, "project \(id) exists", field: "project")
+                }
+                try wal?.checkHealthy()
+                let ticket = try wal?.append([.createProject(id)])
+                projects[id] = ProjectBox(ProjectState(id: id, configuration: self.engine.configuration))
+                return ticket
+            }
+            if let ticket { self.include(ticket) }
+        }
+
+        /// Deletes a project and everything in it. The default project cannot be deleted.
+        /// - Throws: `NOT_FOUND`, or `FAILED_PRECONDITION` for the default project.
+        public mutating func deleteProject(_ id: ProjectID) throws(FanoutError) {
+            guard id != .default else {
+                throw FanoutError(.failedPrecondition, "the default project cannot be deleted", field: "project")
+            }
+            try self.engine.checkNotHalted()
+            let wal = self.engine.wal
+            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
+                guard projects[id] != nil else {
+                    throw .notFound("no project \(id)", field: "project")
+                }
+                try wal?.checkHealthy()
+                let ticket = try wal?.append([.deleteProject(id)])
+                projects[id]?.state.withLock { $0.finishConsumers() }
+                projects[id] = nil
+                return ticket
+            }
+            if let ticket { self.include(ticket) }
+        }
+
+        // MARK: - Installations
+
+        /// Registers an installation (see `Engine.register`).
+        public mutating func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let result = try state.register(request, now: now)
+                if result.isExisting { return (result, []) }
+                let i = result.installation
+                let record = WALRecord.register(
+                    project,
+                    .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now)
+                )
+                return (result, [record])
+            }
+        }
+
+        /// Rotates an installation's token (see `Engine.refreshToken`).
+        public mutating func refreshToken(
+            _ address: RegistrationAddress,
+            to token: RegistrationToken,
+            in project: ProjectID = .default
+        ) throws(FanoutError) -> Installation {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let installation = try state.refreshToken(address, to: token, now: now)
+                return (installation, [.refreshToken(project, fid: installation.fid, token: token, at: now)])
+            }
+        }
+
+        /// Records that the installation was seen now.
+        public mutating func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let installation = try state.touch(address, now: now)
+                return (installation, [.touch(project, fid: installation.fid, at: now)])
+            }
+        }
+
+        /// Deletes an installation (see `Engine.deleteInstallation`).
+        public mutating func deleteInstallation(_ fid: FID, in project: ProjectID = .default) throws(FanoutError) -> Installation {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                (try state.delete(fid), [.deleteInstallation(project, fid: fid)])
+            }
+        }
+
+        /// Deletes installations not seen for `expireAfter`; returns them.
+        public mutating func pruneExpiredInstallations(in project: ProjectID = .default) throws(FanoutError) -> [Installation] {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let expired = state.pruneExpired(now: now)
+                return (expired, expired.isEmpty ? [] : [.pruneExpiredInstallations(project, at: now)])
+            }
+        }
+
+        // MARK: - Users
+
+        /// Binds an installation to a user (see `Engine.bindDevice`).
+        public mutating func bindDevice(
+            _ address: RegistrationAddress,
+            to user: UserID,
+            anonymous: Bool = false,
+            in project: ProjectID = .default
+        ) throws(FanoutError) -> Installation {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let installation = try state.bind(address, to: user, anonymous: anonymous, now: now)
+                return (installation, [.bindDevice(project, fid: installation.fid, user: user, anonymous: anonymous, at: now)])
+            }
+        }
+
+        /// Signs a user out of one device (see `Engine.signOut`).
+        public mutating func signOut(_ user: UserID, on address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let installation = try state.signOut(user, on: address)
+                return (installation, [.signOut(project, user: user, fid: installation.fid)])
+            }
+        }
+
+        /// Links an anonymous user to a permanent one (see `Engine.linkUser`).
+        public mutating func linkUser(anonymous: UserID, to permanent: UserID, in project: ProjectID = .default) throws(FanoutError) -> User {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let user = try state.link(anonymous: anonymous, to: permanent, now: now)
+                return (user, [.linkUser(project, anonymous: anonymous, permanent: permanent, at: now)])
+            }
+        }
+
+        /// Removes anonymous users idle for `anonymousUserLifetime`; returns them.
+        public mutating func cleanUpAnonymousUsers(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let removed = state.cleanUpAnonymousUsers(now: now)
+                return (removed, removed.isEmpty ? [] : [.cleanUpAnonymousUsers(project, at: now)])
+            }
+        }
+
+        // MARK: - Topics
+
+        /// Subscribes up to 1000 registrations to `topic` (see `Engine.subscribe`).
+        public mutating func subscribe(_ registrations: [String], to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let (results, fids) = try state.subscribe(registrations, to: topic)
+                return (results, fids.isEmpty ? [] : [.subscribe(project, topic: topic, fids: fids)])
+            }
+        }
+
+        /// Unsubscribes up to 1000 registrations from `topic` (see `Engine.unsubscribe`).
+        public mutating func unsubscribe(_ registrations: [String], from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let (results, fids) = try state.unsubscribe(registrations, from: topic)
+                return (results, fids.isEmpty ? [] : [.unsubscribe(project, topic: topic, fids: fids)])
+            }
+        }
+
+        // MARK: - Sends and deliveries
+
+        /// Sends an FCM HTTP v1 body (see `Engine.send`).
+        public mutating func send(_ body: [UInt8], in project: ProjectID = .default) throws(FanoutError) -> SendResult {
+            let request: SendRequest
+            do {
+                request = try MessageParser.parseSendRequest(body)
+            } catch {
+                throw FanoutError(error)
+            }
+            if request.validateOnly {
+                try self.engine.withProject(project) { (_: inout ProjectState) throws(FanoutError) in }
+                return SendResult(
+                    messageID: "projects/\(project)/messages/\(SendResult.validateOnlyMessageID)",
+                    sequence: 0,
+                    audience: 0,
+                    enqueued: 0,
+                    recipients: []
+                )
+            }
+            let now = self.engine.clock.now()
+            // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
+            let rendered = RenderedMessage((consume request).message, acceptedAt: now)
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let sequence = state.deliveries.nextSequence
+                let result = state.send(rendered, body: body, sequence: sequence, now: now)
+                return (result, [.send(project, sequence: sequence, at: now, body: body)])
+            }
+        }
+
+        /// Removes every delivery whose TTL has run out; returns how many.
+        public mutating func expireDeliveries(in project: ProjectID = .default) throws(FanoutError) -> Int {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                let expired = state.expireDeliveries(now: now)
+                return (expired, expired == 0 ? [] : [.expireDeliveries(project, at: now)])
+            }
+        }
+
+        /// Acknowledges deliveries `consumer` holds (see `DeliveryConsumer.acknowledge`).
+        public mutating func acknowledge(_ ids: [DeliveryID], by consumer: DeliveryConsumer) throws(FanoutError) -> Int {
+            let now = self.engine.clock.now()
+            let project = consumer.project
+            let id = consumer.id
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                var acknowledged = try state.acknowledge(ids, consumer: id, now: now)
+                acknowledged.sort()
+                return (acknowledged.count, acknowledged.isEmpty ? [] : [.acknowledge(project, deliveries: acknowledged)])
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+internal import DequeModule
+import Synchronization
+
+/// A delivery a state transition gave to a consumer: an effect the engine performs (pushes into
+/// the consumer's sink) once the change that made it is as durable as the engine's durability says.
+struct HandOut {
+    let sink: DeliverySink
+    let delivery: Delivery
+}
+
+/// The hand-outs waiting for the log: a delivery never reaches a consumer before the send that
+/// made it (and every change logged before it) is acknowledged, so a crash cannot lose a send
+/// whose deliveries a worker already pushed.
+///
+/// Hand-outs are queued under the project lock that made them, each with the log position it
+/// waits for, so one consumer gets them in the order they were made. `release(through:)` pushes
+/// the acknowledged ones (the log's writer calls it after each batch, a caller after queueing);
+/// it pushes under the queue's own lock, never a project's, so two releases keep that order.
+final class HandOutQueue: Sendable {
+    private struct Waiting {
+        var ticket: WALTicket
+        var handOuts: [HandOut]
+    }
+
+    private let waiting = Locked(Deque<Waiting>())
+    /// How many entries `waiting` holds: lets `release` skip the lock when nothing waits (the
+    /// common case for every change that hands nothing out).
+    private let count = Atomic<Int>(0)
+
+    /// Queues hand-outs that wait for every record before `ticket`. Call under the project lock.
+    func enqueue(_ handOuts: [HandOut], after ticket: WALTicket) {
+        self.waiting.withLock { waiting in
+            waiting.append(Waiting(ticket: ticket, handOuts: handOuts))
+            self.count.store(waiting.count, ordering: .releasing)
+        }
+    }
+
+    /// Pushes, in order, the hand-outs whose records are acknowledged by `acknowledged()`; drops
+    /// those of an earlier epoch (their records were refused, and their consumers were detached).
+    func release(through acknowledged: @autoclosure () -> WALTicket) {
+        guard self.count.load(ordering: .acquiring) > 0 else { return }
+        let acknowledged = acknowledged()
+        self.waiting.withLock { waiting in
+            defer { self.count.store(waiting.count, ordering: .releasing) }
+            while let first = waiting.first {
+                if first.ticket.epoch == acknowledged.epoch {
+                    guard first.ticket.lsn <= acknowledged.lsn else { return }
+                    for handOut in first.handOuts { handOut.sink.push(handOut.delivery) }
+                } else if first.ticket.epoch > acknowledged.epoch {
+                    return
+                }
+                waiting.removeFirst()
+            }
+        }
+    }
+
+    /// Drops every waiting hand-out (after a log failure: their changes were refused or rebuilt).
+    func removeAll() {
+        self.waiting.withLock { waiting in
+            waiting.removeAll()
+            self.count.store(0, ordering: .releasing)
+        }
+    }
+}
