@@ -153,12 +153,12 @@ struct FanoutCLITests {
         #expect(!clean.output.contains("40 records"), "records after the damage are gone")
     }
 
-    @Test func sendAndPendingWorkOnADataDirectory() throws {
+    @Test func sendAndPendingWorkOnADataDirectory() async throws {
         let directory = TemporaryDirectory.path("fanout-cli")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let engine = try Engine(directory: directory, durability: .always)
-        let phone = try engine.register(RegistrationRequest(token: RegistrationToken("cli-token"), platform: .ios, appID: AppID("app")!)).installation
-        _ = try engine.subscribe([phone.fid.string], to: TopicName("news")!)
+        let phone = try await engine.register(RegistrationRequest(token: RegistrationToken("cli-token"), platform: .ios, appID: AppID("app")!)).installation
+        _ = try await engine.subscribe([phone.fid.string], to: TopicName("news")!)
         try engine.close()
 
         let sent = try self.fanout("send", "--data-dir", directory, "-", input: #"{"message":{"topic":"news","notification":{"title":"Hi"}}}"#)

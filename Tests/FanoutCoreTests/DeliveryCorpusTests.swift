@@ -9,7 +9,7 @@ import Testing
 @Suite("Deliveries of the firebase-admin corpus")
 struct DeliveryCorpusTests {
     @Test(arguments: Platform.allCases)
-    func everyCorpusMessageReachesEachPlatformWithItsPayload(platform: Platform) throws {
+    func everyCorpusMessageReachesEachPlatformWithItsPayload(platform: Platform) async throws {
         for (name, bytes) in MessageTests.corpus {
             let request = try MessageParser.parseSendRequest(bytes)
             let clock = ManualClock()
@@ -21,18 +21,18 @@ struct DeliveryCorpusTests {
             case .fid(let fid): registration.offeredFID = fid.string
             default: break
             }
-            let installation = try engine.register(registration).installation
+            let installation = try await engine.register(registration).installation
             switch request.message.target {
             case .topic(let topic):
-                _ = try engine.subscribe([installation.fid.string], to: topic)
+                _ = try await engine.subscribe([installation.fid.string], to: topic)
             case .condition(let condition):
-                for topic in condition.topics { _ = try engine.subscribe([installation.fid.string], to: topic) }
+                for topic in condition.topics { _ = try await engine.subscribe([installation.fid.string], to: topic) }
             default:
                 break
             }
             // A worker attached before the send also takes TTL-0 messages.
             let worker = try engine.attachConsumer(.platform(platform), credit: 10)
-            let result = try engine.send(bytes)
+            let result = try await engine.send(bytes)
             if request.validateOnly {
                 #expect(result.messageID.hasSuffix("/fake_message_id") && worker.poll().isEmpty, "\(name) is only validated")
                 continue
@@ -67,7 +67,7 @@ struct DeliveryCorpusTests {
                     #expect(notification?["title"] != nil, "\(name) \(platform) notification title \(title.count)")
                 }
             }
-            _ = try worker.acknowledge([delivery.id])
+            _ = try await worker.acknowledge([delivery.id])
             #expect(try engine.deliveryStatistics().messages == 0)
         }
     }

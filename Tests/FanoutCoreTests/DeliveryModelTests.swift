@@ -10,20 +10,20 @@ import Testing
 @Suite("Deliveries against the reference model")
 struct DeliveryModelTests {
     @Test(arguments: [11, 12, 13] as [UInt64])
-    func inMemoryEngineMatchesModel(seed: UInt64) throws {
+    func inMemoryEngineMatchesModel(seed: UInt64) async throws {
         var harness = try DeliveryHarness(seed: seed, directory: nil)
-        for _ in 0..<3000 { try harness.step() }
+        for _ in 0..<3000 { try await harness.step() }
         #expect(harness.model.maximumPendingSeen > 100, "the 100-pending rule was exercised")
         #expect(harness.exercised["collapse"]! > 0 && harness.exercised["marker"]! > 0 && harness.exercised["ttl0-taken"]! > 0)
     }
 
     @Test(arguments: [21, 22] as [UInt64])
-    func reopenedEngineMatchesModel(seed: UInt64) throws {
+    func reopenedEngineMatchesModel(seed: UInt64) async throws {
         let directory = TemporaryDirectory.path("fanout-delivery")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var harness = try DeliveryHarness(seed: seed, directory: directory)
         for step in 0..<2400 {
-            try harness.step()
+            try await harness.step()
             if step % 300 == 299 {
                 if step % 600 == 599 { try harness.engine.snapshot() }
                 try harness.reopen()
@@ -69,26 +69,26 @@ struct DeliveryHarness {
 
     var now: Int64 { self.clock.now().millisecondsSinceEpoch }
 
-    mutating func step() throws {
+    mutating func step() async throws {
         let roll = Int.random(in: 0..<100, using: &self.random)
         switch roll {
         case 0..<6 where self.fids.count < 14, 0..<2:
             let platform = Platform.allCases.randomElement(using: &self.random)!
-            let installation = try self.engine.register(RegistrationRequest(platform: platform, appID: AppID("app")!)).installation
+            let installation = try await self.engine.register(RegistrationRequest(platform: platform, appID: AppID("app")!)).installation
             self.fids.append(installation.fid)
             self.model.installations[installation.fid] = .init(fid: installation.fid, platform: platform)
             if Bool.random(using: &self.random) {
-                _ = try self.engine.subscribe([installation.fid.string], to: TopicName("t")!)
+                _ = try await self.engine.subscribe([installation.fid.string], to: TopicName("t")!)
                 self.subscribers.insert(installation.fid)
             }
         case 6..<8 where self.fids.count > 4:
             let fid = self.fids.remove(at: Int.random(in: 0..<self.fids.count, using: &self.random))
             self.consumers[fid] = nil
-            try self.engine.deleteInstallation(fid)
+            try await self.engine.deleteInstallation(fid)
             self.model.installations[fid] = nil
             self.subscribers.remove(fid)
         case 8..<60 where !self.fids.isEmpty:
-            try self.send()
+            try await self.send()
         case 60..<70 where !self.fids.isEmpty:
             let fid = self.fids.randomElement(using: &self.random)!
             if self.consumers[fid] == nil {
@@ -104,13 +104,13 @@ struct DeliveryHarness {
             let fid = self.consumers.keys.sorted { $0.string < $1.string }.randomElement(using: &self.random)!
             let held = self.model.installations[fid]!.consumer!.held.sorted()
             let acknowledged = held.filter { _ in Bool.random(using: &self.random) }
-            _ = try self.consumers[fid]!.acknowledge(acknowledged.map { DeliveryID(messageSequence: $0, slot: try! self.slot(fid)) })
+            _ = try await self.consumers[fid]!.acknowledge(acknowledged.map { DeliveryID(messageSequence: $0, slot: try! self.slot(fid)) })
             self.model.acknowledge(fid, acknowledged, now: self.now)
         case 85..<92:
             self.clock.advance(by: .seconds(Int64.random(in: 1...40, using: &self.random)))
             // Moving time can make nothing new available (expired deliveries are not handed out).
         case 92..<100:
-            _ = try self.engine.expireDeliveries()
+            _ = try await self.engine.expireDeliveries()
             self.model.expire(now: self.now)
         default:
             return
@@ -122,7 +122,7 @@ struct DeliveryHarness {
         try self.engine.installation(.fid(fid)).slot
     }
 
-    mutating func send() throws {
+    mutating func send() async throws {
         let collapseKey = Int.random(in: 0..<4, using: &self.random) == 0 ? "k\(Int.random(in: 0..<6, using: &self.random))" : nil
         let ttl: Int64? = [nil, nil, 60, 0].randomElement(using: &self.random)!
         var targets: [FID]
@@ -149,7 +149,7 @@ struct DeliveryHarness {
         }
         if let ttl { android.append(#""ttl":"\#(ttl)s""#) }
         let body = #"{"message":{\#(target),"data":{"k":"v"},"android":{\#(android.joined(separator: ","))},"apns":{"headers":{\#(apnsHeaders.joined(separator: ","))}},"webpush":{"headers":{\#(webHeaders.joined(separator: ","))}}}}"#
-        let result = try self.engine.send(Array(body.utf8))
+        let result = try await self.engine.send(Array(body.utf8))
         self.sequence += 1
         #expect(result.sequence == self.sequence)
         self.model.send(self.sequence, to: targets, collapseKey: collapseKey, ttlSeconds: ttl, now: self.now)

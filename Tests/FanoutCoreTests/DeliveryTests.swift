@@ -16,9 +16,9 @@ struct DeliveryTests {
 
     private var tokenCounter = Counter()
 
-    private func register(_ platform: Platform = .android, token: String? = nil) throws -> Installation {
+    private func register(_ platform: Platform = .android, token: String? = nil) async throws -> Installation {
         let token = token ?? "token-\(platform)-\(self.tokenCounter.next())"
-        return try self.engine.register(
+        return try await self.engine.register(
             RegistrationRequest(
                 token: RegistrationToken(token)!,
                 platform: platform,
@@ -27,12 +27,12 @@ struct DeliveryTests {
         ).installation
     }
 
-    private func send(_ message: String) throws -> SendResult {
-        try self.engine.send(Array(#"{"message":\#(message)}"#.utf8))
+    private func send(_ message: String) async throws -> SendResult {
+        try await self.engine.send(Array(#"{"message":\#(message)}"#.utf8))
     }
 
-    private func toFID(_ installation: Installation, _ extra: String = "") throws -> SendResult {
-        try self.send(#"{"fid":"\#(installation.fid.string)","data":{"k":"v"}\#(extra)}"#)
+    private func toFID(_ installation: Installation, _ extra: String = "") async throws -> SendResult {
+        try await self.send(#"{"fid":"\#(installation.fid.string)","data":{"k":"v"}\#(extra)}"#)
     }
 
     private func pending(_ installation: Installation) throws -> [Delivery] {
@@ -41,9 +41,9 @@ struct DeliveryTests {
 
     // MARK: - Sends
 
-    @Test func sendToTokenEnqueuesOneDeliveryWithThePlatformPayload() throws {
-        let phone = try self.register(.ios)
-        let result = try self.send(#"{"token":"\#(phone.token!.value)","notification":{"title":"Hi"}}"#)
+    @Test func sendToTokenEnqueuesOneDeliveryWithThePlatformPayload() async throws {
+        let phone = try await self.register(.ios)
+        let result = try await self.send(#"{"token":"\#(phone.token!.value)","notification":{"title":"Hi"}}"#)
         #expect(result.messageID == "projects/default/messages/1")
         #expect(result.audience == 1 && result.enqueued == 1)
         #expect(result.recipients == [.ok])
@@ -57,32 +57,32 @@ struct DeliveryTests {
         #expect(((body["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "Hi")
     }
 
-    @Test func unknownDeletedAndRotatedAwayRecipientsAreUnregistered() throws {
-        let kept = try self.register()
-        let deleted = try self.register()
-        let rotated = try self.register()
-        try self.engine.deleteInstallation(deleted.fid)
-        _ = try self.engine.refreshToken(.fid(rotated.fid), to: RegistrationToken("fresh-token")!)
+    @Test func unknownDeletedAndRotatedAwayRecipientsAreUnregistered() async throws {
+        let kept = try await self.register()
+        let deleted = try await self.register()
+        let rotated = try await self.register()
+        try await self.engine.deleteInstallation(deleted.fid)
+        _ = try await self.engine.refreshToken(.fid(rotated.fid), to: RegistrationToken("fresh-token")!)
         for token in ["never-registered", deleted.token!.value, rotated.token!.value] {
-            let result = try self.send(#"{"token":"\#(token)","data":{"k":"v"}}"#)
+            let result = try await self.send(#"{"token":"\#(token)","data":{"k":"v"}}"#)
             #expect(result.recipients == [.failed(.unregistered)])
             #expect(result.enqueued == 0)
         }
-        #expect(try self.toFID(deleted).recipients == [.failed(.unregistered)])
-        let multicast = try self.send(
+        await #expect(try self.toFID(deleted).recipients == [.failed(.unregistered)])
+        let multicast = try await self.send(
             #"{"tokens":["\#(kept.token!.value)","unknown","fresh-token"],"fids":["\#(deleted.fid.string)"],"data":{"k":"v"}}"#
         )
         #expect(multicast.recipients == [.ok, .failed(.unregistered), .ok, .failed(.unregistered)])
         #expect(multicast.audience == 2)
     }
 
-    @Test func oversizedPlatformPayloadIsRefusedOnlyForThatPlatform() throws {
-        let android = try self.register(.android)
-        let ios = try self.register(.ios)
+    @Test func oversizedPlatformPayloadIsRefusedOnlyForThatPlatform() async throws {
+        let android = try await self.register(.android)
+        let ios = try await self.register(.ios)
         // 3000 bytes of data are within FCM's 4096, but the APNs body would not fit once apns.payload adds 2000 more.
         let big = String(repeating: "x", count: 3000)
         let padding = String(repeating: "y", count: 2000)
-        let result = try self.send(
+        let result = try await self.send(
             #"{"tokens":["\#(android.token!.value)","\#(ios.token!.value)"],"data":{"big":"\#(big)"},"apns":{"payload":{"pad":"\#(padding)"}}}"#
         )
         #expect(result.recipients == [.ok, .failed(.invalidArgument)])
@@ -91,35 +91,35 @@ struct DeliveryTests {
         #expect(try self.engine.deliveryStatistics().rejected == 1)
     }
 
-    @Test func topicConditionAndUserTargetsReachTheirAudience() throws {
-        let a = try self.register()
-        let b = try self.register(.web)
-        let c = try self.register(.ios)
-        _ = try self.engine.subscribe([a.fid.string, b.fid.string], to: TopicName("news")!)
-        _ = try self.engine.subscribe([b.fid.string, c.fid.string], to: TopicName("sport")!)
-        try self.engine.bindDevice(.fid(c.fid), to: UserID("alice")!)
-        #expect(try self.send(#"{"topic":"news","data":{"k":"v"}}"#).enqueued == 2)
-        #expect(try self.send(#"{"condition":"'news' in topics && !('sport' in topics)","data":{"k":"v"}}"#).enqueued == 1)
-        #expect(try self.send(#"{"user":"alice","data":{"k":"v"}}"#).enqueued == 1)
-        let empty = try self.send(#"{"topic":"nobody","data":{"k":"v"}}"#)
+    @Test func topicConditionAndUserTargetsReachTheirAudience() async throws {
+        let a = try await self.register()
+        let b = try await self.register(.web)
+        let c = try await self.register(.ios)
+        _ = try await self.engine.subscribe([a.fid.string, b.fid.string], to: TopicName("news")!)
+        _ = try await self.engine.subscribe([b.fid.string, c.fid.string], to: TopicName("sport")!)
+        try await self.engine.bindDevice(.fid(c.fid), to: UserID("alice")!)
+        #expect(try await self.send(#"{"topic":"news","data":{"k":"v"}}"#).enqueued == 2)
+        #expect(try await self.send(#"{"condition":"'news' in topics && !('sport' in topics)","data":{"k":"v"}}"#).enqueued == 1)
+        #expect(try await self.send(#"{"user":"alice","data":{"k":"v"}}"#).enqueued == 1)
+        let empty = try await self.send(#"{"topic":"nobody","data":{"k":"v"}}"#)
         #expect(empty.audience == 0 && empty.recipients.isEmpty)
         #expect(try self.pending(a).map(\.id.messageSequence) == [1, 2])
         #expect(try self.pending(b).map(\.id.messageSequence) == [1])
         #expect(try self.pending(c).map(\.id.messageSequence) == [3])
     }
 
-    @Test func validateOnlyResolvesAndChangesNothing() throws {
-        let a = try self.register()
-        let result = try self.engine.send(Array(#"{"validate_only":true,"message":{"token":"\#(a.token!.value)","data":{"k":"v"}}}"#.utf8))
+    @Test func validateOnlyResolvesAndChangesNothing() async throws {
+        let a = try await self.register()
+        let result = try await self.engine.send(Array(#"{"validate_only":true,"message":{"token":"\#(a.token!.value)","data":{"k":"v"}}}"#.utf8))
         #expect(result.messageID == "projects/default/messages/fake_message_id")
         #expect(try self.pending(a).isEmpty)
         #expect(try self.engine.deliveryStatistics() == DeliveryStatistics())
-        #expect(try self.toFID(a).sequence == 1)
+        await #expect(try self.toFID(a).sequence == 1)
     }
 
-    @Test func invalidMessagesAreRefusedWithEveryViolation() throws {
-        let error = try #require(throws: FanoutError.self) {
-            try self.send(#"{"topic":"news","data":{"from":"x"},"android":{"ttl":"-1s"}}"#)
+    @Test func invalidMessagesAreRefusedWithEveryViolation() async throws {
+        let error = try await #require(throws: FanoutError.self) {
+            try await self.send(#"{"topic":"news","data":{"from":"x"},"android":{"ttl":"-1s"}}"#)
         }
         #expect(error.code == .invalidArgument)
         #expect(Set(error.violations.map(\.field)) == ["message.data.from", "message.android.ttl"])
@@ -127,137 +127,137 @@ struct DeliveryTests {
 
     // MARK: - Mailbox rules
 
-    @Test func deliveriesExpireWithTheirTTL() throws {
-        let a = try self.register()
-        let ios = try self.register(.ios)
-        _ = try self.toFID(a, #","android":{"ttl":"60s"}"#)
-        _ = try self.toFID(a)
-        _ = try self.send(#"{"fid":"\#(ios.fid.string)","data":{"k":"v"},"apns":{"headers":{"apns-expiration":"\#(self.clock.now().millisecondsSinceEpoch / 1000 + 120)","apns-priority":"5"}}}"#)
+    @Test func deliveriesExpireWithTheirTTL() async throws {
+        let a = try await self.register()
+        let ios = try await self.register(.ios)
+        _ = try await self.toFID(a, #","android":{"ttl":"60s"}"#)
+        _ = try await self.toFID(a)
+        _ = try await self.send(#"{"fid":"\#(ios.fid.string)","data":{"k":"v"},"apns":{"headers":{"apns-expiration":"\#(self.clock.now().millisecondsSinceEpoch / 1000 + 120)","apns-priority":"5"}}}"#)
         self.clock.advance(by: .seconds(59))
-        #expect(try self.engine.expireDeliveries() == 0)
+        #expect(try await self.engine.expireDeliveries() == 0)
         self.clock.advance(by: .seconds(1))
         // Expired but not yet swept: no longer listed.
         #expect(try self.pending(a).map(\.id.messageSequence) == [2])
-        #expect(try self.engine.expireDeliveries() == 1)
+        #expect(try await self.engine.expireDeliveries() == 1)
         #expect(try self.pending(ios).count == 1)
         self.clock.advance(by: .seconds(60))
-        #expect(try self.engine.expireDeliveries() == 1)
+        #expect(try await self.engine.expireDeliveries() == 1)
         #expect(try self.pending(ios).isEmpty)
         let statistics = try self.engine.deliveryStatistics()
         #expect(statistics.expired == 2 && statistics.pending == 1 && statistics.messages == 1)
     }
 
-    @Test func ttlZeroGoesOnlyToAConsumerAttachedNow() throws {
-        let a = try self.register()
-        _ = try self.toFID(a, #","android":{"ttl":"0s"}"#)
+    @Test func ttlZeroGoesOnlyToAConsumerAttachedNow() async throws {
+        let a = try await self.register()
+        _ = try await self.toFID(a, #","android":{"ttl":"0s"}"#)
         #expect(try self.pending(a).isEmpty)
         #expect(try self.engine.deliveryStatistics().expired == 1)
         let consumer = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 1)
         #expect(consumer.poll().isEmpty)
-        _ = try self.toFID(a, #","android":{"ttl":"0s"}"#)
+        _ = try await self.toFID(a, #","android":{"ttl":"0s"}"#)
         let received = consumer.poll()
         #expect(received.map(\.id.messageSequence) == [2])
         // No credit left: the next one is dropped, not queued.
-        _ = try self.toFID(a, #","android":{"ttl":"0s"}"#)
+        _ = try await self.toFID(a, #","android":{"ttl":"0s"}"#)
         #expect(consumer.poll().isEmpty)
-        #expect(try consumer.acknowledge(received.map(\.id)) == 1)
+        #expect(try await consumer.acknowledge(received.map(\.id)) == 1)
         #expect(try self.engine.deliveryStatistics().expired == 2)
     }
 
-    @Test func aCollapsibleMessageReplacesTheOneWithItsKey() throws {
-        let a = try self.register()
-        _ = try self.toFID(a, #","android":{"collapse_key":"score"}"#)
-        _ = try self.toFID(a)
-        _ = try self.toFID(a, #","android":{"collapse_key":"score"}"#)
+    @Test func aCollapsibleMessageReplacesTheOneWithItsKey() async throws {
+        let a = try await self.register()
+        _ = try await self.toFID(a, #","android":{"collapse_key":"score"}"#)
+        _ = try await self.toFID(a)
+        _ = try await self.toFID(a, #","android":{"collapse_key":"score"}"#)
         #expect(try self.pending(a).map(\.id.messageSequence) == [2, 3])
         #expect(try self.engine.deliveryStatistics().collapsed == 1)
         #expect(try self.engine.deliveryStatistics().messages == 2)
     }
 
-    @Test func aFifthCollapseKeyEvictsTheOldest() throws {
-        let a = try self.register()
+    @Test func aFifthCollapseKeyEvictsTheOldest() async throws {
+        let a = try await self.register()
         for key in ["k1", "k2", "k3", "k4"] {
-            _ = try self.toFID(a, #","android":{"collapse_key":"\#(key)"}"#)
+            _ = try await self.toFID(a, #","android":{"collapse_key":"\#(key)"}"#)
         }
-        _ = try self.toFID(a)
-        _ = try self.toFID(a, #","android":{"collapse_key":"k5"}"#)
+        _ = try await self.toFID(a)
+        _ = try await self.toFID(a, #","android":{"collapse_key":"k5"}"#)
         #expect(try self.pending(a).map(\.id.messageSequence) == [2, 3, 4, 5, 6])
-        _ = try self.toFID(a, #","android":{"collapse_key":"k3"}"#)
+        _ = try await self.toFID(a, #","android":{"collapse_key":"k3"}"#)
         #expect(try self.pending(a).map(\.id.messageSequence) == [2, 4, 5, 6, 7])
         #expect(try self.engine.deliveryStatistics().collapsed == 2)
     }
 
-    @Test func moreThan100PendingDropsThemAllForOneMarker() throws {
-        let a = try self.register()
-        _ = try self.toFID(a, #","android":{"collapse_key":"keep"}"#)
-        for _ in 0..<100 { _ = try self.toFID(a) }
+    @Test func moreThan100PendingDropsThemAllForOneMarker() async throws {
+        let a = try await self.register()
+        _ = try await self.toFID(a, #","android":{"collapse_key":"keep"}"#)
+        for _ in 0..<100 { _ = try await self.toFID(a) }
         #expect(try self.pending(a).count == 101)
-        _ = try self.toFID(a)
+        _ = try await self.toFID(a)
         let left = try self.pending(a)
         #expect(left.map(\.id.messageSequence) == [1, 102])
         #expect(left[1].isDeletedMessagesMarker)
         #expect(left[1].payload == Delivery.deletedMessagesPayload)
         #expect(try self.engine.deliveryStatistics().dropped == 101)
         // The count starts again; a second overflow does not queue a second marker.
-        for _ in 0..<101 { _ = try self.toFID(a) }
+        for _ in 0..<101 { _ = try await self.toFID(a) }
         #expect(try self.pending(a).filter(\.isDeletedMessagesMarker).count == 1)
         #expect(try self.pending(a).count == 2)
         #expect(try self.engine.deliveryStatistics().messages == 2)
     }
 
-    @Test func deletionDropsTheMailboxAndRotationKeepsIt() throws {
-        let a = try self.register()
-        let b = try self.register()
-        _ = try self.toFID(a)
-        _ = try self.toFID(b)
-        _ = try self.engine.refreshToken(.fid(a.fid), to: RegistrationToken("rotated")!)
+    @Test func deletionDropsTheMailboxAndRotationKeepsIt() async throws {
+        let a = try await self.register()
+        let b = try await self.register()
+        _ = try await self.toFID(a)
+        _ = try await self.toFID(b)
+        _ = try await self.engine.refreshToken(.fid(a.fid), to: RegistrationToken("rotated")!)
         #expect(try self.pending(a).count == 1)
-        try self.engine.deleteInstallation(b.fid)
+        try await self.engine.deleteInstallation(b.fid)
         #expect(try self.engine.deliveryStatistics().dropped == 1)
         #expect(try self.engine.deliveryStatistics().messages == 1)
         // The freed slot's next holder starts with an empty mailbox.
-        let c = try self.register()
+        let c = try await self.register()
         #expect(c.slot == b.slot)
         #expect(try self.pending(c).isEmpty)
     }
 
-    @Test func expiredInstallationsLoseTheirMailbox() throws {
-        let a = try self.register()
-        _ = try self.toFID(a)
+    @Test func expiredInstallationsLoseTheirMailbox() async throws {
+        let a = try await self.register()
+        _ = try await self.toFID(a)
         self.clock.advance(by: .seconds(271 * 86_400))
-        #expect(try self.engine.pruneExpiredInstallations().count == 1)
+        #expect(try await self.engine.pruneExpiredInstallations().count == 1)
         #expect(try self.engine.deliveryStatistics().pending == 0)
     }
 
     // MARK: - Consumers
 
     @Test func aConsumerGetsTheBacklogThenNewDeliveriesAndAcknowledges() async throws {
-        let a = try self.register()
-        _ = try self.toFID(a)
+        let a = try await self.register()
+        _ = try await self.toFID(a)
         let consumer = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 10)
         let first = await consumer.next()
         #expect(first?.id.messageSequence == 1)
-        _ = try self.toFID(a)
+        _ = try await self.toFID(a)
         let second = await consumer.next()
         #expect(second?.id.messageSequence == 2)
-        #expect(try consumer.acknowledge([first!.id, second!.id]) == 2)
+        #expect(try await consumer.acknowledge([first!.id, second!.id]) == 2)
         #expect(try self.pending(a).isEmpty)
-        #expect(try consumer.acknowledge([first!.id]) == 0)
+        #expect(try await consumer.acknowledge([first!.id]) == 0)
         let statistics = try self.engine.deliveryStatistics()
         #expect(statistics.delivered == 2 && statistics.acknowledged == 2 && statistics.messages == 0)
         consumer.detach()
         #expect(await consumer.next() == nil)
-        #expect(throws: FanoutError.self) { try consumer.acknowledge([first!.id]) }
+        await #expect(throws: FanoutError.self) { try await consumer.acknowledge([first!.id]) }
     }
 
-    @Test func unacknowledgedDeliveriesAreRedeliveredAfterDetach() throws {
-        let a = try self.register()
-        _ = try self.toFID(a)
-        _ = try self.toFID(a)
+    @Test func unacknowledgedDeliveriesAreRedeliveredAfterDetach() async throws {
+        let a = try await self.register()
+        _ = try await self.toFID(a)
+        _ = try await self.toFID(a)
         let first = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 10)
         let received = first.poll()
         #expect(received.count == 2)
-        _ = try first.acknowledge([received[0].id])
+        _ = try await first.acknowledge([received[0].id])
         #expect(try self.pending(a).map(\.isInFlight) == [true])
         first.detach()
         #expect(try self.pending(a).map(\.isInFlight) == [false])
@@ -266,13 +266,13 @@ struct DeliveryTests {
         #expect(try self.engine.deliveryStatistics().delivered == 3)
     }
 
-    @Test func creditBoundsWhatAConsumerHolds() throws {
-        let a = try self.register()
-        for _ in 0..<5 { _ = try self.toFID(a) }
+    @Test func creditBoundsWhatAConsumerHolds() async throws {
+        let a = try await self.register()
+        for _ in 0..<5 { _ = try await self.toFID(a) }
         let consumer = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 2)
         let firstTwo = consumer.poll()
         #expect(firstTwo.map(\.id.messageSequence) == [1, 2])
-        _ = try consumer.acknowledge([firstTwo[0].id])
+        _ = try await consumer.acknowledge([firstTwo[0].id])
         #expect(consumer.poll().map(\.id.messageSequence) == [3])
         try consumer.grant(2)
         #expect(consumer.poll().map(\.id.messageSequence) == [4, 5])
@@ -281,14 +281,15 @@ struct DeliveryTests {
         #expect(throws: FanoutError.self) { try self.engine.attachConsumer(.platform(.ios), credit: 0) }
     }
 
-    @Test func workersShareAPlatformAndDevicesTakeTheirOwn() throws {
-        let android = try (0..<4).map { _ in try self.register(.android) }
-        let ios = try self.register(.ios)
+    @Test func workersShareAPlatformAndDevicesTakeTheirOwn() async throws {
+        var android: [Installation] = []
+        for _ in 0..<4 { android.append(try await self.register(.android)) }
+        let ios = try await self.register(.ios)
         let device = try self.engine.attachConsumer(.installations([.fid(android[0].fid)]), credit: 100)
         let workerA = try self.engine.attachConsumer(.platform(.android), credit: 100)
         let workerB = try self.engine.attachConsumer(.platform(.android), credit: 100)
         let iosWorker = try self.engine.attachConsumer(.platform(.ios), credit: 100)
-        _ = try (android + [ios]).map { try self.toFID($0) }
+        for installation in android + [ios] { _ = try await self.toFID(installation) }
         #expect(device.poll().map(\.id.slot) == [android[0].slot])
         let workerSlots = (workerA.poll() + workerB.poll()).map(\.id.slot).sorted()
         #expect(workerSlots == android.dropFirst().map(\.slot).sorted())
@@ -298,13 +299,14 @@ struct DeliveryTests {
         #expect((workerA.poll() + workerB.poll()).map(\.id.slot) == [android[0].slot])
     }
 
-    @Test func aWorkerAttachingLaterGetsTheBacklog() throws {
-        let installations = try (0..<3).map { _ in try self.register(.web) }
-        for installation in installations { _ = try self.toFID(installation) }
+    @Test func aWorkerAttachingLaterGetsTheBacklog() async throws {
+        var installations: [Installation] = []
+        for _ in 0..<3 { installations.append(try await self.register(.web)) }
+        for installation in installations { _ = try await self.toFID(installation) }
         let worker = try self.engine.attachConsumer(.platform(.web), credit: 2)
         let first = worker.poll()
         #expect(first.count == 2)
-        _ = try worker.acknowledge(first.map(\.id))
+        _ = try await worker.acknowledge(first.map(\.id))
         #expect(worker.poll().count == 1)
     }
 }

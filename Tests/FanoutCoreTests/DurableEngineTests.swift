@@ -10,11 +10,11 @@ struct DurableEngineTests {
     /// The model test on a durable engine, closed and reopened (replaying the whole log) every 500
     /// operations; after each reopen the engine must still agree with the model on everything.
     @Test(arguments: [1, 2] as [UInt64])
-    func reopenedEngineMatchesModel(seed: UInt64) throws {
-        try TemporaryDirectory.with { directory in
+    func reopenedEngineMatchesModel(seed: UInt64) async throws {
+        try await TemporaryDirectory.with { directory in
             var harness = try Harness(seed: seed, directory: directory)
             for step in 0..<2500 {
-                try harness.randomOperation(step: step)
+                try await harness.randomOperation(step: step)
                 if step % 500 == 499 {
                     try harness.reopen()
                     let recovery = try #require(harness.engine.recovery)
@@ -29,11 +29,11 @@ struct DurableEngineTests {
     /// The same with a snapshot before every other reopen: recovery starts from the snapshot
     /// (users, bindings, subscriptions, last-seen times and tombstones included) and replays the rest.
     @Test(arguments: [3, 4] as [UInt64])
-    func snapshotsPreserveEverything(seed: UInt64) throws {
-        try TemporaryDirectory.with { directory in
+    func snapshotsPreserveEverything(seed: UInt64) async throws {
+        try await TemporaryDirectory.with { directory in
             var harness = try Harness(seed: seed, directory: directory)
             for step in 0..<2500 {
-                try harness.randomOperation(step: step)
+                try await harness.randomOperation(step: step)
                 if step % 250 == 249 {
                     if step % 500 == 499 {
                         try harness.engine.snapshot()
@@ -48,18 +48,18 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func snapshotsAreLZ4FramesAndReplaceTheLog() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func snapshotsAreLZ4FramesAndReplaceTheLog() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096)
             for index in 0..<500 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
-            _ = try engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }, to: TopicName("news")!)
+            _ = try await engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }, to: TopicName("news")!)
             let before = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
-            try engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .web, appID: AppID("app")!))
+            try await engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .web, appID: AppID("app")!))
             let path = try engine.snapshot()
             let right = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
-            try engine.register(RegistrationRequest(token: RegistrationToken("after-snapshot"), platform: .web, appID: AppID("app")!))
+            try await engine.register(RegistrationRequest(token: RegistrationToken("after-snapshot"), platform: .web, appID: AppID("app")!))
             try engine.close()
             let after = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
             #expect(before > 5 && right == 1, "the segments the snapshot covers are deleted once it is durable (\(before) -> \(right))")
@@ -86,20 +86,20 @@ struct DurableEngineTests {
 
     /// With `sincePreviousSnapshot` the log from the snapshot before the newest stays: one snapshot
     /// deletes nothing, the second deletes what the first covers.
-    @Test func keepingThePreviousLog() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func keepingThePreviousLog() async throws {
+        try await TemporaryDirectory.with { directory in
             var configuration = EngineConfiguration()
             configuration.logRetention = .sincePreviousSnapshot
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096, configuration: configuration)
             func segments() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count }
             for index in 0..<300 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
             let before = try segments()
             try engine.snapshot()
             #expect(try segments() == before + 1, "one snapshot deletes no segment (a new one started)")
             for index in 300..<600 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
             let between = try segments()
             try engine.snapshot()
@@ -111,16 +111,16 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func aCorruptSnapshotWhoseLogIsGoneRefusesToStart() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func aCorruptSnapshotWhoseLogIsGoneRefusesToStart() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 1024)
             for index in 0..<100 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
             let older = try engine.snapshot()
-            try engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .ios, appID: AppID("app")!))
+            try await engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .ios, appID: AppID("app")!))
             let path = try engine.snapshot()
-            try engine.register(RegistrationRequest(token: RegistrationToken("later"), platform: .ios, appID: AppID("app")!))
+            try await engine.register(RegistrationRequest(token: RegistrationToken("later"), platform: .ios, appID: AppID("app")!))
             try engine.close()
             // Both snapshots damaged: the log before the older one is gone.
             for file in [older, path] {
@@ -140,7 +140,7 @@ struct DurableEngineTests {
 
     /// Group commit: with concurrent callers and `always`, one `fdatasync` acknowledges several
     /// records, and every caller gets its answer.
-    @Test func concurrentCallersShareFsyncs() throws {
+    @Test func concurrentCallersShareFsyncs() async throws {
         try TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always)
             let callers = 16
@@ -156,9 +156,8 @@ struct DurableEngineTests {
                 Thread {
                     start.wait()
                     for index in 0..<perCaller {
-                        _ = try? engine.register(
-                            RegistrationRequest(token: RegistrationToken("c\(caller)-\(index)"), platform: .web, appID: AppID("app")!)
-                        )
+                        let request = RegistrationRequest(token: RegistrationToken("c\(caller)-\(index)"), platform: .web, appID: AppID("app")!)
+                        _ = try? engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request) }.blockingUntilDurable()
                     }
                     group.leave()
                 }.start()
@@ -177,11 +176,11 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func alwaysDurabilitySyncsAndReopens() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func alwaysDurabilitySyncsAndReopens() async throws {
+        try await TemporaryDirectory.with { directory in
             var harness = try Harness(seed: 7, directory: directory, durability: .always)
             for step in 0..<200 {
-                try harness.randomOperation(step: step)
+                try await harness.randomOperation(step: step)
             }
             try harness.reopen(durability: .always)
             try harness.compareEverything()
@@ -189,10 +188,10 @@ struct DurableEngineTests {
         }
     }
 
-    /// `durably` returns once its changes are synced, with no thread blocked per caller: 64 tasks
+    /// The async calls return once their changes are synced, with no thread blocked per caller: 64 tasks
     /// on the cooperative pool (2 threads here) register, subscribe and send; everything they were
     /// answered is there after a reopen.
-    @Test func durablyAcknowledgesWithoutBlocking() async throws {
+    @Test func asyncCallsAcknowledgeWithoutBlocking() async throws {
         let path = TemporaryDirectory.path("fanout-test")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let engine = try Engine(directory: path, durability: .always)
@@ -201,10 +200,8 @@ struct DurableEngineTests {
                 group.addTask {
                     for index in 0..<8 {
                         let token = "token-\(task)-\(index)"
-                        _ = try await engine.durably {
-                            try engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("app")!))
-                        }
-                        _ = try await engine.durably { try engine.subscribe([token], to: TopicName("t\(task % 4)")!) }
+                        _ = try await engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("app")!))
+                        _ = try await engine.subscribe([token], to: TopicName("t\(task % 4)")!)
                     }
                     return 1
                 }
@@ -212,14 +209,16 @@ struct DurableEngineTests {
             return try await group.reduce(0, +)
         }
         #expect(synced == 64)
-        let sent = try await engine.durably { try engine.send(Array(#"{"message":{"topic":"t0","data":{"k":"v"}}}"#.utf8)) }
+        let sent = try await engine.send(Array(#"{"message":{"topic":"t0","data":{"k":"v"}}}"#.utf8))
         #expect(sent.enqueued == 128)
         let statistics = try #require(engine.logStatistics)
         #expect(statistics.records == 64 * 8 * 2 + 1)
         #expect(statistics.syncs < statistics.records, "group commit")
         // An error inside the body is thrown after the changes before it are durable.
         await #expect(throws: FanoutError.self) {
-            try await engine.durably { try engine.deleteInstallation(FID("cAECAwQFBgcICQoLDA0ODx")!) }
+            try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try changes.deleteInstallation(FID("cAECAwQFBgcICQoLDA0ODx")!)
+            }.durable()
         }
         try engine.close()
         let reopened = try Engine(directory: path, durability: .none)
@@ -229,11 +228,11 @@ struct DurableEngineTests {
         try reopened.close()
     }
 
-    @Test func deliveryCountersStartAtZeroAfterRecovery() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func deliveryCountersStartAtZeroAfterRecovery() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none)
-            _ = try engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .ios, appID: AppID("app")!))
-            _ = try engine.send(Array(#"{"message":{"token":"t","data":{"k":"v"}}}"#.utf8))
+            _ = try await engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .ios, appID: AppID("app")!))
+            _ = try await engine.send(Array(#"{"message":{"token":"t","data":{"k":"v"}}}"#.utf8))
             #expect(try engine.deliveryStatistics().sends == 1)
             try engine.close()
             let reopened = try Engine(directory: directory, durability: .none)
@@ -244,13 +243,13 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func segmentsRollAndTheLogSpansThem() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func segmentsRollAndTheLogSpansThem() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096)
             for index in 0..<300 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
             }
-            _ = try engine.subscribe((0..<300).map { "token-\($0)" }, to: TopicName("t")!)
+            _ = try await engine.subscribe((0..<300).map { "token-\($0)" }, to: TopicName("t")!)
             try engine.close()
             let segments = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }
             #expect(segments.count > 3)
@@ -262,11 +261,11 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func aTornTailIsCutAndReported() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func aTornTailIsCutAndReported() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always)
             for index in 0..<10 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
             }
             try engine.close()
             // A crash in the middle of the last write leaves part of a batch behind.
@@ -282,7 +281,7 @@ struct DurableEngineTests {
             #expect(tail.file == path)
             #expect(tail.offset < fullLength - 7)
             #expect(try reopened.installationCount() == 9, "the torn (unacknowledged) registration is gone, the rest stay")
-            try reopened.register(RegistrationRequest(token: RegistrationToken("after"), platform: .web, appID: AppID("app")!))
+            try await reopened.register(RegistrationRequest(token: RegistrationToken("after"), platform: .web, appID: AppID("app")!))
             try reopened.close()
 
             let again = try Engine(directory: directory, durability: .always)
@@ -292,11 +291,11 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func damageBeforeTheLastSegmentRefusesToStart() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func damageBeforeTheLastSegmentRefusesToStart() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 2048)
             for index in 0..<100 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .web, appID: AppID("app")!))
             }
             try engine.close()
             let segments = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted()
@@ -326,12 +325,12 @@ struct DurableEngineTests {
         }
     }
 
-    @Test func aClosedEngineRefusesChanges() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func aClosedEngineRefusesChanges() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .none)
             try engine.close()
-            #expect(throws: FanoutError(.unavailable, "")) {
-                try engine.register(RegistrationRequest(platform: .web, appID: AppID("app")!))
+            await #expect(throws: FanoutError(.unavailable, "")) {
+                try await engine.register(RegistrationRequest(platform: .web, appID: AppID("app")!))
             }
             #expect(try engine.installationCount() == 0, "nothing was applied")
         }

@@ -15,10 +15,10 @@ struct EngineModelTests {
     static let regressionSeeds: [UInt64] = []
 
     @Test(arguments: Self.seeds + Self.regressionSeeds)
-    func engineMatchesModel(seed: UInt64) throws {
+    func engineMatchesModel(seed: UInt64) async throws {
         var harness = try Harness(seed: seed)
         for step in 0..<Self.operationsPerSeed {
-            try harness.randomOperation(step: step)
+            try await harness.randomOperation(step: step)
             if step % 50 == 49 { try harness.compareEverything() }
         }
         try harness.compareEverything()
@@ -92,28 +92,28 @@ struct Harness {
 
     mutating func someUser() -> String { self.pick(self.userNames)! }
 
-    mutating func randomOperation(step: Int) throws {
+    mutating func randomOperation(step: Int) async throws {
         if self.chance(15) {
             self.clock.advance(by: .seconds(Int64.random(in: 0...(4 * 86_400), using: &self.random)))
         }
         switch Int.random(in: 0..<100, using: &self.random) {
-        case 0..<22: try self.register()
-        case 22..<45: try self.subscribe(unsubscribe: false)
-        case 45..<52: try self.subscribe(unsubscribe: true)
-        case 52..<60: try self.refresh()
-        case 60..<64: try self.touch()
-        case 64..<69: try self.delete()
-        case 69..<78: try self.bind()
-        case 78..<82: try self.signOut()
-        case 82..<87: try self.link()
-        case 87..<90: try self.pruneAndCleanUp(jump: true)
+        case 0..<22: try await self.register()
+        case 22..<45: try await self.subscribe(unsubscribe: false)
+        case 45..<52: try await self.subscribe(unsubscribe: true)
+        case 52..<60: try await self.refresh()
+        case 60..<64: try await self.touch()
+        case 64..<69: try await self.delete()
+        case 69..<78: try await self.bind()
+        case 78..<82: try await self.signOut()
+        case 82..<87: try await self.link()
+        case 87..<90: try await self.pruneAndCleanUp(jump: true)
         default: try self.checkCondition()
         }
     }
 
     // MARK: - Operations
 
-    mutating func register() throws {
+    mutating func register() async throws {
         let offered: String?
         switch Int.random(in: 0..<5, using: &self.random) {
         case 0: offered = nil
@@ -134,7 +134,7 @@ struct Harness {
         )
         if let token { self.knownTokens.append(token) }
         do {
-            let result = try self.engine.register(request)
+            let result = try await self.engine.register(request)
             let fid = result.installation.fid.string
             switch expected {
             case .failure(let code):
@@ -159,15 +159,15 @@ struct Harness {
         }
     }
 
-    mutating func subscribe(unsubscribe: Bool) throws {
+    mutating func subscribe(unsubscribe: Bool) async throws {
         let count = self.chance(3) ? 13 : Int.random(in: 1...12, using: &self.random)
         let registrations = (0..<count).map { _ in self.someRegistration() }
         let topic = self.pick(self.topics)!
         do {
             let results =
                 unsubscribe
-                ? try self.engine.unsubscribe(registrations, from: TopicName(topic)!)
-                : try self.engine.subscribe(registrations, to: TopicName(topic)!)
+                ? try await self.engine.unsubscribe(registrations, from: TopicName(topic)!)
+                : try await self.engine.subscribe(registrations, to: TopicName(topic)!)
             #expect(count <= 12)
             let expected =
                 unsubscribe
@@ -180,14 +180,14 @@ struct Harness {
         }
     }
 
-    mutating func refresh() throws {
+    mutating func refresh() async throws {
         let registration = self.someRegistration()
         let newToken = self.chance(20) ? (self.pick(self.knownTokens) ?? "x") : self.freshToken()
         self.knownTokens.append(newToken)
         guard let address = RegistrationAddress(parsing: registration), let token = RegistrationToken(newToken) else { return }
         let expected = self.model.refresh(registration, to: newToken, now: self.now)
         do {
-            _ = try self.engine.refreshToken(address, to: token)
+            _ = try await self.engine.refreshToken(address, to: token)
             #expect(expected == nil, "refresh succeeded, model expected \(String(describing: expected))")
             self.exercised["refresh", default: 0] += 1
         } catch {
@@ -195,23 +195,23 @@ struct Harness {
         }
     }
 
-    mutating func touch() throws {
+    mutating func touch() async throws {
         let registration = self.someRegistration()
         guard let address = RegistrationAddress(parsing: registration) else { return }
         let expected = self.model.touch(registration, now: self.now)
         do {
-            try self.engine.touch(address)
+            try await self.engine.touch(address)
             #expect(expected == nil)
         } catch {
             #expect(expected == error.code)
         }
     }
 
-    mutating func delete() throws {
+    mutating func delete() async throws {
         guard let fidString = self.pick(self.knownFIDs), let fid = FID(fidString) else { return }
         let expected = self.model.delete(fidString)
         do {
-            try self.engine.deleteInstallation(fid)
+            try await self.engine.deleteInstallation(fid)
             #expect(expected == nil)
             self.exercised["delete", default: 0] += 1
         } catch {
@@ -219,21 +219,21 @@ struct Harness {
         }
     }
 
-    mutating func bind() throws {
+    mutating func bind() async throws {
         let registration = self.someRegistration()
         let user = self.someUser()
         let anonymous = self.chance(50)
         guard let address = RegistrationAddress(parsing: registration) else { return }
         let expected = self.model.bind(registration, to: user, anonymous: anonymous, now: self.now)
         do {
-            try self.engine.bindDevice(address, to: UserID(user)!, anonymous: anonymous)
+            try await self.engine.bindDevice(address, to: UserID(user)!, anonymous: anonymous)
             #expect(expected == nil)
         } catch {
             #expect(expected == error.code)
         }
     }
 
-    mutating func signOut() throws {
+    mutating func signOut() async throws {
         // Mostly a device of the user, so that sign-outs succeed often enough.
         let user = self.someUser()
         let devices = Array(self.model.users[user]?.devices ?? [])
@@ -241,7 +241,7 @@ struct Harness {
         guard let address = RegistrationAddress(parsing: registration) else { return }
         let expected = self.model.signOut(user, on: registration)
         do {
-            try self.engine.signOut(UserID(user)!, on: address)
+            try await self.engine.signOut(UserID(user)!, on: address)
             #expect(expected == nil)
             self.exercised["signOut", default: 0] += 1
         } catch {
@@ -249,12 +249,12 @@ struct Harness {
         }
     }
 
-    mutating func link() throws {
+    mutating func link() async throws {
         let anonymous = self.someUser()
         let permanent = self.someUser()
         let expected = self.model.link(anonymous: anonymous, to: permanent, now: self.now)
         do {
-            try self.engine.linkUser(anonymous: UserID(anonymous)!, to: UserID(permanent)!)
+            try await self.engine.linkUser(anonymous: UserID(anonymous)!, to: UserID(permanent)!)
             #expect(expected == nil)
             self.exercised["link", default: 0] += 1
         } catch {
@@ -262,18 +262,18 @@ struct Harness {
         }
     }
 
-    mutating func pruneAndCleanUp(jump: Bool) throws {
+    mutating func pruneAndCleanUp(jump: Bool) async throws {
         if jump && self.chance(20) {
             self.clock.advance(by: .days(Int.random(in: 20...280, using: &self.random)))
         }
         let expectedStale = self.model.stale(now: self.now)
         #expect(Set(try self.engine.staleInstallations().map(\.fid.string)) == expectedStale)
         let expectedUsers = self.model.cleanUpAnonymousUsers(now: self.now)
-        let cleaned = try self.engine.cleanUpAnonymousUsers()
+        let cleaned = try await self.engine.cleanUpAnonymousUsers()
         #expect(Set(cleaned.map(\.value)) == expectedUsers)
         if !cleaned.isEmpty { self.exercised["cleanUp", default: 0] += 1 }
         let expectedExpired = self.model.pruneExpired(now: self.now)
-        let expired = try self.engine.pruneExpiredInstallations()
+        let expired = try await self.engine.pruneExpiredInstallations()
         #expect(Set(expired.map(\.fid.string)) == expectedExpired)
         if !expired.isEmpty { self.exercised["prune", default: 0] += 1 }
     }

@@ -17,8 +17,8 @@ struct EngineTests {
         fid: String? = nil,
         platform: Platform = .android,
         in project: ProjectID = .default
-    ) throws -> Installation {
-        try self.engine.register(
+    ) async throws -> Installation {
+        try await self.engine.register(
             RegistrationRequest(
                 offeredFID: fid,
                 token: token.flatMap(RegistrationToken.init),
@@ -31,9 +31,9 @@ struct EngineTests {
 
     // MARK: - Registry
 
-    @Test func registrationKeepsAValidFreeFIDAndAssignsOtherwise() throws {
+    @Test func registrationKeepsAValidFreeFIDAndAssignsOtherwise() async throws {
         let offered = "cAECAwQFBgcICQoLDA0ODx"
-        let kept = try self.engine.register(
+        let kept = try await self.engine.register(
             RegistrationRequest(offeredFID: offered, platform: .web, appID: AppID("app")!)
         )
         #expect(!kept.fidWasAssigned)
@@ -41,15 +41,15 @@ struct EngineTests {
 
         for offer in [nil, "not-a-fid", offered] as [String?] {  // none, invalid, taken
             // (On another platform: the same request again would be a repeat, answered as existing.)
-            let result = try self.engine.register(RegistrationRequest(offeredFID: offer, platform: .android, appID: AppID("app")!))
+            let result = try await self.engine.register(RegistrationRequest(offeredFID: offer, platform: .android, appID: AppID("app")!))
             #expect(result.fidWasAssigned)
             #expect(result.installation.fid.string != offered)
         }
         #expect(try self.engine.installationCount() == 4)
     }
 
-    @Test func lookupsByTokenAndFID() throws {
-        let installation = try self.register("token-1", platform: .ios)
+    @Test func lookupsByTokenAndFID() async throws {
+        let installation = try await self.register("token-1", platform: .ios)
         #expect(try self.engine.installation(.token(RegistrationToken("token-1")!)).fid == installation.fid)
         #expect(try self.engine.installation(.fid(installation.fid)).token?.value == "token-1")
         #expect(try self.engine.installation(atSlot: installation.slot) == installation)
@@ -58,21 +58,21 @@ struct EngineTests {
         }
     }
 
-    @Test func aTokenBelongsToOneInstallationAndAFailedRegistrationChangesNothing() throws {
-        _ = try self.register("shared")
-        #expect(throws: FanoutError(.alreadyExists, "", field: "token")) { try self.register("shared", platform: .web) }
-        #expect(throws: FanoutError(.invalidArgument, "", field: "apnsToken")) {
-            try self.engine.register(
+    @Test func aTokenBelongsToOneInstallationAndAFailedRegistrationChangesNothing() async throws {
+        _ = try await self.register("shared")
+        await #expect(throws: FanoutError(.alreadyExists, "", field: "token")) { try await self.register("shared", platform: .web) }
+        await #expect(throws: FanoutError(.invalidArgument, "", field: "apnsToken")) {
+            try await self.engine.register(
                 RegistrationRequest(platform: .android, appID: AppID("app")!, apnsToken: APNsDeviceToken(String(repeating: "a", count: 64)))
             )
         }
         #expect(try self.engine.installationCount() == 1)
     }
 
-    @Test func iOSInstallationsKeepTheirAPNsTokenAndDeviceDetails() throws {
+    @Test func iOSInstallationsKeepTheirAPNsTokenAndDeviceDetails() async throws {
         let apns = APNsDeviceToken(String(repeating: "0f", count: 32))!
         let device = try DeviceDetails(name: "Ana's iPhone", os: "iOS 19.1", type: "phone")
-        let installation = try self.engine.register(
+        let installation = try await self.engine.register(
             RegistrationRequest(platform: .ios, appID: AppID("ios-app")!, device: device, apnsToken: apns)
         ).installation
         #expect(installation.apnsToken == apns)
@@ -81,12 +81,12 @@ struct EngineTests {
         #expect(installation.createdAt == self.clock.now())
     }
 
-    @Test func tokenRotationRetiresTheOldTokenAndKeepsTopics() throws {
-        let installation = try self.register("old-token")
+    @Test func tokenRotationRetiresTheOldTokenAndKeepsTopics() async throws {
+        let installation = try await self.register("old-token")
         let topic = TopicName("weather")!
-        #expect(try self.engine.subscribe(["old-token"], to: topic) == [.ok])
+        #expect(try await self.engine.subscribe(["old-token"], to: topic) == [.ok])
         self.clock.advance(by: .seconds(60))
-        let rotated = try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!)
+        let rotated = try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!)
         #expect(rotated.slot == installation.slot)
         #expect(rotated.lastSeen == self.clock.now())
         #expect(throws: FanoutError(.unregistered, "", field: "registration")) {
@@ -95,20 +95,20 @@ struct EngineTests {
         #expect(try self.engine.topics(of: .token(RegistrationToken("new-token")!)) == [topic])
         #expect(try self.engine.audience(of: topic).slots == [installation.slot])
         // A retired token can never be registered again, by anyone.
-        #expect(throws: FanoutError(.invalidArgument, "", field: "token")) { try self.register("old-token") }
-        #expect(throws: FanoutError(.invalidArgument, "", field: "token")) {
-            try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("old-token")!)
+        await #expect(throws: FanoutError(.invalidArgument, "", field: "token")) { try await self.register("old-token") }
+        await #expect(throws: FanoutError(.invalidArgument, "", field: "token")) {
+            try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("old-token")!)
         }
         // Setting the current token again is a no-op.
-        #expect(try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!).token?.value == "new-token")
+        #expect(try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!).token?.value == "new-token")
     }
 
-    @Test func slotReuseNeverConfusesTheOldHolder() throws {
-        let old = try self.register("first-token", fid: "cAECAwQFBgcICQoLDA0ODx")
-        _ = try self.engine.subscribe([old.fid.string], to: TopicName("t")!)
-        try self.engine.deleteInstallation(old.fid)
+    @Test func slotReuseNeverConfusesTheOldHolder() async throws {
+        let old = try await self.register("first-token", fid: "cAECAwQFBgcICQoLDA0ODx")
+        _ = try await self.engine.subscribe([old.fid.string], to: TopicName("t")!)
+        try await self.engine.deleteInstallation(old.fid)
 
-        let new = try self.register("second-token", fid: old.fid.string)
+        let new = try await self.register("second-token", fid: old.fid.string)
         #expect(new.slot == old.slot, "the slot is reused")
         #expect(new.generation == old.generation + 1)
         #expect(new.fid != old.fid, "a deleted installation's FID is never handed out again")
@@ -118,16 +118,16 @@ struct EngineTests {
         }
         #expect(try self.engine.topics(of: .fid(new.fid)).isEmpty, "the new holder inherits no subscriptions")
         #expect(try self.engine.subscriberCount(of: TopicName("t")!) == 0)
-        #expect(throws: FanoutError(.unregistered, "", field: "fid")) { try self.engine.deleteInstallation(old.fid) }
+        await #expect(throws: FanoutError(.unregistered, "", field: "fid")) { try await self.engine.deleteInstallation(old.fid) }
     }
 
     // MARK: - Topics
 
-    @Test func batchSubscribeAnswersPerRegistrationInOrder() throws {
-        let a = try self.register("token-a")
-        let b = try self.register(nil)
+    @Test func batchSubscribeAnswersPerRegistrationInOrder() async throws {
+        let a = try await self.register("token-a")
+        let b = try await self.register(nil)
         let topic = TopicName("/topics/news")!
-        let results = try self.engine.subscribe(
+        let results = try await self.engine.subscribe(
             ["token-a", b.fid.string, "unknown-token", "not a token", "dGVmZ2hpamtsbW5vcHFyc3", "token-a"],
             to: topic
         )
@@ -136,42 +136,42 @@ struct EngineTests {
         #expect(try self.engine.audience(of: topic).slots == [a.slot, b.slot].sorted())
         #expect(try self.engine.listTopics().map(\.name) == [topic])
 
-        #expect(try self.engine.unsubscribe(["token-a", "token-a", ""], from: topic) == [.ok, .ok, .failed(.invalidArgument)])
+        #expect(try await self.engine.unsubscribe(["token-a", "token-a", ""], from: topic) == [.ok, .ok, .failed(.invalidArgument)])
         #expect(try self.engine.subscriberCount(of: topic) == 1)
-        #expect(try self.engine.unsubscribe([b.fid.string], from: topic) == [.ok])
+        #expect(try await self.engine.unsubscribe([b.fid.string], from: topic) == [.ok])
         #expect(try self.engine.listTopics().isEmpty, "a topic with no subscribers is gone")
     }
 
-    @Test func batchesAboveTheLimitAreRefusedWhole() throws {
-        _ = try self.register("t0")
+    @Test func batchesAboveTheLimitAreRefusedWhole() async throws {
+        _ = try await self.register("t0")
         let tooMany = ["t0"] + (1...1000).map { "t\($0)" }
-        #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
-            try self.engine.subscribe(tooMany, to: TopicName("x")!)
+        await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
+            try await self.engine.subscribe(tooMany, to: TopicName("x")!)
         }
         #expect(try self.engine.subscriberCount(of: TopicName("x")!) == 0)
-        #expect(try self.engine.subscribe(Array(tooMany.prefix(1000)), to: TopicName("x")!).count == 1000)
+        #expect(try await self.engine.subscribe(Array(tooMany.prefix(1000)), to: TopicName("x")!).count == 1000)
     }
 
-    @Test func anInstallationHasAtMost2000Topics() throws {
-        let installation = try self.register("busy")
+    @Test func anInstallationHasAtMost2000Topics() async throws {
+        let installation = try await self.register("busy")
         for index in 0..<2000 {
-            #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-\(index)")!) == [.ok])
+            #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-\(index)")!) == [.ok])
         }
-        #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.failed(.tooManyTopics)])
-        #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-7")!) == [.ok], "re-subscribing is fine at the limit")
+        #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.failed(.tooManyTopics)])
+        #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-7")!) == [.ok], "re-subscribing is fine at the limit")
         #expect(try self.engine.topics(of: .fid(installation.fid)).count == 2000)
-        _ = try self.engine.unsubscribe(["busy"], from: TopicName("topic-0")!)
-        #expect(try self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.ok])
+        _ = try await self.engine.unsubscribe(["busy"], from: TopicName("topic-0")!)
+        #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.ok])
     }
 
-    @Test func conditionAudiencesUseSetAlgebraWithNotOverTheWholeProject() throws {
-        let a = try self.register("a")
-        let ab = try self.register("ab")
-        let c = try self.register("c")
-        let none = try self.register("none")
-        _ = try self.engine.subscribe(["a", "ab"], to: TopicName("A")!)
-        _ = try self.engine.subscribe(["ab"], to: TopicName("B")!)
-        _ = try self.engine.subscribe(["c"], to: TopicName("C")!)
+    @Test func conditionAudiencesUseSetAlgebraWithNotOverTheWholeProject() async throws {
+        let a = try await self.register("a")
+        let ab = try await self.register("ab")
+        let c = try await self.register("c")
+        let none = try await self.register("none")
+        _ = try await self.engine.subscribe(["a", "ab"], to: TopicName("A")!)
+        _ = try await self.engine.subscribe(["ab"], to: TopicName("B")!)
+        _ = try await self.engine.subscribe(["c"], to: TopicName("C")!)
         func audience(_ expression: String) throws -> Set<UInt32> {
             Set(try self.engine.audience(of: Condition(parsing: expression)).slots)
         }
@@ -184,39 +184,39 @@ struct EngineTests {
 
     // MARK: - Projects
 
-    @Test func projectsAreIsolated() throws {
+    @Test func projectsAreIsolated() async throws {
         let other = ProjectID("other-project")!
-        try self.engine.createProject(other)
-        #expect(throws: FanoutError(.alreadyExists, "", field: "project")) { try self.engine.createProject(other) }
-        _ = try self.register("same-token")
-        _ = try self.register("same-token", in: other)
-        _ = try self.engine.subscribe(["same-token"], to: TopicName("news")!, in: other)
+        try await self.engine.createProject(other)
+        await #expect(throws: FanoutError(.alreadyExists, "", field: "project")) { try await self.engine.createProject(other) }
+        _ = try await self.register("same-token")
+        _ = try await self.register("same-token", in: other)
+        _ = try await self.engine.subscribe(["same-token"], to: TopicName("news")!, in: other)
         #expect(try self.engine.subscriberCount(of: TopicName("news")!) == 0)
         #expect(try self.engine.subscriberCount(of: TopicName("news")!, in: other) == 1)
         #expect(self.engine.projectIDs() == [.default, other])
 
-        try self.engine.deleteProject(other)
+        try await self.engine.deleteProject(other)
         #expect(throws: FanoutError(.notFound, "", field: "project")) { try self.engine.installationCount(in: other) }
-        #expect(throws: FanoutError(.failedPrecondition, "", field: "project")) { try self.engine.deleteProject(.default) }
+        await #expect(throws: FanoutError(.failedPrecondition, "", field: "project")) { try await self.engine.deleteProject(.default) }
     }
 
     // MARK: - Users (design.md use cases 2 and 3)
 
-    @Test func aUsersDevicesAndSignOut() throws {
+    @Test func aUsersDevicesAndSignOut() async throws {
         let ana = UserID("ana")!
-        let iphone = try self.register("iphone", platform: .ios)
-        let pixel = try self.register("pixel", platform: .android)
-        let browser = try self.register("browser", platform: .web)
+        let iphone = try await self.register("iphone", platform: .ios)
+        let pixel = try await self.register("pixel", platform: .android)
+        let browser = try await self.register("browser", platform: .web)
         for device in [iphone, pixel, browser] {
-            try self.engine.bindDevice(.fid(device.fid), to: ana)
+            try await self.engine.bindDevice(.fid(device.fid), to: ana)
         }
         #expect(Set(try self.engine.audience(of: ana).slots) == [iphone.slot, pixel.slot, browser.slot])
 
         // Someone else cannot sign ana out.
-        #expect(throws: FanoutError(.failedPrecondition, "", field: "registration")) {
-            try self.engine.signOut(UserID("mallory")!, on: .fid(iphone.fid))
+        await #expect(throws: FanoutError(.failedPrecondition, "", field: "registration")) {
+            try await self.engine.signOut(UserID("mallory")!, on: .fid(iphone.fid))
         }
-        let signedOut = try self.engine.signOut(ana, on: .fid(iphone.fid))
+        let signedOut = try await self.engine.signOut(ana, on: .fid(iphone.fid))
         #expect(signedOut.token == nil && signedOut.user == nil)
         #expect(throws: FanoutError(.unregistered, "", field: "registration")) {
             try self.engine.installation(.token(RegistrationToken("iphone")!))
@@ -225,74 +225,74 @@ struct EngineTests {
         #expect(Set(try self.engine.user(ana).devices.map(\.fid)) == [pixel.fid, browser.fid])
     }
 
-    @Test func anonymousFirstAccountLater() throws {
-        let device = try self.register("device")
-        _ = try self.engine.subscribe(["device"], to: TopicName("deals")!)
+    @Test func anonymousFirstAccountLater() async throws {
+        let device = try await self.register("device")
+        _ = try await self.engine.subscribe(["device"], to: TopicName("deals")!)
         let anonymous = UserID("anon-1")!
         let permanent = UserID("ana")!
-        try self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: true)
-        #expect(throws: FanoutError(.failedPrecondition, "", field: "user")) {
-            try self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: false)
+        try await self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: true)
+        await #expect(throws: FanoutError(.failedPrecondition, "", field: "user")) {
+            try await self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: false)
         }
-        let linked = try self.engine.linkUser(anonymous: anonymous, to: permanent)
+        let linked = try await self.engine.linkUser(anonymous: anonymous, to: permanent)
         #expect(!linked.isAnonymous)
         #expect(linked.devices.map(\.fid) == [device.fid])
         #expect(throws: FanoutError(.notFound, "", field: "user")) { try self.engine.user(anonymous) }
         #expect(try self.engine.installation(.fid(device.fid)).user == permanent)
         #expect(try self.engine.topics(of: .fid(device.fid)) == [TopicName("deals")!], "nothing is lost")
-        #expect(throws: FanoutError(.failedPrecondition, "", field: "anonymousUser")) {
-            try self.engine.linkUser(anonymous: permanent, to: UserID("someone")!)
+        await #expect(throws: FanoutError(.failedPrecondition, "", field: "anonymousUser")) {
+            try await self.engine.linkUser(anonymous: permanent, to: UserID("someone")!)
         }
     }
 
-    @Test func idleAnonymousUsersAreCleanedUpAfter30Days() throws {
-        let idle = try self.register("idle")
-        let active = try self.register("active")
-        try self.engine.bindDevice(.fid(idle.fid), to: UserID("anon-idle")!, anonymous: true)
-        try self.engine.bindDevice(.fid(active.fid), to: UserID("anon-active")!, anonymous: true)
+    @Test func idleAnonymousUsersAreCleanedUpAfter30Days() async throws {
+        let idle = try await self.register("idle")
+        let active = try await self.register("active")
+        try await self.engine.bindDevice(.fid(idle.fid), to: UserID("anon-idle")!, anonymous: true)
+        try await self.engine.bindDevice(.fid(active.fid), to: UserID("anon-active")!, anonymous: true)
         self.clock.advance(by: .days(20))
-        try self.engine.touch(.fid(active.fid))
+        try await self.engine.touch(.fid(active.fid))
         self.clock.advance(by: .days(11))
-        #expect(try self.engine.cleanUpAnonymousUsers() == [UserID("anon-idle")!])
+        #expect(try await self.engine.cleanUpAnonymousUsers() == [UserID("anon-idle")!])
         #expect(try self.engine.installation(.fid(idle.fid)).user == nil, "the device stays, unbound")
         #expect(try self.engine.user(UserID("anon-active")!).devices.count == 1)
     }
 
     // MARK: - Staleness and expiry (design.md use case 4)
 
-    @Test func staleAfter30DaysExpiredAfter270() throws {
-        let quiet = try self.register("quiet")
-        let busy = try self.register("busy")
-        _ = try self.engine.subscribe(["quiet", "busy"], to: TopicName("t")!)
-        try self.engine.bindDevice(.fid(quiet.fid), to: UserID("u")!)
+    @Test func staleAfter30DaysExpiredAfter270() async throws {
+        let quiet = try await self.register("quiet")
+        let busy = try await self.register("busy")
+        _ = try await self.engine.subscribe(["quiet", "busy"], to: TopicName("t")!)
+        try await self.engine.bindDevice(.fid(quiet.fid), to: UserID("u")!)
         self.clock.advance(by: .days(29))
-        try self.engine.touch(.token(RegistrationToken("busy")!))
+        try await self.engine.touch(.token(RegistrationToken("busy")!))
         #expect(try self.engine.staleInstallations().isEmpty)
         self.clock.advance(by: .days(2))
         #expect(try self.engine.staleInstallations().map(\.fid) == [quiet.fid])
-        #expect(try self.engine.pruneExpiredInstallations().isEmpty)
+        #expect(try await self.engine.pruneExpiredInstallations().isEmpty)
 
         self.clock.advance(by: .days(240))
-        try self.engine.touch(.fid(busy.fid))
-        #expect(try self.engine.pruneExpiredInstallations().map(\.fid) == [quiet.fid])
+        try await self.engine.touch(.fid(busy.fid))
+        #expect(try await self.engine.pruneExpiredInstallations().map(\.fid) == [quiet.fid])
         #expect(throws: FanoutError(.unregistered, "", field: "registration")) { try self.engine.installation(.fid(quiet.fid)) }
         #expect(try self.engine.audience(of: TopicName("t")!).slots == [busy.slot])
         #expect(try self.engine.user(UserID("u")!).devices.isEmpty)
         #expect(try self.engine.installationCount() == 1)
     }
 
-    @Test func installationLifecycle() throws {
+    @Test func installationLifecycle() async throws {
         // A FID first (FID mode), then a token, a rotation, then deletion.
-        let installation = try self.register(nil, platform: .android)
+        let installation = try await self.register(nil, platform: .android)
         #expect(installation.token == nil)
-        _ = try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t1")!)
-        _ = try self.engine.subscribe(["t1"], to: TopicName("PUSH_RC")!)
-        _ = try self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t2")!)
+        _ = try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t1")!)
+        _ = try await self.engine.subscribe(["t1"], to: TopicName("PUSH_RC")!)
+        _ = try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t2")!)
         #expect(try self.engine.topics(of: .token(RegistrationToken("t2")!)) == [TopicName("PUSH_RC")!])
-        let deleted = try self.engine.deleteInstallation(installation.fid)
+        let deleted = try await self.engine.deleteInstallation(installation.fid)
         #expect(deleted.token?.value == "t2")
         #expect(try self.engine.subscriberCount(of: TopicName("PUSH_RC")!) == 0)
-        let again = try self.register("t3", fid: installation.fid.string)
+        let again = try await self.register("t3", fid: installation.fid.string)
         #expect(again.fid != installation.fid)
     }
 }

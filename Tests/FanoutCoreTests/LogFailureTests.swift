@@ -23,10 +23,10 @@ struct LogFailureTests {
 
     /// Retries a registration until the log takes it again (the writer retries every few
     /// milliseconds in these tests); false if it never does within 30 seconds.
-    static func registerOnceWritable(_ engine: Engine, _ token: String) -> Bool {
+    static func registerOnceWritable(_ engine: Engine, _ token: String) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
-            if (try? engine.register(Self.request(token))) != nil { return true }
+            if (try? await engine.register(Self.request(token))) != nil { return true }
             usleep(2000)
         }
         return false
@@ -35,23 +35,23 @@ struct LogFailureTests {
     @Test(arguments: [
         (FileFaults.Operation.write, ENOSPC), (.write, EIO), (.sync, EIO), (.sync, ENOSPC),
     ])
-    func aFailedWriteIsRefusedInvisibleAndHeals(operation: FileFaults.Operation, code: Int32) throws {
-        try TemporaryDirectory.with("fanout-fault") { directory in
+    func aFailedWriteIsRefusedInvisibleAndHeals(operation: FileFaults.Operation, code: Int32) async throws {
+        try await TemporaryDirectory.with("fanout-fault") { directory in
             let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
-            for index in 0..<10 { try engine.register(Self.request("a\(index)")) }
-            _ = try engine.subscribe((0..<5).map { "a\($0)" }, to: TopicName("news")!)
+            for index in 0..<10 { try await engine.register(Self.request("a\(index)")) }
+            _ = try await engine.subscribe((0..<5).map { "a\($0)" }, to: TopicName("news")!)
 
             FileFaults.inject(.init(operation, pathContains: directory, code: code))
-            #expect(throws: FanoutError(.unavailable, "")) { try engine.register(Self.request("refused")) }
+            await #expect(throws: FanoutError(.unavailable, "")) { try await engine.register(Self.request("refused")) }
             #expect(!Self.isRegistered(engine, "refused"), "a refused registration is not visible")
-            #expect(throws: FanoutError(.unavailable, "")) { try engine.subscribe((5..<10).map { "a\($0)" }, to: TopicName("news")!) }
+            await #expect(throws: FanoutError(.unavailable, "")) { try await engine.subscribe((5..<10).map { "a\($0)" }, to: TopicName("news")!) }
             #expect(try engine.subscriberCount(of: TopicName("news")!) == 5, "a refused subscription is not visible")
             #expect(try engine.installationCount() == 10, "reads still answer")
             #expect(throws: FanoutError(.unavailable, "")) { try engine.snapshot() }
             #expect(engine.logFailure?.code == .unavailable, "the engine says why it refuses")
 
             FileFaults.clear(pathContains: directory)
-            #expect(Self.registerOnceWritable(engine, "after"), "writes resume without a restart")
+            #expect(await Self.registerOnceWritable(engine, "after"), "writes resume without a restart")
             #expect(engine.logFailure == nil)
             #expect(try engine.installationCount() == 11)
             // The refused batch (all of it, or the part a failed write left) was cut, and kept.
@@ -74,16 +74,16 @@ struct LogFailureTests {
 
     /// The failure is logged once at error level with its cause (and the recovery after it),
     /// however many changes are refused meanwhile.
-    @Test func theFailureIsLoggedOnceWithItsCause() throws {
-        try TemporaryDirectory.with("fanout-fault") { directory in
+    @Test func theFailureIsLoggedOnceWithItsCause() async throws {
+        try await TemporaryDirectory.with("fanout-fault") { directory in
             let records = RecordingLogHandler.Records()
             let logger = Logger(label: "test") { _ in RecordingLogHandler(records: records) }
             let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5), logger: logger)
-            try engine.register(Self.request("first"))
+            try await engine.register(Self.request("first"))
             FileFaults.inject(.init(.sync, pathContains: directory, code: EIO))
-            for index in 0..<5 { _ = try? engine.register(Self.request("refused-\(index)")) }
+            for index in 0..<5 { _ = try? await engine.register(Self.request("refused-\(index)")) }
             FileFaults.clear(pathContains: directory)
-            #expect(Self.registerOnceWritable(engine, "after"))
+            #expect(await Self.registerOnceWritable(engine, "after"))
             try engine.close()
             let errors = records.entries.withLock { $0.filter { $0.level == .error } }
             #expect(errors.count == 1, "\(errors)")
@@ -97,15 +97,15 @@ struct LogFailureTests {
     @Test func aSnapshotNeverHoldsARefusedChange() async throws {
         try await TemporaryDirectory.with("fanout-fault") { directory in
             let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
-            try engine.register(Self.request("first"))
+            try await engine.register(Self.request("first"))
             // Only the log's syncs fail; the snapshot file could be written.
             FileFaults.inject(.init(.sync, pathContains: "\(directory)/segment-", code: EIO))
-            let applied = engine.apply { try engine.register(Self.request("refused")) }
+            let applied = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("refused")) }
             let snapshot = Result { try engine.snapshot() }
             #expect(throws: FanoutError.self) { try snapshot.get() }
             await #expect(throws: FanoutError.self) { try await applied.durable() }
             FileFaults.clear(pathContains: "\(directory)/segment-")
-            #expect(Self.registerOnceWritable(engine, "after"))
+            #expect(await Self.registerOnceWritable(engine, "after"))
             try engine.close()
             let reopened = try Engine(directory: directory, durability: .none)
             #expect(!Self.isRegistered(reopened, "refused"))
@@ -115,19 +115,19 @@ struct LogFailureTests {
     }
 
     /// Starting a new segment fails (the file cannot be created): the same guarantees.
-    @Test func aFailedSegmentRollHeals() throws {
-        try TemporaryDirectory.with("fanout-fault") { directory in
+    @Test func aFailedSegmentRollHeals() async throws {
+        try await TemporaryDirectory.with("fanout-fault") { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 512, logRetryInterval: .milliseconds(5))
-            try engine.register(Self.request("first"))
+            try await engine.register(Self.request("first"))
             FileFaults.inject(.init(.open, pathContains: directory, code: ENOSPC))
             var refused: [String] = []
             for index in 0..<10 {
-                if (try? engine.register(Self.request("r\(index)"))) == nil { refused.append("r\(index)") }
+                if (try? await engine.register(Self.request("r\(index)"))) == nil { refused.append("r\(index)") }
             }
             #expect(!refused.isEmpty, "a roll was needed and failed")
             for token in refused { #expect(!Self.isRegistered(engine, token)) }
             FileFaults.clear(pathContains: directory)
-            #expect(Self.registerOnceWritable(engine, "after"))
+            #expect(await Self.registerOnceWritable(engine, "after"))
             let expected = try engine.installationCount()
             try engine.close()
             let reopened = try Engine(directory: directory, durability: .none)
@@ -149,7 +149,7 @@ struct LogFailureTests {
                         var outcomes: [(String, Bool)] = []
                         for index in 0..<60 {
                             let token = "w\(worker)-\(index)"
-                            let accepted = (try? await engine.durably { try engine.register(Self.request(token)) }) != nil
+                            let accepted = (try? await engine.register(Self.request(token))) != nil
                             outcomes.append((token, accepted))
                         }
                         return outcomes
@@ -162,7 +162,7 @@ struct LogFailureTests {
                 #expect(!Self.isRegistered(engine, token), "refused \(token) is not visible")
             }
             FileFaults.clear(pathContains: directory)
-            #expect(Self.registerOnceWritable(engine, "after"))
+            #expect(await Self.registerOnceWritable(engine, "after"))
             try engine.close()
             let reopened = try Engine(directory: directory, durability: .none)
             for (token, accepted) in outcomes {
@@ -173,7 +173,7 @@ struct LogFailureTests {
     }
 
     /// A real full disk: a small tmpfs (only when the tests run as root and may mount one).
-    @Test func aRealFullDisk() throws {
+    @Test func aRealFullDisk() async throws {
         guard getuid() == 0 else { return }
         let mountPoint = TemporaryDirectory.path("fanout-tmpfs")
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
@@ -190,7 +190,7 @@ struct LogFailureTests {
         var refused: [String] = []
         for index in 0..<2000 {
             let token = "disk-\(index)-" + String(repeating: "x", count: 200)
-            if (try? engine.register(Self.request(token))) != nil {
+            if (try? await engine.register(Self.request(token))) != nil {
                 acknowledged.append(token)
             } else {
                 refused.append(token)
@@ -204,7 +204,7 @@ struct LogFailureTests {
         #expect(!names.contains { $0.hasSuffix(".tmp") }, "a failed snapshot leaves no temporary file: \(names)")
 
         try FileManager.default.removeItem(atPath: filler)
-        #expect(Self.registerOnceWritable(engine, "after-room"), "writes resume once there is room")
+        #expect(await Self.registerOnceWritable(engine, "after-room"), "writes resume once there is room")
         try engine.close()
         let reopened = try Engine(directory: directory, durability: .none)
         #expect(try reopened.installationCount() == acknowledged.count + 1)

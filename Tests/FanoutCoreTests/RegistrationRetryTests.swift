@@ -18,18 +18,18 @@ struct RegistrationRetryTests {
         )
     }
 
-    @Test func anIdenticalRegisterAnswersTheExistingInstallation() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func anIdenticalRegisterAnswersTheExistingInstallation() async throws {
+        try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always)
-            let first = try engine.register(try Self.request(token: "retry-token", name: "phone"))
+            let first = try await engine.register(try Self.request(token: "retry-token", name: "phone"))
             #expect(!first.isExisting)
             let records = engine.logStatistics?.records
-            let again = try engine.register(try Self.request(token: "retry-token", name: "phone"))
+            let again = try await engine.register(try Self.request(token: "retry-token", name: "phone"))
             #expect(again.isExisting)
             #expect(again.installation == first.installation)
             #expect(engine.logStatistics?.records == records, "a repeat logs nothing")
             // The same with the FID the first reply gave, offered.
-            let offered = try engine.register(try Self.request(token: "retry-token", fid: first.installation.fid.description, name: "phone"))
+            let offered = try await engine.register(try Self.request(token: "retry-token", fid: first.installation.fid.description, name: "phone"))
             #expect(offered.isExisting && !offered.fidWasAssigned)
             #expect(try engine.installationCount() == 1)
 
@@ -39,14 +39,14 @@ struct RegistrationRetryTests {
                 try Self.request(token: "retry-token", platform: .android, name: "phone"),
                 try Self.request(token: "retry-token", fid: try FID.generate().description, name: "phone"),
             ] {
-                #expect(throws: FanoutError(.alreadyExists, "", field: "token")) { try engine.register(different) }
+                await #expect(throws: FanoutError(.alreadyExists, "", field: "token")) { try await engine.register(different) }
             }
 
             // Without a token: the offered FID identifies the repeat.
             let fid = try FID.generate().description
-            let tokenless = try engine.register(try Self.request(token: nil, fid: fid))
+            let tokenless = try await engine.register(try Self.request(token: nil, fid: fid))
             #expect(!tokenless.isExisting && !tokenless.fidWasAssigned)
-            let repeated = try engine.register(try Self.request(token: nil, fid: fid))
+            let repeated = try await engine.register(try Self.request(token: nil, fid: fid))
             #expect(repeated.isExisting && repeated.installation.fid == tokenless.installation.fid)
             #expect(try engine.installationCount() == 2)
             try engine.close()
@@ -57,29 +57,29 @@ struct RegistrationRetryTests {
         }
     }
 
-    @Test func aTokenShapedLikeAFIDStaysAddressableByToken() throws {
+    @Test func aTokenShapedLikeAFIDStaysAddressableByToken() async throws {
         let engine = Engine()
         let shaped = "cAbCdEfGhIjKlMnOpQrStU"
         #expect(FID(shaped) != nil, "the token is a valid FID too")
-        let installation = try engine.register(try Self.request(token: shaped)).installation
+        let installation = try await engine.register(try Self.request(token: shaped)).installation
         #expect(installation.fid.description != shaped)
         let address = try #require(RegistrationAddress(parsing: shaped))
         #expect(try engine.installation(address).fid == installation.fid)
-        #expect(try engine.subscribe([shaped], to: TopicName("news")!) == [.ok])
+        #expect(try await engine.subscribe([shaped], to: TopicName("news")!) == [.ok])
         #expect(try engine.topics(of: address) == [TopicName("news")!])
         // Its own FID still names it, and a FID that names an installation wins over a token.
         #expect(try engine.installation(.fid(installation.fid)).token == RegistrationToken(shaped))
     }
 
-    @Test func rotatedAndDeletedRegistrationsAreUnregisteredPerItem() throws {
+    @Test func rotatedAndDeletedRegistrationsAreUnregisteredPerItem() async throws {
         let engine = Engine()
-        let rotated = try engine.register(try Self.request(token: "old-token")).installation
-        _ = try engine.refreshToken(.fid(rotated.fid), to: RegistrationToken("new-token")!)
-        let deleted = try engine.register(try Self.request(token: "deleted-token")).installation
-        try engine.deleteInstallation(deleted.fid)
-        let results = try engine.subscribe(["old-token", "deleted-token", deleted.fid.description, "never-seen", "new-token"], to: TopicName("t")!)
+        let rotated = try await engine.register(try Self.request(token: "old-token")).installation
+        _ = try await engine.refreshToken(.fid(rotated.fid), to: RegistrationToken("new-token")!)
+        let deleted = try await engine.register(try Self.request(token: "deleted-token")).installation
+        try await engine.deleteInstallation(deleted.fid)
+        let results = try await engine.subscribe(["old-token", "deleted-token", deleted.fid.description, "never-seen", "new-token"], to: TopicName("t")!)
         #expect(results == [.failed(.unregistered), .failed(.unregistered), .failed(.unregistered), .failed(.notFound), .ok])
-        let removed = try engine.unsubscribe(["old-token", "new-token"], from: TopicName("t")!)
+        let removed = try await engine.unsubscribe(["old-token", "new-token"], from: TopicName("t")!)
         #expect(removed == [.failed(.unregistered), .ok])
     }
 }

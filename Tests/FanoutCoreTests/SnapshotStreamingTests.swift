@@ -55,17 +55,17 @@ struct SnapshotStreamingTests {
 
     /// 12k installations with 163-byte tokens make a snapshot of several MiB: records straddle the
     /// 1 MiB pieces, and one topic's record (48 KB of slots) is larger than many pieces' leftovers.
-    @Test func aSnapshotLargerThanOnePieceRestoresEverything() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func aSnapshotLargerThanOnePieceRestoresEverything() async throws {
+        try await TemporaryDirectory.with { directory in
             let count = 12_000
             func token(_ index: Int) -> String { "\(index):APA91b" + String(repeating: "x", count: 163 - 7 - String(index).count) }
             let engine = try Engine(directory: directory, durability: .none)
             for index in 0..<count {
-                try engine.register(RegistrationRequest(token: RegistrationToken(token(index))!, platform: .android, appID: AppID("1:1:android:a")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken(token(index))!, platform: .android, appID: AppID("1:1:android:a")!))
             }
             for topic in 0..<3 {
                 for start in stride(from: topic, to: count, by: 1000) {
-                    _ = try engine.subscribe((start..<min(start + 1000, count)).filter { $0 % 3 != topic }.map(token), to: TopicName("t\(topic)")!)
+                    _ = try await engine.subscribe((start..<min(start + 1000, count)).filter { $0 % 3 != topic }.map(token), to: TopicName("t\(topic)")!)
                 }
             }
             let expected = try (0..<3).map { try engine.subscriberCount(of: TopicName("t\($0)")!) }

@@ -26,7 +26,8 @@ struct WALDamageTests {
             let engine = try Engine(directory: self.directory, durability: .always, segmentSize: 1024, configuration: configuration)
             for index in 0..<WALDamageTests.registrations {
                 if snapshotsAfter.contains(index) { try engine.snapshot() }
-                try engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
+                let request = RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!)
+                _ = try engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request) }.blockingUntilDurable()
             }
             try engine.close()
         }

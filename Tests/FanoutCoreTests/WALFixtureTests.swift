@@ -96,14 +96,14 @@ struct WALFixtureTests {
 
     /// The engine on a directory whose last segment is cut at a random point: it opens, keeps every
     /// registration whose batch ends before the cut, and nothing after.
-    @Test func engineKeepsEverythingBeforeARandomCut() throws {
+    @Test func engineKeepsEverythingBeforeARandomCut() async throws {
         var random = SeededRandomNumberGenerator(seed: 77)
         for trial in 0..<25 {
             let directory = TemporaryDirectory.path("fanout-cut")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let engine = try Engine(directory: directory, durability: .always)
             for index in 0..<12 {
-                try engine.register(RegistrationRequest(token: RegistrationToken("t\(trial)-\(index)"), platform: .android, appID: AppID("app")!))
+                try await engine.register(RegistrationRequest(token: RegistrationToken("t\(trial)-\(index)"), platform: .android, appID: AppID("app")!))
             }
             try engine.close()
             let name = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted().first)

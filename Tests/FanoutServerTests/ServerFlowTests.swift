@@ -131,12 +131,12 @@ struct ServerFlowTests {
         try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, engine in
                 let tokens = (0..<300).map { "batch-token-\($0)" }
-                try await engine.durably {
+                try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
                     for token in tokens {
-                        try engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("1:1:web:a")!))
+                        try changes.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("1:1:web:a")!))
                     }
-                    _ = try engine.subscribe(tokens, to: TopicName("all")!)
-                }
+                    _ = try changes.subscribe(tokens, to: TopicName("all")!)
+                }.durable()
                 let admin = try await LoopbackServer.connect(port)
                 let worker = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)
                 let deliveries = try await worker.attach(.platform(.web), credit: 64)

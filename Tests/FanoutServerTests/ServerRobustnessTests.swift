@@ -96,14 +96,14 @@ struct ServerRobustnessTests {
             let configuration = ServerConfiguration(writeBufferHighWaterMark: 16 * 1024, stallTimeout: .milliseconds(200))
             try await LoopbackServer.serve(directory: directory, configuration: configuration) { port, engine in
                 let tokens = (0..<10_000).map { "stall-\($0)" }
-                try await engine.durably {
+                try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
                     for token in tokens {
-                        try engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .android, appID: AppID("1:1:android:a")!))
+                        try changes.register(RegistrationRequest(token: RegistrationToken(token), platform: .android, appID: AppID("1:1:android:a")!))
                     }
                     for batch in stride(from: 0, to: tokens.count, by: 1000) {
-                        _ = try engine.subscribe(Array(tokens[batch..<(batch + 1000)]), to: TopicName("big")!)
+                        _ = try changes.subscribe(Array(tokens[batch..<(batch + 1000)]), to: TopicName("big")!)
                     }
-                }
+                }.durable()
                 // A consumer socket that never reads.
                 let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                     .channelOption(.autoRead, value: false)
@@ -115,7 +115,7 @@ struct ServerRobustnessTests {
                 while try engine.deliveryStatistics().consumers == 0 { await Task.yield() }
 
                 let value = String(repeating: "x", count: 2000)  // 10000 deliveries of 2 KB: more than the sockets buffer
-                _ = try await engine.durably { try engine.send(Array(#"{"message":{"topic":"big","data":{"v":"\#(value)"}}}"#.utf8)) }
+                _ = try await engine.send(Array(#"{"message":{"topic":"big","data":{"v":"\#(value)"}}}"#.utf8))
                 // Wait (bounded) for the server to give up on it: no consumer, nothing in flight.
                 let deadline = ContinuousClock.now + .seconds(60)
                 while try engine.deliveryStatistics().consumers > 0, ContinuousClock.now < deadline {

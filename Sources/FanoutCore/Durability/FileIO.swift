@@ -233,7 +233,40 @@ package enum FileFaults {
         }
     }
 
+    /// Paths whose matching operations wait (`hold`) until `release`.
+    private static let held = ConditionLock()
+    nonisolated(unsafe) private static var holds: [(operation: Operation, pathContains: String)] = []
+    private static let holding = Atomic<Bool>(false)
+
+    /// Makes matching operations wait from now on until `release(pathContains:)`: a slow disk on
+    /// demand, so a test can look at the engine while a write or sync has not finished.
+    package static func hold(_ operation: Operation, pathContains: String) {
+        self.held.withLock {
+            self.holds.append((operation, pathContains))
+            self.holding.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Lets the operations held on paths containing `pathContains` go on.
+    package static func release(pathContains: String) {
+        self.held.withLock {
+            self.holds.removeAll { $0.pathContains == pathContains }
+            self.holding.store(!self.holds.isEmpty, ordering: .releasing)
+            self.held.broadcast(.work)
+        }
+    }
+
+    private static func waitWhileHeld(_ operation: Operation, _ path: String) {
+        guard self.holding.load(ordering: .acquiring) else { return }
+        self.held.lock()
+        defer { self.held.unlock() }
+        while self.holds.contains(where: { $0.operation == operation && path.contains($0.pathContains) }) {
+            self.held.wait(.work)
+        }
+    }
+
     static func check(_ operation: Operation, _ path: String) throws(FileIO.Error) {
+        self.waitWhileHeld(operation, path)
         if let code = self.fault(operation, path) {
             throw FileIO.Error(operation: "\(operation)", path: path, code: code)
         }
