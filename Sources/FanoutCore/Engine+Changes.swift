@@ -143,6 +143,7 @@ extension Engine {
         // MARK: - Installations
 
         /// Registers an installation (see `Engine.register`).
+        @discardableResult
         public mutating func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
@@ -158,6 +159,7 @@ extension Engine {
         }
 
         /// Rotates an installation's token (see `Engine.refreshToken`).
+        @discardableResult
         public mutating func refreshToken(
             _ address: RegistrationAddress,
             to token: RegistrationToken,
@@ -171,6 +173,7 @@ extension Engine {
         }
 
         /// Records that the installation was seen now.
+        @discardableResult
         public mutating func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
@@ -180,6 +183,7 @@ extension Engine {
         }
 
         /// Deletes an installation (see `Engine.deleteInstallation`).
+        @discardableResult
         public mutating func deleteInstallation(_ fid: FID, in project: ProjectID = .default) throws(FanoutError) -> Installation {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
                 (try state.delete(fid), [.deleteInstallation(project, fid: fid)])
@@ -187,6 +191,7 @@ extension Engine {
         }
 
         /// Deletes installations not seen for `expireAfter`; returns them.
+        @discardableResult
         public mutating func pruneExpiredInstallations(in project: ProjectID = .default) throws(FanoutError) -> [Installation] {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
@@ -198,6 +203,7 @@ extension Engine {
         // MARK: - Users
 
         /// Binds an installation to a user (see `Engine.bindDevice`).
+        @discardableResult
         public mutating func bindDevice(
             _ address: RegistrationAddress,
             to user: UserID,
@@ -212,6 +218,7 @@ extension Engine {
         }
 
         /// Signs a user out of one device (see `Engine.signOut`).
+        @discardableResult
         public mutating func signOut(_ user: UserID, on address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
                 let installation = try state.signOut(user, on: address)
@@ -220,6 +227,7 @@ extension Engine {
         }
 
         /// Links an anonymous user to a permanent one (see `Engine.linkUser`).
+        @discardableResult
         public mutating func linkUser(anonymous: UserID, to permanent: UserID, in project: ProjectID = .default) throws(FanoutError) -> User {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
@@ -229,6 +237,7 @@ extension Engine {
         }
 
         /// Removes anonymous users idle for `anonymousUserLifetime`; returns them.
+        @discardableResult
         public mutating func cleanUpAnonymousUsers(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
@@ -240,6 +249,7 @@ extension Engine {
         // MARK: - Topics
 
         /// Subscribes up to 1000 registrations to `topic` (see `Engine.subscribe`).
+        @discardableResult
         public mutating func subscribe(_ registrations: [String], to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
                 let (results, fids) = try state.subscribe(registrations, to: topic)
@@ -248,6 +258,7 @@ extension Engine {
         }
 
         /// Unsubscribes up to 1000 registrations from `topic` (see `Engine.unsubscribe`).
+        @discardableResult
         public mutating func unsubscribe(_ registrations: [String], from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
                 let (results, fids) = try state.unsubscribe(registrations, from: topic)
@@ -258,6 +269,7 @@ extension Engine {
         // MARK: - Sends and deliveries
 
         /// Sends an FCM HTTP v1 body (see `Engine.send`).
+        @discardableResult
         public mutating func send(_ body: [UInt8], in project: ProjectID = .default) throws(FanoutError) -> SendResult {
             let request: SendRequest
             do {
@@ -286,6 +298,7 @@ extension Engine {
         }
 
         /// Removes every delivery whose TTL has run out; returns how many.
+        @discardableResult
         public mutating func expireDeliveries(in project: ProjectID = .default) throws(FanoutError) -> Int {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
@@ -295,6 +308,7 @@ extension Engine {
         }
 
         /// Acknowledges deliveries `consumer` holds (see `DeliveryConsumer.acknowledge`).
+        @discardableResult
         public mutating func acknowledge(_ ids: [DeliveryID], by consumer: DeliveryConsumer) throws(FanoutError) -> Int {
             let now = self.engine.clock.now()
             let project = consumer.project

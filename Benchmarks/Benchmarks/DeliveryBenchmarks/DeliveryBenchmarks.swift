@@ -31,7 +31,7 @@ let benchmarks: @Sendable () -> Void = {
                 let fixture = FanoutFixture.shared
                 for _ in benchmark.scaledIterations {
                     benchmark.startMeasurement()
-                    let result = try! fixture.engine.send(fixture[keyPath: body])
+                    let result = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(fixture[keyPath: body]) }
                     benchmark.stopMeasurement()
                     benchmark.measurement(deliveriesPerSend, result.enqueued)
                     fixture.expireEverything()
@@ -47,10 +47,10 @@ let benchmarks: @Sendable () -> Void = {
                 let fixture = FanoutFixture.shared
                 // The first fan-out also allocates the mailbox heads (12 bytes per installation up to
                 // the highest slot it reaches), a per-installation cost: measure a later one.
-                _ = try! fixture.engine.send(fixture[keyPath: body])
+                _ = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(fixture[keyPath: body]) }
                 fixture.expireEverything()
                 let before = Fixtures.heapInUse()
-                let result = try! fixture.engine.send(fixture[keyPath: body])
+                let result = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(fixture[keyPath: body]) }
                 let after = Fixtures.heapInUse()
                 benchmark.measurement(bytesPerDelivery, (after - before) * 10 / result.enqueued)
                 fixture.expireEverything()
@@ -64,13 +64,13 @@ let benchmarks: @Sendable () -> Void = {
         closure: { benchmark in
             let fixture = FanoutFixture.shared
             for _ in benchmark.scaledIterations {
-                _ = try! fixture.engine.send(fixture.smallTopicBody)
+                _ = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(fixture.smallTopicBody) }
                 benchmark.startMeasurement()
                 let worker = try! fixture.engine.attachConsumer(.platform(.android), credit: 1000)
                 var acknowledged = 0
                 while acknowledged < 100_000 {
                     let batch = worker.poll()
-                    acknowledged += try! worker.acknowledge(batch.map(\.id))
+                    acknowledged += try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.acknowledge(batch.map(\.id), by: worker) }
                 }
                 worker.detach()
                 benchmark.stopMeasurement()
@@ -117,7 +117,7 @@ final class FanoutFixture: Sendable {
     /// that the next send's absolute `apns-expiration` is in the future again.
     func expireEverything() {
         self.clock.advance(by: .seconds(61))
-        _ = try! self.engine.expireDeliveries()
+        _ = try! self.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.expireDeliveries() }
         precondition(try! self.engine.deliveryStatistics().pending == 0)
         self.clock.advance(by: .seconds(-61))
     }

@@ -1,4 +1,5 @@
 import Benchmark
+import BenchmarkSupport
 import FanoutCore
 import Foundation
 
@@ -6,7 +7,7 @@ import Foundation
 // from 1, 16 and 256 concurrent callers (real threads), with durability `always` and
 // `interval(5)`, next to the raw rate of `write` + `fdatasync` on the same disk. Each iteration
 // runs 2048 mutations (at least 64 per caller) on a fresh engine in a temporary directory;
-// latencies are per mutation. The `durably` variants run them from tasks that suspend (no thread
+// latencies are per mutation. The `durably` variants (named before the engine's calls became async) run them from tasks that suspend (no thread
 // blocked per caller) while their batch syncs.
 
 let benchmarks: @Sendable () -> Void = {
@@ -66,7 +67,7 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    // The same registrations from concurrent tasks through `Engine.durably`: suspended, not blocked,
+    // The same registrations from concurrent tasks through the async `Engine.register`: suspended, not blocked,
     // while their batch syncs (how a server on event loops or Swift concurrency calls the engine).
     for tasks in [16, 64, 256, 1024] {
         Benchmark(
@@ -95,12 +96,12 @@ enum RecoveryLoad {
             let engine = try! Engine(directory: directory, durability: .none)
             DispatchQueue.concurrentPerform(iterations: 16) { part in
                 for index in stride(from: part, to: installations, by: 16) {
-                    _ = try! engine.register(RegistrationRequest(token: RegistrationToken(token(index))!, platform: .android, appID: AppID("1:1:android:a")!))
+                    _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(RegistrationRequest(token: RegistrationToken(token(index))!, platform: .android, appID: AppID("1:1:android:a")!)) }
                 }
             }
             DispatchQueue.concurrentPerform(iterations: 20) { topic in
                 for start in stride(from: 0, to: installations, by: 1000) {
-                    _ = try! engine.subscribe((start..<start + 1000).map(token), to: TopicName("topic-\(topic)")!)
+                    _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe((start..<start + 1000).map(token), to: TopicName("topic-\(topic)")!) }
                 }
             }
             try! engine.close()
@@ -169,7 +170,7 @@ enum DurableLoad {
                 for index in 0..<perCaller {
                     let token = RegistrationToken("bench-\(caller)-\(index):APA91b" + String(repeating: "x", count: 140))!
                     let begin = ContinuousClock.now
-                    _ = try! engine.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:a")!))
+                    _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:a")!)) }
                     local.append(ContinuousClock.now - begin)
                 }
                 latencies.store(local, for: caller)
@@ -187,7 +188,7 @@ enum DurableLoad {
 }
 
 extension DurableLoad {
-    /// `mutations` registrations from `tasks` concurrent tasks, each awaiting `engine.durably`,
+    /// `mutations` registrations from `tasks` concurrent tasks, each awaiting `engine.register`,
     /// on a fresh engine with durability `always`.
     static func runTasks(tasks: Int, mutations: Int) async -> Figures {
         let directory = NSTemporaryDirectory() + "fanout-bench-\(UUID().uuidString)"
@@ -203,9 +204,7 @@ extension DurableLoad {
                     for index in 0..<perTask {
                         let token = RegistrationToken("bench-\(task)-\(index):APA91b" + String(repeating: "x", count: 140))!
                         let begin = ContinuousClock.now
-                        _ = try! await engine.durably {
-                            try engine.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:a")!))
-                        }
+                        _ = try! await engine.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:a")!))
                         local.append(ContinuousClock.now - begin)
                     }
                     return local

@@ -97,13 +97,13 @@ enum ProtocolLoad {
         let engine = try Engine(directory: directory, durability: .always)
         defer { try? engine.close() }
         let appID = AppID("1:1065473598624:android:d7820756c5c808db03d5c5")!
-        try await engine.durably {
+        try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
             for index in 0..<installations {
-                try engine.register(RegistrationRequest(token: RegistrationToken(Fixtures.token(index))!, platform: .android, appID: appID))
+                try changes.register(RegistrationRequest(token: RegistrationToken(Fixtures.token(index))!, platform: .android, appID: appID))
             }
-            if let topic {
-                Fixtures.subscribe(0..<installations, to: TopicName(topic)!, in: engine)
-            }
+        }.durable()
+        if let topic {
+            Fixtures.subscribe(0..<installations, to: TopicName(topic)!, in: engine)
         }
         let keys = APIKeyStore([APIKey(key: Array(Self.key.utf8), role: .admin, projects: .all)])
         let server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: ServerConfiguration(port: 0))

@@ -34,11 +34,11 @@ let benchmarks: @Sendable () -> Void = {
                     let tokens = fixture.freshBatches[batch % fixture.freshBatches.count]
                     batch += 1
                     benchmark.startMeasurement()
-                    let results = try! fixture.engine.subscribe(tokens, to: topic)
+                    let results = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe(tokens, to: topic) }
                     benchmark.stopMeasurement()
                     blackHole(results)
                     // Restore the topic's size, unmeasured.
-                    _ = try! fixture.engine.unsubscribe(tokens, from: topic)
+                    _ = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.unsubscribe(tokens, from: topic) }
                 }
             },
             setup: { _ = SubscribeFixture.shared }

@@ -25,13 +25,8 @@ public enum Fixtures {
         let platforms: [Platform] = [.android, .ios, .web]
         let appID = AppID("1:1065473598624:android:d7820756c5c808db03d5c5")!
         for index in first..<(first + count) {
-            _ = try! engine.register(
-                RegistrationRequest(
-                    token: RegistrationToken(Self.token(index))!,
-                    platform: platforms[index % 3],
-                    appID: appID
-                )
-            )
+            let request = RegistrationRequest(token: RegistrationToken(Self.token(index))!, platform: platforms[index % 3], appID: appID)
+            _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request) }
         }
     }
 
@@ -42,11 +37,11 @@ public enum Fixtures {
         for index in indices {
             batch.append(Self.token(index))
             if batch.count == 1000 {
-                _ = try! engine.subscribe(batch, to: topic)
+                _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe(batch, to: topic) }
                 batch.removeAll(keepingCapacity: true)
             }
         }
-        if !batch.isEmpty { _ = try! engine.subscribe(batch, to: topic) }
+        if !batch.isEmpty { _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe(batch, to: topic) } }
     }
 
     /// Bytes the allocator has handed out and not got back (glibc `mallinfo2`): chunks in the heap
@@ -54,5 +49,14 @@ public enum Fixtures {
     public static func heapInUse() -> Int {
         let info = mallinfo2()
         return Int(info.uordblks) + Int(info.hblkhd)
+    }
+}
+
+extension Engine {
+    /// Applies `body`'s changes and blocks the calling thread until they are durable: the
+    /// benchmarks drive the engine from plain threads and measure the same path the async calls
+    /// take (`apply`, then the wait).
+    public func blocking<Result: Sendable>(_ body: (inout Engine.Changes) throws(FanoutError) -> Result) throws(FanoutError) -> Result {
+        try self.apply(body).blockingUntilDurable()
     }
 }
