@@ -26,7 +26,7 @@ extension Engine {
     public struct Applied<Result: Sendable>: Sendable {
         let engine: Engine
         let outcome: Swift.Result<Result, FanoutError>
-        let ticket: WALTicket?
+        let ticket: LogTicket?
         let spansFailure: Bool
 
         /// Whether there is nothing to wait for (no change was logged).
@@ -36,12 +36,12 @@ extension Engine {
         /// durability says, then returns the body's result or throws its error.
         /// - Throws: what the body threw, or `UNAVAILABLE` when the log failed first.
         public func durable() async throws(FanoutError) -> Result {
-            if let ticket = self.ticket, let wal = self.engine.wal {
+            if let ticket = self.ticket, let log = self.engine.log {
                 guard !self.spansFailure else { throw Self.spannedFailure }
-                try await wal.acknowledgement(of: ticket)
+                try await log.acknowledgement(of: ticket)
                 // The deliveries these changes handed out reach their consumers before the caller
                 // hears back (the log's writer may not have pushed them yet).
-                self.engine.handOuts.release(through: wal.acknowledgedTicket)
+                self.engine.handOuts.release(through: log.acknowledgedTicket)
             }
             return try self.outcome.get()
         }
@@ -50,10 +50,10 @@ extension Engine {
         /// blocks the calling thread until the changes are durable. Never call it on an event loop
         /// or from a task.
         public func blockingUntilDurable() throws(FanoutError) -> Result {
-            if let ticket = self.ticket, let wal = self.engine.wal {
+            if let ticket = self.ticket, let log = self.engine.log {
                 guard !self.spansFailure else { throw Self.spannedFailure }
-                try wal.waitUntilAcknowledged(ticket)
-                self.engine.handOuts.release(through: wal.acknowledgedTicket)
+                try log.waitUntilAcknowledged(ticket)
+                self.engine.handOuts.release(through: log.acknowledgedTicket)
             }
             return try self.outcome.get()
         }
@@ -68,7 +68,7 @@ extension Engine {
     public struct Changes {
         let engine: Engine
         /// The log position every change so far waits for.
-        var ticket: WALTicket?
+        var ticket: LogTicket?
         /// The changes span a log failure: some may have been refused.
         var spansFailure = false
 
@@ -76,13 +76,13 @@ extension Engine {
             self.engine = engine
         }
 
-        mutating func include(_ ticket: WALTicket) {
+        mutating func include(_ ticket: LogTicket) {
             guard let current = self.ticket else {
                 self.ticket = ticket
                 return
             }
             if current.epoch != ticket.epoch { self.spansFailure = true }
-            self.ticket = WALTicket(lsn: max(current.lsn, ticket.lsn), epoch: max(current.epoch, ticket.epoch))
+            self.ticket = LogTicket(lsn: max(current.lsn, ticket.lsn), epoch: max(current.epoch, ticket.epoch))
         }
 
         /// Runs a change under the project's lock and queues the log records it returns there.
@@ -90,12 +90,12 @@ extension Engine {
             _ id: ProjectID,
             _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
         ) throws(FanoutError) -> Result {
-            let wal = self.engine.wal
-            let (result, ticket) = try self.engine.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, WALTicket?) in
-                try wal?.checkHealthy()
+            let log = self.engine.log
+            let (result, ticket) = try self.engine.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, LogTicket?) in
+                try log?.checkHealthy()
                 let (result, records) = try body(&state)
-                guard let wal, !records.isEmpty else { return (result, nil) }
-                return (result, try wal.append(records))
+                guard let log, !records.isEmpty else { return (result, nil) }
+                return (result, try log.append(records))
             }
             if let ticket { self.include(ticket) }
             return result
@@ -106,13 +106,13 @@ extension Engine {
         /// Creates a project. - Throws: `ALREADY_EXISTS`.
         public mutating func createProject(_ id: ProjectID) throws(FanoutError) {
             try self.engine.checkNotHalted()
-            let wal = self.engine.wal
-            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
+            let log = self.engine.log
+            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> LogTicket? in
                 guard projects[id] == nil else {
                     throw FanoutError(.alreadyExists, "project \(id) exists", field: "project")
                 }
-                try wal?.checkHealthy()
-                let ticket = try wal?.append([.createProject(id)])
+                try log?.checkHealthy()
+                let ticket = try log?.append([.createProject(id)])
                 projects[id] = ProjectBox(ProjectState(id: id, configuration: self.engine.configuration))
                 return ticket
             }
@@ -126,13 +126,13 @@ extension Engine {
                 throw FanoutError(.failedPrecondition, "the default project cannot be deleted", field: "project")
             }
             try self.engine.checkNotHalted()
-            let wal = self.engine.wal
-            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> WALTicket? in
+            let log = self.engine.log
+            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> LogTicket? in
                 guard projects[id] != nil else {
                     throw .notFound("no project \(id)", field: "project")
                 }
-                try wal?.checkHealthy()
-                let ticket = try wal?.append([.deleteProject(id)])
+                try log?.checkHealthy()
+                let ticket = try log?.append([.deleteProject(id)])
                 projects[id]?.state.withLock { $0.finishConsumers() }
                 projects[id] = nil
                 return ticket

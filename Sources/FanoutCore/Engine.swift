@@ -28,7 +28,9 @@ public final class Engine: Sendable {
     public let configuration: EngineConfiguration
     let clock: any WallClock
     let projects: Locked<[ProjectID: ProjectBox]>
-    /// The log, when the engine is durable.
+    /// Where changes go (nil for an in-memory engine, which logs nothing).
+    let log: (any ChangeLog)?
+    /// The log when it is a data directory's write-ahead log (snapshots and file maintenance).
     let wal: WALWriter?
     /// The data directory, when the engine is durable.
     let directory: String?
@@ -51,11 +53,27 @@ public final class Engine: Sendable {
         self.configuration = configuration
         self.clock = clock
         self.projects = Locked([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
+        self.log = nil
         self.wal = nil
         self.directory = nil
         self.directoryLock = Mutex(nil)
         self.recovery = nil
         self.logger = Logger(label: "fanout")
+    }
+
+    /// An engine with only the default project whose changes go to `log` (an `InMemoryChangeLog` in
+    /// tests; a replicated log later). Nothing is replayed from it.
+    package init(log: any ChangeLog, configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
+        self.configuration = configuration
+        self.clock = clock
+        self.projects = Locked([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
+        self.log = log
+        self.wal = nil
+        self.directory = nil
+        self.directoryLock = Mutex(nil)
+        self.recovery = nil
+        self.logger = Logger(label: "fanout")
+        self.observe(log)
     }
 
     init(
@@ -71,37 +89,48 @@ public final class Engine: Sendable {
         self.configuration = configuration
         self.clock = clock
         self.projects = Locked(projects.mapValues { ProjectBox($0) })
+        self.log = wal
         self.wal = wal
         self.directory = directory
         self.directoryLock = Mutex(directoryLock)
         self.recovery = recovery
         self.logger = logger
-        wal.setFailureHandler { [weak self] lsn in self?.rebuildState(through: lsn) }
-        wal.setAcknowledgementHandler { [weak self] acknowledged in self?.handOuts.release(through: acknowledged) }
+        self.observe(wal)
+    }
+
+    /// Hands out what waited for each acknowledgement; rebuilds the state after a failure.
+    private func observe(_ log: any ChangeLog) {
+        log.setHandlers(
+            acknowledged: { [weak self] acknowledged in self?.handOuts.release(through: acknowledged) },
+            failed: { [weak self] lsn in self?.rebuildState(through: lsn) }
+        )
     }
 
     /// What the write-ahead log has done since the engine opened (nil in memory).
     public var logStatistics: WALStatistics? {
-        self.wal?.currentStatistics
+        self.log?.currentStatistics
     }
 
     /// Why changes are refused now: the log failed (a full disk, an I/O error) and has not yet
     /// continued, or the engine halted. Nil while changes are accepted (and for an in-memory engine).
     /// For health checks; the failure itself is logged once, at error level.
     public var logFailure: FanoutError? {
-        self.halted.withLock { $0 } ?? self.wal?.currentFailure
+        self.halted.withLock { $0 } ?? self.log?.currentFailure
     }
 
     /// Flushes and syncs the log and releases the data directory. Changes after this fail with
     /// `UNAVAILABLE` (reads still answer from memory). A no-op for an in-memory engine.
     public func close() throws(FanoutError) {
-        guard let descriptor = self.directoryLock.withLock({ lock -> Int32? in
+        guard let log = self.log else { return }
+        let descriptor = self.directoryLock.withLock { lock -> Int32? in
             defer { lock = nil }
             return lock
-        }) else { return }
-        defer { Glibc.close(descriptor) }
+        }
+        // Only the first close of a data directory's engine does anything.
+        if self.directory != nil && descriptor == nil { return }
+        defer { if let descriptor { Glibc.close(descriptor) } }
         self.finishConsumers()
-        try self.wal?.close()
+        try log.close()
     }
 
     // MARK: - Projects
@@ -312,14 +341,14 @@ public final class Engine: Sendable {
         var handedOut = false
         defer {
             // After the lock: push what the change handed out, as far as the log has acknowledged.
-            if handedOut { self.handOuts.release(through: self.wal?.acknowledgedTicket ?? Self.everythingAcknowledged) }
+            if handedOut { self.handOuts.release(through: self.log?.acknowledgedTicket ?? Self.everythingAcknowledged) }
         }
         return try box.state.withLock { (state: inout ProjectState) throws(FanoutError) -> Result in
             defer {
                 if !state.deliveries.handOuts.isEmpty {
                     // Queued under the lock, so one consumer gets them in the order they were made,
                     // behind every record appended so far (this change's own included).
-                    let ticket = self.wal?.nextRecordLSN ?? Self.everythingAcknowledged
+                    let ticket = self.log?.nextRecordLSN ?? Self.everythingAcknowledged
                     self.handOuts.enqueue(state.deliveries.handOuts, after: ticket)
                     state.deliveries.handOuts.removeAll(keepingCapacity: true)
                     handedOut = true
@@ -330,7 +359,7 @@ public final class Engine: Sendable {
     }
 
     /// The position an in-memory engine's hand-outs wait for, and what it has acknowledged: all.
-    private static let everythingAcknowledged = WALTicket(lsn: 0, epoch: 0)
+    private static let everythingAcknowledged = LogTicket(lsn: 0, epoch: 0)
 
     func checkNotHalted() throws(FanoutError) {
         guard self.isHalted.load(ordering: .acquiring) else { return }

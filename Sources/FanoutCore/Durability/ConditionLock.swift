@@ -58,7 +58,7 @@ final class ConditionLock: @unchecked Sendable {
         pthread_cond_timedwait(self.conditions + Condition.work.rawValue, self.mutex, &deadline)
     }
 
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    func withLock<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
         self.lock()
         defer { self.unlock() }
         return try body()

@@ -245,10 +245,10 @@ extension Engine {
             throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
         }
         try wal.checkHealthy()
-        let (states, boundary) = self.projects.withLock { projects -> ([ProjectState], WALTicket) in
+        let (states, boundary) = self.projects.withLock { projects -> ([ProjectState], LogTicket) in
             let boxes = projects.sorted { $0.key < $1.key }.map(\.value)
             var states: [ProjectState] = []
-            func capture(_ index: Int) -> WALTicket {
+            func capture(_ index: Int) -> LogTicket {
                 guard index < boxes.count else { return wal.nextRecordLSN }
                 return boxes[index].state.withLock { state in
                     states.append(state)

@@ -5,14 +5,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// What `WALWriter.append` hands back to wait on: the LSN after the records, and the writer's
-/// epoch (it changes at each failure, after which LSNs are given out again from the last
-/// acknowledged one).
-struct WALTicket: Sendable, Hashable {
-    var lsn: UInt64
-    var epoch: Int
-}
-
 /// The single writer of the write-ahead log: callers hand it records (cheap, under their own
 /// locks, so the log order is the order changes were applied) and wait for their LSN to become
 /// durable; one thread takes everything queued, writes it as one batch, and `fdatasync`s once for
@@ -22,7 +14,7 @@ struct WALTicket: Sendable, Hashable {
 /// (the engine, which rebuilds its state from what is durable) runs before any caller hears of it,
 /// and the thread then tries every `retryInterval` to cut the failed segment back to its last
 /// acknowledged batch and start a new one; once that works, the log accepts records again.
-final class WALWriter: @unchecked Sendable {
+final class WALWriter: ChangeLog, @unchecked Sendable {
     // Safe to share: all mutable state below is guarded by `state`, and the file descriptor is
     // used only by the writer thread (and by `close` after that thread has stopped).
 
@@ -60,7 +52,7 @@ final class WALWriter: @unchecked Sendable {
     private var failureHandler: (@Sendable (UInt64) -> Void)?
     /// Runs on the writer thread after each batch is acknowledged (outside the lock), given what is
     /// acknowledged now: the engine hands out the deliveries that waited for it.
-    private var acknowledgementHandler: (@Sendable (WALTicket) -> Void)?
+    private var acknowledgementHandler: (@Sendable (LogTicket) -> Void)?
     /// True while a failure's handler runs: no caller is told an outcome until it is done.
     private var settling = false
     private var statistics = WALStatistics()
@@ -114,14 +106,11 @@ final class WALWriter: @unchecked Sendable {
         pthread_detach(self.thread)
     }
 
-    /// Sets what runs after a failure, before callers are told (see the type's comment).
-    func setFailureHandler(_ handler: @escaping @Sendable (UInt64) -> Void) {
-        self.state.withLock { self.failureHandler = handler }
-    }
-
-    /// Sets what runs after each acknowledged batch (see `acknowledgementHandler`).
-    func setAcknowledgementHandler(_ handler: @escaping @Sendable (WALTicket) -> Void) {
-        self.state.withLock { self.acknowledgementHandler = handler }
+    func setHandlers(acknowledged: @escaping @Sendable (LogTicket) -> Void, failed: @escaping @Sendable (UInt64) -> Void) {
+        self.state.withLock {
+            self.acknowledgementHandler = acknowledged
+            self.failureHandler = failed
+        }
     }
 
     /// The index in a segment file's name.
@@ -145,7 +134,7 @@ final class WALWriter: @unchecked Sendable {
 
     /// Queues `records` (in order) and returns the LSN after the last one; wait on it with
     /// `waitUntilAcknowledged`. Call while holding the lock that ordered the changes.
-    func append(_ records: [WALRecord]) throws(FanoutError) -> WALTicket {
+    func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         self.state.lock()
         defer { self.state.unlock() }
         if let failure = self.failure { throw failure }
@@ -153,12 +142,12 @@ final class WALWriter: @unchecked Sendable {
         self.queue.append(contentsOf: records)
         self.nextLSN += UInt64(records.count)
         self.state.signal(.work)
-        return WALTicket(lsn: self.nextLSN, epoch: self.epoch)
+        return LogTicket(lsn: self.nextLSN, epoch: self.epoch)
     }
 
     /// Whether the records before `ticket` are acknowledged (`true`), refused by a failure
     /// (`false`), or neither yet (nil). Call with the lock held.
-    private func outcome(of ticket: WALTicket) -> Bool? {
+    private func outcome(of ticket: LogTicket) -> Bool? {
         if self.settling { return self.acknowledgedLSN >= ticket.lsn && ticket.epoch == self.epoch ? true : nil }
         if ticket.epoch != self.epoch {
             return ticket.lsn <= (self.acknowledgedAtFailure[ticket.epoch] ?? 0)
@@ -173,13 +162,13 @@ final class WALWriter: @unchecked Sendable {
 
     /// The LSN the next appended record gets (and the epoch, to wait on it). Read it while holding
     /// every lock under which records are appended, to get a consistent boundary.
-    var nextRecordLSN: WALTicket {
-        self.state.withLock { WALTicket(lsn: self.nextLSN, epoch: self.epoch) }
+    var nextRecordLSN: LogTicket {
+        self.state.withLock { LogTicket(lsn: self.nextLSN, epoch: self.epoch) }
     }
 
     /// Every record before this is acknowledged (in this epoch).
-    var acknowledgedTicket: WALTicket {
-        self.state.withLock { WALTicket(lsn: self.acknowledgedLSN, epoch: self.epoch) }
+    var acknowledgedTicket: LogTicket {
+        self.state.withLock { LogTicket(lsn: self.acknowledgedLSN, epoch: self.epoch) }
     }
 
     /// Why the log refuses records now (nil while it writes).
@@ -219,7 +208,7 @@ final class WALWriter: @unchecked Sendable {
     }
 
     /// Blocks until every record before `ticket` is acknowledged.
-    func waitUntilAcknowledged(_ ticket: WALTicket) throws(FanoutError) {
+    func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError) {
         self.state.lock()
         defer { self.state.unlock() }
         if self.outcome(of: ticket) == nil {
@@ -240,7 +229,7 @@ final class WALWriter: @unchecked Sendable {
     }
 
     /// Suspends the calling task (blocking no thread) until every record before `ticket` is acknowledged.
-    func acknowledgement(of ticket: WALTicket) async throws(FanoutError) {
+    func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
         // Already acknowledged (the older replies of a batch the server writes together): no
         // continuation, no suspension.
         self.state.lock()
@@ -363,7 +352,7 @@ final class WALWriter: @unchecked Sendable {
                         self.statistics.bytes += batch.count
                         if synced { self.statistics.syncs += 1 }
                         self.wakeWaiters()
-                        return (WALTicket(lsn: self.acknowledgedLSN, epoch: self.epoch), self.acknowledgementHandler)
+                        return (LogTicket(lsn: self.acknowledgedLSN, epoch: self.epoch), self.acknowledgementHandler)
                     }
                     handler?(acknowledged)
                 }

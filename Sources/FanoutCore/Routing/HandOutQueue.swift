@@ -18,7 +18,7 @@ struct HandOut {
 /// it pushes under the queue's own lock, never a project's, so two releases keep that order.
 final class HandOutQueue: Sendable {
     private struct Waiting {
-        var ticket: WALTicket
+        var ticket: LogTicket
         var handOuts: [HandOut]
     }
 
@@ -28,7 +28,7 @@ final class HandOutQueue: Sendable {
     private let count = Atomic<Int>(0)
 
     /// Queues hand-outs that wait for every record before `ticket`. Call under the project lock.
-    func enqueue(_ handOuts: [HandOut], after ticket: WALTicket) {
+    func enqueue(_ handOuts: [HandOut], after ticket: LogTicket) {
         self.waiting.withLock { waiting in
             waiting.append(Waiting(ticket: ticket, handOuts: handOuts))
             self.count.store(waiting.count, ordering: .releasing)
@@ -37,7 +37,7 @@ final class HandOutQueue: Sendable {
 
     /// Pushes, in order, the hand-outs whose records are acknowledged by `acknowledged()`; drops
     /// those of an earlier epoch (their records were refused, and their consumers were detached).
-    func release(through acknowledged: @autoclosure () -> WALTicket) {
+    func release(through acknowledged: @autoclosure () -> LogTicket) {
         guard self.count.load(ordering: .acquiring) > 0 else { return }
         let acknowledged = acknowledged()
         self.waiting.withLock { waiting in

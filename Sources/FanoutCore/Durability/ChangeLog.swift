@@ -1,0 +1,53 @@
+/// A position in a change log to wait on: every record before `lsn`, in `epoch` (a log that fails
+/// and continues starts a new epoch, giving out LSNs again from its last acknowledged one).
+package struct LogTicket: Sendable, Hashable {
+    package var lsn: UInt64
+    package var epoch: Int
+
+    package init(lsn: UInt64, epoch: Int) {
+        self.lsn = lsn
+        self.epoch = epoch
+    }
+}
+
+/// Where the engine's changes go, in the order they were applied, and the one place that says when
+/// they are durable. The engine appends under the lock that ordered the changes, waits (or lets its
+/// caller wait) for the ticket, and hands out deliveries only behind acknowledged positions.
+///
+/// `WALWriter` is the log of a data directory; `InMemoryChangeLog` keeps records in memory (tests,
+/// and the seam a replicated log stands in later). Implementations are thread-safe.
+package protocol ChangeLog: AnyObject, Sendable {
+    /// Throws why the log refuses records now (a failure, or closing); cheap while it accepts them.
+    /// Checked before a change is applied, so that a change the log cannot take is not applied.
+    func checkHealthy() throws(FanoutError)
+
+    /// Queues `records` in order; returns the position after the last one.
+    func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket
+
+    /// The position the next appended record gets. Read under every lock records are appended
+    /// under, to get a consistent boundary.
+    var nextRecordLSN: LogTicket { get }
+
+    /// Every record before this position is acknowledged.
+    var acknowledgedTicket: LogTicket { get }
+
+    /// Suspends the calling task (blocking no thread) until every record before `ticket` is
+    /// acknowledged. - Throws: `UNAVAILABLE` when the log refused them.
+    func acknowledgement(of ticket: LogTicket) async throws(FanoutError)
+
+    /// Blocks the calling thread until every record before `ticket` is acknowledged.
+    func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError)
+
+    /// What runs after each acknowledgement (given the new acknowledged position), and after a
+    /// failure before any waiter is told (given the position through which records are kept).
+    func setHandlers(acknowledged: @escaping @Sendable (LogTicket) -> Void, failed: @escaping @Sendable (UInt64) -> Void)
+
+    /// Why the log refuses records now; nil while it accepts them.
+    var currentFailure: FanoutError? { get }
+
+    /// What the log has done since it opened.
+    var currentStatistics: WALStatistics { get }
+
+    /// Acknowledges what is queued, then refuses further records.
+    func close() throws(FanoutError)
+}
