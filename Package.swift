@@ -24,6 +24,7 @@ let package = Package(
     name: "fanout",
     platforms: [.macOS(.v15)],
     products: [
+        .library(name: "FanoutModel", targets: ["FanoutModel"]),
         .library(name: "FanoutCore", targets: ["FanoutCore"]),
         // Seeded generator, manual clock and reference models, for tests and the benchmark package (not API).
         .library(name: "FanoutTestSupport", targets: ["FanoutTestSupport"]),
@@ -56,15 +57,19 @@ let package = Package(
         ),
 
         // MARK: - Targets
+        // The value types both ends share (names, FIDs, tokens, statuses, errors): no C library.
+        .target(
+            name: "FanoutModel"
+        ),
         .target(
             name: "FanoutCore",
-            dependencies: ["CFanoutOpenSSL", "CFanoutLZ4", dequeModule, logging],
+            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", dequeModule, logging],
             swiftSettings: [internalChecks]
         ),
         // The TCP protocol's frames and messages, shared by the server and the client.
         .target(
             name: "FanoutWire",
-            dependencies: ["FanoutCore", nioCore]
+            dependencies: ["FanoutModel", dequeModule, nioCore]
         ),
         .target(
             name: "FanoutServer",
@@ -72,7 +77,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutClient",
-            dependencies: ["FanoutCore", "FanoutWire", dequeModule, nioCore, nioPosix]
+            dependencies: ["FanoutModel", "FanoutWire", dequeModule, nioCore, nioPosix]
         ),
         // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
         .target(

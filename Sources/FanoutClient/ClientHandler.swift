@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 internal import FanoutWire
 internal import NIOCore
 

@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 public import FanoutWire
 
 /// The deliveries of an attachment, as they arrive: iterate it one by one, or take what has

@@ -1,4 +1,4 @@
-public import FanoutCore
+public import FanoutModel
 public import FanoutWire
 public import NIOCore
 public import NIOPosix

@@ -1,4 +1,4 @@
-public import FanoutCore
+public import FanoutModel
 public import NIOCore
 
 /// Every request of the protocol (docs/wire-protocol.md section 5). Names of things travel as

@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 public import NIOCore
 
 /// Splits bytes into frames and decodes them (docs/wire-protocol.md section 2): peeks the 12-byte

@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 internal import NIOCore
 
 /// Reads one frame's payload field by field (docs/wire-protocol.md section 3). Every failure is a

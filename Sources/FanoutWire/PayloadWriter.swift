@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 internal import NIOCore
 
 /// Writes payload fields (docs/wire-protocol.md section 3). Strings longer than a `u16` count and

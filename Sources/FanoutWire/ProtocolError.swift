@@ -1,4 +1,4 @@
-public import FanoutCore
+public import FanoutModel
 
 /// A frame that breaks the protocol: the peer gets an ERROR frame with `code` and the connection
 /// is closed (docs/wire-protocol.md section 7). `requestID` is the offending frame's, or 0.

@@ -1,4 +1,4 @@
-public import FanoutCore
+public import FanoutModel
 
 /// REGISTER's fields as they travel: strings, checked by the server with the engine's rules.
 public struct RegistrationFields: Hashable, Sendable {
@@ -81,20 +81,6 @@ public struct WireDelivery: Hashable, Sendable {
         self.isInFlight = isInFlight
         self.isDeletedMessagesMarker = isDeletedMessagesMarker
         self.payload = payload
-    }
-
-    /// The engine's delivery as it travels.
-    public init(_ delivery: Delivery) {
-        self.init(
-            id: delivery.id,
-            fid: delivery.fid,
-            token: delivery.token,
-            platform: delivery.platform,
-            expiry: delivery.expiry,
-            isInFlight: delivery.isInFlight,
-            isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
-            payload: delivery.payload
-        )
     }
 }
 

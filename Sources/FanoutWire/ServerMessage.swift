@@ -1,4 +1,4 @@
-public import FanoutCore
+public import FanoutModel
 public import NIOCore
 
 /// Every frame a server sends (docs/wire-protocol.md section 5). Replies that share a payload

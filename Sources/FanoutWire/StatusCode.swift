@@ -1,4 +1,4 @@
-public import FanoutCore
+public import FanoutModel
 
 /// The `status` byte of the wire protocol (docs/wire-protocol.md section 6).
 extension FanoutError.Code {

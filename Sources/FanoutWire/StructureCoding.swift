@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 internal import NIOCore
 
 // The structures several messages share (docs/wire-protocol.md section 3).

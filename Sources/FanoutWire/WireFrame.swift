@@ -1,4 +1,4 @@
-internal import FanoutCore
+internal import FanoutModel
 public import NIOCore
 
 /// The messages of one direction (`ClientRequest`, `ServerMessage`): each knows its opcode and

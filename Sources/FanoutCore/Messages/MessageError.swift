@@ -43,3 +43,11 @@ public struct MessageError: Error, Sendable, CustomStringConvertible {
         )
     }
 }
+
+extension FanoutError {
+    /// `INVALID_ARGUMENT` carrying a message's violations.
+    public init(_ error: MessageError) {
+        self.init(.invalidArgument, error.message, field: error.violations.first?.field)
+        self.violations = error.violations
+    }
+}

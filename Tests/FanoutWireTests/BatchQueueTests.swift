@@ -1,4 +1,4 @@
-@testable import FanoutCore
+@testable import FanoutWire
 import Testing
 
 /// The queue between a connection's producers and its one consumer task (server replies, client

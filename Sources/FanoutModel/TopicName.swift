@@ -19,7 +19,7 @@ public struct TopicName: Hashable, Comparable, Sendable, CustomStringConvertible
         self.value = String(name)
     }
 
-    static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
+    package static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
         var count = 0
         for byte in bytes {
             guard Self.isTopicCharacter(byte) else { return false }
@@ -30,7 +30,7 @@ public struct TopicName: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     @inline(__always)
-    static func isTopicCharacter(_ byte: UInt8) -> Bool {
+    package static func isTopicCharacter(_ byte: UInt8) -> Bool {
         ASCII.isAlphanumeric(byte)
             || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
             || byte == UInt8(ascii: "~") || byte == UInt8(ascii: "%")

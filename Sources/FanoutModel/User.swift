@@ -14,10 +14,3 @@ public struct User: Hashable, Sendable {
         self.lastActive = lastActive
     }
 }
-
-/// The user directory's record: devices as slots.
-struct UserRecord {
-    var isAnonymous: Bool
-    var devices: [UInt32]
-    var lastActive: Int64
-}

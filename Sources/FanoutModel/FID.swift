@@ -1,5 +1,3 @@
-internal import CFanoutOpenSSL
-
 /// A Firebase Installation ID: 22 characters of URL-safe base64 whose first character is `c`, `d`,
 /// `e` or `f` (`^[cdef][A-Za-z0-9_-]{21}$`).
 ///
@@ -77,22 +75,6 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { self.string }
 
     // MARK: - Generation
-
-    /// A new random FID, made exactly as the Firebase Installations SDKs do: 17 bytes from a
-    /// CSPRNG (OpenSSL `RAND_bytes`), the first four bits forced to `0111`, URL-safe base64, the
-    /// first 22 characters.
-    ///
-    /// - Throws: `FanoutError` with code `internal` if the CSPRNG fails (it does not on a healthy system).
-    public static func generate() throws(FanoutError) -> FID {
-        var bytes = [UInt8](repeating: 0, count: 17)
-        let status = bytes.withUnsafeMutableBufferPointer { buffer in
-            RAND_bytes(buffer.baseAddress, Int32(buffer.count))
-        }
-        guard status == 1 else {
-            throw FanoutError(.internal, "the system CSPRNG (RAND_bytes) failed")
-        }
-        return Self.make(fromRandomBytes: bytes)
-    }
 
     /// The FID that FIS derives from 17 random bytes (exposed for tests; the header bits are set here).
     package static func make(fromRandomBytes randomBytes: [UInt8]) -> FID {

@@ -1,13 +1,13 @@
 /// Byte-level character classes used by the validators. Everything here works on UTF-8 bytes, so
 /// validation is one pass with no `Character` or regex machinery.
-enum ASCII {
+package enum ASCII {
     /// `0x21...0x7E`: visible ASCII, no space, no control characters.
     @inline(__always)
-    static func isVisible(_ byte: UInt8) -> Bool { byte >= 0x21 && byte <= 0x7E }
+    package static func isVisible(_ byte: UInt8) -> Bool { byte >= 0x21 && byte <= 0x7E }
 
     /// `[A-Za-z0-9]`
     @inline(__always)
-    static func isAlphanumeric(_ byte: UInt8) -> Bool {
+    package static func isAlphanumeric(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
             || Self.isUppercase(byte)
             || Self.isDigit(byte)
@@ -15,17 +15,17 @@ enum ASCII {
 
     /// `[A-Z]`
     @inline(__always)
-    static func isUppercase(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+    package static func isUppercase(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
 
     /// `byte` with an ASCII capital letter lowercased.
     @inline(__always)
-    static func lowercased(_ byte: UInt8) -> UInt8 { Self.isUppercase(byte) ? byte + 32 : byte }
+    package static func lowercased(_ byte: UInt8) -> UInt8 { Self.isUppercase(byte) ? byte + 32 : byte }
 
     /// The index of the first byte at or after `start` that a JSON string cannot hold as it is (a
     /// quote, a backslash, a control character); `bytes.count` if there is none. Eight bytes at a
     /// time, then byte by byte: the parser and the writer step over plain runs of strings with it.
     @inline(__always)
-    static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+    package static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
         var sawNonASCII = false
         return Self.firstJSONSpecialByte(in: bytes, from: start, sawNonASCII: &sawNonASCII)
     }
@@ -33,7 +33,7 @@ enum ASCII {
     /// `firstJSONSpecialByte(in:from:)`, setting `sawNonASCII` if a byte over 0x7F is among those
     /// looked at (which may include up to seven after the one found).
     @inline(__always)
-    static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, sawNonASCII: inout Bool) -> Int {
+    package static func firstJSONSpecialByte(in bytes: UnsafeBufferPointer<UInt8>, from start: Int, sawNonASCII: inout Bool) -> Int {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highBits: UInt64 = 0x8080_8080_8080_8080
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
@@ -80,7 +80,7 @@ enum ASCII {
     }
 
     /// Whether any byte is `[A-Z]`: eight ASCII bytes at a time.
-    static func containsUppercase(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func containsUppercase(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highBits: UInt64 = 0x8080_8080_8080_8080
         var index = 0
@@ -101,30 +101,30 @@ enum ASCII {
     }
 
     /// Whether `bytes` start with `prefix`, byte for byte.
-    static func hasPrefix(_ bytes: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+    package static func hasPrefix(_ bytes: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
         prefix.withUTF8Buffer { prefix in bytes.count >= prefix.count && (0..<prefix.count).allSatisfy { bytes[$0] == prefix[$0] } }
     }
 
     /// A non-negative decimal integer of at most `maximumDigits` digits (19 at most: they fit).
-    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>, maximumDigits: Int = 19) -> UInt64? {
+    package static func decimal(_ bytes: UnsafeBufferPointer<UInt8>, maximumDigits: Int = 19) -> UInt64? {
         guard !bytes.isEmpty, bytes.count <= min(maximumDigits, 19), bytes.allSatisfy(Self.isDigit) else { return nil }
         return bytes.reduce(0) { $0 * 10 + UInt64($1 - UInt8(ascii: "0")) }
     }
 
     /// `[0-9]`
     @inline(__always)
-    static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    package static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     /// `[0-9a-fA-F]`
     @inline(__always)
-    static func isHexDigit(_ byte: UInt8) -> Bool {
+    package static func isHexDigit(_ byte: UInt8) -> Bool {
         Self.isDigit(byte)
             || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
             || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
     }
 
     /// True when every byte is visible ASCII and the length is in `lengths`.
-    static func isVisibleString(_ string: String, lengths: ClosedRange<Int>) -> Bool {
+    package static func isVisibleString(_ string: String, lengths: ClosedRange<Int>) -> Bool {
         let utf8 = string.utf8
         guard lengths.contains(utf8.count) else { return false }
         // Native strings are contiguous: one branch-free pass that the compiler vectorises.
@@ -144,7 +144,7 @@ enum ASCII {
     }
 
     /// True when the string has no control characters (C0, DEL) and at most `maxBytes` UTF-8 bytes.
-    static func isPrintableText(_ string: String, maxBytes: Int) -> Bool {
+    package static func isPrintableText(_ string: String, maxBytes: Int) -> Bool {
         var count = 0
         for byte in string.utf8 {
             if byte < 0x20 || byte == 0x7F { return false }

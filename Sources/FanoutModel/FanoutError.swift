@@ -70,12 +70,6 @@ public struct FanoutError: Error, Hashable, Sendable, CustomStringConvertible {
         self.field = field
     }
 
-    /// `INVALID_ARGUMENT` carrying a message's violations.
-    public init(_ error: MessageError) {
-        self.init(.invalidArgument, error.message, field: error.violations.first?.field)
-        self.violations = error.violations
-    }
-
     public var description: String {
         if let field = self.field {
             return "\(self.code.name): \(field): \(self.message)"
@@ -92,11 +86,11 @@ public struct FanoutError: Error, Hashable, Sendable, CustomStringConvertible {
         hasher.combine(self.field)
     }
 
-    static func invalidArgument(_ message: String, field: String? = nil) -> FanoutError {
+    package static func invalidArgument(_ message: String, field: String? = nil) -> FanoutError {
         FanoutError(.invalidArgument, message, field: field)
     }
 
-    static func notFound(_ message: String, field: String? = nil) -> FanoutError {
+    package static func notFound(_ message: String, field: String? = nil) -> FanoutError {
         FanoutError(.notFound, message, field: field)
     }
 }

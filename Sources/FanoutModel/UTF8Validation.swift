@@ -1,8 +1,8 @@
 /// UTF-8 validation over raw bytes, for the parsers of untrusted input (JSON bodies, log and
 /// snapshot files): one pass, no `String` built.
-enum UTF8Validation {
+package enum UTF8Validation {
     /// RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
-    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         while index < bytes.count {
             // ASCII eight bytes at a time.

@@ -6,12 +6,12 @@ import Glibc
 /// `Synchronization.Mutex`, whose Linux implementation spins before it sleeps: with many threads
 /// waiting on one project (the durability benchmark's 256 callers on 2 cores) the spinning took a
 /// third of the CPU. A pthread mutex sleeps in the kernel at once.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // Safe to share: `value` is only touched inside `withLock`, under the mutex.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         self.mutex = .allocate(capacity: 1)
         pthread_mutex_init(self.mutex, nil)
@@ -22,7 +22,7 @@ final class Locked<Value>: @unchecked Sendable {
         self.mutex.deallocate()
     }
 
-    func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(self.mutex)
         defer { pthread_mutex_unlock(self.mutex) }
         return try body(&self.value)

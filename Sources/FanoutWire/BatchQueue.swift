@@ -1,4 +1,5 @@
 internal import DequeModule
+internal import FanoutModel
 
 /// Elements handed from producers to one consuming task, which takes what has arrived in batches
 /// (`nextBatch` waits only while nothing is queued). The queue ends with `finish`: the consumer

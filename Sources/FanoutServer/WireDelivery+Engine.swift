@@ -1,0 +1,18 @@
+internal import FanoutCore
+internal import FanoutWire
+
+extension WireDelivery {
+    /// The engine's delivery as it travels.
+    init(_ delivery: Delivery) {
+        self.init(
+            id: delivery.id,
+            fid: delivery.fid,
+            token: delivery.token,
+            platform: delivery.platform,
+            expiry: delivery.expiry,
+            isInFlight: delivery.isInFlight,
+            isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
+            payload: delivery.payload
+        )
+    }
+}
