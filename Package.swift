@@ -29,6 +29,7 @@ let package = Package(
         // Seeded generator, manual clock and reference models, for tests and the benchmark package (not API).
         .library(name: "FanoutTestSupport", targets: ["FanoutTestSupport"]),
         .library(name: "FanoutWire", targets: ["FanoutWire"]),
+        .library(name: "FanoutKeys", targets: ["FanoutKeys"]),
         .library(name: "FanoutServer", targets: ["FanoutServer"]),
         .library(name: "FanoutClient", targets: ["FanoutClient"]),
         .executable(name: "fanoutd", targets: ["fanoutd"]),
@@ -71,9 +72,14 @@ let package = Package(
             name: "FanoutWire",
             dependencies: ["FanoutModel", dequeModule, nioCore]
         ),
+        // The API-key file: what the daemon accepts, what the CLI and the load harness read.
+        .target(
+            name: "FanoutKeys",
+            dependencies: ["FanoutWire", "CFanoutOpenSSL"]
+        ),
         .target(
             name: "FanoutServer",
-            dependencies: ["FanoutCore", "FanoutWire", "CFanoutOpenSSL", dequeModule, nioCore, nioPosix, logging, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, logging, serviceLifecycle]
         ),
         .target(
             name: "FanoutClient",
@@ -82,7 +88,7 @@ let package = Package(
         // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
         .target(
             name: "FanoutLoad",
-            dependencies: ["FanoutCore", "FanoutWire", "FanoutClient", "FanoutServer", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix]
+            dependencies: ["FanoutCore", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix]
         ),
         .target(
             name: "FanoutTestSupport",
@@ -92,11 +98,11 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals]
+            dependencies: ["FanoutCore", "FanoutServer", "FanoutKeys", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals]
         ),
         .executableTarget(
             name: "fanout",
-            dependencies: ["FanoutCore", "FanoutClient", "FanoutServer", "FanoutWire", argumentParser]
+            dependencies: ["FanoutCore", "FanoutClient", "FanoutKeys", "FanoutWire", argumentParser]
         ),
         .executableTarget(
             name: "fanout-load",
@@ -123,7 +129,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, logging, serviceLifecycle]
+            dependencies: ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, logging, serviceLifecycle]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

@@ -33,7 +33,7 @@ for suite in ["TopicIndexBenchmarks", "DeliveryBenchmarks", "MessageBenchmarks",
     ]
     if suite == "ProtocolBenchmarks" {
         // The server and the client over loopback, in one process.
-        dependencies += ["FanoutServer", "FanoutClient", "FanoutWire"].map { .product(name: $0, package: "fanout") }
+        dependencies += ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire"].map { .product(name: $0, package: "fanout") }
     }
     package.targets.append(
         .executableTarget(

@@ -1,4 +1,5 @@
 internal import FanoutCore
+internal import FanoutKeys
 internal import FanoutWire
 internal import Logging
 internal import NIOCore

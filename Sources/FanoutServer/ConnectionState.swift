@@ -1,4 +1,5 @@
 internal import FanoutCore
+internal import FanoutKeys
 internal import FanoutWire
 
 /// The protocol rules of one connection that do not touch the engine: the handshake, roles and
@@ -45,7 +46,7 @@ struct ConnectionState {
             if case .hello = request {
                 return .fail(.error(FanoutError(.invalidArgument, "HELLO was sent twice")))
             }
-            if role == .consumer, !request.opcode.isConsumerRequest {
+            if role == .consumer, !Self.consumerMaySend(request.opcode) {
                 return .reply(.error(FanoutError(.permissionDenied, "a consumer connection may not send \(request.opcode)")))
             }
             if case .snapshot = request, key.projects != .all {
@@ -55,6 +56,14 @@ struct ConnectionState {
                 return .reply(.error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))
             }
             return .perform(request)
+        }
+    }
+
+    /// What a consumer connection may send: the handshake, PING and its delivery stream.
+    static func consumerMaySend(_ opcode: Opcode) -> Bool {
+        switch opcode {
+        case .hello, .ping, .attach, .grant, .acknowledge, .detach: return true
+        default: return false
         }
     }
 

@@ -1,4 +1,5 @@
 public import FanoutCore
+public import FanoutKeys
 internal import FanoutWire
 public import Logging
 public import NIOCore

@@ -1,4 +1,5 @@
 internal import FanoutCore
+internal import FanoutKeys
 internal import FanoutWire
 
 /// Performs the engine's operations for requests (everything but the consumer's, which belong to

@@ -54,13 +54,5 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     /// The request this reply answers (for reply opcodes `0x81`-`0xEF`).
     public var request: Opcode { Opcode(rawValue: self.rawValue & 0x7F) }
 
-    /// Whether a consumer key may send it.
-    public var isConsumerRequest: Bool {
-        switch self {
-        case .hello, .ping, .attach, .grant, .acknowledge, .detach: return true
-        default: return false
-        }
-    }
-
     public var description: String { "0x" + String(self.rawValue, radix: 16, uppercase: true) }
 }

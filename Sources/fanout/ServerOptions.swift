@@ -1,7 +1,7 @@
 import ArgumentParser
 import FanoutClient
 import FanoutCore
-import FanoutServer
+import FanoutKeys
 import FanoutWire
 import Foundation
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanoutCore
+import FanoutKeys
 import FanoutServer
 import Foundation
 import Logging

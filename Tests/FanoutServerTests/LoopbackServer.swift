@@ -1,5 +1,6 @@
 import FanoutClient
 import FanoutCore
+import FanoutKeys
 import FanoutServer
 import FanoutTestSupport
 import FanoutWire

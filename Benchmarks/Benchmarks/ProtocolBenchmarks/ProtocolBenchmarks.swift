@@ -2,6 +2,7 @@
 import BenchmarkSupport
 import FanoutClient
 import FanoutCore
+import FanoutKeys
 import FanoutServer
 import FanoutWire
 import Foundation

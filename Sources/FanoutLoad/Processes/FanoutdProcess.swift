@@ -1,4 +1,4 @@
-import FanoutServer
+import FanoutKeys
 import FanoutWire
 import Foundation
 
