@@ -1,0 +1,222 @@
+internal import DequeModule
+
+/// Consumers and hand-out: attaching and detaching, credit, the platforms' ready queues, and
+/// filling each consumer within its credit. What a consumer is handed goes to
+/// `deliveries.handOuts`; the engine pushes it once the change that made it is durable.
+extension ProjectState {
+    /// Attaches a consumer and hands it its backlog within `credit`.
+    /// - Throws: `INVALID_ARGUMENT` for a credit out of 1...65536 or an empty or oversized list of
+    ///   installations; `NOT_FOUND` / `UNREGISTERED` for an installation that does not exist.
+    mutating func attachConsumer(_ scope: ConsumerScope, credit: Int, sink: DeliverySink, now: Timestamp) throws(FanoutError) -> UInt64 {
+        guard (1...Self.maximumCredit).contains(credit) else {
+            throw .invalidArgument("credit must be in 1...\(Self.maximumCredit), got \(credit)", field: "credit")
+        }
+        var slots: [UInt32] = []
+        if case .installations(let addresses) = scope {
+            guard (1...self.configuration.maximumBatchSize).contains(addresses.count) else {
+                throw .invalidArgument(
+                    "a consumer attaches to 1...\(self.configuration.maximumBatchSize) installations, got \(addresses.count)",
+                    field: "installations"
+                )
+            }
+            for (position, address) in addresses.enumerated() {
+                slots.append(try self.slot(for: address, field: "installations[\(position)]"))
+            }
+        }
+        let id = self.deliveries.consumers.nextID
+        self.deliveries.consumers.nextID += 1
+        switch scope {
+        case .installations:
+            for slot in slots {
+                if let previous = self.deliveries.consumers.deviceConsumer[slot] {
+                    self.takeSlot(slot, from: previous)
+                }
+                self.deliveries.consumers.deviceConsumer[slot] = id
+                self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, true, slot)
+            }
+            self.deliveries.consumers.byID[id] = .init(id: id, platform: nil, slots: Set(slots), credit: credit, sink: sink)
+        case .platform(let platform):
+            self.deliveries.consumers.byID[id] = .init(id: id, platform: platform, slots: [], credit: credit, sink: sink)
+            self.deliveries.consumers.workers[platform].append(id)
+            if self.deliveries.consumers.workers[platform].count == 1 {
+                self.rebuildReadyQueue(platform)
+            }
+        }
+        self.deliveries.consumers.needsFill.insert(id)
+        self.dispatch(now: now)
+        return id
+    }
+
+    /// Detaches a consumer: what it held unacknowledged goes back to waiting (at-least-once), and
+    /// its installations' deliveries go to their platform's workers.
+    mutating func detachConsumer(_ id: UInt64, now: Timestamp) {
+        guard let consumer = self.deliveries.consumers.byID.removeValue(forKey: id) else { return }
+        self.deliveries.consumers.needsFill.remove(id)
+        if let platform = consumer.platform {
+            self.deliveries.consumers.workers[platform].removeAll { $0 == id }
+            if self.deliveries.consumers.workers[platform].isEmpty {
+                for slot in self.deliveries.consumers.readyQueue[platform] {
+                    self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
+                }
+                self.deliveries.consumers.readyQueue[platform] = []
+            }
+        } else {
+            for slot in consumer.slots {
+                self.deliveries.consumers.deviceConsumer[slot] = nil
+                self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, false, slot)
+            }
+        }
+        for deliveryID in consumer.inFlight {
+            self.release(deliveryID)
+        }
+        for slot in consumer.slots {
+            if let platform = self.registry.platform(ofSlot: slot) { self.markReady(slot, platform: platform) }
+        }
+        consumer.sink.finish()
+        self.scheduleWorkers()
+        self.dispatch(now: now)
+    }
+
+    /// Raises a consumer's credit by `credit`.
+    mutating func grant(_ credit: Int, to id: UInt64, now: Timestamp) throws(FanoutError) {
+        guard let current = self.deliveries.consumers.byID[id]?.credit else {
+            throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
+        }
+        guard credit >= 1 else {
+            throw .invalidArgument("GRANT must add at least 1 credit", field: "credit")
+        }
+        guard credit <= Self.maximumCredit - current else {
+            throw .invalidArgument("credit may not pass \(Self.maximumCredit) in all (\(current) held)", field: "credit")
+        }
+        self.deliveries.consumers.byID[id]!.credit += credit
+        self.deliveries.consumers.needsFill.insert(id)
+        self.dispatch(now: now)
+    }
+
+    /// Finishes every consumer's stream (the engine is closing or the project going).
+    mutating func finishConsumers() {
+        for consumer in self.deliveries.consumers.byID.values { consumer.sink.finish() }
+        self.deliveries.consumers = ConsumerTable()
+        for slot in 0..<UInt32(self.deliveries.mailboxes.heads.count) {
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer | MailboxTable.Head.isQueued, false, slot)
+        }
+    }
+
+    /// Moves `slot` from one device consumer to the one attaching now; what the old one held from
+    /// it waits again.
+    mutating func takeSlot(_ slot: UInt32, from previous: UInt64) {
+        guard let old = self.deliveries.consumers.byID[previous] else { return }
+        self.deliveries.consumers.byID[previous]!.slots.remove(slot)
+        for deliveryID in old.inFlight where deliveryID.slot == slot {
+            self.deliveries.consumers.byID[previous]!.inFlight.remove(deliveryID)
+            self.release(deliveryID)
+        }
+    }
+
+    /// A delivery a consumer gave back (detached without acknowledging) waits again.
+    mutating func release(_ id: DeliveryID) {
+        guard let index = self.find(id)?.index, self.deliveries.mailboxes.node(index).isInFlight else { return }
+        self.deliveries.mailboxes.setInFlight(index, false)
+        if let platform = self.registry.platform(ofSlot: id.slot) { self.markReady(id.slot, platform: platform) }
+    }
+
+    /// The consumer that would take a delivery for `slot` right now, if one has room.
+    mutating func consumerWithRoom(for slot: UInt32, platform: Platform) -> UInt64? {
+        if self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot) {
+            guard let id = self.deliveries.consumers.deviceConsumer[slot],
+                self.deliveries.consumers.byID[id]?.hasRoom == true
+            else { return nil }
+            return id
+        }
+        return self.deliveries.consumers.workerWithRoom(for: platform)
+    }
+
+    /// Notes that `slot` has something to hand out: its device consumer is due a fill, or the slot
+    /// joins its platform's ready queue (when the platform has workers).
+    mutating func markReady(_ slot: UInt32, platform: Platform) {
+        let flags = self.deliveries.mailboxes.head(slot).flags
+        if flags & MailboxTable.Head.hasDeviceConsumer != 0 {
+            if let id = self.deliveries.consumers.deviceConsumer[slot] { self.deliveries.consumers.needsFill.insert(id) }
+        } else if flags & MailboxTable.Head.isQueued == 0 && !self.deliveries.consumers.workers[platform].isEmpty {
+            self.deliveries.consumers.readyQueue[platform].append(slot)
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, true, slot)
+        }
+    }
+
+    /// Every worker of a platform with ready slots is due a fill.
+    mutating func scheduleWorkers() {
+        for platform in Platform.allCases where !self.deliveries.consumers.readyQueue[platform].isEmpty {
+            self.deliveries.consumers.needsFill.formUnion(self.deliveries.consumers.workers[platform])
+        }
+    }
+
+    /// The first worker of a platform: queue every slot of that platform with something waiting.
+    mutating func rebuildReadyQueue(_ platform: Platform) {
+        for (position, head) in self.deliveries.mailboxes.heads.enumerated() where !head.isEmpty {
+            let slot = UInt32(position)
+            if self.registry.platform(ofSlot: slot) == platform { self.markReady(slot, platform: platform) }
+        }
+    }
+
+    /// Fills every consumer that may have room.
+    mutating func dispatch(now: Timestamp) {
+        while let id = self.deliveries.consumers.needsFill.popFirst() {
+            guard let consumer = self.deliveries.consumers.byID[id], consumer.hasRoom else { continue }
+            if let platform = consumer.platform {
+                self.fillWorker(id, platform: platform, now: now)
+            } else {
+                for slot in consumer.slots where self.deliveries.consumers.byID[id]!.hasRoom {
+                    _ = self.fill(id, from: slot, now: now)
+                }
+            }
+        }
+    }
+
+    mutating func fillWorker(_ id: UInt64, platform: Platform, now: Timestamp) {
+        while self.deliveries.consumers.byID[id]!.hasRoom, let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
+            guard let actual = self.registry.platform(ofSlot: slot),
+                !self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot)
+            else { continue }
+            guard actual == platform else {
+                // The slot was freed and taken by an installation of another platform.
+                self.markReady(slot, platform: actual)
+                continue
+            }
+            if self.fill(id, from: slot, now: now) {
+                self.deliveries.consumers.readyQueue[platform].prepend(slot)
+                self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, true, slot)
+                return
+            }
+        }
+    }
+
+    /// Hands the consumer what waits in `slot`'s mailbox (not held, not expired) while it has room;
+    /// returns true when it ran out of room with deliveries left.
+    mutating func fill(_ id: UInt64, from slot: UInt32, now: Timestamp) -> Bool {
+        guard let platform = self.registry.platform(ofSlot: slot) else { return false }
+        var index = self.deliveries.mailboxes.first(in: slot)
+        while index != MailboxTable.none {
+            let node = self.deliveries.mailboxes.node(index)
+            if !node.isInFlight && self.deliveries.entries[Int(node.entry)]!.expiry[platform] > now.millisecondsSinceEpoch {
+                guard self.deliveries.consumers.byID[id]!.hasRoom else { return true }
+                self.handOut(index, in: slot, platform: platform, to: id, entry: node.entry)
+            }
+            index = node.next
+        }
+        return false
+    }
+
+    mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) {
+        self.deliveries.mailboxes.setInFlight(index, true)
+        let delivery = self.delivery(
+            of: self.deliveries.mailboxes.node(index),
+            entry: self.deliveries.entries[Int(entry)]!,
+            slot: slot,
+            platform: platform
+        )
+        self.deliveries.consumers.byID[id]!.inFlight.insert(delivery.id)
+        self.deliveries.handOuts.append(HandOut(sink: self.deliveries.consumers.byID[id]!.sink, delivery: delivery))
+        self.deliveries.counters.delivered += 1
+    }
+}

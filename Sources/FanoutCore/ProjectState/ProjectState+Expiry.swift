@@ -1,0 +1,95 @@
+/// What takes deliveries out of mailboxes besides a newer message: acknowledgements, TTL expiry
+/// and an installation's deletion; and the listing of what waits (`pendingDeliveries`).
+extension ProjectState {
+    /// Acknowledges deliveries the consumer holds; returns those that were still pending (what the
+    /// log records). Ids the consumer does not hold are ignored.
+    mutating func acknowledge(_ ids: [DeliveryID], consumer: UInt64, now: Timestamp) throws(FanoutError) -> [DeliveryID] {
+        guard self.deliveries.consumers.byID[consumer] != nil else {
+            throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
+        }
+        var acknowledged: [DeliveryID] = []
+        for id in ids where self.deliveries.consumers.byID[consumer]!.inFlight.remove(id) != nil {
+            if self.removeDelivery(id) { acknowledged.append(id) }
+        }
+        self.deliveries.counters.acknowledged += acknowledged.count
+        self.deliveries.consumers.needsFill.insert(consumer)
+        self.dispatch(now: now)
+        self.checkDeliveryInvariants()
+        return acknowledged
+    }
+
+    /// Replays logged acknowledgements.
+    mutating func replayAcknowledgements(_ ids: [DeliveryID]) {
+        for id in ids { _ = self.removeDelivery(id) }
+    }
+
+    /// Removes every delivery whose expiry is at or before `now`; returns how many.
+    mutating func expireDeliveries(now: Timestamp) -> Int {
+        let cutoff = now.millisecondsSinceEpoch
+        var expired = 0
+        for position in self.deliveries.entries.indices {
+            guard let entry = self.deliveries.entries[position] else { continue }
+            let due = Platform.allCases.contains { entry.expiry[$0] > entry.lastSweep && entry.expiry[$0] <= cutoff }
+            guard due else { continue }
+            let index = UInt32(position)
+            self.deliveries.entries[position]!.lastSweep = cutoff
+            for slot in entry.audience {
+                guard self.deliveries.entries[position] != nil else { break }
+                guard let platform = self.registry.platform(ofSlot: slot), entry.expiry[platform] <= cutoff,
+                    let found = self.deliveries.mailboxes.first(in: slot, where: { $0.entry == index })
+                else { continue }
+                self.unlink(found.index, after: found.previous, in: slot, platform: platform)
+                expired += 1
+            }
+        }
+        self.deliveries.counters.expired += expired
+        self.checkDeliveryInvariants()
+        return expired
+    }
+
+    /// Drops the mailbox of an installation that is being deleted, and detaches it from its
+    /// device consumer.
+    mutating func dropMailbox(_ slot: UInt32) {
+        guard let platform = self.registry.platform(ofSlot: slot) else { return }
+        var dropped = 0
+        var index = self.deliveries.mailboxes.first(in: slot)
+        while index != MailboxTable.none {
+            let next = self.deliveries.mailboxes.node(index).next
+            self.unlink(index, after: MailboxTable.none, in: slot, platform: platform)
+            dropped += 1
+            index = next
+        }
+        self.deliveries.counters.dropped += dropped
+        if let consumer = self.deliveries.consumers.deviceConsumer.removeValue(forKey: slot) {
+            self.deliveries.consumers.byID[consumer]?.slots.remove(slot)
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, false, slot)
+        }
+    }
+
+    /// The deliveries waiting for one installation, oldest first (expired ones are left out).
+    func pendingDeliveries(of slot: UInt32, now: Timestamp) -> [Delivery] {
+        guard let platform = self.registry.platform(ofSlot: slot) else { return [] }
+        var result: [Delivery] = []
+        self.deliveries.mailboxes.forEach(in: slot) { _, node in
+            let entry = self.deliveries.entries[Int(node.entry)]!
+            if entry.expiry[platform] > now.millisecondsSinceEpoch {
+                result.append(self.delivery(of: node, entry: entry, slot: slot, platform: platform))
+            }
+            return true
+        }
+        return result
+    }
+
+    func delivery(of node: MailboxTable.Node, entry: MessageEntry, slot: UInt32, platform: Platform) -> Delivery {
+        Delivery(
+            id: DeliveryID(messageSequence: entry.sequence, slot: slot),
+            project: self.id,
+            fid: self.registry.fid(ofSlot: slot)!,
+            token: self.registry.token(ofSlot: slot),
+            platform: platform,
+            expiry: Timestamp(millisecondsSinceEpoch: entry.expiry[platform]),
+            message: node.isMarker ? nil : entry.rendered,
+            isInFlight: node.isInFlight
+        )
+    }
+}
