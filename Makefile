@@ -5,7 +5,7 @@
 # it, in the tests too) when they are missing.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-.PHONY: deps build run demo test benchmark load compare clean
+.PHONY: deps build run demo test benchmark benchmark-check benchmark-thresholds load compare clean
 
 deps:
 	@missing=""; \
@@ -41,6 +41,15 @@ test: deps
 
 benchmark: deps
 	cd Benchmarks && swift package benchmark --no-progress
+
+# Allocation counts of the hot paths (subscribe batch, validate+render, send to a topic) against
+# the thresholds checked in under Benchmarks/Thresholds (not part of `make test`). Exit code 2:
+# more allocations than recorded; 4: fewer (record them with benchmark-thresholds).
+benchmark-check: deps
+	cd Benchmarks && swift package benchmark thresholds check --target AllocationBenchmarks --no-progress
+
+benchmark-thresholds: deps
+	cd Benchmarks && swift package --allow-writing-to-package-directory benchmark thresholds update --target AllocationBenchmarks --no-progress
 
 # The load harness against a fanoutd it starts (release builds); see docs/performance.md.
 load: deps

@@ -24,7 +24,7 @@ let package = Package(
 )
 
 // One executable per suite, each with the shared fixtures.
-for suite in ["TopicIndexBenchmarks", "DeliveryBenchmarks", "MessageBenchmarks", "DurabilityBenchmarks", "ProtocolBenchmarks"] {
+for suite in ["TopicIndexBenchmarks", "DeliveryBenchmarks", "MessageBenchmarks", "DurabilityBenchmarks", "ProtocolBenchmarks", "AllocationBenchmarks"] {
     var dependencies: [Target.Dependency] = [
         .product(name: "FanoutCore", package: "fanout"),
         .product(name: "FanoutTestSupport", package: "fanout"),

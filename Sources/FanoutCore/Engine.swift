@@ -184,7 +184,7 @@ public final class Engine: Sendable {
     }
 
     /// The installation in `slot`, if that slot is live (slots come from audience resolution).
-    public func installation(atSlot slot: UInt32, in project: ProjectID = .default) throws(FanoutError) -> Installation? {
+    package func installation(atSlot slot: UInt32, in project: ProjectID = .default) throws(FanoutError) -> Installation? {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
             state.registry.installation(atSlot: slot)
         }

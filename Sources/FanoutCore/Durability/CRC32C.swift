@@ -1,6 +1,6 @@
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as iSCSI, ext4 and most logs use:
 /// slice-by-8 tables, about 8 bytes per step.
-public enum CRC32C {
+package enum CRC32C {
     private static let tables: [[UInt32]] = {
         var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
         for byte in 0..<256 {
@@ -18,7 +18,7 @@ public enum CRC32C {
     }()
 
     /// The CRC of `bytes`, continuing from `crc` (pass the result of a previous call to chain).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         var crc = ~crc
         let t = Self.tables
         t[0].withUnsafeBufferPointer { t0 in
@@ -54,7 +54,7 @@ public enum CRC32C {
         return ~crc
     }
 
-    public static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
+    package static func checksum(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 {
         bytes.withUnsafeBytes { self.checksum($0, continuing: crc) }
     }
 }

@@ -3,22 +3,22 @@ import Glibc
 #endif
 
 /// Offline access to a data directory's log, for `fanout wal inspect|verify|repair`.
-public enum WALDirectory {
+package enum WALDirectory {
     /// The whole directory examined: every segment decoded, every snapshot read back. Takes the
     /// directory's lock, so it refuses to run beside an engine.
-    public static func examine(_ directory: String) throws(FanoutError) -> WALScan {
+    package static func examine(_ directory: String) throws(FanoutError) -> WALScan {
         let lock = try Self.lock(directory)
         defer { close(lock) }
         return try WALScan.examine(directory, decodeRecords: true, checkSnapshots: true)
     }
 
     /// What a repair did (or, dry, would do).
-    public struct Repair: Sendable {
-        public var plan: WALPlan
+    package struct Repair: Sendable {
+        package var plan: WALPlan
         /// Whether the actions were carried out (false for a dry run, or a lossy repair not allowed).
-        public var applied: Bool
+        package var applied: Bool
         /// One line per change, in the order made: what was cut, moved aside or rewritten, and where it went.
-        public var actions: [String]
+        package var actions: [String]
     }
 
     /// Brings the directory to a state that starts, keeping the longest intact prefix of the log
@@ -27,7 +27,7 @@ public enum WALDirectory {
     /// headers, so nothing is deleted), damaged headers are rewritten from the file name and the
     /// first batch, and the manifest is rewritten to match. With `dryRun`, or when the repair would
     /// lose acknowledged records and `allowingLoss` is false, nothing is changed (`applied` false).
-    public static func repair(_ directory: String, dryRun: Bool, allowingLoss: Bool = true) throws(FanoutError) -> Repair {
+    package static func repair(_ directory: String, dryRun: Bool, allowingLoss: Bool = true) throws(FanoutError) -> Repair {
         let lock = try Self.lock(directory)
         defer { close(lock) }
         let scan = try WALScan.examine(directory, decodeRecords: true, checkSnapshots: true)

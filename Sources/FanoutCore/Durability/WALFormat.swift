@@ -15,19 +15,19 @@
 /// All integers little-endian. The CRC covers the length field, bytes 8..<28 of the header and the
 /// payload. Flag bit 0: the payload is an LZ4 block that expands to `uncompressed` bytes. The
 /// (expanded) payload is the records, each `u32 length | u8 type | body`.
-public enum WALFormat {
-    public static let magic: [UInt8] = Array("FANOUTWL".utf8)
-    public static let version: UInt16 = 1
-    public static let segmentHeaderSize = 32
-    public static let batchHeaderSize = 28
+package enum WALFormat {
+    package static let magic: [UInt8] = Array("FANOUTWL".utf8)
+    package static let version: UInt16 = 1
+    package static let segmentHeaderSize = 32
+    package static let batchHeaderSize = 28
     /// Batches whose records take more bytes than this are LZ4-compressed (when that is smaller).
-    public static let compressionThreshold = 4096
+    package static let compressionThreshold = 4096
     /// The largest batch payload, compressed or not; larger lengths are damage, never allocated.
-    public static let maximumBatchPayload = 64 << 20
+    package static let maximumBatchPayload = 64 << 20
     static let flagLZ4: UInt8 = 1
 
     /// The 32-byte header of segment `index` whose first record is `firstLSN`.
-    public static func segmentHeader(index: UInt64, firstLSN: UInt64) -> [UInt8] {
+    package static func segmentHeader(index: UInt64, firstLSN: UInt64) -> [UInt8] {
         var writer = BinaryWriter(capacity: Self.segmentHeaderSize)
         writer.append(Self.magic)
         writer.write(Self.version)
@@ -39,7 +39,7 @@ public enum WALFormat {
     }
 
     /// One framed batch holding `records`, numbered from `firstLSN`.
-    public static func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
+    package static func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
         Self.batch(rawRecords: records.map(Self.encode), firstLSN: firstLSN)
     }
 

@@ -15,28 +15,28 @@ import Glibc
 /// snapshot 950                   a snapshot kept, by LSN
 /// checksum 1a2b3c4d              CRC-32C of every byte before this line, 8 hex digits
 /// ```
-public struct WALManifest: Hashable, Sendable {
-    public struct Segment: Hashable, Sendable {
-        public var index: UInt64
-        public var firstLSN: UInt64
+package struct WALManifest: Hashable, Sendable {
+    package struct Segment: Hashable, Sendable {
+        package var index: UInt64
+        package var firstLSN: UInt64
         /// For a closed segment: the LSN after its last record and its size in bytes.
-        public var end: End?
+        package var end: End?
 
-        public struct End: Hashable, Sendable {
-            public var lsn: UInt64
-            public var bytes: Int
+        package struct End: Hashable, Sendable {
+            package var lsn: UInt64
+            package var bytes: Int
         }
     }
 
     /// Oldest first; the last one is open unless the manifest was written offline by a repair.
-    public var segments: [Segment] = []
+    package var segments: [Segment] = []
     /// The LSNs of the snapshots kept, oldest first.
-    public var snapshots: [UInt64] = []
+    package var snapshots: [UInt64] = []
 
     static let fileName = "MANIFEST"
     private static let firstLine = "fanout-manifest 1"
 
-    public init(segments: [Segment] = [], snapshots: [UInt64] = []) {
+    package init(segments: [Segment] = [], snapshots: [UInt64] = []) {
         self.segments = segments
         self.snapshots = snapshots
     }

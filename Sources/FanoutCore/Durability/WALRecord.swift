@@ -2,7 +2,7 @@
 /// in order into an empty engine gives the state that was acknowledged: installations are
 /// addressed by FID (the engine resolves tokens before logging), registrations carry the FID that
 /// was assigned, and every time-dependent change carries the time it was made.
-public enum WALRecord: Hashable, Sendable {
+package enum WALRecord: Hashable, Sendable {
     case createProject(ProjectID)
     case deleteProject(ProjectID)
     case register(ProjectID, RegisteredInstallation)
@@ -44,16 +44,16 @@ public enum WALRecord: Hashable, Sendable {
     case restoreMessageSequence(ProjectID, next: UInt64)
 
     /// A registration as it was applied (with the FID the engine chose).
-    public struct RegisteredInstallation: Hashable, Sendable {
-        public var fid: FID
-        public var token: RegistrationToken?
-        public var platform: Platform
-        public var appID: AppID
-        public var device: DeviceDetails
-        public var apnsToken: APNsDeviceToken?
-        public var at: Timestamp
+    package struct RegisteredInstallation: Hashable, Sendable {
+        package var fid: FID
+        package var token: RegistrationToken?
+        package var platform: Platform
+        package var appID: AppID
+        package var device: DeviceDetails
+        package var apnsToken: APNsDeviceToken?
+        package var at: Timestamp
 
-        public init(
+        package init(
             fid: FID,
             token: RegistrationToken?,
             platform: Platform,
@@ -100,7 +100,7 @@ public enum WALRecord: Hashable, Sendable {
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
-    public var summary: String {
+    package var summary: String {
         switch self {
         case .createProject(let project): return "createProject \(project)"
         case .deleteProject(let project): return "deleteProject \(project)"

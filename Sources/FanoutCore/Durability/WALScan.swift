@@ -6,46 +6,46 @@ import Glibc
 /// what is wrong with them, and the longest intact prefix of the log they hold (`plan`).
 ///
 /// Start-up, `fanout wal verify` and `fanout wal repair` all decide from this, so they always agree.
-public struct WALScan: Sendable {
-    public struct SegmentFile: Sendable {
-        public var name: String
+package struct WALScan: Sendable {
+    package struct SegmentFile: Sendable {
+        package var name: String
         /// The index in the file's name.
-        public var index: UInt64
-        public var size: Int
+        package var index: UInt64
+        package var size: Int
         /// What reading found; nil when the header is unusable.
-        public var contents: WALSegmentContents?
+        package var contents: WALSegmentContents?
         /// Why the header is unusable.
-        public var unreadable: WALDamage?
+        package var unreadable: WALDamage?
         /// Not read (start-up's scan skips segments a snapshot covers): only the header's first LSN is known.
-        public var skippedFirstLSN: UInt64?
+        package var skippedFirstLSN: UInt64?
 
         var isSkipped: Bool { self.skippedFirstLSN != nil }
     }
 
-    public struct SnapshotFile: Sendable {
-        public var name: String
-        public var lsn: UInt64
+    package struct SnapshotFile: Sendable {
+        package var name: String
+        package var lsn: UInt64
         /// Why the file does not read back (nil: intact, or not checked).
-        public var damage: String?
+        package var damage: String?
         /// How many records it holds, once checked.
-        public var records: Int?
+        package var records: Int?
     }
 
-    public let directory: String
+    package let directory: String
     /// The manifest as read (nil when there is none or it is damaged).
-    public var manifest: WALManifest?
-    public var manifestDamage: WALDamage?
+    package var manifest: WALManifest?
+    package var manifestDamage: WALDamage?
     /// Segments in index order.
-    public var segments: [SegmentFile]
+    package var segments: [SegmentFile]
     /// Snapshots, oldest first.
-    public var snapshots: [SnapshotFile]
+    package var snapshots: [SnapshotFile]
 
     /// Reads every segment (and, with `checkSnapshots`, every snapshot) of `directory`.
     /// - Parameters:
     ///   - decodeRecords: `false` checks the segments' checksums, lengths and LSNs only.
     ///   - skippingCoveredSegments: start-up's shortcut: segments whose successor starts at or before
     ///     the newest snapshot's LSN are not read, only their headers' first LSNs.
-    public static func examine(
+    package static func examine(
         _ directory: String,
         decodeRecords: Bool = true,
         checkSnapshots: Bool = true,
@@ -133,7 +133,7 @@ public struct WALScan: Sendable {
     // MARK: - Problems
 
     /// Everything that is not as the writer leaves it, in log order.
-    public var problems: [WALProblem] {
+    package var problems: [WALProblem] {
         var problems: [WALProblem] = []
         if let damage = self.manifestDamage {
             problems.append(WALProblem(.manifestDamaged, file: WALManifest.fileName, offset: damage.offset, "the manifest is damaged: \(damage.reason)"))
@@ -239,7 +239,7 @@ public struct WALScan: Sendable {
 
     /// The longest intact prefix of the log and how to get there: the base to start from (the
     /// snapshot, or the empty state, from which the log reaches furthest) and the segments to replay.
-    public func plan() -> WALPlan {
+    package func plan() -> WALPlan {
         var bases: [SnapshotFile?] = self.snapshots.filter { $0.damage == nil }.reversed()
         bases.append(nil)
         var best: WALPlan? = nil
@@ -323,7 +323,7 @@ public struct WALScan: Sendable {
 
     /// Whether start-up may proceed: nothing but a torn tail to cut, a missing manifest, or a
     /// damaged or missing snapshot that an older base makes up for without losing anything.
-    public var allowsStart: Bool {
+    package var allowsStart: Bool {
         let plan = self.plan()
         guard plan.lost == nil, !plan.endIsUnknown else { return false }
         return self.problems.allSatisfy { $0.kind.allowsStart }
@@ -331,8 +331,8 @@ public struct WALScan: Sendable {
 }
 
 /// Something wrong in a data directory's log.
-public struct WALProblem: Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+package struct WALProblem: Sendable, CustomStringConvertible {
+    package enum Kind: String, Sendable {
         case tornTail = "torn tail"
         case corruption
         case headerDamaged = "damaged header"
@@ -356,12 +356,12 @@ public struct WALProblem: Sendable, CustomStringConvertible {
         }
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// The file concerned (a name in the data directory).
-    public var file: String
-    public var offset: Int?
-    public var lsn: UInt64?
-    public var detail: String
+    package var file: String
+    package var offset: Int?
+    package var lsn: UInt64?
+    package var detail: String
 
     init(_ kind: Kind, file: String, offset: Int? = nil, lsn: UInt64? = nil, _ detail: String) {
         self.kind = kind
@@ -371,7 +371,7 @@ public struct WALProblem: Sendable, CustomStringConvertible {
         self.detail = detail
     }
 
-    public var description: String {
+    package var description: String {
         var place = self.file
         if let offset = self.offset { place += " at byte \(offset)" }
         if let lsn = self.lsn { place += " (LSN \(lsn))" }
@@ -380,26 +380,26 @@ public struct WALProblem: Sendable, CustomStringConvertible {
 }
 
 /// The longest intact prefix of a data directory's log, and what a repair does to keep exactly it.
-public struct WALPlan: Sendable {
+package struct WALPlan: Sendable {
     /// The snapshot to start from; nil: the empty state at LSN 0.
-    public var snapshot: String?
-    public var baseLSN: UInt64
+    package var snapshot: String?
+    package var baseLSN: UInt64
     /// The segments replayed, in order.
-    public var segments: [String] = []
+    package var segments: [String] = []
     /// Where the last replayed segment ends (everything from there is cut off), with the LSN cut at.
-    public var cut: (segment: String, offset: Int, lsn: UInt64)?
+    package var cut: (segment: String, offset: Int, lsn: UInt64)?
     /// The LSN after the last record kept.
-    public var endLSN: UInt64
+    package var endLSN: UInt64
     /// The LSN after the last record anything in the directory shows existed.
-    public var knownEndLSN: UInt64
+    package var knownEndLSN: UInt64
     /// A newest segment is missing: records past `knownEndLSN` may have existed too.
-    public var endIsUnknown: Bool
+    package var endIsUnknown: Bool
     /// Segments that do not continue the kept prefix, or are damaged before it (moved to quarantine by a repair).
-    public var droppedSegments: [String] = []
+    package var droppedSegments: [String] = []
     /// Snapshots that do not read back (moved to quarantine).
-    public var droppedSnapshots: [String] = []
+    package var droppedSnapshots: [String] = []
     /// Kept segments whose header a repair rewrites from the file name and the first batch.
-    public var headerRewrites: [String] = []
+    package var headerRewrites: [String] = []
 
     init(snapshot: String?, baseLSN: UInt64, endLSN: UInt64, knownEndLSN: UInt64, endIsUnknown: Bool) {
         self.snapshot = snapshot
@@ -410,17 +410,17 @@ public struct WALPlan: Sendable {
     }
 
     /// The LSNs that cannot be kept (nil: none known; see also `endIsUnknown`).
-    public var lost: Range<UInt64>? {
+    package var lost: Range<UInt64>? {
         self.endLSN < self.knownEndLSN ? self.endLSN..<self.knownEndLSN : nil
     }
 
     /// What the prefix keeps, for people: "every LSN below N" or "nothing".
-    public var keptDescription: String {
+    package var keptDescription: String {
         self.endLSN == 0 ? "nothing of the log" : "every LSN below \(self.endLSN)"
     }
 
     /// One line on what is lost, for people.
-    public var lossDescription: String {
+    package var lossDescription: String {
         switch (self.lost, self.endIsUnknown) {
         case (nil, false): return "no acknowledged record is lost"
         case (let range?, false): return "LSNs \(range.lowerBound)..<\(range.upperBound) are lost (\(range.count) records)"

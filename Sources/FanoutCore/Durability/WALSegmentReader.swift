@@ -1,68 +1,68 @@
 /// Where a segment stops being readable, and why. Offsets are bytes from the start of the file.
-public struct WALDamage: Error, Hashable, Sendable, CustomStringConvertible {
-    public var offset: Int
-    public var reason: String
+package struct WALDamage: Error, Hashable, Sendable, CustomStringConvertible {
+    package var offset: Int
+    package var reason: String
 
-    public var description: String { "at byte \(self.offset): \(self.reason)" }
+    package var description: String { "at byte \(self.offset): \(self.reason)" }
 }
 
 /// A segment header field that does not hold what the rest of the directory says it must.
-public struct WALHeaderDamage: Hashable, Sendable, CustomStringConvertible {
+package struct WALHeaderDamage: Hashable, Sendable, CustomStringConvertible {
     /// The field: `magic`, `version`, `flags`, `reserved`, `segment index` or `first LSN`.
-    public var field: String
-    public var found: String
-    public var expected: String
+    package var field: String
+    package var found: String
+    package var expected: String
 
-    public var description: String { "header field \(self.field) reads \(self.found), expected \(self.expected)" }
+    package var description: String { "header field \(self.field) reads \(self.found), expected \(self.expected)" }
 }
 
 /// A batch of records as read back, with the LSN of its first record.
-public struct WALBatch: Hashable, Sendable {
-    public var firstLSN: UInt64
+package struct WALBatch: Hashable, Sendable {
+    package var firstLSN: UInt64
     /// How many records the batch holds (`records` is empty when the reader only checked it).
-    public var count: Int
-    public var records: [WALRecord]
+    package var count: Int
+    package var records: [WALRecord]
     /// The byte offset of this batch in its segment.
-    public var offset: Int
+    package var offset: Int
     /// The byte offset just past this batch in its segment.
-    public var endOffset: Int
+    package var endOffset: Int
 
     /// The LSN after the batch's last record.
-    public var endLSN: UInt64 { self.firstLSN + UInt64(self.count) }
+    package var endLSN: UInt64 { self.firstLSN + UInt64(self.count) }
 }
 
 /// What a segment holds: its header, every batch up to the first damage, that damage (nil when the
 /// whole file is good), and whether anything valid follows the damage (which makes it corruption,
 /// not a torn write). A pure function of the bytes, so recovery can be tested without files.
-public struct WALSegmentContents: Sendable {
+package struct WALSegmentContents: Sendable {
     /// The segment index: the header's, or the file name's when the header's is damaged.
-    public var index: UInt64
+    package var index: UInt64
     /// The LSN of the first record: the first batch's (its header is checksummed), else the header's.
-    public var firstLSN: UInt64
+    package var firstLSN: UInt64
     /// Header fields that contradict the file name or the first batch (a rewrite of the header mends them).
-    public var headerDamage: [WALHeaderDamage] = []
-    public var batches: [WALBatch]
+    package var headerDamage: [WALHeaderDamage] = []
+    package var batches: [WALBatch]
     /// Bytes from the start of the file to the end of the last good batch (what a cut keeps).
-    public var validLength: Int
-    public var damage: WALDamage?
+    package var validLength: Int
+    package var damage: WALDamage?
     /// The first batch that checks out after `damage` (its offset and first LSN): the damage is
     /// then corruption, never a torn write.
-    public var resumesAt: (offset: Int, lsn: UInt64)?
+    package var resumesAt: (offset: Int, lsn: UInt64)?
     /// The LSN after the last record readable anywhere in the file, after the damage included.
-    public var highestEndLSN: UInt64
+    package var highestEndLSN: UInt64
     /// The file's size.
-    public var size: Int
+    package var size: Int
 
     /// The LSN the next record after the good batches would have.
-    public var nextLSN: UInt64 {
+    package var nextLSN: UInt64 {
         self.batches.last?.endLSN ?? self.firstLSN
     }
 
     /// The LSN of the first record lost to `damage` (the one after the good batches).
-    public var damagedLSN: UInt64 { self.nextLSN }
+    package var damagedLSN: UInt64 { self.nextLSN }
 }
 
-public enum WALSegmentReader {
+package enum WALSegmentReader {
     /// Reads a segment file's bytes. `expectedIndex` is the index in the file's name.
     ///
     /// A header that is too short or names an unknown version while its first batch does not read
@@ -73,7 +73,7 @@ public enum WALSegmentReader {
     ///
     /// - Parameter decodeRecords: `false` checks checksums, lengths and LSNs only (start-up's scan);
     ///   the batches then carry no records.
-    public static func read(_ bytes: [UInt8], expectedIndex: UInt64? = nil, decodeRecords: Bool = true) throws(WALDamage) -> WALSegmentContents {
+    package static func read(_ bytes: [UInt8], expectedIndex: UInt64? = nil, decodeRecords: Bool = true) throws(WALDamage) -> WALSegmentContents {
         guard bytes.count >= WALFormat.segmentHeaderSize else {
             throw WALDamage(offset: 0, reason: "the segment header is truncated (\(bytes.count) of \(WALFormat.segmentHeaderSize) bytes)")
         }

@@ -17,7 +17,7 @@ public struct MessageError: Error, Sendable, CustomStringConvertible {
     public var description: String { self.message }
 
     /// `{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"...","details":[{"field":...,"description":...}]}}`
-    public var json: JSONValue {
+    package var json: JSONValue {
         let details = self.violations.map { violation in
             JSONValue.object(
                 JSONObject([

@@ -6,19 +6,22 @@ public enum MessageParser {
 
     /// Parses one send body.
     /// - Throws: `MessageError` with every violation found (malformed JSON is one violation on `body`).
-    public static func parseSendRequest(
-        _ bytes: some Collection<UInt8>,
-        limits: JSONParser.Limits = JSONParser.Limits()
-    ) throws(MessageError) -> SendRequest {
-        try self.parseSendRequest(bytes as? [UInt8] ?? Array(bytes), limits: limits)
+    public static func parseSendRequest(_ bytes: some Collection<UInt8>) throws(MessageError) -> SendRequest {
+        try self.parseSendRequest(bytes as? [UInt8] ?? Array(bytes), limits: JSONParser.Limits())
     }
 
     /// Parses one send body; the message keeps `input` (no copy).
     /// - Throws: `MessageError` with every violation found (malformed JSON is one violation on `body`).
-    public static func parseSendRequest(
-        _ input: [UInt8],
-        limits: JSONParser.Limits = JSONParser.Limits()
-    ) throws(MessageError) -> SendRequest {
+    public static func parseSendRequest(_ input: [UInt8]) throws(MessageError) -> SendRequest {
+        try self.parseSendRequest(input, limits: JSONParser.Limits())
+    }
+
+    /// Parses one send body under the given parser limits (tests of the limits).
+    package static func parseSendRequest(_ bytes: some Collection<UInt8>, limits: JSONParser.Limits) throws(MessageError) -> SendRequest {
+        try self.parseSendRequest(bytes as? [UInt8] ?? Array(bytes), limits: limits)
+    }
+
+    package static func parseSendRequest(_ input: [UInt8], limits: JSONParser.Limits) throws(MessageError) -> SendRequest {
         let outcome: Result<SendRequest, MessageError>
         do {
             outcome = try JSONParser.withDocument(input, limits: limits) { document in

@@ -4,24 +4,24 @@
 /// capped, numbers longer than 64 characters are refused, strings must be valid UTF-8 with no raw
 /// control characters and no lone surrogates, and a key repeated in one object is an error naming
 /// its path. Errors give the byte offset and never echo the input.
-public struct JSONParser {
+package struct JSONParser {
     /// Limits on what the parser accepts.
-    public struct Limits: Sendable {
+    package struct Limits: Sendable {
         /// The largest input, in bytes.
-        public var maximumBytes = 1 << 20
+        package var maximumBytes = 1 << 20
         /// The deepest nesting of arrays and objects.
-        public var maximumDepth = 64
+        package var maximumDepth = 64
         /// The longest number lexeme.
-        public var maximumNumberLength = 64
+        package var maximumNumberLength = 64
 
-        public init() {}
+        package init() {}
     }
 
     /// Why parsing failed, and where.
-    public struct Error: Swift.Error, Hashable, Sendable, CustomStringConvertible {
-        public var offset: Int
-        public var reason: String
-        public var description: String { "invalid JSON at byte \(self.offset): \(self.reason)" }
+    package struct Error: Swift.Error, Hashable, Sendable, CustomStringConvertible {
+        package var offset: Int
+        package var reason: String
+        package var description: String { "invalid JSON at byte \(self.offset): \(self.reason)" }
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>
@@ -44,7 +44,7 @@ public struct JSONParser {
     }
 
     /// Parses one JSON document (surrounding whitespace allowed, nothing else) into a tree.
-    public static func parse(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(Error) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>, limits: Limits = Limits()) throws(Error) -> JSONValue {
         try self.withDocument(bytes, limits: limits) { $0.value(at: JSONDocument.root) }
     }
 

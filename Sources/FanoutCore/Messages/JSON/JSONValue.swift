@@ -2,7 +2,7 @@
 /// other cases need no box). Objects keep their members in input order (rendering is deterministic and
 /// duplicate keys were already rejected); numbers keep their lexeme, so nothing is rounded until a
 /// field asks for an integer or a double.
-public enum JSONValue: Hashable, Sendable {
+package enum JSONValue: Hashable, Sendable {
     case null
     case bool(Bool)
     case number(JSONNumber)
@@ -11,7 +11,7 @@ public enum JSONValue: Hashable, Sendable {
     case object(JSONObject)
 
     /// The JSON type's name, for error messages ("expected a string, got a number").
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: return "null"
         case .bool: return "a boolean"
@@ -24,50 +24,50 @@ public enum JSONValue: Hashable, Sendable {
 }
 
 /// A JSON number as written.
-public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
+package struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
     /// The lexeme, e.g. `-12.5e3`.
-    public let text: String
+    package let text: String
 
     /// A number from its lexeme (the caller writes valid JSON number syntax).
-    public init(text: String) {
+    package init(text: String) {
         self.text = text
     }
 
-    public init(_ value: Int) {
+    package init(_ value: Int) {
         self.text = String(value)
     }
 
     /// The value as an integer, when it is one exactly (no fraction, no exponent, in range).
-    public var int64: Int64? { Int64(self.text) }
+    package var int64: Int64? { Int64(self.text) }
 
     /// The value as a double (`nil` only for lexemes that overflow to infinity).
-    public var double: Double? {
+    package var double: Double? {
         guard let value = Double(self.text), value.isFinite else { return nil }
         return value
     }
 
-    public var description: String { self.text }
+    package var description: String { self.text }
 }
 
 /// A JSON object: members in input order, keys unique.
-public struct JSONObject: Hashable, Sendable {
-    public struct Member: Hashable, Sendable {
-        public var key: String
-        public var value: JSONValue
+package struct JSONObject: Hashable, Sendable {
+    package struct Member: Hashable, Sendable {
+        package var key: String
+        package var value: JSONValue
 
-        public init(key: String, value: JSONValue) {
+        package init(key: String, value: JSONValue) {
             self.key = key
             self.value = value
         }
     }
 
-    public var members: [Member]
+    package var members: [Member]
 
-    public init(_ members: [Member] = []) {
+    package init(_ members: [Member] = []) {
         self.members = members
     }
 
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         self.members.first { $0.key == key }?.value
     }
 }

@@ -2,14 +2,14 @@
 /// RFC 8259 requires (`"`, `\`, control characters), non-ASCII written as UTF-8. `bytes` copies
 /// out what was written; `removeAll()` starts again in the same buffer (rendering writes a
 /// message's three payloads in one).
-public struct JSONWriter: ~Copyable {
+package struct JSONWriter: ~Copyable {
     private var buffer: UnsafeMutableBufferPointer<UInt8>
     private var count = 0
     /// Whether the writer allocated `buffer` (and frees it), rather than writing in memory lent to it.
     private var ownsBuffer = true
 
     /// A writer whose buffer starts with room for `capacity` bytes.
-    public init(capacity: Int = 1024) {
+    package init(capacity: Int = 1024) {
         self.buffer = .allocate(capacity: max(capacity, 64))
     }
 
@@ -25,7 +25,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// What was written so far.
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         Array(UnsafeBufferPointer(rebasing: self.buffer[..<self.count]))
     }
 
@@ -33,7 +33,7 @@ public struct JSONWriter: ~Copyable {
     var byteCount: Int { self.count }
 
     /// Forgets what was written, keeping the buffer.
-    public mutating func removeAll() {
+    package mutating func removeAll() {
         self.count = 0
     }
 
@@ -142,12 +142,12 @@ public struct JSONWriter: ~Copyable {
     // MARK: - Writing an object member by member
 
     @inline(__always)
-    public mutating func openObject() {
+    package mutating func openObject() {
         self.append(UInt8(ascii: "{"))
     }
 
     @inline(__always)
-    public mutating func closeObject() {
+    package mutating func closeObject() {
         self.append(UInt8(ascii: "}"))
     }
 
@@ -158,7 +158,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// Starts a member of the open object: a comma unless it is the first, the key and a colon.
-    public mutating func key(_ key: String) {
+    package mutating func key(_ key: String) {
         self.separate()
         self.write(string: key)
         self.append(UInt8(ascii: ":"))
@@ -172,7 +172,7 @@ public struct JSONWriter: ~Copyable {
         }
     }
 
-    public mutating func write(_ value: JSONValue) {
+    package mutating func write(_ value: JSONValue) {
         switch value {
         case .null: self.append("null")
         case .bool(let bool): self.append(bool ? "true" : "false")
@@ -207,7 +207,7 @@ public struct JSONWriter: ~Copyable {
         self.append(literal)
     }
 
-    public mutating func write(string: String) {
+    package mutating func write(string: String) {
         self.append(UInt8(ascii: "\""))
         var string = string
         string.withUTF8 { utf8 in
@@ -406,7 +406,7 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// The compact JSON text of `value`.
-    public static func encode(_ value: JSONValue, capacity: Int = 1024) -> [UInt8] {
+    package static func encode(_ value: JSONValue, capacity: Int = 1024) -> [UInt8] {
         var writer = JSONWriter(capacity: capacity)
         writer.write(value)
         return writer.bytes
