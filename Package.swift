@@ -129,7 +129,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, logging, serviceLifecycle]
+            dependencies: ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, logging, serviceLifecycle]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

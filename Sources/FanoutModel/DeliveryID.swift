@@ -1,13 +1,15 @@
 /// Names one delivery: the message (its per-project sequence number) and the installation slot it
 /// waits for. A message reaches an installation at most once, so the pair is unique, and both
 /// halves survive a restart (slots are kept by snapshots), so an id means the same delivery after
-/// recovery. Written `<sequence>.<slot>`.
+/// recovery. Written `<sequence>.<slot>`. Opaque to users beyond its message's sequence: hand it
+/// back to acknowledge.
 public struct DeliveryID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The message's sequence number in its project (the `{id}` of `projects/{project}/messages/{id}`).
     public var messageSequence: UInt64
-    public var slot: UInt32
+    /// The installation's slot in the engine (a storage detail, not an address).
+    package var slot: UInt32
 
-    public init(messageSequence: UInt64, slot: UInt32) {
+    package init(messageSequence: UInt64, slot: UInt32) {
         self.messageSequence = messageSequence
         self.slot = slot
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+package import Glibc
 #endif
 
 /// A value behind a pthread mutex. Used for the engine's project locks instead of
@@ -7,9 +7,11 @@ import Glibc
 /// waiting on one project (the durability benchmark's 256 callers on 2 cores) the spinning took a
 /// third of the CPU. A pthread mutex sleeps in the kernel at once.
 package final class Locked<Value>: @unchecked Sendable {
-    // Safe to share: `value` is only touched inside `withLock`, under the mutex.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Safe to share: `value` is only touched inside `withLock`, under the mutex. (Usable from
+    // inline code only so that `withLock` inlines into the modules that use it: it is on every
+    // engine call's path.)
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     package init(_ value: Value) {
         self.value = value
@@ -22,6 +24,7 @@ package final class Locked<Value>: @unchecked Sendable {
         self.mutex.deallocate()
     }
 
+    @inlinable
     package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(self.mutex)
         defer { pthread_mutex_unlock(self.mutex) }

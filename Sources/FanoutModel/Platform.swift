@@ -11,6 +11,7 @@ extension Platform {
     /// The platform's number where it is stored or sent as a byte (the log's records, the
     /// registry's slots, the wire protocol's `platform`): 1 android, 2 ios, 3 web; 0 means none.
     /// Never renumber (docs/wal-format.md, docs/wire-protocol.md).
+    @inlinable
     package var code: UInt8 {
         switch self {
         case .android: return 1
@@ -20,6 +21,7 @@ extension Platform {
     }
 
     /// The platform with `code`, or `nil` for 0 or an unknown number.
+    @inlinable
     package init?(code: UInt8) {
         switch code {
         case 1: self = .android

@@ -21,12 +21,6 @@ struct Connection {
     typealias Inbound = NIOAsyncChannelInboundStream<ClientFrame>
     typealias Outbound = NIOAsyncChannelOutboundWriter<ServerFrame>
 
-    /// The consumer a connection attached, and what it may still be granted.
-    private struct Attachment {
-        let consumer: DeliveryConsumer
-        var credit: Int
-    }
-
     func serve(_ channel: NIOAsyncChannel<ClientFrame, ServerFrame>) async {
         do {
             try await channel.executeThenClose { inbound, outbound in
@@ -53,10 +47,10 @@ struct Connection {
     private func run(inbound: Inbound, outbound: Outbound) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var state = ConnectionState(keys: self.keys, welcome: self.welcome)
-            var attachment: Attachment?
+            var attachment: DeliveryConsumer?
             let replies = BatchQueue<(requestID: UInt32, applied: Engine.Applied<ServerMessage>)>(limit: self.configuration.maximumInFlight)
             defer {
-                attachment?.consumer.detach()
+                attachment?.detach()
                 replies.finish()
             }
             group.addTask {
@@ -66,63 +60,45 @@ struct Connection {
             do {
                 for try await frame in inbound {
                     let id = frame.requestID
-                    let request: ClientRequest
+                    // Every action answers on the connection's task, in the order received, except
+                    // the engine's changes (answered once durable, through the reply queue) and
+                    // SNAPSHOT (answered when written).
+                    let reply: ServerMessage
                     switch state.receive(frame.request) {
                     case .reply(let message):
-                        try await outbound.write(ServerFrame(requestID: id, message: message))
-                        continue
+                        reply = message
                     case .fail(let message):
                         try await outbound.write(ServerFrame(requestID: id, message: message))
                         return
-                    case .perform(let authorised):
-                        request = authorised
-                    }
-                    guard let key = state.key else { return }
-                    switch request {
                     case .attach(let project, let scope, let credit):
-                        let reply: ServerMessage
+                        let consumer: DeliveryConsumer
                         do throws(FanoutError) {
-                            guard attachment == nil else {
-                                throw FanoutError(.failedPrecondition, "the connection has an attachment already")
-                            }
-                            guard credit >= 1, Int(credit) <= self.configuration.maximumCredit else {
-                                throw FanoutError(.invalidArgument, "credit must be in 1...\(self.configuration.maximumCredit)", field: "credit")
-                            }
-                            let consumer = try self.executor.engine.attachConsumer(
+                            consumer = try self.executor.engine.attachConsumer(
                                 try Self.scope(scope),
-                                credit: Int(credit),
+                                credit: credit,
                                 in: try RequestExecutor.project(project)
                             )
-                            attachment = Attachment(consumer: consumer, credit: Int(credit))
-                            reply = .done(.attach)
                         } catch {
                             reply = .error(error)
+                            break
                         }
-                        try await outbound.write(ServerFrame(requestID: id, message: reply))
-                        if let consumer = attachment?.consumer, case .done = reply {
-                            group.addTask {
-                                try await Self.pump(consumer, to: outbound, attachID: id)
-                            }
-                        }
+                        attachment = consumer
+                        state.attached(credit: credit)
+                        try await outbound.write(ServerFrame(requestID: id, message: .done(.attach)))
+                        group.addTask { try await Self.pump(consumer, to: outbound, attachID: id) }
                         continue
                     case .grant(let credit):
-                        let reply: ServerMessage
                         do throws(FanoutError) {
-                            guard let current = attachment else {
-                                throw FanoutError(.failedPrecondition, "GRANT needs an attachment")
-                            }
-                            // The engine refuses a GRANT of 0; the server's maximum may be lower than the engine's.
-                            guard current.credit + Int(credit) <= self.configuration.maximumCredit else {
-                                throw FanoutError(.invalidArgument, "credit may not pass \(self.configuration.maximumCredit) in all (\(current.credit) held)", field: "credit")
-                            }
-                            try current.consumer.grant(Int(credit))
-                            attachment?.credit += Int(credit)
+                            try attachment?.grant(credit)
+                            state.granted(credit)
                             reply = .done(.grant)
                         } catch {
                             reply = .error(error)
                         }
-                        try await outbound.write(ServerFrame(requestID: id, message: reply))
-                        continue
+                    case .detach:
+                        attachment?.detach()
+                        attachment = nil
+                        reply = .done(.detach)
                     case .snapshot:
                         // File I/O for seconds: on the NIO thread pool, answered when written.
                         let engine = self.executor.engine
@@ -140,46 +116,48 @@ struct Connection {
                             try await outbound.write(ServerFrame(requestID: id, message: reply))
                         }
                         continue
-                    case .detach:
-                        let reply: ServerMessage
-                        if let current = attachment {
-                            current.consumer.detach()
-                            attachment = nil
-                            reply = .done(.detach)
-                        } else {
-                            reply = .error(FanoutError(.failedPrecondition, "DETACH needs an attachment"))
+                    case .acknowledge(let ids):
+                        guard let consumer = attachment else {
+                            reply = .error(FanoutError(.internal, "no consumer for the attachment"))
+                            break
                         }
-                        try await outbound.write(ServerFrame(requestID: id, message: reply))
+                        try await self.answerWhenDurable(id, replies: replies, outbound: outbound, self.executor.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+                            .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
+                        })
                         continue
-                    default:
-                        break
-                    }
-                    // An engine operation: applied now, answered when durable.
-                    let consumer = attachment?.consumer
-                    let applied = self.executor.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
-                        if case .acknowledge(let ids) = request {
-                            guard let consumer else {
-                                throw FanoutError(.failedPrecondition, "ACK needs an attachment")
-                            }
-                            return .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
-                        }
-                        return try self.executor.execute(request, key: key, changes: &changes)
-                    }
-                    if applied.isDurable {
-                        try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
+                    case .perform(let request):
+                        guard let key = state.key else { return }
+                        try await self.answerWhenDurable(id, replies: replies, outbound: outbound, self.executor.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+                            try self.executor.execute(request, key: key, changes: &changes)
+                        })
                         continue
                     }
-                    await replies.appendWaitingForRoom((id, applied))
+                    try await outbound.write(ServerFrame(requestID: id, message: reply))
                 }
             } catch let error as ProtocolError {
                 self.logger.debug("protocol error", metadata: ["error": "\(error)"])
                 try await outbound.write(ServerFrame(requestID: error.requestID, message: .error(error.fanoutError)))
             }
             // The stream ended (the peer closed, or a graceful shutdown): finish the replies.
-            attachment?.consumer.detach()
+            attachment?.detach()
             attachment = nil
             replies.finish()
             try await group.waitForAll()
+        }
+    }
+
+    /// Writes the reply of an applied change at once when nothing waits for the log, else queues it
+    /// for the writer task (which waits, without blocking this task, until it is durable).
+    private func answerWhenDurable(
+        _ id: UInt32,
+        replies: BatchQueue<(requestID: UInt32, applied: Engine.Applied<ServerMessage>)>,
+        outbound: Outbound,
+        _ applied: Engine.Applied<ServerMessage>
+    ) async throws {
+        if applied.isDurable {
+            try await outbound.write(ServerFrame(requestID: id, message: await Self.reply(applied)))
+        } else {
+            await replies.appendWaitingForRoom((id, applied))
         }
     }
 

@@ -2,17 +2,28 @@ internal import FanoutCore
 internal import FanoutKeys
 internal import FanoutWire
 
-/// The protocol rules of one connection that do not touch the engine: the handshake, roles and
-/// project permissions (docs/wire-protocol.md section 4). Pure: it returns what to do, and the
-/// connection does it.
+/// The protocol rules of one connection, as a pure state machine (docs/wire-protocol.md sections
+/// 4 and 6): the handshake, roles and project permissions, the attachment and its credit. It
+/// returns what to do; the connection does it (with the engine and the socket) and reports back
+/// what the engine decided (`attached`, `granted`). Tested without I/O.
 struct ConnectionState {
     enum Action: Equatable {
         /// Answer with this and keep serving.
         case reply(ServerMessage)
         /// Answer with this and close the connection.
         case fail(ServerMessage)
-        /// Authorised: perform it with the engine.
+        /// Authorised: apply it to the engine, answer once durable.
         case perform(ClientRequest)
+        /// Attach a consumer with this credit, answer, start streaming; then call `attached`.
+        case attach(project: String, scope: AttachScope, credit: Int)
+        /// Raise the consumer's credit; on success call `granted`.
+        case grant(Int)
+        /// Acknowledge through the engine, answer once durable.
+        case acknowledge([DeliveryID])
+        /// Detach the consumer and answer DONE.
+        case detach
+        /// Write a snapshot off the connection's task, answer when written.
+        case snapshot
     }
 
     private enum Phase {
@@ -21,6 +32,8 @@ struct ConnectionState {
     }
 
     private var phase = Phase.awaitingHello
+    /// The credit the attachment holds, while there is one.
+    private(set) var attachedCredit: Int?
     let keys: APIKeyStore
     let welcome: Welcome
 
@@ -33,6 +46,18 @@ struct ConnectionState {
     var key: APIKey? {
         if case .ready(let key, _) = self.phase { return key }
         return nil
+    }
+
+    private var maximumCredit: Int { Int(self.welcome.maximumCredit) }
+
+    /// The engine attached the consumer with `credit`.
+    mutating func attached(credit: Int) {
+        self.attachedCredit = credit
+    }
+
+    /// The engine raised the consumer's credit by `credit`.
+    mutating func granted(_ credit: Int) {
+        self.attachedCredit = (self.attachedCredit ?? 0) + credit
     }
 
     mutating func receive(_ request: ClientRequest) -> Action {
@@ -55,7 +80,45 @@ struct ConnectionState {
             if let project = request.project, !key.projects.contains(project) {
                 return .reply(.error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))
             }
-            return .perform(request)
+            return self.consumerAction(request) ?? .perform(request)
+        }
+    }
+
+    /// The actions of the attachment and of SNAPSHOT; nil for an engine request.
+    private mutating func consumerAction(_ request: ClientRequest) -> Action? {
+        switch request {
+        case .attach(let project, let scope, let credit):
+            guard self.attachedCredit == nil else {
+                return .reply(.error(FanoutError(.failedPrecondition, "the connection has an attachment already")))
+            }
+            guard credit >= 1, Int(credit) <= self.maximumCredit else {
+                return .reply(.error(FanoutError(.invalidArgument, "credit must be in 1...\(self.maximumCredit)", field: "credit")))
+            }
+            return .attach(project: project, scope: scope, credit: Int(credit))
+        case .grant(let credit):
+            guard let held = self.attachedCredit else {
+                return .reply(.error(FanoutError(.failedPrecondition, "GRANT needs an attachment")))
+            }
+            // The engine refuses a GRANT of 0; the server's maximum may be lower than the engine's.
+            guard held + Int(credit) <= self.maximumCredit else {
+                return .reply(.error(FanoutError(.invalidArgument, "credit may not pass \(self.maximumCredit) in all (\(held) held)", field: "credit")))
+            }
+            return .grant(Int(credit))
+        case .acknowledge(let ids):
+            guard self.attachedCredit != nil else {
+                return .reply(.error(FanoutError(.failedPrecondition, "ACK needs an attachment")))
+            }
+            return .acknowledge(ids)
+        case .detach:
+            guard self.attachedCredit != nil else {
+                return .reply(.error(FanoutError(.failedPrecondition, "DETACH needs an attachment")))
+            }
+            self.attachedCredit = nil
+            return .detach
+        case .snapshot:
+            return .snapshot
+        default:
+            return nil
         }
     }
 

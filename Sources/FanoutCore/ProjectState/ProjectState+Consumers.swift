@@ -216,7 +216,16 @@ extension ProjectState {
             platform: platform
         )
         self.deliveries.consumers.byID[id]!.inFlight.insert(delivery.id)
-        self.deliveries.handOuts.append(HandOut(sink: self.deliveries.consumers.byID[id]!.sink, delivery: delivery))
+        let sink = self.deliveries.consumers.byID[id]!.sink
+        // A fill hands one consumer its deliveries one after another: they go out as one batch.
+        if let last = self.deliveries.handOuts.indices.last, self.deliveries.handOuts[last].sink === sink {
+            self.deliveries.handOuts[last].deliveries.append(delivery)
+        } else {
+            var deliveries: [Delivery] = []
+            deliveries.reserveCapacity(self.deliveries.consumers.byID[id]!.credit - self.deliveries.consumers.byID[id]!.inFlight.count + 1)
+            deliveries.append(delivery)
+            self.deliveries.handOuts.append(HandOut(sink: sink, deliveries: deliveries))
+        }
         self.deliveries.counters.delivered += 1
     }
 }

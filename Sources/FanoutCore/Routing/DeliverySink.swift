@@ -1,8 +1,9 @@
 internal import DequeModule
 
 /// Where the engine puts the deliveries it hands to one consumer, and where the consumer takes
-/// them from (`next()` or `poll`). The engine pushes under its project lock; the sink has its own
-/// lock, never held while calling out. At most `credit` deliveries are ever buffered here.
+/// them from (`next()` or `poll`). The engine pushes once the deliveries' changes are durable
+/// (see `HandOutQueue`); the sink has its own lock, never held while calling out. At most
+/// `credit` deliveries are ever buffered here.
 final class DeliverySink: Sendable {
     private struct State {
         var buffer = Deque<Delivery>()
@@ -13,17 +14,20 @@ final class DeliverySink: Sendable {
 
     private let state = Locked(State())
 
-    func push(_ delivery: Delivery) {
+    /// Pushes deliveries in order, under one acquisition of the lock.
+    func push(contentsOf deliveries: [Delivery]) {
+        guard let first = deliveries.first else { return }
         let waiter = self.state.withLock { state -> CheckedContinuation<Delivery?, Never>? in
             guard !state.isFinished else { return nil }
             if let waiter = state.waiter {
                 state.waiter = nil
+                state.buffer.append(contentsOf: deliveries.dropFirst())
                 return waiter
             }
-            state.buffer.append(delivery)
+            state.buffer.append(contentsOf: deliveries)
             return nil
         }
-        waiter?.resume(returning: delivery)
+        waiter?.resume(returning: first)
     }
 
     /// Ends the stream: `next()` returns what is buffered, then `nil`.

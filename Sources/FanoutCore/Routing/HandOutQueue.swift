@@ -1,11 +1,12 @@
 internal import DequeModule
 import Synchronization
 
-/// A delivery a state transition gave to a consumer: an effect the engine performs (pushes into
-/// the consumer's sink) once the change that made it is as durable as the engine's durability says.
+/// Deliveries a state transition gave to one consumer, in order: an effect the engine performs
+/// (pushes into the consumer's sink, in one go) once the change that made them is as durable as
+/// the engine's durability says.
 struct HandOut {
     let sink: DeliverySink
-    let delivery: Delivery
+    var deliveries: [Delivery]
 }
 
 /// The hand-outs waiting for the log: a delivery never reaches a consumer before the send that
@@ -45,7 +46,7 @@ final class HandOutQueue: Sendable {
             while let first = waiting.first {
                 if first.ticket.epoch == acknowledged.epoch {
                     guard first.ticket.lsn <= acknowledged.lsn else { return }
-                    for handOut in first.handOuts { handOut.sink.push(handOut.delivery) }
+                    for handOut in first.handOuts { handOut.sink.push(contentsOf: handOut.deliveries) }
                 } else if first.ticket.epoch > acknowledged.epoch {
                     return
                 }
