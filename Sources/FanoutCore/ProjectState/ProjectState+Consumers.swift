@@ -209,12 +209,11 @@ extension ProjectState {
 
     mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) {
         self.deliveries.mailboxes.setInFlight(index, true)
-        let delivery = self.delivery(
-            of: self.deliveries.mailboxes.node(index),
-            entry: self.deliveries.entries[Int(entry)]!,
-            slot: slot,
-            platform: platform
-        )
+        // Read into locals first: with `self` read in the arguments of a call on `self`, the
+        // optimiser copied the whole project state for every delivery.
+        let node = self.deliveries.mailboxes.node(index)
+        let message = self.deliveries.entries[Int(entry)]!
+        let delivery = self.delivery(of: node, entry: message, slot: slot, platform: platform)
         self.deliveries.consumers.byID[id]!.inFlight.insert(delivery.id)
         let sink = self.deliveries.consumers.byID[id]!.sink
         // A fill hands one consumer its deliveries one after another: they go out as one batch.
