@@ -49,21 +49,17 @@ public final class Engine: Sendable {
     let handOuts = HandOutQueue()
 
     /// An in-memory engine with only the default project.
-    public init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
-        self.configuration = configuration
-        self.clock = clock
-        self.projects = Locked([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
-        self.log = nil
-        self.wal = nil
-        self.directory = nil
-        self.directoryLock = Mutex(nil)
-        self.recovery = nil
-        self.logger = Logger(label: "fanout")
+    public convenience init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
+        self.init(log: nil, configuration: configuration, clock: clock)
     }
 
     /// An engine with only the default project whose changes go to `log` (an `InMemoryChangeLog` in
     /// tests; a replicated log later). Nothing is replayed from it.
-    package init(log: any ChangeLog, configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
+    package convenience init(log: any ChangeLog, configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
+        self.init(log: Optional(log), configuration: configuration, clock: clock)
+    }
+
+    private init(log: (any ChangeLog)?, configuration: EngineConfiguration, clock: any WallClock) {
         self.configuration = configuration
         self.clock = clock
         self.projects = Locked([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
@@ -73,7 +69,7 @@ public final class Engine: Sendable {
         self.directoryLock = Mutex(nil)
         self.recovery = nil
         self.logger = Logger(label: "fanout")
-        self.observe(log)
+        if let log { self.observe(log) }
     }
 
     init(
