@@ -291,9 +291,8 @@ extension Engine {
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
             let rendered = RenderedMessage((consume request).message, acceptedAt: now)
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let sequence = state.deliveries.nextSequence
-                let result = state.send(rendered, body: body, sequence: sequence, now: now)
-                return (result, [.send(project, sequence: sequence, at: now, body: body)])
+                let (result, record) = state.send(rendered, body: body, now: now)
+                return (result, [record])
             }
         }
 

@@ -15,7 +15,7 @@ extension ProjectState {
         guard sequence >= self.deliveries.nextSequence else {
             throw FanoutError(.internal, "replay: message \(sequence) logged after \(self.deliveries.nextSequence - 1)")
         }
-        _ = self.send(try Self.renderLogged(body, at: at), body: body, sequence: sequence, now: at)
+        _ = self.enqueueMessage(try Self.renderLogged(body, at: at), body: body, sequence: sequence, now: at)
     }
 
     /// Restores a snapshot's message with its pending deliveries and markers, appended in

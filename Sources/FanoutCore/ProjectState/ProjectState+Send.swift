@@ -15,9 +15,18 @@ extension ProjectState {
     static let maximumCredit = 1 << 16
     // MARK: - Send
 
+    /// A send: takes the project's next message sequence, resolves the audience and enqueues a
+    /// delivery per recipient whose platform payload fits; returns the result and the log record
+    /// that replays it.
+    mutating func send(_ rendered: RenderedMessage, body: [UInt8], now: Timestamp) -> (SendResult, WALRecord) {
+        let sequence = self.deliveries.nextSequence
+        let result = self.enqueueMessage(rendered, body: body, sequence: sequence, now: now)
+        return (result, .send(self.id, sequence: sequence, at: now, body: body))
+    }
+
     /// Resolves the message's audience and enqueues a delivery per recipient whose platform payload
-    /// fits. The caller logs the send.
-    mutating func send(_ rendered: RenderedMessage, body: [UInt8], sequence: UInt64, now: Timestamp) -> SendResult {
+    /// fits, as message `sequence` (a new send, or a logged one replayed).
+    mutating func enqueueMessage(_ rendered: RenderedMessage, body: [UInt8], sequence: UInt64, now: Timestamp) -> SendResult {
         self.deliveries.nextSequence = sequence + 1
         self.deliveries.counters.sends += 1
         let (audience, addressed) = self.resolveAudience(of: rendered.message.target)
