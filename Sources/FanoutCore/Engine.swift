@@ -8,14 +8,16 @@ import Glibc
 /// The fanout engine: the one facade that owns every project's installations, users and topics.
 ///
 /// Thread-safe. Each project has its own lock, held only for in-memory work (never across I/O),
-/// so projects never contend with each other. Audience resolution copies the subscriber sets it
-/// needs under the lock (copy-on-write retains) and does the set algebra after releasing it.
+/// so projects never contend with each other. `audience(of:)` copies the subscriber sets it needs
+/// under the lock (copy-on-write retains) and does the set algebra after releasing it; a send
+/// resolves its audience under the lock, where it enqueues the deliveries.
 ///
 /// Opened on a directory (`init(directory:durability:configuration:clock:)`), every change is a
-/// record in the write-ahead log: it is queued under the project lock (so the log order is the
-/// order of application) and the call returns once the record is as durable as `durability` says.
-/// Reads see changes as soon as they are applied. `init(configuration:clock:)` is the same engine
-/// in memory only.
+/// record in the write-ahead log: it is appended under the project lock (so the log order is the
+/// order of application), and the `async` calls return once it is as durable as `durability`
+/// says (`apply` applies now and leaves the wait to the caller). Reads see changes as soon as
+/// they are applied; consumers receive a delivery only once the change that made it is durable.
+/// `init(configuration:clock:)` is the same engine in memory only.
 public final class Engine: Sendable {
     final class ProjectBox: Sendable {
         let state: Locked<ProjectState>
