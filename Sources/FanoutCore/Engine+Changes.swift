@@ -39,9 +39,7 @@ extension Engine {
             if let ticket = self.ticket, let log = self.engine.log {
                 guard !self.spansFailure else { throw Self.spannedFailure }
                 try await log.acknowledgement(of: ticket)
-                // The deliveries these changes handed out reach their consumers before the caller
-                // hears back (the log's writer may not have pushed them yet).
-                self.engine.handOuts.release(through: log.acknowledgedTicket)
+                self.handOut(after: log)
             }
             return try self.outcome.get()
         }
@@ -53,9 +51,15 @@ extension Engine {
             if let ticket = self.ticket, let log = self.engine.log {
                 guard !self.spansFailure else { throw Self.spannedFailure }
                 try log.waitUntilAcknowledged(ticket)
-                self.engine.handOuts.release(through: log.acknowledgedTicket)
+                self.handOut(after: log)
             }
             return try self.outcome.get()
+        }
+
+        /// The deliveries these changes handed out reach their consumers before the caller hears
+        /// back (the log's writer may not have pushed them yet).
+        private func handOut(after log: any ChangeLog) {
+            self.engine.handOuts.release(through: log.acknowledgedTicket)
         }
 
         private static var spannedFailure: FanoutError {
@@ -105,18 +109,14 @@ extension Engine {
 
         /// Creates a project. - Throws: `ALREADY_EXISTS`.
         public mutating func createProject(_ id: ProjectID) throws(FanoutError) {
-            try self.engine.checkNotHalted()
-            let log = self.engine.log
-            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> LogTicket? in
+            let configuration = self.engine.configuration
+            try self.changeProjects(.createProject(id)) { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
                 guard projects[id] == nil else {
                     throw FanoutError(.alreadyExists, "project \(id) exists", field: "project")
                 }
-                try log?.checkHealthy()
-                let ticket = try log?.append([.createProject(id)])
-                projects[id] = ProjectBox(ProjectState(id: id, configuration: self.engine.configuration))
-                return ticket
+            } apply: { projects in
+                projects[id] = ProjectBox(ProjectState(id: id, configuration: configuration))
             }
-            if let ticket { self.include(ticket) }
         }
 
         /// Deletes a project and everything in it. The default project cannot be deleted.
@@ -125,16 +125,30 @@ extension Engine {
             guard id != .default else {
                 throw FanoutError(.failedPrecondition, "the default project cannot be deleted", field: "project")
             }
-            try self.engine.checkNotHalted()
-            let log = self.engine.log
-            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> LogTicket? in
+            try self.changeProjects(.deleteProject(id)) { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
                 guard projects[id] != nil else {
                     throw .notFound("no project \(id)", field: "project")
                 }
-                try log?.checkHealthy()
-                let ticket = try log?.append([.deleteProject(id)])
+            } apply: { projects in
                 projects[id]?.state.withLock { $0.finishConsumers() }
                 projects[id] = nil
+            }
+        }
+
+        /// A change to the project map, under its lock: `check` refuses it, else `record` is logged
+        /// and `apply` makes it.
+        private mutating func changeProjects(
+            _ record: WALRecord,
+            check: (inout [ProjectID: ProjectBox]) throws(FanoutError) -> Void,
+            apply: (inout [ProjectID: ProjectBox]) -> Void
+        ) throws(FanoutError) {
+            try self.engine.checkNotHalted()
+            let log = self.engine.log
+            let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> LogTicket? in
+                try check(&projects)
+                try log?.checkHealthy()
+                let ticket = try log?.append([record])
+                apply(&projects)
                 return ticket
             }
             if let ticket { self.include(ticket) }

@@ -214,17 +214,8 @@ extension ProjectState {
         let node = self.deliveries.mailboxes.node(index)
         let message = self.deliveries.entries[Int(entry)]!
         let delivery = self.delivery(of: node, entry: message, slot: slot, platform: platform)
-        self.deliveries.consumers.byID[id]!.inFlight.insert(delivery.id)
-        let sink = self.deliveries.consumers.byID[id]!.sink
-        // A fill hands one consumer its deliveries one after another: they go out as one batch.
-        if let last = self.deliveries.handOuts.indices.last, self.deliveries.handOuts[last].sink === sink {
-            self.deliveries.handOuts[last].deliveries.append(delivery)
-        } else {
-            var deliveries: [Delivery] = []
-            deliveries.reserveCapacity(self.deliveries.consumers.byID[id]!.credit - self.deliveries.consumers.byID[id]!.inFlight.count + 1)
-            deliveries.append(delivery)
-            self.deliveries.handOuts.append(HandOut(sink: sink, deliveries: deliveries))
-        }
+        let (sink, room) = self.deliveries.consumers.hold(delivery.id, by: id)
+        self.deliveries.queueHandOut(delivery, to: sink, room: room)
         self.deliveries.counters.delivered += 1
     }
 }

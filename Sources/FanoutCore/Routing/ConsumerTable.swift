@@ -32,6 +32,15 @@ struct ConsumerTable {
     var needsFill: Set<UInt64> = []
     var nextID: UInt64 = 1
 
+    /// Notes that consumer `id` holds `delivery` (one hash lookup); returns its sink and the room it
+    /// has left.
+    mutating func hold(_ delivery: DeliveryID, by id: UInt64) -> (sink: DeliverySink, room: Int) {
+        let index = self.byID.index(forKey: id)!
+        self.byID.values[index].inFlight.insert(delivery)
+        let consumer = self.byID.values[index]
+        return (consumer.sink, consumer.credit - consumer.inFlight.count)
+    }
+
     /// A worker of `platform` with room, taking turns; `nil` when all are full (or there are none).
     mutating func workerWithRoom(for platform: Platform) -> UInt64? {
         let workers = self.workers[platform]

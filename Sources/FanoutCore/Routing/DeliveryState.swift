@@ -23,6 +23,19 @@ struct DeliveryState {
         return statistics
     }
 
+    /// Queues a delivery handed to the consumer behind `sink`: a fill hands one consumer its
+    /// deliveries one after another, so they join that consumer's batch (sized for its `room`).
+    mutating func queueHandOut(_ delivery: Delivery, to sink: DeliverySink, room: Int) {
+        if let last = self.handOuts.indices.last, self.handOuts[last].sink === sink {
+            self.handOuts[last].deliveries.append(delivery)
+            return
+        }
+        var deliveries: [Delivery] = []
+        deliveries.reserveCapacity(room + 1)
+        deliveries.append(delivery)
+        self.handOuts.append(HandOut(sink: sink, deliveries: deliveries))
+    }
+
     /// Stores a message entry with no references yet; returns its index. Its deliveries are then
     /// counted with `retain`, which drops the entry if there are none.
     mutating func add(_ entry: MessageEntry) -> UInt32 {
