@@ -37,8 +37,7 @@ struct ConsumerTable {
     mutating func hold(_ delivery: DeliveryID, by id: UInt64) -> (sink: DeliverySink, room: Int) {
         let index = self.byID.index(forKey: id)!
         self.byID.values[index].inFlight.insert(delivery)
-        let consumer = self.byID.values[index]
-        return (consumer.sink, consumer.credit - consumer.inFlight.count)
+        return (self.byID.values[index].sink, self.byID.values[index].credit - self.byID.values[index].inFlight.count)
     }
 
     /// A worker of `platform` with room, taking turns; `nil` when all are full (or there are none).
