@@ -119,7 +119,7 @@ let package = Package(
             name: "FanoutCoreTests",
             dependencies: ["FanoutCore", "FanoutTestSupport", logging],
             exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
-            resources: [.copy("Fixtures/firebase-admin"), .copy("Fixtures/wal")]
+            resources: [.copy("Fixtures/firebase-admin"), .copy("Fixtures/wal"), .copy("Fixtures/wal-v1"), .copy("Fixtures/wal-v1.expected.txt")]
         ),
         .testTarget(
             name: "FanoutWireTests",
