@@ -305,7 +305,7 @@ extension Engine {
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
             let rendered = RenderedMessage((consume request).message, acceptedAt: now)
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let (result, record) = state.send(rendered, body: body, now: now)
+                let (result, record) = state.send(rendered, now: now)
                 return (result, [record])
             }
         }

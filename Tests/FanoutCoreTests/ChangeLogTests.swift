@@ -35,12 +35,12 @@ struct ChangeLogTests {
 
         guard case .register(.default, let registered) = log.records[0],
             case .subscribe(.default, let topic, let fids) = log.records[1],
-            case .send(.default, let sequence, _, _) = log.records[2]
+            case .send(.default, let sequence, let message) = log.records[2], case .topic(let sentTo) = message.target
         else {
             Issue.record("unexpected records \(log.records)")
             return
         }
-        #expect(registered.fid == installation.fid && topic.value == "news" && fids == [installation.fid] && sequence == 1)
+        #expect(registered.fid == installation.fid && topic.value == "news" && fids == [installation.fid] && sequence == 1 && sentTo == topic)
     }
 
     /// A change that does not change anything (a repeated registration) logs nothing and has

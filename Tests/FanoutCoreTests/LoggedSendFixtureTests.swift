@@ -109,4 +109,43 @@ struct LoggedSendFixtureTests {
             #expect(recovered == (try Self.expected()))
         }
     }
+
+    /// A logged send replays as it was logged, without the message parser: a condition of six
+    /// atoms (the parser refuses more than five) appended to a log still delivers after a restart,
+    /// with the payloads and options the record holds.
+    @Test func aLoggedSendReplaysWithoutTheParser() async throws {
+        let topics = (1...6).map { "t\($0)" }
+        let expression = topics.map { "'\($0)' in topics" }.joined(separator: " && ")
+        #expect(throws: FanoutError.self) { try Condition(parsing: expression) }
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory, durability: .always)
+            try await engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .android, appID: AppID("app")!))
+            for topic in topics { _ = try await engine.subscribe(["t"], to: TopicName(topic)!) }
+            try engine.close()
+
+            let condition = topics.dropFirst().reduce(Condition.topic(TopicName(topics[0])!)) { .and($0, .topic(TopicName($1)!)) }
+            var options = Message.DeliveryOptions()
+            options.androidCollapseKey = "k"
+            let message = RenderedMessage(
+                target: .condition(condition),
+                options: options,
+                acceptedAt: Self.start,
+                apnsBody: Array("{}".utf8),
+                androidPayload: Array(#"{"data":{"logged":"as is"}}"#.utf8),
+                webpushPayload: Array("{}".utf8)
+            )
+            let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.max())
+            let handle = try #require(FileHandle(forUpdatingAtPath: "\(directory)/\(segment)"))
+            let contents = try WALSegmentReader.read(Array(try handle.readToEnd() ?? Data()))
+            try handle.write(contentsOf: WALFormat.batch([.send(.default, sequence: 1, message: message)], firstLSN: contents.nextLSN))
+            try handle.close()
+
+            let reopened = try Engine(directory: directory, durability: .none, clock: ManualClock(Self.start))
+            defer { try? reopened.close() }
+            let pending = try reopened.pendingDeliveries(for: .token(RegistrationToken("t")!))
+            #expect(pending.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"data":{"logged":"as is"}}"#])
+            #expect(pending.first?.message?.options.androidCollapseKey == "k")
+            #expect(pending.first?.message?.target == .condition(condition))
+        }
+    }
 }

@@ -38,15 +38,18 @@ struct WALFormatTests {
         }
         let body = Array(#"{"message":{"topic":"news","data":{"k":"\#(Int.random(in: 0...999, using: &random))"}}}"#.utf8)
         let sequence = UInt64.random(in: 1...1_000_000, using: &random)
-        switch Int.random(in: 0..<23, using: &random) {
+        switch Int.random(in: 0..<25, using: &random) {
         case 17: return .restoreSlotLayout(project, capacity: UInt32.random(in: 0...100_000, using: &random), freeSlots: ascendingSlots().shuffled(using: &random))
-        case 18: return .send(project, sequence: sequence, at: at, body: body)
+        case 18: return .send(project, sequence: sequence, message: Self.randomRenderedMessage(&random, at: at))
+        case 23: return .sendBody(project, sequence: sequence, at: at, body: body)
+        case 24: return .restoreMessageBody(project, sequence: sequence, at: at, body: body, slots: ascendingSlots(), markerSlots: ascendingSlots())
         case 19:
             // Runs of one sequence, as the engine logs them (sorted), and a lone one.
             let deliveries = ascendingSlots().map { DeliveryID(messageSequence: sequence, slot: $0) } + [DeliveryID(messageSequence: sequence + 1, slot: 7)]
             return .acknowledge(project, deliveries: deliveries)
         case 20: return .expireDeliveries(project, at: at)
-        case 21: return .restoreMessage(project, sequence: sequence, at: at, body: body, slots: ascendingSlots(), markerSlots: ascendingSlots())
+        case 21:
+            return .restoreMessage(project, sequence: sequence, message: Self.randomRenderedMessage(&random, at: at), slots: ascendingSlots(), markerSlots: ascendingSlots())
         case 22: return .restoreMessageSequence(project, next: sequence)
         case 13: return .restoreUser(project, user: user, anonymous: Bool.random(using: &random), lastActive: at)
         case 14: return .retireFIDs(project, fids: [fid, FID.make(fromRandomBytes: random.bytes(17))])
@@ -85,6 +88,51 @@ struct WALFormatTests {
         case 11: return .subscribe(project, topic: topic, fids: (0..<Int.random(in: 0...50, using: &random)).map { _ in FID.make(fromRandomBytes: random.bytes(17)) })
         default: return .unsubscribe(project, topic: topic, fids: [fid])
         }
+    }
+
+    /// A rendered message with a random target of each kind (conditions nested up to 4 deep), each
+    /// delivery option given or not, and payloads of random bytes (the log does not parse them).
+    static func randomRenderedMessage(_ random: inout SeededRandomNumberGenerator, at: Timestamp) -> RenderedMessage {
+        func condition(depth: Int) -> Condition {
+            let topic = Condition.topic(TopicName("t\(Int.random(in: 0...9, using: &random))")!)
+            guard depth < 4 else { return topic }
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: return topic
+            case 1: return .not(condition(depth: depth + 1))
+            case 2: return .and(condition(depth: depth + 1), condition(depth: depth + 1))
+            default: return .or(condition(depth: depth + 1), condition(depth: depth + 1))
+            }
+        }
+        let token = RegistrationToken("tok-\(random.next() % 1000):APA91b")!
+        let fid = FID.make(fromRandomBytes: random.bytes(17))
+        let target: Message.Target
+        switch Int.random(in: 0..<6, using: &random) {
+        case 0: target = .token(token)
+        case 1: target = .fid(fid)
+        case 2: target = .topic(TopicName("news")!)
+        case 3: target = .condition(condition(depth: 0))
+        case 4: target = .user(UserID("ana")!)
+        default: target = .multicast([.token(token), .fid(fid), .token(RegistrationToken("other")!)].shuffled(using: &random))
+        }
+        func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
+        var options = Message.DeliveryOptions()
+        options.androidPriority = maybe(Bool.random(using: &random) ? .high : .normal)
+        options.androidTTLSeconds = maybe(Int64.random(in: 0...2_419_200, using: &random))
+        options.androidCollapseKey = maybe("collapse ✓")
+        options.apnsPriority = maybe([1, 5, 10].randomElement(using: &random)!)
+        options.apnsPushType = maybe("background")
+        options.apnsExpiration = maybe(UInt64.random(in: 0...2_000_000_000, using: &random))
+        options.apnsCollapseID = maybe("apns-collapse")
+        options.webpushTTLSeconds = maybe(UInt32.random(in: 0...100_000, using: &random))
+        options.webpushTopic = maybe("web-topic")
+        return RenderedMessage(
+            target: target,
+            options: options,
+            acceptedAt: at,
+            apnsBody: random.bytes(Int.random(in: 0...300, using: &random)),
+            androidPayload: random.bytes(Int.random(in: 0...300, using: &random)),
+            webpushPayload: random.bytes(Int.random(in: 0...300, using: &random))
+        )
     }
 
     static func randomBatches(_ random: inout SeededRandomNumberGenerator, count: Int) -> [[WALRecord]] {

@@ -100,8 +100,13 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(capacity)
             writer.writeCounted(freeSlots)
-        case .send(let project, let sequence, let at, let body):
+        case .send(let project, let sequence, let message):
             writer.write(Kind.send.rawValue)
+            writer.write(project.value)
+            writer.write(sequence)
+            writer.write(message)
+        case .sendBody(let project, let sequence, let at, let body):
+            writer.write(Kind.sendBody.rawValue)
             writer.write(project.value)
             writer.write(sequence)
             writer.write(at)
@@ -128,8 +133,15 @@ extension WALRecord {
             writer.write(Kind.expireDeliveries.rawValue)
             writer.write(project.value)
             writer.write(at)
-        case .restoreMessage(let project, let sequence, let at, let body, let slots, let markerSlots):
+        case .restoreMessage(let project, let sequence, let message, let slots, let markerSlots):
             writer.write(Kind.restoreMessage.rawValue)
+            writer.write(project.value)
+            writer.write(sequence)
+            writer.write(message)
+            writer.writeCounted(slots)
+            writer.writeCounted(markerSlots)
+        case .restoreMessageBody(let project, let sequence, let at, let body, let slots, let markerSlots):
+            writer.write(Kind.restoreMessageBody.rawValue)
             writer.write(project.value)
             writer.write(sequence)
             writer.write(at)
@@ -173,8 +185,11 @@ extension WALRecord {
             } catch {
                 throw BinaryReader.Error(offset: reader.position, reason: "invalid device details")
             }
+            // Lowercase hex, as written: a log holds each value in one spelling only.
             let apns = try reader.readOptionalString(limit: 200)
-                .map { (value: String) throws(BinaryReader.Error) in try Self.validated(APNsDeviceToken(value), reader, "APNs token") }
+                .map { (value: String) throws(BinaryReader.Error) in
+                    try Self.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, reader, "APNs token")
+                }
             let at = try reader.readTimestamp()
             record = .register(
                 project,
@@ -236,8 +251,11 @@ extension WALRecord {
             record = .restoreSlotLayout(project, capacity: capacity, freeSlots: try reader.readCountedUInt32s())
         case .send:
             let sequence = try reader.read(UInt64.self)
+            record = .send(project, sequence: sequence, message: try reader.readRenderedMessage())
+        case .sendBody:
+            let sequence = try reader.read(UInt64.self)
             let at = try reader.readTimestamp()
-            record = .send(project, sequence: sequence, at: at, body: try Self.readBody(&reader))
+            record = .sendBody(project, sequence: sequence, at: at, body: try Self.readBody(&reader))
         case .acknowledge:
             let runs = Int(try reader.read(UInt32.self))
             guard runs * 12 <= reader.remaining else {
@@ -255,11 +273,17 @@ extension WALRecord {
             record = .expireDeliveries(project, at: try reader.readTimestamp())
         case .restoreMessage:
             let sequence = try reader.read(UInt64.self)
+            let message = try reader.readRenderedMessage()
+            let slots = try Self.readAscendingSlots(&reader)
+            let markerSlots = try Self.readAscendingSlots(&reader)
+            record = .restoreMessage(project, sequence: sequence, message: message, slots: slots, markerSlots: markerSlots)
+        case .restoreMessageBody:
+            let sequence = try reader.read(UInt64.self)
             let at = try reader.readTimestamp()
             let body = try Self.readBody(&reader)
             let slots = try Self.readAscendingSlots(&reader)
             let markerSlots = try Self.readAscendingSlots(&reader)
-            record = .restoreMessage(project, sequence: sequence, at: at, body: body, slots: slots, markerSlots: markerSlots)
+            record = .restoreMessageBody(project, sequence: sequence, at: at, body: body, slots: slots, markerSlots: markerSlots)
         case .restoreMessageSequence:
             record = .restoreMessageSequence(project, next: try reader.read(UInt64.self))
         }

@@ -30,16 +30,23 @@ package enum WALRecord: Hashable, Sendable {
     /// free list. The registrations that follow (ascending slots) take the other slots, so every
     /// installation keeps its slot across a restart, and subscriber ordinals are those slots.
     case restoreSlotLayout(ProjectID, capacity: UInt32, freeSlots: [UInt32])
-    /// A send: the body once, with the sequence number of its message id and the time it was
-    /// accepted; replay resolves the same audience, since it replays everything before it in order.
-    case send(ProjectID, sequence: UInt64, at: Timestamp, body: [UInt8])
+    /// A send: the message as it was validated and rendered (target, delivery options, the three
+    /// payloads, acceptance time), with the sequence number of its message id; replay resolves the
+    /// same audience, since it replays everything before it in order, and never parses it again.
+    case send(ProjectID, sequence: UInt64, message: RenderedMessage)
+    /// A send as builds before the rendered record logged it: the request body, parsed and
+    /// rendered again on replay. Read, never written.
+    case sendBody(ProjectID, sequence: UInt64, at: Timestamp, body: [UInt8])
     /// Deliveries acknowledged by consumers.
     case acknowledge(ProjectID, deliveries: [DeliveryID])
     /// An expiry sweep at a time: every delivery that expired by then left its mailbox.
     case expireDeliveries(ProjectID, at: Timestamp)
-    /// A message with pending deliveries in a snapshot: its body, sequence and acceptance time,
-    /// the slots it waits in (ascending) and the slots where its "deleted messages" marker waits.
-    case restoreMessage(ProjectID, sequence: UInt64, at: Timestamp, body: [UInt8], slots: [UInt32], markerSlots: [UInt32])
+    /// A message with pending deliveries in a snapshot: its sequence, the rendered message, the
+    /// slots it waits in (ascending) and the slots where its "deleted messages" marker waits.
+    case restoreMessage(ProjectID, sequence: UInt64, message: RenderedMessage, slots: [UInt32], markerSlots: [UInt32])
+    /// The same as older builds wrote it, with the request body in place of the rendered message.
+    /// Read, never written.
+    case restoreMessageBody(ProjectID, sequence: UInt64, at: Timestamp, body: [UInt8], slots: [UInt32], markerSlots: [UInt32])
     /// The sequence number of the project's next message, in a snapshot.
     case restoreMessageSequence(ProjectID, next: UInt64)
 
@@ -92,11 +99,13 @@ package enum WALRecord: Hashable, Sendable {
         case retireTokenHashes = 16
         case restoreSubscribers = 17
         case restoreSlotLayout = 18
-        case send = 19
+        case sendBody = 19
         case acknowledge = 20
         case expireDeliveries = 21
-        case restoreMessage = 22
+        case restoreMessageBody = 22
         case restoreMessageSequence = 23
+        case send = 24
+        case restoreMessage = 25
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -126,14 +135,18 @@ package enum WALRecord: Hashable, Sendable {
             return "restoreSubscribers \(project) topic=\(topic) count=\(ordinals.count)"
         case .restoreSlotLayout(let project, let capacity, let freeSlots):
             return "restoreSlotLayout \(project) capacity=\(capacity) free=\(freeSlots.count)"
-        case .send(let project, let sequence, let at, let body):
-            return "send \(project) message=\(sequence) bytes=\(body.count) at=\(at)"
+        case .send(let project, let sequence, let message):
+            return "send \(project) message=\(sequence) target=\(message.target.kind) bytes=\(message.renderedByteCount) at=\(message.acceptedAt)"
+        case .sendBody(let project, let sequence, let at, let body):
+            return "send \(project) message=\(sequence) body-bytes=\(body.count) at=\(at)"
         case .acknowledge(let project, let deliveries):
             return "acknowledge \(project) count=\(deliveries.count)"
         case .expireDeliveries(let project, let at):
             return "expireDeliveries \(project) at=\(at)"
-        case .restoreMessage(let project, let sequence, let at, let body, let slots, let markerSlots):
-            return "restoreMessage \(project) message=\(sequence) bytes=\(body.count) at=\(at) pending=\(slots.count) markers=\(markerSlots.count)"
+        case .restoreMessage(let project, let sequence, let message, let slots, let markerSlots):
+            return "restoreMessage \(project) message=\(sequence) bytes=\(message.renderedByteCount) at=\(message.acceptedAt) pending=\(slots.count) markers=\(markerSlots.count)"
+        case .restoreMessageBody(let project, let sequence, let at, let body, let slots, let markerSlots):
+            return "restoreMessage \(project) message=\(sequence) body-bytes=\(body.count) at=\(at) pending=\(slots.count) markers=\(markerSlots.count)"
         case .restoreMessageSequence(let project, let next):
             return "restoreMessageSequence \(project) next=\(next)"
         }

@@ -84,6 +84,9 @@ public struct Message: Sendable {
         public var webpushTTLSeconds: UInt32?
         /// The web push `Topic` header (RFC 8030: replaces a pending message with the same topic).
         public var webpushTopic: String?
+
+        /// No option given.
+        public init() {}
     }
 
     /// Where the parts rendering reads sit in `source`: document entries, `nil` when not given.

@@ -1,11 +1,16 @@
 /// A validated message with its per-platform payloads rendered once, shared (by reference) by
-/// every delivery of the send.
-public final class RenderedMessage: Sendable {
+/// every delivery of the send. It holds what routing and delivery read (the target, the delivery
+/// options, the three payloads), not the request it came from: the log stores it as it is, and
+/// replay rebuilds it without the message parser.
+public final class RenderedMessage: Hashable, Sendable {
     public static let apnsLimit = 4096
     public static let apnsVoIPLimit = 5120
     public static let webpushLimit = 4096
 
-    public let message: Message
+    /// Whom the message is for.
+    public let target: Message.Target
+    /// The delivery options read from the platform configs.
+    public let options: Message.DeliveryOptions
     /// When the message was accepted; expiries count from here.
     public let acceptedAt: Timestamp
     /// The APNs request body (JSON).
@@ -19,8 +24,37 @@ public final class RenderedMessage: Sendable {
     public init(_ message: consuming Message, acceptedAt: Timestamp) {
         self.acceptedAt = acceptedAt
         (self.apnsBody, self.androidPayload, self.webpushPayload) = Self.render(message)
-        // Stored last, so it is moved rather than copied.
-        self.message = message
+        self.target = message.target
+        self.options = message.options
+    }
+
+    /// A message as it was rendered when it was accepted (from the log or a snapshot).
+    package init(
+        target: Message.Target,
+        options: Message.DeliveryOptions,
+        acceptedAt: Timestamp,
+        apnsBody: [UInt8],
+        androidPayload: [UInt8],
+        webpushPayload: [UInt8]
+    ) {
+        self.target = target
+        self.options = options
+        self.acceptedAt = acceptedAt
+        self.apnsBody = apnsBody
+        self.androidPayload = androidPayload
+        self.webpushPayload = webpushPayload
+    }
+
+    public static func == (lhs: RenderedMessage, rhs: RenderedMessage) -> Bool {
+        lhs === rhs
+            || (lhs.target == rhs.target && lhs.options == rhs.options && lhs.acceptedAt == rhs.acceptedAt
+                && lhs.apnsBody == rhs.apnsBody && lhs.androidPayload == rhs.androidPayload && lhs.webpushPayload == rhs.webpushPayload)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.target)
+        hasher.combine(self.acceptedAt)
+        hasher.combine(self.apnsBody)
     }
 
     /// The APNs body, the Android payload and the web push payload.
@@ -58,7 +92,7 @@ public final class RenderedMessage: Sendable {
     /// Android has none beyond FCM's own data and notification limit.
     public func limit(for platform: Platform) -> Int? {
         switch platform {
-        case .ios: return self.message.options.apnsPushType == "voip" ? Self.apnsVoIPLimit : Self.apnsLimit
+        case .ios: return self.options.apnsPushType == "voip" ? Self.apnsVoIPLimit : Self.apnsLimit
         case .android: return nil
         case .web: return Self.webpushLimit
         }
@@ -75,7 +109,7 @@ public final class RenderedMessage: Sendable {
     /// `apns-expiration` (0: at once; default 30 days); web push's `TTL` header (default: the
     /// Android TTL or 28 days).
     public func expiry(for platform: Platform) -> Timestamp {
-        let options = self.message.options
+        let options = self.options
         let ttl = options.androidTTLSeconds ?? MessageParser.maximumTTLSeconds
         switch platform {
         case .android:
@@ -97,9 +131,9 @@ public final class RenderedMessage: Sendable {
     /// The collapse key of deliveries to `platform`, if the message is collapsible there.
     public func collapseKey(for platform: Platform) -> String? {
         switch platform {
-        case .android: return self.message.options.androidCollapseKey
-        case .ios: return self.message.options.apnsCollapseID
-        case .web: return self.message.options.webpushTopic
+        case .android: return self.options.androidCollapseKey
+        case .ios: return self.options.apnsCollapseID
+        case .web: return self.options.webpushTopic
         }
     }
 

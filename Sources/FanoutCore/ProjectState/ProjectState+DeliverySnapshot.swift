@@ -1,7 +1,8 @@
 /// Messages in the log and in snapshots: replaying a send, restoring a snapshot's pending
 /// deliveries, and writing them.
 extension ProjectState {
-    /// Parses and renders a logged send body, as it was when it was accepted at `at`.
+    /// Parses and renders a send body logged by an older build (record types 19 and 22), as it was
+    /// when it was accepted at `at`. Newer logs store the rendered message and never come here.
     static func renderLogged(_ body: [UInt8], at: Timestamp) throws(FanoutError) -> RenderedMessage {
         do {
             return RenderedMessage(try MessageParser.parseSendRequest(body).message, acceptedAt: at)
@@ -10,27 +11,26 @@ extension ProjectState {
         }
     }
 
-    /// Replays a logged send.
-    mutating func replaySend(sequence: UInt64, at: Timestamp, body: [UInt8]) throws(FanoutError) {
+    /// Replays a logged send through the same enqueueing as a new one, at the time it was accepted.
+    mutating func replaySend(_ message: RenderedMessage, sequence: UInt64) throws(FanoutError) {
         guard sequence >= self.deliveries.nextSequence else {
             throw FanoutError(.internal, "replay: message \(sequence) logged after \(self.deliveries.nextSequence - 1)")
         }
-        _ = self.enqueueMessage(try Self.renderLogged(body, at: at), body: body, sequence: sequence, now: at)
+        _ = self.enqueueMessage(message, sequence: sequence, now: message.acceptedAt)
     }
 
     /// Restores a snapshot's message with its pending deliveries and markers, appended in
     /// ascending sequence order as the snapshot lists them, so every mailbox keeps its order.
-    mutating func restoreMessage(sequence: UInt64, at: Timestamp, body: [UInt8], slots: [UInt32], markerSlots: [UInt32]) throws(FanoutError) {
+    mutating func restoreMessage(_ rendered: RenderedMessage, sequence: UInt64, slots: [UInt32], markerSlots: [UInt32]) throws(FanoutError) {
         guard sequence >= self.deliveries.nextSequence else {
             throw FanoutError(.internal, "replay: message \(sequence) restored out of order")
         }
-        let rendered = try Self.renderLogged(body, at: at)
         let markers = Set(markerSlots)
         let audience = SlotSet(slots + markerSlots)
         guard audience.count == slots.count + markerSlots.count else {
             throw FanoutError(.internal, "replay: message \(sequence) has a delivery and a marker in one mailbox")
         }
-        let index = self.deliveries.add(MessageEntry(sequence: sequence, rendered: rendered, body: body, audience: audience))
+        let index = self.deliveries.add(MessageEntry(sequence: sequence, rendered: rendered, audience: audience))
         for slot in audience {
             guard let platform = self.registry.platform(ofSlot: slot) else {
                 throw FanoutError(.internal, "replay: message \(sequence) waits in slot \(slot), which holds no installation")
@@ -71,7 +71,7 @@ extension ProjectState {
             let markers = markerSlots[index] ?? []
             guard !pending.isEmpty || !markers.isEmpty, let entry = self.deliveries.entries[Int(index)] else { continue }
             records.append(
-                .restoreMessage(self.id, sequence: entry.sequence, at: entry.rendered.acceptedAt, body: entry.body, slots: pending, markerSlots: markers)
+                .restoreMessage(self.id, sequence: entry.sequence, message: entry.rendered, slots: pending, markerSlots: markers)
             )
         }
         records.append(.restoreMessageSequence(self.id, next: self.deliveries.nextSequence))

@@ -62,14 +62,18 @@ extension ProjectState {
             guard self.registry.prepareLayout(capacity: Int(capacity), freeSlots: freeSlots) else {
                 throw FanoutError(.internal, "replay: a slot layout for a registry that is not empty, or with bad free slots")
             }
-        case .send(_, let sequence, let at, let body):
-            try self.replaySend(sequence: sequence, at: at, body: body)
+        case .send(_, let sequence, let message):
+            try self.replaySend(message, sequence: sequence)
+        case .sendBody(_, let sequence, let at, let body):
+            try self.replaySend(try Self.renderLogged(body, at: at), sequence: sequence)
         case .acknowledge(_, let deliveries):
             self.replayAcknowledgements(deliveries)
         case .expireDeliveries(_, let at):
             _ = self.expireDeliveries(now: at)
-        case .restoreMessage(_, let sequence, let at, let body, let slots, let markerSlots):
-            try self.restoreMessage(sequence: sequence, at: at, body: body, slots: slots, markerSlots: markerSlots)
+        case .restoreMessage(_, let sequence, let message, let slots, let markerSlots):
+            try self.restoreMessage(message, sequence: sequence, slots: slots, markerSlots: markerSlots)
+        case .restoreMessageBody(_, let sequence, let at, let body, let slots, let markerSlots):
+            try self.restoreMessage(try Self.renderLogged(body, at: at), sequence: sequence, slots: slots, markerSlots: markerSlots)
         case .restoreMessageSequence(_, let next):
             self.deliveries.nextSequence = max(self.deliveries.nextSequence, next)
         }
@@ -126,8 +130,8 @@ extension WALRecord {
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
             .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _), .restoreSlotLayout(let p, _, _),
-            .send(let p, _, _, _), .acknowledge(let p, _), .expireDeliveries(let p, _), .restoreMessage(let p, _, _, _, _, _),
-            .restoreMessageSequence(let p, _):
+            .send(let p, _, _), .sendBody(let p, _, _, _), .acknowledge(let p, _), .expireDeliveries(let p, _),
+            .restoreMessage(let p, _, _, _, _), .restoreMessageBody(let p, _, _, _, _, _), .restoreMessageSequence(let p, _):
             return p
         }
     }

@@ -18,20 +18,20 @@ extension ProjectState {
     /// A send: takes the project's next message sequence, resolves the audience and enqueues a
     /// delivery per recipient whose platform payload fits; returns the result and the log record
     /// that replays it.
-    mutating func send(_ rendered: RenderedMessage, body: [UInt8], now: Timestamp) -> (SendResult, WALRecord) {
+    mutating func send(_ rendered: RenderedMessage, now: Timestamp) -> (SendResult, WALRecord) {
         let sequence = self.deliveries.nextSequence
-        let result = self.enqueueMessage(rendered, body: body, sequence: sequence, now: now)
-        return (result, .send(self.id, sequence: sequence, at: now, body: body))
+        let result = self.enqueueMessage(rendered, sequence: sequence, now: now)
+        return (result, .send(self.id, sequence: sequence, message: rendered))
     }
 
     /// Resolves the message's audience and enqueues a delivery per recipient whose platform payload
     /// fits, as message `sequence` (a new send, or a logged one replayed).
-    mutating func enqueueMessage(_ rendered: RenderedMessage, body: [UInt8], sequence: UInt64, now: Timestamp) -> SendResult {
+    mutating func enqueueMessage(_ rendered: RenderedMessage, sequence: UInt64, now: Timestamp) -> SendResult {
         self.deliveries.nextSequence = sequence + 1
         self.deliveries.counters.sends += 1
-        let (audience, addressed) = self.resolveAudience(of: rendered.message.target)
+        let (audience, addressed) = self.resolveAudience(of: rendered.target)
         let fits = PerPlatform { rendered.fits($0) }
-        let entry = MessageEntry(sequence: sequence, rendered: rendered, body: body, audience: audience)
+        let entry = MessageEntry(sequence: sequence, rendered: rendered, audience: audience)
         let collapseKey = entry.collapseKey
         let isNowOrNever = entry.isNowOrNever
         let index = self.deliveries.add(entry)

@@ -3,9 +3,8 @@
 /// it was enqueued to (for expiry sweeps) and how many deliveries still reference it.
 struct MessageEntry {
     let sequence: UInt64
+    /// What the log and snapshots store of it.
     let rendered: RenderedMessage
-    /// The send body as received (what snapshots store; never logged in text).
-    let body: [UInt8]
     let expiry: PerPlatform<Int64>
     let collapseKey: PerPlatform<String?>
     /// TTL 0 (or an `apns-expiration` already past): deliver to a consumer attached now, or never.
@@ -18,10 +17,9 @@ struct MessageEntry {
     /// platform's expiry has passed since.
     var lastSweep = Int64.min
 
-    init(sequence: UInt64, rendered: RenderedMessage, body: [UInt8], audience: SlotSet) {
+    init(sequence: UInt64, rendered: RenderedMessage, audience: SlotSet) {
         self.sequence = sequence
         self.rendered = rendered
-        self.body = body
         self.audience = audience
         let expiry = PerPlatform { rendered.expiry(for: $0).millisecondsSinceEpoch }
         let accepted = rendered.acceptedAt.millisecondsSinceEpoch
