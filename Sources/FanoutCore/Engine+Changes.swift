@@ -92,7 +92,7 @@ extension Engine {
         /// Runs a change under the project's lock and queues the log records it returns there.
         mutating func mutate<Result: Sendable>(
             _ id: ProjectID,
-            _ body: (inout ProjectState) throws(FanoutError) -> (Result, [WALRecord])
+            _ body: (inout ProjectState) throws(FanoutError) -> Logged<Result>
         ) throws(FanoutError) -> Result {
             let log = self.engine.log
             let (result, ticket) = try self.engine.withProject(id) { (state: inout ProjectState) throws(FanoutError) -> (Result, LogTicket?) in
@@ -160,16 +160,7 @@ extension Engine {
         @discardableResult
         public mutating func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let result = try state.register(request, now: now)
-                if result.isExisting { return (result, []) }
-                let i = result.installation
-                let record = WALRecord.register(
-                    project,
-                    .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now)
-                )
-                return (result, [record])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.register(request, now: now) }
         }
 
         /// Rotates an installation's token (see `Engine.refreshToken`).
@@ -180,38 +171,27 @@ extension Engine {
             in project: ProjectID = .default
         ) throws(FanoutError) -> Installation {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let installation = try state.refreshToken(address, to: token, now: now)
-                return (installation, [.refreshToken(project, fid: installation.fid, token: token, at: now)])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.refreshToken(address, to: token, now: now) }
         }
 
         /// Records that the installation was seen now.
         @discardableResult
         public mutating func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let installation = try state.touch(address, now: now)
-                return (installation, [.touch(project, fid: installation.fid, at: now)])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.touch(address, now: now) }
         }
 
         /// Deletes an installation (see `Engine.deleteInstallation`).
         @discardableResult
         public mutating func deleteInstallation(_ fid: FID, in project: ProjectID = .default) throws(FanoutError) -> Installation {
-            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                (try state.delete(fid), [.deleteInstallation(project, fid: fid)])
-            }
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.delete(fid) }
         }
 
         /// Deletes installations not seen for `expireAfter`; returns them.
         @discardableResult
         public mutating func pruneExpiredInstallations(in project: ProjectID = .default) throws(FanoutError) -> [Installation] {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let expired = state.pruneExpired(now: now)
-                return (expired, expired.isEmpty ? [] : [.pruneExpiredInstallations(project, at: now)])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.pruneExpired(now: now) }
         }
 
         // MARK: - Users
@@ -226,38 +206,28 @@ extension Engine {
         ) throws(FanoutError) -> Installation {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let installation = try state.bind(address, to: user, anonymous: anonymous, now: now)
-                return (installation, [.bindDevice(project, fid: installation.fid, user: user, anonymous: anonymous, at: now)])
+                try state.bind(address, to: user, anonymous: anonymous, now: now)
             }
         }
 
         /// Signs a user out of one device (see `Engine.signOut`).
         @discardableResult
         public mutating func signOut(_ user: UserID, on address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
-            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let installation = try state.signOut(user, on: address)
-                return (installation, [.signOut(project, user: user, fid: installation.fid)])
-            }
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.signOut(user, on: address) }
         }
 
         /// Links an anonymous user to a permanent one (see `Engine.linkUser`).
         @discardableResult
         public mutating func linkUser(anonymous: UserID, to permanent: UserID, in project: ProjectID = .default) throws(FanoutError) -> User {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let user = try state.link(anonymous: anonymous, to: permanent, now: now)
-                return (user, [.linkUser(project, anonymous: anonymous, permanent: permanent, at: now)])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.link(anonymous: anonymous, to: permanent, now: now) }
         }
 
         /// Removes anonymous users idle for `anonymousUserLifetime`; returns them.
         @discardableResult
         public mutating func cleanUpAnonymousUsers(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let removed = state.cleanUpAnonymousUsers(now: now)
-                return (removed, removed.isEmpty ? [] : [.cleanUpAnonymousUsers(project, at: now)])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.cleanUpAnonymousUsers(now: now) }
         }
 
         // MARK: - Topics
@@ -265,19 +235,13 @@ extension Engine {
         /// Subscribes up to 1000 registrations to `topic` (see `Engine.subscribe`).
         @discardableResult
         public mutating func subscribe(_ registrations: [String], to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
-            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let (results, fids) = try state.subscribe(registrations, to: topic)
-                return (results, fids.isEmpty ? [] : [.subscribe(project, topic: topic, fids: fids)])
-            }
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.subscribe(registrations, to: topic) }
         }
 
         /// Unsubscribes up to 1000 registrations from `topic` (see `Engine.unsubscribe`).
         @discardableResult
         public mutating func unsubscribe(_ registrations: [String], from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
-            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let (results, fids) = try state.unsubscribe(registrations, from: topic)
-                return (results, fids.isEmpty ? [] : [.unsubscribe(project, topic: topic, fids: fids)])
-            }
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.unsubscribe(registrations, from: topic) }
         }
 
         // MARK: - Sends and deliveries
@@ -304,32 +268,23 @@ extension Engine {
             let now = self.engine.clock.now()
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
             let rendered = RenderedMessage((consume request).message, acceptedAt: now)
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let (result, record) = state.send(rendered, now: now)
-                return (result, [record])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.send(rendered, now: now) }
         }
 
         /// Removes every delivery whose TTL has run out; returns how many.
         @discardableResult
         public mutating func expireDeliveries(in project: ProjectID = .default) throws(FanoutError) -> Int {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                let expired = state.expireDeliveries(now: now)
-                return (expired, expired == 0 ? [] : [.expireDeliveries(project, at: now)])
-            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.expireDeliveries(now: now) }
         }
 
         /// Acknowledges deliveries `consumer` holds (see `DeliveryConsumer.acknowledge`).
         @discardableResult
         public mutating func acknowledge(_ ids: [DeliveryID], by consumer: DeliveryConsumer) throws(FanoutError) -> Int {
             let now = self.engine.clock.now()
-            let project = consumer.project
             let id = consumer.id
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                var acknowledged = try state.acknowledge(ids, consumer: id, now: now)
-                acknowledged.sort()
-                return (acknowledged.count, acknowledged.isEmpty ? [] : [.acknowledge(project, deliveries: acknowledged)])
+            return try self.mutate(consumer.project) { (state: inout ProjectState) throws(FanoutError) in
+                try state.acknowledge(ids, consumer: id, now: now)
             }
         }
     }

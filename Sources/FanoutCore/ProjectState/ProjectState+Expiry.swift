@@ -1,9 +1,9 @@
 /// What takes deliveries out of mailboxes besides a newer message: acknowledgements, TTL expiry
 /// and an installation's deletion; and the listing of what waits (`pendingDeliveries`).
 extension ProjectState {
-    /// Acknowledges deliveries the consumer holds; returns those that were still pending (what the
-    /// log records). Ids the consumer does not hold are ignored.
-    mutating func acknowledge(_ ids: [DeliveryID], consumer: UInt64, now: Timestamp) throws(FanoutError) -> [DeliveryID] {
+    /// Acknowledges deliveries the consumer holds; returns how many were still pending (the log
+    /// records those, sorted). Ids the consumer does not hold are ignored.
+    mutating func acknowledge(_ ids: [DeliveryID], consumer: UInt64, now: Timestamp) throws(FanoutError) -> Logged<Int> {
         guard self.deliveries.consumers.byID[consumer] != nil else {
             throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
         }
@@ -15,7 +15,8 @@ extension ProjectState {
         self.deliveries.consumers.needsFill.insert(consumer)
         self.dispatch(now: now)
         self.checkDeliveryInvariants()
-        return acknowledged
+        acknowledged.sort()
+        return (acknowledged.count, acknowledged.isEmpty ? [] : [.acknowledge(self.id, deliveries: acknowledged)])
     }
 
     /// Replays logged acknowledgements.
@@ -24,7 +25,7 @@ extension ProjectState {
     }
 
     /// Removes every delivery whose expiry is at or before `now`; returns how many.
-    mutating func expireDeliveries(now: Timestamp) -> Int {
+    mutating func expireDeliveries(now: Timestamp) -> Logged<Int> {
         let cutoff = now.millisecondsSinceEpoch
         var expired = 0
         for position in self.deliveries.entries.indices {
@@ -44,7 +45,7 @@ extension ProjectState {
         }
         self.deliveries.counters.expired += expired
         self.checkDeliveryInvariants()
-        return expired
+        return (expired, expired == 0 ? [] : [.expireDeliveries(self.id, at: now)])
     }
 
     /// Drops the mailbox of an installation that is being deleted, and detaches it from its

@@ -6,7 +6,7 @@ extension ProjectState {
         case .createProject, .deleteProject:
             break  // handled by the engine's project map
         case .register(_, let r):
-            let result = try self.register(
+            let (result, _) = try self.register(
                 RegistrationRequest(
                     offeredFID: r.fid.string,
                     token: r.token,

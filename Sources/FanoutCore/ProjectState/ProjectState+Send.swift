@@ -18,10 +18,10 @@ extension ProjectState {
     /// A send: takes the project's next message sequence, resolves the audience and enqueues a
     /// delivery per recipient whose platform payload fits; returns the result and the log record
     /// that replays it.
-    mutating func send(_ rendered: RenderedMessage, now: Timestamp) -> (SendResult, WALRecord) {
+    mutating func send(_ rendered: RenderedMessage, now: Timestamp) -> Logged<SendResult> {
         let sequence = self.deliveries.nextSequence
         let result = self.enqueueMessage(rendered, sequence: sequence, now: now)
-        return (result, .send(self.id, sequence: sequence, message: rendered))
+        return (result, [.send(self.id, sequence: sequence, message: rendered)])
     }
 
     /// Resolves the message's audience and enqueues a delivery per recipient whose platform payload

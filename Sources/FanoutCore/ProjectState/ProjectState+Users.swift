@@ -7,7 +7,7 @@ extension ProjectState {
         to user: UserID,
         anonymous: Bool,
         now: Timestamp
-    ) throws(FanoutError) -> Installation {
+    ) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: address)
         if let existing = self.users[user], existing.isAnonymous != anonymous {
             throw FanoutError(
@@ -26,25 +26,27 @@ extension ProjectState {
             self.users[user] = UserRecord(isAnonymous: anonymous, devices: [slot], lastActive: 0)
         }
         self.users[user]!.lastActive = max(self.users[user]!.lastActive, now.millisecondsSinceEpoch)
-        return self.registry.installation(atSlot: slot)!
+        let installation = self.registry.installation(atSlot: slot)!
+        return (installation, [.bindDevice(self.id, fid: installation.fid, user: user, anonymous: anonymous, at: now)])
     }
 
     /// Signs `user` out on one device: the device is unbound and its token is dropped (it is
     /// `UNREGISTERED` from now on) before this returns.
     /// - Throws: `PERMISSION_DENIED` when the installation is not one of `user`'s devices.
-    mutating func signOut(_ user: UserID, on address: RegistrationAddress) throws(FanoutError) -> Installation {
+    mutating func signOut(_ user: UserID, on address: RegistrationAddress) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: address)
         guard self.registry.user(ofSlot: slot) == user else {
             throw FanoutError(.failedPrecondition, "the installation is not one of the user's devices", field: "registration")
         }
         self.unbind(slot)
         self.registry.dropToken(atSlot: slot)
-        return self.registry.installation(atSlot: slot)!
+        let installation = self.registry.installation(atSlot: slot)!
+        return (installation, [.signOut(self.id, user: user, fid: installation.fid)])
     }
 
     /// Links an anonymous user to a permanent one: the permanent user (created if needed) takes
     /// over every device, and the anonymous user is gone.
-    mutating func link(anonymous: UserID, to permanent: UserID, now: Timestamp) throws(FanoutError) -> User {
+    mutating func link(anonymous: UserID, to permanent: UserID, now: Timestamp) throws(FanoutError) -> Logged<User> {
         guard anonymous != permanent else {
             throw .invalidArgument("a user cannot be linked to itself", field: "permanentUser")
         }
@@ -65,7 +67,7 @@ extension ProjectState {
         }
         target.lastActive = max(target.lastActive, now.millisecondsSinceEpoch)
         self.users[permanent] = target
-        return self.user(permanent, record: target)
+        return (self.user(permanent, record: target), [.linkUser(self.id, anonymous: anonymous, permanent: permanent, at: now)])
     }
 
     func user(_ id: UserID) throws(FanoutError) -> User {
@@ -80,7 +82,7 @@ extension ProjectState {
 
     /// Removes anonymous users with no activity since `now - anonymousUserLifetime`. Their devices
     /// stay registered, unbound. Returns the removed users, sorted.
-    mutating func cleanUpAnonymousUsers(now: Timestamp) -> [UserID] {
+    mutating func cleanUpAnonymousUsers(now: Timestamp) -> Logged<[UserID]> {
         let cutoff = now.advanced(by: .zero - self.configuration.anonymousUserLifetime).millisecondsSinceEpoch
         let idle = self.users.filter { $0.value.isAnonymous && $0.value.lastActive < cutoff }.keys.sorted()
         for id in idle {
@@ -89,7 +91,7 @@ extension ProjectState {
             }
             self.users[id] = nil
         }
-        return idle
+        return (idle, idle.isEmpty ? [] : [.cleanUpAnonymousUsers(self.id, at: now)])
     }
 
     // MARK: - Helpers

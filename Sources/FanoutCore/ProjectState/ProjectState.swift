@@ -1,6 +1,10 @@
 /// Everything one project owns: its installations, users, topics and mailboxes. A plain value with no locks;
 /// `Engine` serialises access per project. Every mutation validates everything first and changes
 /// state only when it will succeed, so nothing is ever half-applied.
+///
+/// Each logged operation returns its outcome with the log records that replay it (`Logged`), made
+/// where the change is made; replay applies a record through the same function and drops the
+/// records it returns. What an operation hands to consumers goes to `deliveries.handOuts`.
 struct ProjectState {
     let id: ProjectID
     let configuration: EngineConfiguration
@@ -40,26 +44,41 @@ struct ProjectState {
 
     // MARK: - Installations
 
-    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
-        try self.registry.register(request, now: now)
+    /// Registers an installation, or finds the same registration already there (logged only when new).
+    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
+        let result = try self.registry.register(request, now: now)
+        guard !result.isExisting else { return (result, []) }
+        let i = result.installation
+        let registered = WALRecord.RegisteredInstallation(
+            fid: i.fid,
+            token: i.token,
+            platform: i.platform,
+            appID: i.appID,
+            device: i.device,
+            apnsToken: i.apnsToken,
+            at: now
+        )
+        return (result, [.register(self.id, registered)])
     }
 
     mutating func refreshToken(
         _ address: RegistrationAddress,
         to token: RegistrationToken,
         now: Timestamp
-    ) throws(FanoutError) -> Installation {
+    ) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: address)
         try self.registry.replaceToken(atSlot: slot, with: token, now: now)
         self.touchUser(of: slot, now: now)
-        return self.registry.installation(atSlot: slot)!
+        let installation = self.registry.installation(atSlot: slot)!
+        return (installation, [.refreshToken(self.id, fid: installation.fid, token: token, at: now)])
     }
 
-    mutating func touch(_ address: RegistrationAddress, now: Timestamp) throws(FanoutError) -> Installation {
+    mutating func touch(_ address: RegistrationAddress, now: Timestamp) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: address)
         self.registry.touch(slot: slot, now: now)
         self.touchUser(of: slot, now: now)
-        return self.registry.installation(atSlot: slot)!
+        let installation = self.registry.installation(atSlot: slot)!
+        return (installation, [.touch(self.id, fid: installation.fid, at: now)])
     }
 
     func installation(_ address: RegistrationAddress) throws(FanoutError) -> Installation {
@@ -67,11 +86,11 @@ struct ProjectState {
     }
 
     /// Deletes an installation and everything it owns: token, subscriptions, user binding.
-    mutating func delete(_ fid: FID) throws(FanoutError) -> Installation {
+    mutating func delete(_ fid: FID) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: .fid(fid), field: "fid")
         let installation = self.registry.installation(atSlot: slot)!
         self.deleteSlot(slot)
-        return installation
+        return (installation, [.deleteInstallation(self.id, fid: fid)])
     }
 
     private mutating func deleteSlot(_ slot: UInt32) {
@@ -90,21 +109,21 @@ struct ProjectState {
     }
 
     /// Deletes installations not seen since `now - expireAfter`; returns them.
-    mutating func pruneExpired(now: Timestamp) -> [Installation] {
+    mutating func pruneExpired(now: Timestamp) -> Logged<[Installation]> {
         let cutoff = now.advanced(by: .zero - self.configuration.expireAfter)
         var expired: [Installation] = []
         for slot in self.registry.slots(lastSeenBefore: cutoff) {
             expired.append(self.registry.installation(atSlot: slot)!)
             self.deleteSlot(slot)
         }
-        return expired
+        return (expired, expired.isEmpty ? [] : [.pruneExpiredInstallations(self.id, at: now)])
     }
 
     // MARK: - Topics
 
-    /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`. Also returns
-    /// the FIDs that are subscribed now (what the log records).
-    mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> (results: [BatchItemResult], fids: [FID]) {
+    /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`; the log
+    /// records the FIDs that are subscribed now.
+    mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
         try self.checkBatchSize(registrations.count)
         var (results, slots, positions) = self.resolve(registrations)
         var fids: [FID] = []
@@ -116,15 +135,16 @@ struct ProjectState {
                 fids.append(fid)
             }
         }
-        return (results, fids)
+        return (results, fids.isEmpty ? [] : [.subscribe(self.id, topic: topic, fids: fids)])
     }
 
     /// Unsubscribes up to `maximumBatchSize` registrations from `topic`; not being subscribed is fine.
-    mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> (results: [BatchItemResult], fids: [FID]) {
+    mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
         try self.checkBatchSize(registrations.count)
         let (results, slots, _) = self.resolve(registrations)
         self.topics.unsubscribe(slots, from: topic)
-        return (results, slots.compactMap { self.registry.fid(ofSlot: $0) })
+        let fids = slots.compactMap { self.registry.fid(ofSlot: $0) }
+        return (results, fids.isEmpty ? [] : [.unsubscribe(self.id, topic: topic, fids: fids)])
     }
 
     func topics(of address: RegistrationAddress) throws(FanoutError) -> [TopicName] {
@@ -182,3 +202,6 @@ extension RegistrationAddress {
         }
     }
 }
+
+/// A logged operation's outcome and the log records that replay it (none when nothing changed).
+typealias Logged<Result> = (result: Result, records: [WALRecord])
