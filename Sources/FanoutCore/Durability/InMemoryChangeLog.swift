@@ -7,7 +7,7 @@ package final class InMemoryChangeLog: ChangeLog {
         case manual
     }
 
-    /// Everything the log holds, changed only by the transitions below, under `lock`.
+    /// Everything the log holds, changed only by the transitions below, with `state`'s lock held.
     private struct State {
         var records: [WALRecord] = []
         /// Records before this LSN are acknowledged.
@@ -43,9 +43,7 @@ package final class InMemoryChangeLog: ChangeLog {
     }
 
     private let acknowledgement: Acknowledgement
-    private let lock = ConditionLock()
-    nonisolated(unsafe) private var state = State()
-    // Safe: `state` is read and written only with `lock` held (every method below).
+    private let state = ConditionLocked(State())
 
     package init(acknowledgement: Acknowledgement = .immediate) {
         self.acknowledgement = acknowledgement
@@ -53,16 +51,16 @@ package final class InMemoryChangeLog: ChangeLog {
 
     /// The records appended so far, in order.
     package var records: [WALRecord] {
-        self.lock.withLock { self.state.records }
+        self.state.withLock { $0.records }
     }
 
     /// Acknowledges every record before `lsn` (`.manual`); the engine then answers and hands out
     /// what waited for them.
     package func acknowledge(through lsn: UInt64) {
-        let (released, handler, ticket) = self.lock.withLock {
-            let released = self.state.acknowledge(through: lsn)
-            self.lock.broadcast(.acknowledged)
-            return (released, self.state.onAcknowledged, LogTicket(lsn: self.state.acknowledged, epoch: 0))
+        let (released, handler, ticket) = self.state.withLock { state in
+            let released = state.acknowledge(through: lsn)
+            self.state.broadcast(.acknowledged)
+            return (released, state.onAcknowledged, LogTicket(lsn: state.acknowledged, epoch: 0))
         }
         handler?(ticket)
         for continuation in released { continuation.resume() }
@@ -71,31 +69,31 @@ package final class InMemoryChangeLog: ChangeLog {
     // MARK: - ChangeLog
 
     package func checkHealthy() throws(FanoutError) {
-        try self.lock.withLock { () throws(FanoutError) in
-            guard !self.state.isClosed else { throw FanoutError(.unavailable, "the engine is closing") }
+        try self.state.withLock { (state: inout State) throws(FanoutError) in
+            guard !state.isClosed else { throw FanoutError(.unavailable, "the engine is closing") }
         }
     }
 
     package func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         let atOnce = self.acknowledgement == .immediate
-        return try self.lock.withLock { () throws(FanoutError) -> LogTicket in
-            try self.state.append(records, acknowledgeAtOnce: atOnce)
+        return try self.state.withLock { (state: inout State) throws(FanoutError) -> LogTicket in
+            try state.append(records, acknowledgeAtOnce: atOnce)
         }
     }
 
     package var nextRecordLSN: LogTicket {
-        self.lock.withLock { self.state.next }
+        self.state.withLock { $0.next }
     }
 
     package var acknowledgedTicket: LogTicket {
-        self.lock.withLock { LogTicket(lsn: self.state.acknowledged, epoch: 0) }
+        self.state.withLock { LogTicket(lsn: $0.acknowledged, epoch: 0) }
     }
 
     package func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = self.lock.withLock {
-                guard self.state.acknowledged < ticket.lsn else { return true }
-                self.state.waiters.append((ticket.lsn, continuation))
+            let ready = self.state.withLock { state in
+                guard state.acknowledged < ticket.lsn else { return true }
+                state.waiters.append((ticket.lsn, continuation))
                 return false
             }
             if ready { continuation.resume() }
@@ -103,14 +101,12 @@ package final class InMemoryChangeLog: ChangeLog {
     }
 
     package func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError) {
-        self.lock.withLock {
-            while self.state.acknowledged < ticket.lsn { self.lock.wait(.acknowledged) }
-        }
+        self.state.withLock(waitingOn: .acknowledged) { $0.acknowledged >= ticket.lsn } _: { _ in }
     }
 
     package func setHandlers(acknowledged: @escaping @Sendable (LogTicket) -> Void, failed: @escaping @Sendable (UInt64) -> Void) {
         // This log never fails.
-        self.lock.withLock { self.state.onAcknowledged = acknowledged }
+        self.state.withLock { $0.onAcknowledged = acknowledged }
     }
 
     package var currentFailure: FanoutError? {
@@ -118,13 +114,13 @@ package final class InMemoryChangeLog: ChangeLog {
     }
 
     package var currentStatistics: WALStatistics {
-        self.lock.withLock { self.state.statistics }
+        self.state.withLock { $0.statistics }
     }
 
     package func close() throws(FanoutError) {
-        let released = self.lock.withLock {
-            self.state.isClosed = true
-            return self.state.acknowledge(through: .max)
+        let released = self.state.withLock { state in
+            state.isClosed = true
+            return state.acknowledge(through: .max)
         }
         for continuation in released { continuation.resume() }
     }

@@ -15,8 +15,10 @@ import Glibc
 /// and the thread then tries every `retryInterval` to cut the failed segment back to its last
 /// acknowledged batch and start a new one; once that works, the log accepts records again.
 final class WALWriter: ChangeLog, @unchecked Sendable {
-    // Safe to share: all mutable state below is guarded by `state`, and the file descriptor is
-    // used only by the writer thread (and by `close` after that thread has stopped).
+    // Safe to share: what callers and the writer thread share is `shared` (a `ConditionLocked`
+    // state, touched only with its lock held) and `accepting` (atomic); the mutable fields below
+    // `shared` belong to the writer thread alone (and to `init` before it starts, and `close`
+    // after it has stopped).
 
     static let segmentPrefix = "segment-"
     static let segmentSuffix = ".wal"
@@ -30,37 +32,10 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     /// Milliseconds the writer waits between attempts to continue after a failure.
     let retryInterval: Int
 
-    private let state = ConditionLock()
-    private var queue: [WALRecord] = []
-    private var nextLSN: UInt64
-    /// Every LSN below this is acknowledged (durable as `durability` defines).
-    private var acknowledgedLSN: UInt64
-    private var failure: FanoutError?
-    private var closing = false
-    /// False once `failure` or `closing` is set (both under `state`): lets `checkHealthy`, on every
-    /// mutation's path, skip the mutex while the log is healthy.
+    private let shared: ConditionLocked<WALWriterState>
+    /// False once the log fails or closes: lets `checkHealthy`, on every mutation's path, skip the
+    /// lock while the log is healthy. Written under `shared`'s lock.
     private let accepting = Atomic<Bool>(true)
-    private var running = true
-    private var rollRequested = false
-    /// Rolls done (a caller of `roll` waits for it to move).
-    private var rolls = 0
-    /// Increased at each failure; `acknowledgedAtFailure[e]` is what epoch `e` acknowledged.
-    private var epoch = 0
-    private var acknowledgedAtFailure: [Int: UInt64] = [:]
-    /// Runs on the writer thread after a failure, before any caller is told: given the LSN before
-    /// which everything is acknowledged.
-    private var failureHandler: (@Sendable (UInt64) -> Void)?
-    /// Runs on the writer thread after each batch is acknowledged (outside the lock), given what is
-    /// acknowledged now: the engine hands out the deliveries that waited for it.
-    private var acknowledgementHandler: (@Sendable (LogTicket) -> Void)?
-    /// True while a failure's handler runs: no caller is told an outcome until it is done.
-    private var settling = false
-    private var statistics = WALStatistics()
-    /// Callers waiting for an LSN, each on its own condition variable, so that a batch wakes only
-    /// the callers it acknowledges (a broadcast would wake all of them, on every batch).
-    private var waiters: [(lsn: UInt64, condition: UnsafeMutablePointer<pthread_cond_t>)] = []
-    /// Tasks suspended until an LSN is acknowledged (`acknowledgement(of:)`): no thread waits.
-    private var suspendedWaiters: [(lsn: UInt64, continuation: CheckedContinuation<FanoutError?, Never>)] = []
 
     // Writer-thread state.
     private var descriptor: Int32 = -1
@@ -88,8 +63,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         self.durability = durability
         self.segmentSize = segmentSize
         self.segmentIndex = segmentIndex
-        self.nextLSN = nextLSN
-        self.acknowledgedLSN = nextLSN
+        self.shared = ConditionLocked(WALWriterState(nextLSN: nextLSN))
         self.manifest = WALManifestKeeper(directory: directory, manifest: manifest)
         self.logger = logger
         do {
@@ -107,9 +81,9 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     }
 
     func setHandlers(acknowledged: @escaping @Sendable (LogTicket) -> Void, failed: @escaping @Sendable (UInt64) -> Void) {
-        self.state.withLock {
-            self.acknowledgementHandler = acknowledged
-            self.failureHandler = failed
+        self.shared.withLock { state in
+            state.acknowledgementHandler = acknowledged
+            state.failureHandler = failed
         }
     }
 
@@ -135,65 +109,48 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     /// Queues `records` (in order) and returns the LSN after the last one; wait on it with
     /// `waitUntilAcknowledged`. Call while holding the lock that ordered the changes.
     func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
-        self.state.lock()
-        defer { self.state.unlock() }
-        if let failure = self.failure { throw failure }
-        guard !self.closing else { throw FanoutError(.unavailable, "the engine is closing") }
-        self.queue.append(contentsOf: records)
-        self.nextLSN += UInt64(records.count)
-        self.state.signal(.work)
-        return LogTicket(lsn: self.nextLSN, epoch: self.epoch)
-    }
-
-    /// Whether the records before `ticket` are acknowledged (`true`), refused by a failure
-    /// (`false`), or neither yet (nil). Call with the lock held.
-    private func outcome(of ticket: LogTicket) -> Bool? {
-        if self.settling { return self.acknowledgedLSN >= ticket.lsn && ticket.epoch == self.epoch ? true : nil }
-        if ticket.epoch != self.epoch {
-            return ticket.lsn <= (self.acknowledgedAtFailure[ticket.epoch] ?? 0)
+        try self.shared.withLock { (state: inout WALWriterState) throws(FanoutError) -> LogTicket in
+            let ticket = try state.append(records)
+            self.shared.signal(.work)
+            return ticket
         }
-        if self.acknowledgedLSN >= ticket.lsn { return true }
-        return self.failure == nil ? nil : false
-    }
-
-    private var refusal: FanoutError {
-        self.failure ?? FanoutError(.unavailable, "the write-ahead log failed before the change was durable")
     }
 
     /// The LSN the next appended record gets (and the epoch, to wait on it). Read it while holding
     /// every lock under which records are appended, to get a consistent boundary.
     var nextRecordLSN: LogTicket {
-        self.state.withLock { LogTicket(lsn: self.nextLSN, epoch: self.epoch) }
+        self.shared.withLock { $0.nextTicket }
     }
 
     /// Every record before this is acknowledged (in this epoch).
     var acknowledgedTicket: LogTicket {
-        self.state.withLock { LogTicket(lsn: self.acknowledgedLSN, epoch: self.epoch) }
+        self.shared.withLock { $0.acknowledgedTicket }
     }
 
     /// Why the log refuses records now (nil while it writes).
     var currentFailure: FanoutError? {
-        self.state.withLock { self.failure }
+        self.shared.withLock { $0.failure }
     }
 
     /// Counters since the writer started.
     var currentStatistics: WALStatistics {
-        self.state.withLock { self.statistics }
+        self.shared.withLock { $0.statistics }
     }
 
     /// Ends the current segment and starts a new one, even with nothing queued (after a
     /// snapshot, so that the segments before it can go). Returns once the new segment exists.
     func roll() throws(FanoutError) {
-        self.state.lock()
-        defer { self.state.unlock() }
-        if let failure = self.failure { throw failure }
-        let target = self.rolls + 1
-        self.rollRequested = true
-        self.state.signal(.work)
-        while self.rolls < target {
-            if let failure = self.failure { throw failure }
-            guard self.running, !self.closing else { throw FanoutError(.unavailable, "the engine is closing") }
-            self.state.wait(.acknowledged)
+        let target = try self.shared.withLock { (state: inout WALWriterState) throws(FanoutError) -> Int in
+            if let failure = state.failure { throw failure }
+            self.shared.signal(.work)
+            return state.requestRoll()
+        }
+        try self.shared.withLock(waitingOn: .acknowledged) { state in
+            state.rolls >= target || state.failure != nil || !state.running || state.closing
+        } _: { (state: inout WALWriterState) throws(FanoutError) in
+            if state.rolls >= target { return }
+            if let failure = state.failure { throw failure }
+            throw FanoutError(.unavailable, "the engine is closing")
         }
     }
 
@@ -201,94 +158,67 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     /// so that a change the log cannot take is not applied either).
     func checkHealthy() throws(FanoutError) {
         if self.accepting.load(ordering: .acquiring) { return }
-        self.state.lock()
-        defer { self.state.unlock() }
-        if let failure = self.failure { throw failure }
-        guard !self.closing else { throw FanoutError(.unavailable, "the engine is closing") }
+        if let refusal = self.shared.withLock({ $0.refusalNow }) { throw refusal }
     }
 
     /// Blocks until every record before `ticket` is acknowledged.
     func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError) {
-        self.state.lock()
-        defer { self.state.unlock() }
-        if self.outcome(of: ticket) == nil {
+        let known = self.shared.withLock { $0.outcome(of: ticket) }
+        let outcome: Bool
+        if let known {
+            outcome = known
+        } else {
             let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
             pthread_cond_init(condition, nil)
             defer {
                 pthread_cond_destroy(condition)
                 condition.deallocate()
             }
-            self.waiters.append((ticket.lsn, condition))
-            while self.outcome(of: ticket) == nil {
-                self.state.wait(on: condition)
+            self.shared.withLock { $0.addWaiter((ticket.lsn, condition)) }
+            // The writer removes the waiters it wakes; a waiter that finds its outcome first
+            // removes itself, with the lock held, before its condition variable goes.
+            outcome = self.shared.withLock(waitingOn: condition) { $0.outcome(of: ticket) != nil } _: { state in
+                state.removeWaiter(condition)
+                return state.outcome(of: ticket)!
             }
-            // The writer removes waiters it wakes; after a failure it removes all of them.
-            self.waiters.removeAll { $0.condition == condition }
         }
-        if self.outcome(of: ticket) == false { throw self.refusal }
+        if !outcome { throw self.shared.withLock { $0.refusal } }
     }
 
     /// Suspends the calling task (blocking no thread) until every record before `ticket` is acknowledged.
     func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
         // Already acknowledged (the older replies of a batch the server writes together): no
         // continuation, no suspension.
-        self.state.lock()
-        let known = self.outcome(of: ticket)
-        let refusal = self.refusal
-        self.state.unlock()
+        let (known, refusal) = self.shared.withLock { ($0.outcome(of: ticket), $0.refusal) }
         switch known {
         case true?: return
         case false?: throw refusal
         case nil: break
         }
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in
-            self.state.lock()
-            switch self.outcome(of: ticket) {
-            case true?:
-                self.state.unlock()
-                continuation.resume(returning: nil)
-            case false?:
-                let refusal = self.refusal
-                self.state.unlock()
-                continuation.resume(returning: refusal)
-            case nil:
-                self.suspendedWaiters.append((ticket.lsn, continuation))
-                self.state.unlock()
+            // Resumed outside the lock when the outcome is known now; else by the writer.
+            let now: FanoutError?? = self.shared.withLock { state in
+                switch state.outcome(of: ticket) {
+                case true?: return .some(nil)
+                case false?: return .some(state.refusal)
+                case nil:
+                    state.addWaiter((ticket.lsn, continuation))
+                    return .none
+                }
             }
+            if let now { continuation.resume(returning: now) }
         }
         if let failure { throw failure }
     }
 
-    /// Wakes the waiters whose LSN is acknowledged (all of them after a failure); call with the lock held.
-    private func wakeWaiters() {
-        self.waiters.removeAll { waiter in
-            guard waiter.lsn <= self.acknowledgedLSN || self.failure != nil else { return false }
-            pthread_cond_signal(waiter.condition)
-            return true
-        }
-        // Resuming only schedules the task; it runs after the lock is released.
-        self.suspendedWaiters.removeAll { waiter in
-            if waiter.lsn <= self.acknowledgedLSN && !self.settling {
-                waiter.continuation.resume(returning: nil)
-                return true
-            }
-            if self.failure != nil && !self.settling {
-                waiter.continuation.resume(returning: self.refusal)
-                return true
-            }
-            return false
-        }
-    }
-
     /// Writes and syncs everything queued, stops the thread and closes the segment.
     func close() throws(FanoutError) {
-        self.state.lock()
-        self.closing = true
-        self.accepting.store(false, ordering: .releasing)
-        self.state.signal(.work)
-        while self.running { self.state.wait(.acknowledged) }
-        let failure = self.failure
-        self.state.unlock()
+        self.shared.withLock { state in
+            state.startClosing()
+            self.accepting.store(false, ordering: .releasing)
+            self.shared.signal(.work)
+        }
+        let failure = self.shared.withLock(waitingOn: .acknowledged) { !$0.running } _: { $0.failure }
         if self.descriptor >= 0 {
             _ = fdatasync(self.descriptor)
             Glibc.close(self.descriptor)
@@ -303,37 +233,26 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         var lastSync = SystemWallClock().now()
         var unsynced = false
         while true {
-            self.state.lock()
-            while self.queue.isEmpty && !self.closing && !self.rollRequested {
-                if case .interval(let milliseconds) = self.durability, unsynced {
-                    self.state.wait(milliseconds: milliseconds)
-                    break
-                }
-                self.state.wait(.work)
-            }
-            let records = self.queue
-            self.queue.removeAll(keepingCapacity: true)
-            let firstLSN = self.nextLSN - UInt64(records.count)
-            let closing = self.closing
-            let roll = self.rollRequested
-            self.rollRequested = false
-            self.state.unlock()
+            // With an interval durability and unsynced bytes, wait at most the interval.
+            var interval: Int? = nil
+            if case .interval(let milliseconds) = self.durability, unsynced { interval = milliseconds }
+            let work = self.shared.withLock(waitingForWorkAtMost: interval) { $0.hasWork } _: { $0.takeWork() }
 
             do throws(FileIO.Error) {
-                if roll {
+                if work.roll {
                     try self.finishSegment()
-                    try self.startSegment(index: self.segmentIndex + 1, firstLSN: firstLSN)
+                    try self.startSegment(index: self.segmentIndex + 1, firstLSN: work.firstLSN)
                     unsynced = false
-                    self.state.withLock {
-                        self.rolls += 1
-                        self.state.broadcast(.acknowledged)
+                    self.shared.withLock { state in
+                        state.rolled()
+                        self.shared.broadcast(.acknowledged)
                     }
                 }
-                if !records.isEmpty {
-                    let batch = WALFormat.batch(records, firstLSN: firstLSN)
+                if !work.records.isEmpty {
+                    let batch = WALFormat.batch(work.records, firstLSN: work.firstLSN)
                     if self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize {
                         try self.finishSegment()
-                        try self.startSegment(index: self.segmentIndex + 1, firstLSN: firstLSN)
+                        try self.startSegment(index: self.segmentIndex + 1, firstLSN: work.firstLSN)
                     }
                     try FileIO.writeAll(self.descriptor, batch, path: self.segmentPath)
                     self.segmentBytes += batch.count
@@ -345,24 +264,20 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                         synced = true
                     }
                     self.acknowledgedBytes = self.segmentBytes
-                    let (acknowledged, handler) = self.state.withLock {
-                        self.acknowledgedLSN = firstLSN + UInt64(records.count)
-                        self.statistics.records += records.count
-                        self.statistics.batches += 1
-                        self.statistics.bytes += batch.count
-                        if synced { self.statistics.syncs += 1 }
-                        self.wakeWaiters()
-                        return (LogTicket(lsn: self.acknowledgedLSN, epoch: self.epoch), self.acknowledgementHandler)
+                    let end = work.firstLSN + UInt64(work.records.count)
+                    let (acknowledged, handler) = self.shared.withLock { state in
+                        state.acknowledge(through: end, count: work.records.count, bytes: batch.count, synced: synced).perform()
+                        return (state.acknowledgedTicket, state.acknowledgementHandler)
                     }
                     handler?(acknowledged)
                 }
                 if case .interval(let milliseconds) = self.durability, unsynced {
                     let now = SystemWallClock().now()
-                    if closing || now.millisecondsSinceEpoch - lastSync.millisecondsSinceEpoch >= Int64(milliseconds) {
+                    if work.closing || now.millisecondsSinceEpoch - lastSync.millisecondsSinceEpoch >= Int64(milliseconds) {
                         try FileIO.dataSync(self.descriptor, path: self.segmentPath)
                         unsynced = false
                         lastSync = now
-                        self.state.withLock { self.statistics.syncs += 1 }
+                        self.shared.withLock { $0.synced() }
                     }
                 }
             } catch {
@@ -370,10 +285,10 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                 unsynced = false
                 continue
             }
-            if closing && records.isEmpty {
-                self.state.withLock {
-                    self.running = false
-                    self.state.broadcast(.acknowledged)
+            if work.closing && work.records.isEmpty {
+                self.shared.withLock { state in
+                    state.stopped()
+                    self.shared.broadcast(.acknowledged)
                 }
                 return
             }
@@ -385,45 +300,36 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     /// `retryInterval` to continue the log. Returns `true` once it can, `false` when closing.
     private func recover(from error: FileIO.Error) -> Bool {
         let failure = FanoutError(.unavailable, "the write-ahead log failed (\(error)); changes are refused until it can write again")
-        self.state.lock()
-        self.failure = failure
-        self.settling = true
-        self.accepting.store(false, ordering: .releasing)
-        let handler = self.failureHandler
-        let acknowledged = self.acknowledgedLSN
-        self.state.unlock()
+        let (acknowledged, handler) = self.shared.withLock { state in
+            self.accepting.store(false, ordering: .releasing)
+            return (state.fail(failure), state.failureHandler)
+        }
         self.logger.error(
             "the write-ahead log failed; changes are refused until it can write again",
             metadata: ["error": "\(error)", "acknowledged-lsn": "\(acknowledged)"]
         )
         handler?(acknowledged)
-        self.state.withLock {
-            // The refused records' LSNs are given out again once the log continues.
-            self.acknowledgedAtFailure[self.epoch] = acknowledged
-            self.epoch += 1
-            self.queue.removeAll()
-            self.nextLSN = acknowledged
-            self.settling = false
-            self.wakeWaiters()
-            self.state.broadcast(.acknowledged)
+        self.shared.withLock { state in
+            state.settle().perform()
+            self.shared.broadcast(.acknowledged)
         }
         while true {
-            self.state.lock()
-            if !self.closing { self.state.wait(milliseconds: self.retryInterval) }
-            let closing = self.closing
-            if closing {
-                self.running = false
-                self.state.broadcast(.acknowledged)
+            // Waits the retry interval unless closing (a close signals `.work`).
+            let closing = self.shared.withLock(waitingForWorkAtMost: self.retryInterval) { $0.closing } _: { state in
+                if state.closing {
+                    state.stopped()
+                    self.shared.broadcast(.acknowledged)
+                }
+                return state.closing
             }
-            self.state.unlock()
             if closing { return false }
             do throws(FileIO.Error) {
                 try self.reopen(at: acknowledged)
             } catch {
                 continue
             }
-            self.state.withLock {
-                self.failure = nil
+            self.shared.withLock { state in
+                state.recovered()
                 self.accepting.store(true, ordering: .releasing)
             }
             self.logger.notice("the write-ahead log writes again", metadata: ["segment": "\(self.segmentPath)", "lsn": "\(acknowledged)"])
