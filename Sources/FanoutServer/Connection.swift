@@ -24,15 +24,15 @@ struct Connection {
     func serve(_ channel: NIOAsyncChannel<ClientFrame, ServerFrame>) async {
         do {
             try await channel.executeThenClose { inbound, outbound in
-                try await withGracefulShutdownHandler {
+                let ending = try await withGracefulShutdownHandler {
                     try await self.run(inbound: inbound, outbound: outbound)
                 } onGracefulShutdown: {
                     // Stop reading at a frame boundary: the loop ends after the frames already
                     // passed on, whose replies are then written.
                     channel.channel.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading())
                 }
-                if Task.isShuttingDownGracefully {
-                    try await outbound.write(ServerFrame(requestID: 0, message: .goAway(.unavailable, "shutting down")))
+                if let goAway = ending?.goAway {
+                    try await outbound.write(ServerFrame(requestID: 0, message: goAway))
                     // A lingering close (see ConnectionGuardHandler): shut the output, then wait
                     // until the peer closes or the guard's linger time is over.
                     try await channel.channel.close(mode: .output)
@@ -44,8 +44,10 @@ struct Connection {
         }
     }
 
-    private func run(inbound: Inbound, outbound: Outbound) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
+    /// Serves the connection's frames; returns how it ends once the input has (nil when the
+    /// connection failed and is closed at once).
+    private func run(inbound: Inbound, outbound: Outbound) async throws -> ConnectionState.Ending? {
+        try await withThrowingTaskGroup(of: Void.self) { group -> ConnectionState.Ending? in
             var state = ConnectionState(keys: self.keys, welcome: self.welcome)
             var attachment: DeliveryConsumer?
             let replies = BatchQueue<(requestID: UInt32, applied: Engine.Applied<ServerMessage>)>(limit: self.configuration.maximumInFlight)
@@ -69,7 +71,7 @@ struct Connection {
                         reply = message
                     case .fail(let message):
                         try await outbound.write(ServerFrame(requestID: id, message: message))
-                        return
+                        return nil
                     case .attach(let project, let scope, let credit):
                         let consumer: DeliveryConsumer
                         do throws(FanoutError) {
@@ -126,7 +128,7 @@ struct Connection {
                         })
                         continue
                     case .perform(let request):
-                        guard let key = state.key else { return }
+                        guard let key = state.key else { return nil }
                         try await self.answerWhenDurable(id, replies: replies, outbound: outbound, self.executor.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
                             try self.executor.execute(request, key: key, changes: &changes)
                         })
@@ -139,10 +141,14 @@ struct Connection {
                 try await outbound.write(ServerFrame(requestID: error.requestID, message: .error(error.fanoutError)))
             }
             // The stream ended (the peer closed, or a graceful shutdown): finish the replies.
-            attachment?.detach()
-            attachment = nil
+            let ending = state.inputEnded(shuttingDown: Task.isShuttingDownGracefully)
+            if ending.detach {
+                attachment?.detach()
+                attachment = nil
+            }
             replies.finish()
             try await group.waitForAll()
+            return ending
         }
     }
 

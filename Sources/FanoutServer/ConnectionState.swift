@@ -3,9 +3,9 @@ internal import FanoutKeys
 internal import FanoutWire
 
 /// The protocol rules of one connection, as a pure state machine (docs/wire-protocol.md sections
-/// 4 and 6): the handshake, roles and project permissions, the attachment and its credit. It
-/// returns what to do; the connection does it (with the engine and the socket) and reports back
-/// what the engine decided (`attached`, `granted`). Tested without I/O.
+/// 4 and 6): the handshake, roles and project permissions, the attachment and its credit, and how
+/// the connection ends. It returns what to do; the connection does it (with the engine and the
+/// socket) and reports back what the engine decided (`attached`, `granted`). Tested without I/O.
 struct ConnectionState {
     enum Action: Equatable {
         /// Answer with this and keep serving.
@@ -26,9 +26,18 @@ struct ConnectionState {
         case snapshot
     }
 
+    /// How the connection ends once its input has (the replies of what was applied go first).
+    struct Ending: Equatable {
+        /// Detach the consumer, if there is one.
+        var detach: Bool
+        /// Then send this and close lingering (a graceful shutdown); nil: just close.
+        var goAway: ServerMessage?
+    }
+
     private enum Phase {
         case awaitingHello
         case ready(key: APIKey, role: Hello.Role)
+        case ended
     }
 
     private var phase = Phase.awaitingHello
@@ -60,8 +69,22 @@ struct ConnectionState {
         self.attachedCredit = (self.attachedCredit ?? 0) + credit
     }
 
+    /// The input ended: the peer closed, or a graceful shutdown stopped reading at a frame
+    /// boundary (`shuttingDown`), in which case the peer is told GOAWAY. Nothing is received after.
+    mutating func inputEnded(shuttingDown: Bool) -> Ending {
+        let ending = Ending(
+            detach: self.attachedCredit != nil,
+            goAway: shuttingDown ? .goAway(.unavailable, "shutting down") : nil
+        )
+        self.phase = .ended
+        self.attachedCredit = nil
+        return ending
+    }
+
     mutating func receive(_ request: ClientRequest) -> Action {
         switch self.phase {
+        case .ended:
+            return .fail(.error(FanoutError(.unavailable, "the connection is closing")))
         case .awaitingHello:
             guard case .hello(let hello) = request else {
                 return .fail(.error(FanoutError(.unauthenticated, "the first frame must be HELLO")))

@@ -98,4 +98,25 @@ struct ConnectionStateTests {
         #expect(state.attachedCredit == nil)
         #expect(Self.code(state.receive(.detach)) == .failedPrecondition)
     }
+
+    /// The end of the input ends the connection: an attachment is detached, a graceful shutdown
+    /// says GOAWAY (after the replies), and nothing is received after.
+    @Test func theInputEndingEndsTheConnection() {
+        var attached = Self.connected(Self.consumerKey, as: .consumer)
+        guard case .attach(_, _, let credit) = attached.receive(.attach(project: "default", scope: .platform(.android), credit: 10)) else {
+            Issue.record("attach")
+            return
+        }
+        attached.attached(credit: credit)
+        #expect(attached.inputEnded(shuttingDown: true) == .init(detach: true, goAway: .goAway(.unavailable, "shutting down")))
+        #expect(attached.attachedCredit == nil)
+        guard case .fail = attached.receive(.ping) else {
+            Issue.record("nothing is received after the input ended")
+            return
+        }
+
+        var admin = Self.connected(Self.adminKey, as: .admin)
+        #expect(admin.inputEnded(shuttingDown: false) == .init(detach: false, goAway: nil), "the peer closed: nothing to say")
+    }
 }
+
