@@ -6,10 +6,9 @@ package import Glibc
 /// `Synchronization.Mutex`, whose Linux implementation spins before it sleeps: with many threads
 /// waiting on one project (the durability benchmark's 256 callers on 2 cores) the spinning took a
 /// third of the CPU. A pthread mutex sleeps in the kernel at once.
-package final class Locked<Value>: @unchecked Sendable {
-    // Safe to share: `value` is only touched inside `withLock`, under the mutex. (Usable from
-    // inline code only so that `withLock` inlines into the modules that use it: it is on every
-    // engine call's path.)
+package final class Locked<Value> {
+    // Usable from inline code only so that `withLock` inlines into the modules that use it: it is
+    // on every engine call's path.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline var value: Value
 
@@ -31,3 +30,7 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&self.value)
     }
 }
+
+// Safe to share when the value is: `value` is only touched inside `withLock`, under the mutex, so
+// a value may cross threads through it only if it could cross them on its own.
+extension Locked: @unchecked Sendable where Value: Sendable {}

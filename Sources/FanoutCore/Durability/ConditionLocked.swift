@@ -6,8 +6,7 @@ import Glibc
 /// the type of the WAL writer's shared state (and the in-memory log's). Nothing outside reaches
 /// the value except through `withLock`, whose body runs with the mutex held; a wait releases the
 /// mutex only between accesses, never during one.
-final class ConditionLocked<State>: @unchecked Sendable {
-    // Safe to share: `state` is accessed only inside the methods below, each with `lock` held.
+final class ConditionLocked<State> {
     private let lock = ConditionLock()
     private var state: State
 
@@ -71,3 +70,7 @@ final class ConditionLocked<State>: @unchecked Sendable {
     /// Wakes every waiter of `condition` (call from a body, with the lock held).
     func broadcast(_ condition: ConditionLock.Condition) { self.lock.broadcast(condition) }
 }
+
+// Safe to share when the state is: `state` is accessed only inside the methods above, each with
+// `lock` held.
+extension ConditionLocked: @unchecked Sendable where State: Sendable {}

@@ -8,7 +8,7 @@ package final class InMemoryChangeLog: ChangeLog {
     }
 
     /// Everything the log holds, changed only by the transitions below, with `state`'s lock held.
-    private struct State {
+    private struct State: Sendable {
         var records: [WALRecord] = []
         /// Records before this LSN are acknowledged.
         var acknowledged: UInt64 = 0

@@ -174,11 +174,11 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                 pthread_cond_destroy(condition)
                 condition.deallocate()
             }
-            self.shared.withLock { $0.addWaiter((ticket.lsn, condition)) }
+            self.shared.withLock { $0.addWaiter((ticket.lsn, WALWriterState.WaitCondition(pointer: condition))) }
             // The writer removes the waiters it wakes; a waiter that finds its outcome first
             // removes itself, with the lock held, before its condition variable goes.
             outcome = self.shared.withLock(waitingOn: condition) { $0.outcome(of: ticket) != nil } _: { state in
-                state.removeWaiter(condition)
+                state.removeWaiter(WALWriterState.WaitCondition(pointer: condition))
                 return state.outcome(of: ticket)!
             }
         }
@@ -189,10 +189,9 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
         // Already acknowledged (the older replies of a batch the server writes together): no
         // continuation, no suspension.
-        let (known, refusal) = self.shared.withLock { ($0.outcome(of: ticket), $0.refusal) }
-        switch known {
+        switch self.shared.withLock({ $0.outcome(of: ticket) }) {
         case true?: return
-        case false?: throw refusal
+        case false?: throw self.shared.withLock { $0.refusal }
         case nil: break
         }
         let failure = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in

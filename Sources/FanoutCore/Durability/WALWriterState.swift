@@ -6,9 +6,16 @@ import Glibc
 /// records, the LSN positions, the failure and its epochs, closing and rolling, and who waits for
 /// what. Each transition is a mutating method that does no I/O; the wake-ups it decides are
 /// returned, and the writer performs them with the lock still held.
-struct WALWriterState {
+struct WALWriterState: Sendable {
+    /// The condition variable a blocked thread waits on.
+    struct WaitCondition: @unchecked Sendable, Equatable {
+        // Safe to share: it is signalled and waited on only with the state's lock held, and its
+        // owner destroys it only after removing it from the state under that lock.
+        let pointer: UnsafeMutablePointer<pthread_cond_t>
+    }
+
     /// A thread blocked until an LSN is acknowledged, on its own condition variable.
-    typealias BlockedWaiter = (lsn: UInt64, condition: UnsafeMutablePointer<pthread_cond_t>)
+    typealias BlockedWaiter = (lsn: UInt64, condition: WaitCondition)
     /// A task suspended until an LSN is acknowledged: resumed with nil, or with the refusal.
     typealias SuspendedWaiter = (lsn: UInt64, continuation: CheckedContinuation<FanoutError?, Never>)
 
@@ -22,13 +29,13 @@ struct WALWriterState {
 
     /// Waiters to wake, decided by a transition.
     struct Wakeups {
-        var conditions: [UnsafeMutablePointer<pthread_cond_t>] = []
+        var conditions: [WaitCondition] = []
         var continuations: [(CheckedContinuation<FanoutError?, Never>, FanoutError?)] = []
 
         /// Signals and resumes them; call with the lock held (a woken thread's condition variable
         /// lives only while it waits under that lock; a resumed task runs after it is released).
         func perform() {
-            for condition in self.conditions { pthread_cond_signal(condition) }
+            for condition in self.conditions { pthread_cond_signal(condition.pointer) }
             for (continuation, refusal) in self.continuations { continuation.resume(returning: refusal) }
         }
     }
@@ -103,7 +110,7 @@ struct WALWriterState {
     mutating func addWaiter(_ waiter: BlockedWaiter) { self.blockedWaiters.append(waiter) }
 
     /// Forgets a blocked waiter (a no-op when the writer already removed it as it woke it).
-    mutating func removeWaiter(_ condition: UnsafeMutablePointer<pthread_cond_t>) {
+    mutating func removeWaiter(_ condition: WaitCondition) {
         self.blockedWaiters.removeAll { $0.condition == condition }
     }
 
@@ -180,13 +187,15 @@ struct WALWriterState {
             return true
         }
         guard !self.settling else { return wakeups }
-        let refusal = self.refusal
+        guard !self.suspendedWaiters.isEmpty else { return wakeups }
+        let refusal = failed ? self.refusal : nil
+        wakeups.continuations.reserveCapacity(self.suspendedWaiters.count)
         self.suspendedWaiters.removeAll { waiter in
             if waiter.lsn <= acknowledged {
                 wakeups.continuations.append((waiter.continuation, nil))
                 return true
             }
-            if failed {
+            if let refusal {
                 wakeups.continuations.append((waiter.continuation, refusal))
                 return true
             }
