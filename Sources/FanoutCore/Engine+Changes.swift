@@ -232,15 +232,15 @@ extension Engine {
 
         // MARK: - Topics
 
-        /// Subscribes up to 1000 registrations to `topic` (see `Engine.subscribe`).
+        /// Subscribes up to 1000 installations to `topic` (see `Engine.subscribe`).
         @discardableResult
-        public mutating func subscribe(_ registrations: [String], to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
+        public mutating func subscribe(_ registrations: [RegistrationAddress], to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.subscribe(registrations, to: topic) }
         }
 
-        /// Unsubscribes up to 1000 registrations from `topic` (see `Engine.unsubscribe`).
+        /// Unsubscribes up to 1000 installations from `topic` (see `Engine.unsubscribe`).
         @discardableResult
-        public mutating func unsubscribe(_ registrations: [String], from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
+        public mutating func unsubscribe(_ registrations: [RegistrationAddress], from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.unsubscribe(registrations, from: topic) }
         }
 

@@ -261,22 +261,24 @@ public final class Engine: Sendable {
 
     // MARK: - Topics
 
-    /// Subscribes up to 1000 registrations (each a FID or a token) to `topic`; one result per
-    /// registration, in input order. Subscribing twice is not an error.
+    /// Subscribes up to 1000 installations to `topic`; one result per installation, in input order
+    /// (`NOT_FOUND`, `UNREGISTERED` for a rotated or deleted one, `TOO_MANY_TOPICS`). Subscribing
+    /// twice is not an error. (Strings from a request that may be either are parsed by
+    /// `RegistrationAddress(parsing:)`; a server answers `INVALID_ARGUMENT` for those that are neither.)
     /// - Throws: `INVALID_ARGUMENT` for more than `maximumBatchSize` registrations (nothing applied).
     @discardableResult
     public func subscribe(
-        _ registrations: [String],
+        _ registrations: [RegistrationAddress],
         to topic: TopicName,
         in project: ProjectID = .default
     ) async throws(FanoutError) -> [BatchItemResult] {
         try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.subscribe(registrations, to: topic, in: project) }.durable()
     }
 
-    /// Unsubscribes up to 1000 registrations from `topic`; one result per registration.
+    /// Unsubscribes up to 1000 installations from `topic`; one result per installation.
     @discardableResult
     public func unsubscribe(
-        _ registrations: [String],
+        _ registrations: [RegistrationAddress],
         from topic: TopicName,
         in project: ProjectID = .default
     ) async throws(FanoutError) -> [BatchItemResult] {

@@ -68,17 +68,19 @@ struct RequestExecutor: Sendable {
         case .cleanUpAnonymousUsers(let project):
             return .names(opcode, try changes.cleanUpAnonymousUsers(in: try Self.project(project)).map(\.value))
         case .subscribe(let project, let topic, let registrations):
-            return .itemResults(opcode, try changes.subscribe(
-                registrations,
+            let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
+            return .itemResults(opcode, batch.results(try changes.subscribe(
+                batch.addresses,
                 to: try Self.parse(topic, "topic", TopicName.init),
                 in: try Self.project(project)
-            ))
+            )))
         case .unsubscribe(let project, let topic, let registrations):
-            return .itemResults(opcode, try changes.unsubscribe(
-                registrations,
+            let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
+            return .itemResults(opcode, batch.results(try changes.unsubscribe(
+                batch.addresses,
                 from: try Self.parse(topic, "topic", TopicName.init),
                 in: try Self.project(project)
-            ))
+            )))
         case .topicsOf(let project, let registration):
             return .names(opcode, try self.engine.topics(of: try Self.address(registration), in: try Self.project(project)).map(\.value))
         case .listTopics(let project, let startAfter, let limit):

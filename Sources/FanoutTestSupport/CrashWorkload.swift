@@ -83,9 +83,9 @@ public struct CrashWorkload {
                 RegistrationRequest(offeredFID: fid, token: RegistrationToken(token), platform: platform, appID: AppID("1:1:crash:app")!)
             )
         case .subscribe(let topic, let registrations):
-            _ = try? await engine.subscribe(registrations, to: TopicName(topic)!)
+            _ = try? await engine.subscribe(registrations.addresses, to: TopicName(topic)!)
         case .unsubscribe(let topic, let registrations):
-            _ = try? await engine.unsubscribe(registrations, from: TopicName(topic)!)
+            _ = try? await engine.unsubscribe(registrations.addresses, from: TopicName(topic)!)
         case .refresh(let fid, let token):
             _ = try? await engine.refreshToken(.fid(FID(fid)!), to: RegistrationToken(token)!)
         case .bind(let fid, let user, let anonymous):

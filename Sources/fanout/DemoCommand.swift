@@ -68,9 +68,9 @@ struct DemoCommand: AsyncParsableCommand {
         print("\n== Topics and a condition")
         let news = TopicName("news")!
         let sport = TopicName("sport")!
-        let everyone = [phone.fid.string, android.fid.string, browser.fid.string]
+        let everyone: [RegistrationAddress] = [.fid(phone.fid), .fid(android.fid), .fid(browser.fid)]
         print("subscribe all three to news:", try await engine.subscribe(everyone, to: news, in: project))
-        print("subscribe the phone to sport:", try await engine.subscribe(["demo-ios-token-1"], to: sport, in: project))
+        print("subscribe the phone to sport:", try await engine.subscribe([.token(RegistrationToken("demo-ios-token-1")!)], to: sport, in: project))
         let condition = try Condition(parsing: "'news' in topics && !('sport' in topics)")
         let audience = try engine.audience(of: condition, in: project)
         print("\(condition) reaches \(audience.count) installations")

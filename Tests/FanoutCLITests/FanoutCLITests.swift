@@ -158,7 +158,7 @@ struct FanoutCLITests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let engine = try Engine(directory: directory, durability: .always)
         let phone = try await engine.register(RegistrationRequest(token: RegistrationToken("cli-token"), platform: .ios, appID: AppID("app")!)).installation
-        _ = try await engine.subscribe([phone.fid.string], to: TopicName("news")!)
+        _ = try await engine.subscribe([phone.fid.string].addresses, to: TopicName("news")!)
         try engine.close()
 
         let sent = try self.fanout("send", "--data-dir", directory, "-", input: #"{"message":{"topic":"news","notification":{"title":"Hi"}}}"#)

@@ -14,7 +14,7 @@ struct ChangeLogTests {
         let engine = Engine(log: log, clock: ManualClock())
         let setUp = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> Installation in
             let installation = try changes.register(Self.request).installation
-            try changes.subscribe([installation.fid.string], to: TopicName("news")!)
+            try changes.subscribe([installation.fid.string].addresses, to: TopicName("news")!)
             return installation
         }
         #expect(!setUp.isDurable)

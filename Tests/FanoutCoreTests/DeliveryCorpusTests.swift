@@ -24,9 +24,9 @@ struct DeliveryCorpusTests {
             let installation = try await engine.register(registration).installation
             switch request.message.target {
             case .topic(let topic):
-                _ = try await engine.subscribe([installation.fid.string], to: topic)
+                _ = try await engine.subscribe([installation.fid.string].addresses, to: topic)
             case .condition(let condition):
-                for topic in condition.topics { _ = try await engine.subscribe([installation.fid.string], to: topic) }
+                for topic in condition.topics { _ = try await engine.subscribe([installation.fid.string].addresses, to: topic) }
             default:
                 break
             }

@@ -78,7 +78,7 @@ struct DeliveryHarness {
             self.fids.append(installation.fid)
             self.model.installations[installation.fid] = .init(fid: installation.fid, platform: platform)
             if Bool.random(using: &self.random) {
-                _ = try await self.engine.subscribe([installation.fid.string], to: TopicName("t")!)
+                _ = try await self.engine.subscribe([installation.fid.string].addresses, to: TopicName("t")!)
                 self.subscribers.insert(installation.fid)
             }
         case 6..<8 where self.fids.count > 4:

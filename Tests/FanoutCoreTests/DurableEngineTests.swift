@@ -54,7 +54,7 @@ struct DurableEngineTests {
             for index in 0..<500 {
                 try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .ios, appID: AppID("app")!))
             }
-            _ = try await engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }, to: TopicName("news")!)
+            _ = try await engine.subscribe((0..<500).map { "token-\($0)" }.prefix(1000).map { $0 }.addresses, to: TopicName("news")!)
             let before = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.count
             try await engine.register(RegistrationRequest(token: RegistrationToken("between"), platform: .web, appID: AppID("app")!))
             let path = try engine.snapshot()
@@ -201,7 +201,7 @@ struct DurableEngineTests {
                     for index in 0..<8 {
                         let token = "token-\(task)-\(index)"
                         _ = try await engine.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("app")!))
-                        _ = try await engine.subscribe([token], to: TopicName("t\(task % 4)")!)
+                        _ = try await engine.subscribe([token].addresses, to: TopicName("t\(task % 4)")!)
                     }
                     return 1
                 }
@@ -249,7 +249,7 @@ struct DurableEngineTests {
             for index in 0..<300 {
                 try await engine.register(RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!))
             }
-            _ = try await engine.subscribe((0..<300).map { "token-\($0)" }, to: TopicName("t")!)
+            _ = try await engine.subscribe((0..<300).map { "token-\($0)" }.addresses, to: TopicName("t")!)
             try engine.close()
             let segments = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }
             #expect(segments.count > 3)

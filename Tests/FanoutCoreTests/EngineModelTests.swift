@@ -164,10 +164,13 @@ struct Harness {
         let registrations = (0..<count).map { _ in self.someRegistration() }
         let topic = self.pick(self.topics)!
         do {
-            let results =
+            // As a server reads the strings (the model takes them as they came).
+            let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
+            let results = batch.results(
                 unsubscribe
-                ? try await self.engine.unsubscribe(registrations, from: TopicName(topic)!)
-                : try await self.engine.subscribe(registrations, to: TopicName(topic)!)
+                    ? try await self.engine.unsubscribe(batch.addresses, from: TopicName(topic)!)
+                    : try await self.engine.subscribe(batch.addresses, to: TopicName(topic)!)
+            )
             #expect(count <= 12)
             let expected =
                 unsubscribe

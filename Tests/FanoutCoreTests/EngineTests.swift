@@ -84,7 +84,7 @@ struct EngineTests {
     @Test func tokenRotationRetiresTheOldTokenAndKeepsTopics() async throws {
         let installation = try await self.register("old-token")
         let topic = TopicName("weather")!
-        #expect(try await self.engine.subscribe(["old-token"], to: topic) == [.ok])
+        #expect(try await self.engine.subscribe(["old-token"].addresses, to: topic) == [.ok])
         self.clock.advance(by: .seconds(60))
         let rotated = try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("new-token")!)
         #expect(rotated.slot == installation.slot)
@@ -105,7 +105,7 @@ struct EngineTests {
 
     @Test func slotReuseNeverConfusesTheOldHolder() async throws {
         let old = try await self.register("first-token", fid: "cAECAwQFBgcICQoLDA0ODx")
-        _ = try await self.engine.subscribe([old.fid.string], to: TopicName("t")!)
+        _ = try await self.engine.subscribe([old.fid.string].addresses, to: TopicName("t")!)
         try await self.engine.deleteInstallation(old.fid)
 
         let new = try await self.register("second-token", fid: old.fid.string)
@@ -127,18 +127,21 @@ struct EngineTests {
         let a = try await self.register("token-a")
         let b = try await self.register(nil)
         let topic = TopicName("/topics/news")!
-        let results = try await self.engine.subscribe(
-            ["token-a", b.fid.string, "unknown-token", "not a token", "dGVmZ2hpamtsbW5vcHFyc3", "token-a"],
-            to: topic
+        // As a server reads a request's strings: each a FID or a token, INVALID_ARGUMENT for neither.
+        let batch = try RegistrationBatch(
+            parsing: ["token-a", b.fid.string, "unknown-token", "not a token", "dGVmZ2hpamtsbW5vcHFyc3", "token-a"],
+            maximum: 1000
         )
+        let results = batch.results(try await self.engine.subscribe(batch.addresses, to: topic))
         #expect(results == [.ok, .ok, .failed(.notFound), .failed(.invalidArgument), .failed(.notFound), .ok])
         #expect(try self.engine.subscriberCount(of: topic) == 2)
         #expect(try self.engine.audience(of: topic).slots == [a.slot, b.slot].sorted())
         #expect(try self.engine.listTopics().map(\.name) == [topic])
 
-        #expect(try await self.engine.unsubscribe(["token-a", "token-a", ""], from: topic) == [.ok, .ok, .failed(.invalidArgument)])
+        let removal = try RegistrationBatch(parsing: ["token-a", "token-a", ""], maximum: 1000)
+        #expect(removal.results(try await self.engine.unsubscribe(removal.addresses, from: topic)) == [.ok, .ok, .failed(.invalidArgument)])
         #expect(try self.engine.subscriberCount(of: topic) == 1)
-        #expect(try await self.engine.unsubscribe([b.fid.string], from: topic) == [.ok])
+        #expect(try await self.engine.unsubscribe([b.fid.string].addresses, from: topic) == [.ok])
         #expect(try self.engine.listTopics().isEmpty, "a topic with no subscribers is gone")
     }
 
@@ -146,22 +149,22 @@ struct EngineTests {
         _ = try await self.register("t0")
         let tooMany = ["t0"] + (1...1000).map { "t\($0)" }
         await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
-            try await self.engine.subscribe(tooMany, to: TopicName("x")!)
+            try await self.engine.subscribe(tooMany.addresses, to: TopicName("x")!)
         }
         #expect(try self.engine.subscriberCount(of: TopicName("x")!) == 0)
-        #expect(try await self.engine.subscribe(Array(tooMany.prefix(1000)), to: TopicName("x")!).count == 1000)
+        #expect(try await self.engine.subscribe(Array(tooMany.prefix(1000)).addresses, to: TopicName("x")!).count == 1000)
     }
 
     @Test func anInstallationHasAtMost2000Topics() async throws {
         let installation = try await self.register("busy")
         for index in 0..<2000 {
-            #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-\(index)")!) == [.ok])
+            #expect(try await self.engine.subscribe(["busy"].addresses, to: TopicName("topic-\(index)")!) == [.ok])
         }
-        #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.failed(.tooManyTopics)])
-        #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-7")!) == [.ok], "re-subscribing is fine at the limit")
+        #expect(try await self.engine.subscribe(["busy"].addresses, to: TopicName("topic-2000")!) == [.failed(.tooManyTopics)])
+        #expect(try await self.engine.subscribe(["busy"].addresses, to: TopicName("topic-7")!) == [.ok], "re-subscribing is fine at the limit")
         #expect(try self.engine.topics(of: .fid(installation.fid)).count == 2000)
-        _ = try await self.engine.unsubscribe(["busy"], from: TopicName("topic-0")!)
-        #expect(try await self.engine.subscribe(["busy"], to: TopicName("topic-2000")!) == [.ok])
+        _ = try await self.engine.unsubscribe(["busy"].addresses, from: TopicName("topic-0")!)
+        #expect(try await self.engine.subscribe(["busy"].addresses, to: TopicName("topic-2000")!) == [.ok])
     }
 
     @Test func conditionAudiencesUseSetAlgebraWithNotOverTheWholeProject() async throws {
@@ -169,9 +172,9 @@ struct EngineTests {
         let ab = try await self.register("ab")
         let c = try await self.register("c")
         let none = try await self.register("none")
-        _ = try await self.engine.subscribe(["a", "ab"], to: TopicName("A")!)
-        _ = try await self.engine.subscribe(["ab"], to: TopicName("B")!)
-        _ = try await self.engine.subscribe(["c"], to: TopicName("C")!)
+        _ = try await self.engine.subscribe(["a", "ab"].addresses, to: TopicName("A")!)
+        _ = try await self.engine.subscribe(["ab"].addresses, to: TopicName("B")!)
+        _ = try await self.engine.subscribe(["c"].addresses, to: TopicName("C")!)
         func audience(_ expression: String) throws -> Set<UInt32> {
             Set(try self.engine.audience(of: Condition(parsing: expression)).slots)
         }
@@ -190,7 +193,7 @@ struct EngineTests {
         await #expect(throws: FanoutError(.alreadyExists, "", field: "project")) { try await self.engine.createProject(other) }
         _ = try await self.register("same-token")
         _ = try await self.register("same-token", in: other)
-        _ = try await self.engine.subscribe(["same-token"], to: TopicName("news")!, in: other)
+        _ = try await self.engine.subscribe(["same-token"].addresses, to: TopicName("news")!, in: other)
         #expect(try self.engine.subscriberCount(of: TopicName("news")!) == 0)
         #expect(try self.engine.subscriberCount(of: TopicName("news")!, in: other) == 1)
         #expect(self.engine.projectIDs() == [.default, other])
@@ -227,7 +230,7 @@ struct EngineTests {
 
     @Test func anonymousFirstAccountLater() async throws {
         let device = try await self.register("device")
-        _ = try await self.engine.subscribe(["device"], to: TopicName("deals")!)
+        _ = try await self.engine.subscribe(["device"].addresses, to: TopicName("deals")!)
         let anonymous = UserID("anon-1")!
         let permanent = UserID("ana")!
         try await self.engine.bindDevice(.fid(device.fid), to: anonymous, anonymous: true)
@@ -263,7 +266,7 @@ struct EngineTests {
     @Test func staleAfter30DaysExpiredAfter270() async throws {
         let quiet = try await self.register("quiet")
         let busy = try await self.register("busy")
-        _ = try await self.engine.subscribe(["quiet", "busy"], to: TopicName("t")!)
+        _ = try await self.engine.subscribe(["quiet", "busy"].addresses, to: TopicName("t")!)
         try await self.engine.bindDevice(.fid(quiet.fid), to: UserID("u")!)
         self.clock.advance(by: .days(29))
         try await self.engine.touch(.token(RegistrationToken("busy")!))
@@ -286,7 +289,7 @@ struct EngineTests {
         let installation = try await self.register(nil, platform: .android)
         #expect(installation.token == nil)
         _ = try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t1")!)
-        _ = try await self.engine.subscribe(["t1"], to: TopicName("PUSH_RC")!)
+        _ = try await self.engine.subscribe(["t1"].addresses, to: TopicName("PUSH_RC")!)
         _ = try await self.engine.refreshToken(.fid(installation.fid), to: RegistrationToken("t2")!)
         #expect(try self.engine.topics(of: .token(RegistrationToken("t2")!)) == [TopicName("PUSH_RC")!])
         let deleted = try await self.engine.deleteInstallation(installation.fid)

@@ -14,7 +14,7 @@ struct HandOutTests {
         let installation = try await engine.register(
             RegistrationRequest(token: RegistrationToken("phone"), platform: .android, appID: AppID("1:1:android:a")!)
         ).installation
-        try await engine.subscribe([installation.fid.string], to: TopicName("news")!)
+        try await engine.subscribe([installation.fid.string].addresses, to: TopicName("news")!)
         return installation
     }
 

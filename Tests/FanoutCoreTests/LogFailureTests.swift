@@ -39,12 +39,12 @@ struct LogFailureTests {
         try await TemporaryDirectory.with("fanout-fault") { directory in
             let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
             for index in 0..<10 { try await engine.register(Self.request("a\(index)")) }
-            _ = try await engine.subscribe((0..<5).map { "a\($0)" }, to: TopicName("news")!)
+            _ = try await engine.subscribe((0..<5).map { "a\($0)" }.addresses, to: TopicName("news")!)
 
             FileFaults.inject(.init(operation, pathContains: directory, code: code))
             await #expect(throws: FanoutError(.unavailable, "")) { try await engine.register(Self.request("refused")) }
             #expect(!Self.isRegistered(engine, "refused"), "a refused registration is not visible")
-            await #expect(throws: FanoutError(.unavailable, "")) { try await engine.subscribe((5..<10).map { "a\($0)" }, to: TopicName("news")!) }
+            await #expect(throws: FanoutError(.unavailable, "")) { try await engine.subscribe((5..<10).map { "a\($0)" }.addresses, to: TopicName("news")!) }
             #expect(try engine.subscriberCount(of: TopicName("news")!) == 5, "a refused subscription is not visible")
             #expect(try engine.installationCount() == 10, "reads still answer")
             #expect(throws: FanoutError(.unavailable, "")) { try engine.snapshot() }

@@ -24,8 +24,8 @@ struct LoggedSendFixtureTests {
             try await engine.register(request)
         }
         let all = (0..<6).map { "fixture-token-\($0)" }
-        _ = try await engine.subscribe(all, to: TopicName("news")!)
-        _ = try await engine.subscribe(["fixture-token-0", "fixture-token-2", "fixture-token-4"], to: TopicName("sports")!)
+        _ = try await engine.subscribe(all.addresses, to: TopicName("news")!)
+        _ = try await engine.subscribe(["fixture-token-0", "fixture-token-2", "fixture-token-4"].addresses, to: TopicName("sports")!)
         _ = try await engine.bindDevice(.token(RegistrationToken("fixture-token-1")!), to: UserID("alice")!)
         _ = try await engine.bindDevice(.token(RegistrationToken("fixture-token-3")!), to: UserID("alice")!)
 
@@ -120,7 +120,7 @@ struct LoggedSendFixtureTests {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always)
             try await engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .android, appID: AppID("app")!))
-            for topic in topics { _ = try await engine.subscribe(["t"], to: TopicName(topic)!) }
+            for topic in topics { _ = try await engine.subscribe(["t"].addresses, to: TopicName(topic)!) }
             try engine.close()
 
             let condition = topics.dropFirst().reduce(Condition.topic(TopicName(topics[0])!)) { .and($0, .topic(TopicName($1)!)) }

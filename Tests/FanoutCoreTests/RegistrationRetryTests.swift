@@ -65,7 +65,7 @@ struct RegistrationRetryTests {
         #expect(installation.fid.description != shaped)
         let address = try #require(RegistrationAddress(parsing: shaped))
         #expect(try engine.installation(address).fid == installation.fid)
-        #expect(try await engine.subscribe([shaped], to: TopicName("news")!) == [.ok])
+        #expect(try await engine.subscribe([shaped].addresses, to: TopicName("news")!) == [.ok])
         #expect(try engine.topics(of: address) == [TopicName("news")!])
         // Its own FID still names it, and a FID that names an installation wins over a token.
         #expect(try engine.installation(.fid(installation.fid)).token == RegistrationToken(shaped))
@@ -77,9 +77,9 @@ struct RegistrationRetryTests {
         _ = try await engine.refreshToken(.fid(rotated.fid), to: RegistrationToken("new-token")!)
         let deleted = try await engine.register(try Self.request(token: "deleted-token")).installation
         try await engine.deleteInstallation(deleted.fid)
-        let results = try await engine.subscribe(["old-token", "deleted-token", deleted.fid.description, "never-seen", "new-token"], to: TopicName("t")!)
+        let results = try await engine.subscribe(["old-token", "deleted-token", deleted.fid.description, "never-seen", "new-token"].addresses, to: TopicName("t")!)
         #expect(results == [.failed(.unregistered), .failed(.unregistered), .failed(.unregistered), .failed(.notFound), .ok])
-        let removed = try await engine.unsubscribe(["old-token", "new-token"], from: TopicName("t")!)
+        let removed = try await engine.unsubscribe(["old-token", "new-token"].addresses, from: TopicName("t")!)
         #expect(removed == [.failed(.unregistered), .ok])
     }
 }

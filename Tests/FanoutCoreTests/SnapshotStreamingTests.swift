@@ -65,7 +65,7 @@ struct SnapshotStreamingTests {
             }
             for topic in 0..<3 {
                 for start in stride(from: topic, to: count, by: 1000) {
-                    _ = try await engine.subscribe((start..<min(start + 1000, count)).filter { $0 % 3 != topic }.map(token), to: TopicName("t\(topic)")!)
+                    _ = try await engine.subscribe((start..<min(start + 1000, count)).filter { $0 % 3 != topic }.map(token).addresses, to: TopicName("t\(topic)")!)
                 }
             }
             let expected = try (0..<3).map { try engine.subscriberCount(of: TopicName("t\($0)")!) }

@@ -135,7 +135,7 @@ struct ServerFlowTests {
                     for token in tokens {
                         try changes.register(RegistrationRequest(token: RegistrationToken(token), platform: .web, appID: AppID("1:1:web:a")!))
                     }
-                    _ = try changes.subscribe(tokens, to: TopicName("all")!)
+                    _ = try changes.subscribe(tokens.addresses, to: TopicName("all")!)
                 }.durable()
                 let admin = try await LoopbackServer.connect(port)
                 let worker = try await LoopbackServer.connect(port, key: LoopbackServer.consumerKey, role: .consumer)

@@ -101,7 +101,7 @@ struct ServerRobustnessTests {
                         try changes.register(RegistrationRequest(token: RegistrationToken(token), platform: .android, appID: AppID("1:1:android:a")!))
                     }
                     for batch in stride(from: 0, to: tokens.count, by: 1000) {
-                        _ = try changes.subscribe(Array(tokens[batch..<(batch + 1000)]), to: TopicName("big")!)
+                        _ = try changes.subscribe((Array(tokens[batch..<(batch + 1000)])).addresses, to: TopicName("big")!)
                     }
                 }.durable()
                 // A consumer socket that never reads.

@@ -101,7 +101,7 @@ enum RecoveryLoad {
             }
             DispatchQueue.concurrentPerform(iterations: 20) { topic in
                 for start in stride(from: 0, to: installations, by: 1000) {
-                    _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe((start..<start + 1000).map(token), to: TopicName("topic-\(topic)")!) }
+                    _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe((start..<start + 1000).map { .token(RegistrationToken(token($0))!) }, to: TopicName("topic-\(topic)")!) }
                 }
             }
             try! engine.close()

@@ -32,10 +32,10 @@ public enum Fixtures {
 
     /// Subscribes the given token indices to `topic`, 1000 at a time.
     public static func subscribe(_ indices: some Sequence<Int>, to topic: TopicName, in engine: Engine) {
-        var batch: [String] = []
+        var batch: [RegistrationAddress] = []
         batch.reserveCapacity(1000)
         for index in indices {
-            batch.append(Self.token(index))
+            batch.append(.token(RegistrationToken(Self.token(index))!))
             if batch.count == 1000 {
                 _ = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.subscribe(batch, to: topic) }
                 batch.removeAll(keepingCapacity: true)

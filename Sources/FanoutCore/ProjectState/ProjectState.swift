@@ -121,10 +121,10 @@ struct ProjectState {
 
     // MARK: - Topics
 
-    /// Subscribes up to `maximumBatchSize` registrations (FIDs or tokens) to `topic`; the log
-    /// records the FIDs that are subscribed now.
-    mutating func subscribe(_ registrations: [String], to topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
-        try self.checkBatchSize(registrations.count)
+    /// Subscribes up to `maximumBatchSize` installations to `topic`; the log records the FIDs
+    /// that are subscribed now.
+    mutating func subscribe(_ registrations: [RegistrationAddress], to topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
+        try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
         var (results, slots, positions) = self.resolve(registrations)
         var fids: [FID] = []
         fids.reserveCapacity(slots.count)
@@ -138,9 +138,9 @@ struct ProjectState {
         return (results, fids.isEmpty ? [] : [.subscribe(self.id, topic: topic, fids: fids)])
     }
 
-    /// Unsubscribes up to `maximumBatchSize` registrations from `topic`; not being subscribed is fine.
-    mutating func unsubscribe(_ registrations: [String], from topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
-        try self.checkBatchSize(registrations.count)
+    /// Unsubscribes up to `maximumBatchSize` installations from `topic`; not being subscribed is fine.
+    mutating func unsubscribe(_ registrations: [RegistrationAddress], from topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
+        try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
         let (results, slots, _) = self.resolve(registrations)
         self.topics.unsubscribe(slots, from: topic)
         let fids = slots.compactMap { self.registry.fid(ofSlot: $0) }
@@ -151,33 +151,11 @@ struct ProjectState {
         self.topics.topics(of: try self.slot(for: address))
     }
 
-    private func checkBatchSize(_ count: Int) throws(FanoutError) {
-        guard count <= self.configuration.maximumBatchSize else {
-            throw .invalidArgument(
-                "at most \(self.configuration.maximumBatchSize) registrations per request, got \(count)",
-                field: "registrations"
-            )
-        }
-    }
-
-    /// Resolves a batch of registration strings: a result per registration (`INVALID_ARGUMENT` when
-    /// it is neither a FID nor a token, `UNREGISTERED` when it named an installation once (a
-    /// rotated or deleted token, a deleted FID), `NOT_FOUND` when unknown, `ok` otherwise), and the
-    /// slots found with their positions in the input.
-    private func resolve(_ registrations: [String]) -> (results: [BatchItemResult], slots: [UInt32], positions: [Int]) {
-        var results = [BatchItemResult](repeating: .ok, count: registrations.count)
-        var addresses: [RegistrationAddress] = []
-        var addressPositions: [Int] = []
-        addresses.reserveCapacity(registrations.count)
-        addressPositions.reserveCapacity(registrations.count)
-        for (position, registration) in registrations.enumerated() {
-            if let address = RegistrationAddress(parsing: registration) {
-                addresses.append(address)
-                addressPositions.append(position)
-            } else {
-                results[position] = .failed(.invalidArgument)
-            }
-        }
+    /// Resolves a batch: a result per registration (`UNREGISTERED` when it named an installation
+    /// once (a rotated or deleted token, a deleted FID), `NOT_FOUND` when unknown, `ok`
+    /// otherwise), and the slots found with their positions in the input.
+    private func resolve(_ addresses: [RegistrationAddress]) -> (results: [BatchItemResult], slots: [UInt32], positions: [Int]) {
+        var results = [BatchItemResult](repeating: .ok, count: addresses.count)
         var slots: [UInt32] = []
         var positions: [Int] = []
         slots.reserveCapacity(addresses.count)
@@ -185,9 +163,9 @@ struct ProjectState {
         for (index, slot) in self.registry.slots(for: addresses).enumerated() {
             if let slot {
                 slots.append(slot)
-                positions.append(addressPositions[index])
+                positions.append(index)
             } else {
-                results[addressPositions[index]] = .failed(self.isRetired(addresses[index]) ? .unregistered : .notFound)
+                results[index] = .failed(self.isRetired(addresses[index]) ? .unregistered : .notFound)
             }
         }
         return (results, slots, positions)
