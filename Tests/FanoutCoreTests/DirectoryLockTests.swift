@@ -1,0 +1,56 @@
+@testable import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// The data directory's lock under concurrent process spawns: a spawned child holds a copy of
+/// every descriptor until its `exec` closes it, so a lock just closed can look taken for a moment.
+@Suite("Directory lock")
+struct DirectoryLockTests {
+    /// Locks and unlocks a file while another thread spawns 200 processes; every attempt must get
+    /// the lock (without the retry, dozens of attempts found it taken by a spawning child).
+    @Test func aLockClosedBeforeASpawnIsTakenAgain() throws {
+        try TemporaryDirectory.with { directory in
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let path = "\(directory)/LOCK"
+            let spawned = SpawnCounter()
+            let spawner = Thread {
+                for _ in 0..<200 {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: "/bin/true")
+                    try? process.run()
+                    process.waitUntilExit()
+                    spawned.increment()
+                }
+            }
+            spawner.start()
+            var refused = 0
+            while spawned.count < 200 {
+                do {
+                    let descriptor = try FileIO.lockExclusively(path)
+                    close(descriptor)
+                } catch {
+                    refused += 1
+                }
+            }
+            #expect(refused == 0)
+        }
+    }
+
+    /// A lock held by a live owner is still refused (after the short retry).
+    @Test func aHeldLockIsRefused() throws {
+        try TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory, durability: .none)
+            defer { try? engine.close() }
+            #expect(throws: FanoutError.self) { try Engine(directory: directory, durability: .none) }
+        }
+    }
+}
+
+/// A count one thread raises and another reads.
+private final class SpawnCounter: Sendable {
+    private let value = Atomic<Int>(0)
+    var count: Int { self.value.load(ordering: .acquiring) }
+    func increment() { self.value.add(1, ordering: .releasing) }
+}
