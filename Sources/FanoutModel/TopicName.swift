@@ -19,6 +19,9 @@ public struct TopicName: Hashable, Comparable, Sendable, CustomStringConvertible
         self.value = String(name)
     }
 
+    /// Whether `bytes` are a topic name (FCM's `[a-zA-Z0-9-_.~%]{1,900}`). Inlinable, so that it
+    /// is specialised for the caller's collection (the message validator's buffers).
+    @inlinable
     package static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
         var count = 0
         for byte in bytes {
@@ -30,6 +33,7 @@ public struct TopicName: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     @inline(__always)
+    @inlinable
     package static func isTopicCharacter(_ byte: UInt8) -> Bool {
         ASCII.isAlphanumeric(byte)
             || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
