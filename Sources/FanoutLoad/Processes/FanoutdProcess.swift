@@ -6,6 +6,8 @@ import Foundation
 /// an admin and a consumer key it writes itself. It can be killed with SIGKILL and started again
 /// on the same directory (the `recover` scenario).
 public final class FanoutdProcess: @unchecked Sendable {
+    // Safe to share: `port` and `process` change only in `start`, `kill` and `stop`, which the
+    // harness calls in sequence from one task; `port` is read by that task after `start` returned.
     public let executable: String
     public let dataDirectory: String
     public let durability: String

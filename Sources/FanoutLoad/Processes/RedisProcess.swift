@@ -6,6 +6,8 @@ import NIOPosix
 /// fanoutd's durability is: `always` as `appendfsync always`, `interval:MS` as `everysec`, `none`
 /// as `no`. Installed with apt when it is missing.
 public final class RedisProcess: @unchecked Sendable {
+    // Safe to share: `port` and `process` change only in `start`, `stop` and `kill`, which the
+    // harness calls in sequence from one task; `port` is read by that task after `start` returned.
     public let directory: String
     public private(set) var port = 0
     private var process: Process?

@@ -4,6 +4,9 @@ import Foundation
 /// One system under load: the backend's connections, the server process to watch (when the
 /// harness started it), and the results of the phases run so far.
 public final class LoadSession: @unchecked Sendable {
+    // Safe to share: `results` and `memoryMarks` change only in `phase` and `markMemory`, which the
+    // harness awaits one after another from one task (a phase's own concurrency is inside `body`,
+    // which does not touch them); readers look after the phases are done.
     public let backend: any LoadBackend
     public let workload: LoadWorkload
     public let options: LoadOptions
