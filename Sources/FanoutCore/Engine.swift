@@ -303,28 +303,28 @@ public final class Engine: Sendable {
 
     // MARK: - Audiences
 
-    /// The slots subscribed to `topic`.
-    public func audience(of topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> SlotSet {
+    /// The installations subscribed to `topic`.
+    public func audience(of topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> Audience {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            state.topics.subscribers(of: topic)
+            Audience(state.topics.subscribers(of: topic))
         }
     }
 
-    /// The slots a condition selects; `!` is relative to every installation of the project.
-    public func audience(of condition: Condition, in project: ProjectID = .default) throws(FanoutError) -> SlotSet {
+    /// The installations a condition selects; `!` is relative to every installation of the project.
+    public func audience(of condition: Condition, in project: ProjectID = .default) throws(FanoutError) -> Audience {
         let topics = condition.topics
         let (sets, all) = try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
             var sets: [TopicName: SlotSet] = [:]
             for topic in topics { sets[topic] = state.topics.subscribers(of: topic) }
             return (sets, state.registry.liveSlots)
         }
-        return condition.evaluate(topic: { sets[$0] ?? SlotSet() }, all: { all })
+        return Audience(condition.evaluate(topic: { sets[$0] ?? SlotSet() }, all: { all }))
     }
 
-    /// The slots of a user's devices.
-    public func audience(of user: UserID, in project: ProjectID = .default) throws(FanoutError) -> SlotSet {
+    /// The installations of a user's devices.
+    public func audience(of user: UserID, in project: ProjectID = .default) throws(FanoutError) -> Audience {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            SlotSet(state.deviceSlots(of: user))
+            Audience(SlotSet(state.deviceSlots(of: user)))
         }
     }
 

@@ -92,7 +92,7 @@ struct RequestExecutor: Sendable {
             return .count(opcode, UInt64(try self.engine.subscriberCount(of: try Self.parse(topic, "topic", TopicName.init), in: try Self.project(project))))
         case .audience(let project, let target):
             let id = try Self.project(project)
-            let audience: SlotSet
+            let audience: Audience
             switch target {
             case .topic(let topic): audience = try self.engine.audience(of: try Self.parse(topic, "topic", TopicName.init), in: id)
             case .condition(let condition): audience = try self.engine.audience(of: try Condition(parsing: condition), in: id)

@@ -1,4 +1,4 @@
-import FanoutCore
+@_spi(Storage) import FanoutCore
 import FanoutTestSupport
 import Testing
 

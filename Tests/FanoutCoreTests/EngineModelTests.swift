@@ -1,4 +1,4 @@
-import FanoutCore
+@_spi(Storage) import FanoutCore
 import FanoutTestSupport
 import Testing
 
@@ -293,7 +293,8 @@ struct Harness {
 
     // MARK: - Whole-state comparison
 
-    func fids(of slots: SlotSet) throws -> Set<String> {
+    func fids(of audience: Audience) throws -> Set<String> {
+        let slots = audience.slotSet
         var result = Set<String>()
         for slot in slots {
             let installation = try #require(try self.engine.installation(atSlot: slot))

@@ -1,6 +1,6 @@
 import Benchmark
 import BenchmarkSupport
-import FanoutCore
+@_spi(Storage) import FanoutCore
 
 #if canImport(Glibc)
 import Glibc

@@ -62,6 +62,7 @@ public indirect enum Condition: Hashable, Sendable, CustomStringConvertible {
 
     /// The audience as set algebra: `topic` gives a topic's subscribers, `all` every installation of
     /// the project (the universe of `!`). `x && !y` is computed as a difference, without the complement.
+    @_spi(Storage)
     public func evaluate(topic subscribers: (TopicName) -> SlotSet, all: () -> SlotSet) -> SlotSet {
         switch self {
         case .topic(let name):

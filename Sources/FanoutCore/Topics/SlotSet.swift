@@ -8,6 +8,10 @@
 ///
 /// `SlotSet` is a value with copy-on-write storage: copying one out of the index under a lock is a
 /// retain, and set algebra on the copy runs without the lock.
+///
+/// A storage detail, not the engine's API: public only as `@_spi(Storage)`, for the tests and the
+/// benchmarks (`@_spi(Storage) import FanoutCore`); callers get an `Audience`.
+@_spi(Storage)
 public struct SlotSet: Hashable, Sendable, Sequence {
     /// The high 16 bits of each non-empty chunk, ascending.
     private var keys: [UInt16]
