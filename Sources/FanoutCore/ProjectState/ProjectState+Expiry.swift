@@ -16,7 +16,7 @@ extension ProjectState {
         self.dispatch(now: now)
         self.checkDeliveryInvariants()
         acknowledged.sort()
-        return (acknowledged.count, acknowledged.isEmpty ? [] : [.acknowledge(self.id, deliveries: acknowledged)])
+        return self.logged(acknowledged.count, when: !acknowledged.isEmpty, .acknowledge(self.id, deliveries: acknowledged))
     }
 
     /// Replays logged acknowledgements.
@@ -45,7 +45,7 @@ extension ProjectState {
         }
         self.deliveries.counters.expired += expired
         self.checkDeliveryInvariants()
-        return (expired, expired == 0 ? [] : [.expireDeliveries(self.id, at: now)])
+        return self.logged(expired, when: expired != 0, .expireDeliveries(self.id, at: now))
     }
 
     /// Drops the mailbox of an installation that is being deleted, and detaches it from its

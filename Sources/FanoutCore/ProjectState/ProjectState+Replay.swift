@@ -2,6 +2,8 @@ extension ProjectState {
     /// Applies one logged change, as the engine applied it when it was acknowledged.
     /// - Throws: `INTERNAL` when the record cannot apply (the log disagrees with itself).
     mutating func replay(_ record: WALRecord) throws(FanoutError) {
+        self.makesRecords = false
+        defer { self.makesRecords = true }
         switch record {
         case .createProject, .deleteProject:
             break  // handled by the engine's project map

@@ -21,7 +21,7 @@ extension ProjectState {
     mutating func send(_ rendered: RenderedMessage, now: Timestamp) -> Logged<SendResult> {
         let sequence = self.deliveries.nextSequence
         let result = self.enqueueMessage(rendered, sequence: sequence, now: now)
-        return (result, [.send(self.id, sequence: sequence, message: rendered)])
+        return self.logged(result, .send(self.id, sequence: sequence, message: rendered))
     }
 
     /// Resolves the message's audience and enqueues a delivery per recipient whose platform payload

@@ -27,7 +27,7 @@ extension ProjectState {
         }
         self.users[user]!.lastActive = max(self.users[user]!.lastActive, now.millisecondsSinceEpoch)
         let installation = self.registry.installation(atSlot: slot)!
-        return (installation, [.bindDevice(self.id, fid: installation.fid, user: user, anonymous: anonymous, at: now)])
+        return self.logged(installation, .bindDevice(self.id, fid: installation.fid, user: user, anonymous: anonymous, at: now))
     }
 
     /// Signs `user` out on one device: the device is unbound and its token is dropped (it is
@@ -41,7 +41,7 @@ extension ProjectState {
         self.unbind(slot)
         self.registry.dropToken(atSlot: slot)
         let installation = self.registry.installation(atSlot: slot)!
-        return (installation, [.signOut(self.id, user: user, fid: installation.fid)])
+        return self.logged(installation, .signOut(self.id, user: user, fid: installation.fid))
     }
 
     /// Links an anonymous user to a permanent one: the permanent user (created if needed) takes
@@ -67,7 +67,7 @@ extension ProjectState {
         }
         target.lastActive = max(target.lastActive, now.millisecondsSinceEpoch)
         self.users[permanent] = target
-        return (self.user(permanent, record: target), [.linkUser(self.id, anonymous: anonymous, permanent: permanent, at: now)])
+        return self.logged(self.user(permanent, record: target), .linkUser(self.id, anonymous: anonymous, permanent: permanent, at: now))
     }
 
     func user(_ id: UserID) throws(FanoutError) -> User {
@@ -91,7 +91,7 @@ extension ProjectState {
             }
             self.users[id] = nil
         }
-        return (idle, idle.isEmpty ? [] : [.cleanUpAnonymousUsers(self.id, at: now)])
+        return self.logged(idle, when: !idle.isEmpty, .cleanUpAnonymousUsers(self.id, at: now))
     }
 
     // MARK: - Helpers

@@ -3,8 +3,8 @@
 /// state only when it will succeed, so nothing is ever half-applied.
 ///
 /// Each logged operation returns its outcome with the log records that replay it (`Logged`), made
-/// where the change is made; replay applies a record through the same function and drops the
-/// records it returns. What an operation hands to consumers goes to `deliveries.handOuts`.
+/// where the change is made; replay applies a record through the same function, with
+/// `makesRecords` off. What an operation hands to consumers goes to `deliveries.handOuts`.
 struct ProjectState {
     let id: ProjectID
     let configuration: EngineConfiguration
@@ -12,6 +12,9 @@ struct ProjectState {
     var topics: TopicIndex
     var users: [UserID: UserRecord] = [:]
     var deliveries = DeliveryState()
+    /// Whether transitions make their log records: not while replaying, where the records are
+    /// already in the log (building a million of them took a sixth of a recovery).
+    var makesRecords = true
 
     init(id: ProjectID, configuration: EngineConfiguration) {
         self.id = id
@@ -49,16 +52,10 @@ struct ProjectState {
         let result = try self.registry.register(request, now: now)
         guard !result.isExisting else { return (result, []) }
         let i = result.installation
-        let registered = WALRecord.RegisteredInstallation(
-            fid: i.fid,
-            token: i.token,
-            platform: i.platform,
-            appID: i.appID,
-            device: i.device,
-            apnsToken: i.apnsToken,
-            at: now
+        return self.logged(
+            result,
+            .register(self.id, .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now))
         )
-        return (result, [.register(self.id, registered)])
     }
 
     mutating func refreshToken(
@@ -70,7 +67,7 @@ struct ProjectState {
         try self.registry.replaceToken(atSlot: slot, with: token, now: now)
         self.touchUser(of: slot, now: now)
         let installation = self.registry.installation(atSlot: slot)!
-        return (installation, [.refreshToken(self.id, fid: installation.fid, token: token, at: now)])
+        return self.logged(installation, .refreshToken(self.id, fid: installation.fid, token: token, at: now))
     }
 
     mutating func touch(_ address: RegistrationAddress, now: Timestamp) throws(FanoutError) -> Logged<Installation> {
@@ -78,7 +75,7 @@ struct ProjectState {
         self.registry.touch(slot: slot, now: now)
         self.touchUser(of: slot, now: now)
         let installation = self.registry.installation(atSlot: slot)!
-        return (installation, [.touch(self.id, fid: installation.fid, at: now)])
+        return self.logged(installation, .touch(self.id, fid: installation.fid, at: now))
     }
 
     func installation(_ address: RegistrationAddress) throws(FanoutError) -> Installation {
@@ -90,7 +87,7 @@ struct ProjectState {
         let slot = try self.slot(for: .fid(fid), field: "fid")
         let installation = self.registry.installation(atSlot: slot)!
         self.deleteSlot(slot)
-        return (installation, [.deleteInstallation(self.id, fid: fid)])
+        return self.logged(installation, .deleteInstallation(self.id, fid: fid))
     }
 
     private mutating func deleteSlot(_ slot: UInt32) {
@@ -116,7 +113,7 @@ struct ProjectState {
             expired.append(self.registry.installation(atSlot: slot)!)
             self.deleteSlot(slot)
         }
-        return (expired, expired.isEmpty ? [] : [.pruneExpiredInstallations(self.id, at: now)])
+        return self.logged(expired, when: !expired.isEmpty, .pruneExpiredInstallations(self.id, at: now))
     }
 
     // MARK: - Topics
@@ -135,7 +132,7 @@ struct ProjectState {
                 fids.append(fid)
             }
         }
-        return (results, fids.isEmpty ? [] : [.subscribe(self.id, topic: topic, fids: fids)])
+        return self.logged(results, when: !fids.isEmpty, .subscribe(self.id, topic: topic, fids: fids))
     }
 
     /// Unsubscribes up to `maximumBatchSize` installations from `topic`; not being subscribed is fine.
@@ -143,8 +140,7 @@ struct ProjectState {
         try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
         let (results, slots, _) = self.resolve(registrations)
         self.topics.unsubscribe(slots, from: topic)
-        let fids = slots.compactMap { self.registry.fid(ofSlot: $0) }
-        return (results, fids.isEmpty ? [] : [.unsubscribe(self.id, topic: topic, fids: fids)])
+        return self.logged(results, when: !slots.isEmpty, .unsubscribe(self.id, topic: topic, fids: slots.compactMap { self.registry.fid(ofSlot: $0) }))
     }
 
     func topics(of address: RegistrationAddress) throws(FanoutError) -> [TopicName] {
@@ -183,3 +179,11 @@ extension RegistrationAddress {
 
 /// A logged operation's outcome and the log records that replay it (none when nothing changed).
 typealias Logged<Result> = (result: Result, records: [WALRecord])
+
+extension ProjectState {
+    /// `result` with `record` (made only when records are made, and `when` holds).
+    @inline(__always)
+    func logged<Result>(_ result: Result, when condition: Bool = true, _ record: @autoclosure () -> WALRecord) -> Logged<Result> {
+        (result, self.makesRecords && condition ? [record()] : [])
+    }
+}
