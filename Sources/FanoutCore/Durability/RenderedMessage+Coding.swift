@@ -21,11 +21,9 @@ extension BinaryWriter {
     private mutating func write(_ target: Message.Target) {
         switch target {
         case .token(let token):
-            self.write(RenderedMessageCoding.TargetKind.token.rawValue)
-            self.write(token.value)
+            self.write(RegistrationAddress.token(token))
         case .fid(let fid):
-            self.write(RenderedMessageCoding.TargetKind.fid.rawValue)
-            self.write(fid)
+            self.write(RegistrationAddress.fid(fid))
         case .topic(let topic):
             self.write(RenderedMessageCoding.TargetKind.topic.rawValue)
             self.write(topic.value)
@@ -38,16 +36,19 @@ extension BinaryWriter {
         case .multicast(let addresses):
             self.write(RenderedMessageCoding.TargetKind.multicast.rawValue)
             self.write(UInt32(addresses.count))
-            for address in addresses {
-                switch address {
-                case .token(let token):
-                    self.write(RenderedMessageCoding.TargetKind.token.rawValue)
-                    self.write(token.value)
-                case .fid(let fid):
-                    self.write(RenderedMessageCoding.TargetKind.fid.rawValue)
-                    self.write(fid)
-                }
-            }
+            for address in addresses { self.write(address) }
+        }
+    }
+
+    /// `u8 1 | token` or `u8 2 | FID`: a token or FID target, and each address of a multicast.
+    private mutating func write(_ address: RegistrationAddress) {
+        switch address {
+        case .token(let token):
+            self.write(RenderedMessageCoding.TargetKind.token.rawValue)
+            self.write(token.value)
+        case .fid(let fid):
+            self.write(RenderedMessageCoding.TargetKind.fid.rawValue)
+            self.write(fid)
         }
     }
 
