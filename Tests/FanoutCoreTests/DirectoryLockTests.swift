@@ -10,12 +10,12 @@ import Testing
 struct DirectoryLockTests {
     /// Locks and unlocks a file while another thread spawns 200 processes; every attempt must get
     /// the lock (without the retry, dozens of attempts found it taken by a spawning child).
-    @Test func aLockClosedBeforeASpawnIsTakenAgain() throws {
-        try TemporaryDirectory.with { directory in
+    @Test func aLockClosedBeforeASpawnIsTakenAgain() async throws {
+        try await TemporaryDirectory.with { directory in
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             let path = "\(directory)/LOCK"
             let spawned = SpawnCounter()
-            let spawner = Thread {
+            Thread {
                 for _ in 0..<200 {
                     let process = Process()
                     process.executableURL = URL(fileURLWithPath: "/bin/true")
@@ -23,16 +23,22 @@ struct DirectoryLockTests {
                     process.waitUntilExit()
                     spawned.increment()
                 }
-            }
-            spawner.start()
-            var refused = 0
-            while spawned.count < 200 {
-                do {
-                    let descriptor = try FileIO.lockExclusively(path)
-                    close(descriptor)
-                } catch {
-                    refused += 1
-                }
+            }.start()
+            // Both loops on threads of their own: a busy loop on the test's task would hold one of
+            // the concurrency pool's threads (two on this machine) for as long as the spawns take.
+            let refused = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+                Thread {
+                    var refused = 0
+                    while spawned.count < 200 {
+                        do {
+                            let descriptor = try FileIO.lockExclusively(path)
+                            close(descriptor)
+                        } catch {
+                            refused += 1
+                        }
+                    }
+                    continuation.resume(returning: refused)
+                }.start()
             }
             #expect(refused == 0)
         }
