@@ -69,7 +69,13 @@ struct CrashTests {
             // The child may have finished more operations between the last line read and the
             // kill (on a busy machine, several): their acknowledgements wait in the pipe, and the
             // directory must hold every one of them too.
-            buffer += Array(output.fileHandleForReading.readDataToEndOfFile())
+            // Not `readDataToEndOfFile`: a process another test spawns meanwhile may hold a copy of
+            // the pipe's write end, and the end of file would wait for it (holding a thread of the
+            // concurrency pool). The child is dead, so what it wrote is in the pipe now.
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+            while case let count = chunk.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }), count > 0 {
+                buffer += chunk[0..<count]
+            }
             while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
                 buffer.removeSubrange(...newline)
