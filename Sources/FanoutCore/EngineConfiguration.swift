@@ -26,3 +26,12 @@ public enum LogRetention: Hashable, Sendable {
     /// of one more snapshot interval of log.
     case sincePreviousSnapshot
 }
+
+extension EngineConfiguration {
+    /// - Throws: `INVALID_ARGUMENT` (field `registrations`) for more than `maximum` registrations.
+    package static func checkBatchSize(_ count: Int, maximum: Int) throws(FanoutError) {
+        guard count <= maximum else {
+            throw .invalidArgument("at most \(maximum) registrations per request, got \(count)", field: "registrations")
+        }
+    }
+}

@@ -126,10 +126,7 @@ extension BinaryReader {
         case .fid: return .fid(try self.readFID())
         case .topic: return .topic(try self.readTopic())
         case .condition: return .condition(try self.readCondition(depth: 0))
-        case .user:
-            let offset = self.position
-            guard let user = UserID(try self.readString(limit: UserID.maximumLength)) else { throw Error(offset: offset, reason: "invalid user") }
-            return .user(user)
+        case .user: return .user(try self.readUser())
         case .multicast:
             let count = Int(try self.read(UInt32.self))
             // Each address takes at least 5 bytes: refused before anything is allocated.
@@ -187,22 +184,6 @@ extension BinaryReader {
         if given.contains(.webpushTTL) { options.webpushTTLSeconds = try self.read(UInt32.self) }
         if given.contains(.webpushTopic) { options.webpushTopic = try self.readString(limit: RenderedMessageCoding.maximumOptionBytes) }
         return options
-    }
-
-    private mutating func readToken() throws(Error) -> RegistrationToken {
-        let offset = self.position
-        guard let token = RegistrationToken(try self.readString(limit: RegistrationToken.maximumLength)) else {
-            throw Error(offset: offset, reason: "invalid token")
-        }
-        return token
-    }
-
-    private mutating func readTopic() throws(Error) -> TopicName {
-        let offset = self.position
-        guard let topic = TopicName(try self.readString(limit: TopicName.maximumLength)) else {
-            throw Error(offset: offset, reason: "invalid topic")
-        }
-        return topic
     }
 }
 

@@ -163,7 +163,7 @@ extension WALRecord {
         guard let kind = Kind(rawValue: try reader.read(UInt8.self)) else {
             throw BinaryReader.Error(offset: typeOffset, reason: "unknown record type")
         }
-        let project = try Self.validated(ProjectID(try reader.readString(limit: 64)), reader, "project id")
+        let project = try reader.validated(ProjectID(try reader.readString(limit: 64)), "project id")
         let record: WALRecord
         switch kind {
         case .createProject:
@@ -173,9 +173,9 @@ extension WALRecord {
         case .register:
             let fid = try reader.readFID()
             let token = try reader.readOptionalString(limit: RegistrationToken.maximumLength)
-                .map { (value: String) throws(BinaryReader.Error) in try Self.validated(RegistrationToken(value), reader, "token") }
+                .map { (value: String) throws(BinaryReader.Error) in try reader.validated(RegistrationToken(value), "token") }
             let platform = try Self.platform(try reader.read(UInt8.self), reader)
-            let appID = try Self.validated(AppID(try reader.readString(limit: AppID.maximumLength)), reader, "appId")
+            let appID = try reader.validated(AppID(try reader.readString(limit: AppID.maximumLength)), "appId")
             let name = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
             let os = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
             let type = try reader.readOptionalString(limit: DeviceDetails.maximumFieldLength)
@@ -188,7 +188,7 @@ extension WALRecord {
             // Lowercase hex, as written: a log holds each value in one spelling only.
             let apns = try reader.readOptionalString(limit: 200)
                 .map { (value: String) throws(BinaryReader.Error) in
-                    try Self.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, reader, "APNs token")
+                    try reader.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, "APNs token")
                 }
             let at = try reader.readTimestamp()
             record = .register(
@@ -197,11 +197,7 @@ extension WALRecord {
             )
         case .refreshToken:
             let fid = try reader.readFID()
-            let token = try Self.validated(
-                RegistrationToken(try reader.readString(limit: RegistrationToken.maximumLength)),
-                reader,
-                "token"
-            )
+            let token = try reader.readToken()
             record = .refreshToken(project, fid: fid, token: token, at: try reader.readTimestamp())
         case .touch:
             let fid = try reader.readFID()
@@ -210,26 +206,26 @@ extension WALRecord {
             record = .deleteInstallation(project, fid: try reader.readFID())
         case .bindDevice:
             let fid = try reader.readFID()
-            let user = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let user = try reader.readUser()
             let anonymous = try reader.readBool()
             record = .bindDevice(project, fid: fid, user: user, anonymous: anonymous, at: try reader.readTimestamp())
         case .signOut:
-            let user = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let user = try reader.readUser()
             record = .signOut(project, user: user, fid: try reader.readFID())
         case .linkUser:
-            let anonymous = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
-            let permanent = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let anonymous = try reader.readUser()
+            let permanent = try reader.readUser()
             record = .linkUser(project, anonymous: anonymous, permanent: permanent, at: try reader.readTimestamp())
         case .cleanUpAnonymousUsers:
             record = .cleanUpAnonymousUsers(project, at: try reader.readTimestamp())
         case .pruneExpiredInstallations:
             record = .pruneExpiredInstallations(project, at: try reader.readTimestamp())
         case .subscribe, .unsubscribe:
-            let topic = try Self.validated(TopicName(try reader.readString(limit: TopicName.maximumLength)), reader, "topic")
+            let topic = try reader.readTopic()
             let fids = try Self.readFIDs(&reader)
             record = kind == .subscribe ? .subscribe(project, topic: topic, fids: fids) : .unsubscribe(project, topic: topic, fids: fids)
         case .restoreUser:
-            let user = try Self.validated(UserID(try reader.readString(limit: UserID.maximumLength)), reader, "user")
+            let user = try reader.readUser()
             let anonymous = try reader.readBool()
             record = .restoreUser(project, user: user, anonymous: anonymous, lastActive: try reader.readTimestamp())
         case .retireFIDs:
@@ -244,7 +240,7 @@ extension WALRecord {
             for _ in 0..<count { hashes.append(try reader.read(UInt64.self)) }
             record = .retireTokenHashes(project, hashes: hashes)
         case .restoreSubscribers:
-            let topic = try Self.validated(TopicName(try reader.readString(limit: TopicName.maximumLength)), reader, "topic")
+            let topic = try reader.readTopic()
             record = .restoreSubscribers(project, topic: topic, ordinals: try Self.readAscendingSlots(&reader))
         case .restoreSlotLayout:
             let capacity = try reader.read(UInt32.self)
@@ -324,15 +320,31 @@ extension WALRecord {
         return Array(try reader.readBytes(length))
     }
 
-    private static func validated<T>(_ value: T?, _ reader: BinaryReader, _ what: String) throws(BinaryReader.Error) -> T {
-        guard let value else { throw BinaryReader.Error(offset: reader.position, reason: "invalid \(what)") }
-        return value
-    }
 
     private static func platform(_ code: UInt8, _ reader: BinaryReader) throws(BinaryReader.Error) -> Platform {
         guard let platform = Platform(code: code) else {
             throw BinaryReader.Error(offset: reader.position - 1, reason: "unknown platform")
         }
         return platform
+    }
+}
+
+extension BinaryReader {
+    /// `value`, or damage at the current position naming `what` when the model type refused it.
+    func validated<T>(_ value: T?, _ what: String) throws(Error) -> T {
+        guard let value else { throw Error(offset: self.position, reason: "invalid \(what)") }
+        return value
+    }
+
+    mutating func readToken() throws(Error) -> RegistrationToken {
+        try self.validated(RegistrationToken(try self.readString(limit: RegistrationToken.maximumLength)), "token")
+    }
+
+    mutating func readTopic() throws(Error) -> TopicName {
+        try self.validated(TopicName(try self.readString(limit: TopicName.maximumLength)), "topic")
+    }
+
+    mutating func readUser() throws(Error) -> UserID {
+        try self.validated(UserID(try self.readString(limit: UserID.maximumLength)), "user")
     }
 }

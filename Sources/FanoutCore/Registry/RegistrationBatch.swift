@@ -37,12 +37,3 @@ package struct RegistrationBatch: Sendable {
         return results
     }
 }
-
-extension EngineConfiguration {
-    /// - Throws: `INVALID_ARGUMENT` (field `registrations`) for more than `maximum` registrations.
-    package static func checkBatchSize(_ count: Int, maximum: Int) throws(FanoutError) {
-        guard count <= maximum else {
-            throw .invalidArgument("at most \(maximum) registrations per request, got \(count)", field: "registrations")
-        }
-    }
-}
