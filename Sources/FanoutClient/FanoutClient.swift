@@ -135,6 +135,12 @@ public final class FanoutClient: Sendable {
         return try await self.request(.register(project: project, fields)) { if case .registered(let result) = $0 { result } else { nil } }
     }
 
+    /// Registers up to 1000 installations in one request (REGISTER_BATCH): one outcome per item,
+    /// in order, each item checked and applied on its own (a refused item does not stop the others).
+    public func register(_ batch: [RegistrationFields], in project: String = "default") async throws -> [RegistrationOutcome] {
+        try await self.request(.registerBatch(project: project, batch)) { if case .registeredBatch(let outcomes) = $0 { outcomes } else { nil } }
+    }
+
     public func refreshToken(_ registration: String, to token: String, in project: String = "default") async throws -> Installation {
         try await self.installation(.refreshToken(project: project, registration: registration, token: token))
     }

@@ -44,6 +44,25 @@ extension Engine {
             return try self.outcome.get()
         }
 
+        /// The body's result or error when nothing waits for the log (`isDurable`); nil otherwise.
+        public var completedResult: Swift.Result<Result, FanoutError>? {
+            self.isDurable ? self.outcome : nil
+        }
+
+        /// `durable()` for callers on an event loop: calls `completion` with the body's result or
+        /// error once the changes are as durable as the engine's durability says, at once when
+        /// that is known now, else on the log's writer thread with no engine lock held. It must
+        /// not block: a server hands the result to its event loop.
+        public func whenDurable(_ completion: @escaping @Sendable (Swift.Result<Result, FanoutError>) -> Void) {
+            guard let ticket = self.ticket, let log = self.engine.log else { return completion(self.outcome) }
+            guard !self.spansFailure else { return completion(.failure(Self.spannedFailure)) }
+            log.whenAcknowledged(ticket) { [self] refusal in
+                if let refusal { return completion(.failure(refusal)) }
+                self.handOut(after: log)
+                completion(self.outcome)
+            }
+        }
+
         /// `durable()` for callers outside Swift concurrency (scripts, tools, a crash test's child):
         /// blocks the calling thread until the changes are durable. Never call it on an event loop
         /// or from a task.
@@ -161,6 +180,19 @@ extension Engine {
         public mutating func register(_ request: RegistrationRequest, in project: ProjectID = .default) throws(FanoutError) -> RegistrationResult {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.register(request, now: now) }
+        }
+
+        /// Registers each installation on its own, as `register` does, under one acquisition of
+        /// the project's lock and with one append to the log: a refused item changes nothing and
+        /// does not stop the others. Items already refused by the caller (a field that did not
+        /// parse) keep their error. Results are in input order.
+        /// - Throws: only what refuses the whole batch (no such project, the log refusing changes).
+        public mutating func register(
+            _ requests: [Swift.Result<RegistrationRequest, FanoutError>],
+            in project: ProjectID = .default
+        ) throws(FanoutError) -> [Swift.Result<RegistrationResult, FanoutError>] {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.register(requests, now: now) }
         }
 
         /// Rotates an installation's token (see `Engine.refreshToken`).

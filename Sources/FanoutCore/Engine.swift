@@ -159,6 +159,16 @@ public final class Engine: Sendable {
         try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.register(request, in: project) }.durable()
     }
 
+    /// Registers installations in one go (see `Engine.Changes.register(_:in:)`): each on its own,
+    /// results in input order, one lock acquisition and one log append for all.
+    public func register(
+        _ requests: [RegistrationRequest],
+        in project: ProjectID = .default
+    ) async throws(FanoutError) -> [Result<RegistrationResult, FanoutError>] {
+        let items = requests.map { Result<RegistrationRequest, FanoutError>.success($0) }
+        return try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.register(items, in: project) }.durable()
+    }
+
     /// Rotates an installation's token: the old one is `UNREGISTERED` from now on; topics stay.
     @discardableResult
     public func refreshToken(

@@ -6,8 +6,8 @@ internal import NIOCore
 /// front of it, it sends GOAWAY and closes; when the channel stays unwritable (output buffered
 /// above the high-water mark: a peer that does not read) for `stallTimeout`, it closes.
 ///
-/// On `StopReading` (a graceful shutdown) it passes no more frames on and ends the inbound
-/// stream, at a frame boundary: frames already passed on are applied and answered, the rest
+/// On `StopReading` (a graceful shutdown) it passes no more frames on and passes the event on (the
+/// `ConnectionHandler` ends its input), at a frame boundary: frames already passed on are applied and answered, the rest
 /// (complete or not) are dropped unapplied, without an error. It keeps draining the socket, so
 /// that once the server has shut its output (after GOAWAY) the close is a lingering one: it closes
 /// when the peer does, or `lingerTimeout` after the output closed. (Closing a socket with unread
@@ -47,7 +47,7 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
         if event is StopReading {
             guard !self.stopped else { return }
             self.stopped = true
-            context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            context.fireUserInboundEventTriggered(event)  // the connection ends its input
             context.read()
             return
         }

@@ -1,5 +1,6 @@
 public import FanoutCore
 public import FanoutKeys
+internal import FanoutModel
 internal import FanoutWire
 public import Logging
 public import NIOCore
@@ -8,19 +9,20 @@ public import ServiceLifecycle
 
 /// The fanout TCP server (docs/wire-protocol.md): a `Service` serving one engine. `bind` opens the
 /// listening socket; `run` serves until cancelled or shut down gracefully, when it stops
-/// accepting, stops reading, sends the replies of what it applied, says GOAWAY and closes. The
-/// caller closes the engine afterwards (which syncs the log).
+/// accepting, stops reading, sends the replies of what it applied, says GOAWAY and closes, and
+/// returns once every connection has closed. The caller closes the engine afterwards (which syncs
+/// the log). Each connection is served on its event loop by a `ConnectionHandler`.
 public final class FanoutServer: Service, Sendable, CustomStringConvertible {
-    private let listener: NIOAsyncChannel<NIOAsyncChannel<ClientFrame, ServerFrame>, Never>
-    private let connection: Connection
+    private let listener: any Channel
+    private let connections: OpenConnections
 
     /// The port the server listens on (the one picked when the configuration said 0).
     public let localPort: Int
 
-    private init(listener: NIOAsyncChannel<NIOAsyncChannel<ClientFrame, ServerFrame>, Never>, connection: Connection) {
+    private init(listener: any Channel, connections: OpenConnections) {
         self.listener = listener
-        self.connection = connection
-        self.localPort = listener.channel.localAddress?.port ?? 0
+        self.connections = connections
+        self.localPort = listener.localAddress?.port ?? 0
     }
 
     /// Opens the listening socket.
@@ -35,26 +37,6 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         let idleTimeout = TimeAmount(configuration.idleTimeout)
         let stallTimeout = TimeAmount(configuration.stallTimeout)
         let highWaterMark = configuration.writeBufferHighWaterMark
-        let listener = try await ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            // A client that shuts its write side still gets every reply, then the close.
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: highWaterMark / 2, high: highWaterMark))
-            .bind(host: configuration.host, port: configuration.port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let pipeline = channel.pipeline.syncOperations
-                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientRequest>(maximumPayloadSize: maximumPayloadSize)))
-                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ServerMessage>(maximumPayloadSize: maximumPayloadSize)))
-                    try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
-                    try pipeline.addHandler(ConnectionGuardHandler(stallTimeout: stallTimeout))
-                    return try NIOAsyncChannel<ClientFrame, ServerFrame>(
-                        wrappingChannelSynchronously: channel,
-                        configuration: .init(backPressureStrategy: .init(lowWatermark: 16, highWatermark: 64))
-                    )
-                }
-            }
         let welcome = Welcome(
             maximumPayloadSize: UInt32(clamping: maximumPayloadSize),
             idleTimeoutMilliseconds: UInt32(clamping: idleTimeout.nanoseconds / 1_000_000),
@@ -62,31 +44,96 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             maximumInFlight: UInt32(clamping: configuration.maximumInFlight),
             projects: []
         )
-        let connection = Connection(
+        let settings = ConnectionSettings(
             executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize),
-            configuration: configuration,
             keys: keys,
             welcome: welcome,
+            maximumInFlight: configuration.maximumInFlight,
             logger: logger
         )
-        return FanoutServer(listener: listener, connection: connection)
+        let connections = OpenConnections()
+        let listener = try await ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            // A client that shuts its write side still gets every reply, then the close.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: highWaterMark / 2, high: highWaterMark))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    guard connections.add(channel) else { throw ChannelError.ioOnClosedChannel }  // shutting down
+                    let pipeline = channel.pipeline.syncOperations
+                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientRequest>(maximumPayloadSize: maximumPayloadSize)))
+                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ServerMessage>(maximumPayloadSize: maximumPayloadSize)))
+                    try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
+                    try pipeline.addHandler(ConnectionGuardHandler(stallTimeout: stallTimeout))
+                    try pipeline.addHandler(ConnectionHandler(settings: settings))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+        return FanoutServer(listener: listener, connections: connections)
     }
 
     public var description: String { "FanoutServer(port: \(self.localPort))" }
 
     public func run() async throws {
-        let connection = self.connection
         let listener = self.listener
+        let connections = self.connections
         try await withGracefulShutdownHandler {
-            try await listener.executeThenClose { inbound in
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await channel in inbound {
-                        group.addTask { await connection.serve(channel) }
-                    }
-                }
+            try await withTaskCancellationHandler {
+                try await listener.closeFuture.get()
+                await connections.allClosed()
+            } onCancel: {
+                listener.close(promise: nil)
+                for channel in connections.stop() { channel.close(promise: nil) }
             }
         } onGracefulShutdown: {
-            listener.channel.close(promise: nil)
+            listener.close(promise: nil)
+            for channel in connections.stop() {
+                channel.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading())
+            }
+        }
+    }
+}
+
+/// The server's open connections: a graceful shutdown stops each, and `run` waits for them to close.
+private final class OpenConnections: Sendable {
+    private struct State {
+        var channels: [ObjectIdentifier: any Channel] = [:]
+        var stopping = false
+    }
+
+    private let state = Locked(State())
+
+    /// Adds a new connection, removed when it closes; false once the server is stopping.
+    func add(_ channel: any Channel) -> Bool {
+        let key = ObjectIdentifier(channel)
+        let added = self.state.withLock { state in
+            guard !state.stopping else { return false }
+            state.channels[key] = channel
+            return true
+        }
+        if added {
+            channel.closeFuture.whenComplete { _ in self.state.withLock { _ = $0.channels.removeValue(forKey: key) } }
+        }
+        return added
+    }
+
+    /// Refuses new connections; returns the open ones.
+    func stop() -> [any Channel] {
+        self.state.withLock { state in
+            state.stopping = true
+            return Array(state.channels.values)
+        }
+    }
+
+    /// Returns once every connection has closed (call after `stop`, or once the listener is closed).
+    func allClosed() async {
+        self.state.withLock { $0.stopping = true }
+        while let channel = self.state.withLock({ $0.channels.values.first }) {
+            try? await channel.closeFuture.get()
+            self.state.withLock { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
         }
     }
 }

@@ -25,6 +25,26 @@ struct RequestExecutor: Sendable {
             return .names(opcode, self.engine.projectIDs().map(\.value).filter { key.projects.contains($0) })
         case .register(let project, let fields):
             return .registered(try changes.register(try Self.registration(fields), in: try Self.project(project)))
+        case .registerBatch(let project, let items):
+            let id = try Self.project(project)
+            guard !items.isEmpty else {
+                throw FanoutError(.invalidArgument, "a batch needs at least one registration", field: "registrations")
+            }
+            try EngineConfiguration.checkBatchSize(items.count, maximum: self.engine.configuration.maximumBatchSize)
+            // Each item is checked on its own: a field that does not parse refuses that item only.
+            let requests = items.map { (fields: RegistrationFields) -> Result<RegistrationRequest, FanoutError> in
+                do throws(FanoutError) {
+                    return .success(try Self.registration(fields))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            return .registeredBatch(try changes.register(requests, in: id).map { result in
+                switch result {
+                case .success(let registered): .registered(registered)
+                case .failure(let error): .failed(error)
+                }
+            })
         case .refreshToken(let project, let registration, let token):
             let token = try Self.parse(token, "token", RegistrationToken.init)
             return .installation(opcode, try changes.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
@@ -155,6 +175,19 @@ struct RequestExecutor: Sendable {
             throw FanoutError(.invalidArgument, "\(field) is neither a FID nor a registration token", field: field)
         }
         return address
+    }
+
+    static func scope(_ scope: AttachScope) throws(FanoutError) -> ConsumerScope {
+        switch scope {
+        case .platform(let platform):
+            return .platform(platform)
+        case .installations(let registrations):
+            var addresses: [RegistrationAddress] = []
+            for (index, registration) in registrations.enumerated() {
+                addresses.append(try Self.address(registration, field: "registrations[\(index)]"))
+            }
+            return .installations(addresses)
+        }
     }
 
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {

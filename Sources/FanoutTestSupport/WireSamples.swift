@@ -69,9 +69,22 @@ public struct WireSamples {
         return (0..<self.int(0...6)).map { _ in self.bool() ? .ok : .failed(codes[self.int(0...(codes.count - 1))]) }
     }
 
+    public mutating func registrationFields() -> RegistrationFields {
+        RegistrationFields(
+            offeredFID: self.optionalString(), token: self.optionalString(), platform: self.platform(), appID: self.string(),
+            deviceName: self.optionalString(), deviceOS: self.optionalString(), deviceType: self.optionalString(), apnsToken: self.optionalString()
+        )
+    }
+
+    public mutating func error() -> FanoutError {
+        var error = FanoutError([.invalidArgument, .notFound, .permissionDenied][self.int(0...2)], self.string(), field: self.optionalString())
+        error.violations = (0..<self.int(0...3)).map { _ in FieldViolation(field: self.string(), description: self.string()) }
+        return error
+    }
+
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...32) {
+        switch self.int(0...33) {
         case 0:
             let credential: Hello.Credential = self.bool() ? .apiKey(self.bytes()) : .installationAuthToken(self.bytes())
             return .hello(Hello(role: self.bool() ? .admin : .consumer, credential: credential, clientName: self.string(maximum: 10)))
@@ -80,10 +93,7 @@ public struct WireSamples {
         case 3: return .deleteProject(project: project)
         case 4: return .listProjects
         case 5:
-            return .register(project: project, RegistrationFields(
-                offeredFID: self.optionalString(), token: self.optionalString(), platform: self.platform(), appID: self.string(),
-                deviceName: self.optionalString(), deviceOS: self.optionalString(), deviceType: self.optionalString(), apnsToken: self.optionalString()
-            ))
+            return .register(project: project, self.registrationFields())
         case 6: return .refreshToken(project: project, registration: self.string(), token: self.string())
         case 7: return .touch(project: project, registration: self.string())
         case 8: return .getInstallation(project: project, registration: self.string())
@@ -111,12 +121,13 @@ public struct WireSamples {
         case 29: return .acknowledge((0..<self.int(0...5)).map { _ in DeliveryID(messageSequence: self.u64(), slot: self.u32()) })
         case 30: return .snapshot
         case 31: return .audience(project: project, [AudienceTarget.topic(self.string()), .condition(self.string()), .user(self.string())][self.int(0...2)])
+        case 32: return .registerBatch(project: project, (0..<self.int(0...4)).map { _ in self.registrationFields() })
         default: return .detach
         }
     }
 
     public mutating func message() -> ServerMessage {
-        switch self.int(0...17) {
+        switch self.int(0...18) {
         case 0:
             return .welcome(Welcome(
                 version: 1, maximumPayloadSize: self.u32(), idleTimeoutMilliseconds: self.u32(), maximumCredit: self.u32(),
@@ -148,10 +159,14 @@ public struct WireSamples {
             return .stats(ProjectStatistics(installations: self.u64() >> 1, deliveries: deliveries, log: log))
         case 14: return .delivery(self.delivery())
         case 15: return .goAway([.unavailable, .internal][self.int(0...1)], self.string())
+        case 16:
+            return .registeredBatch((0..<self.int(0...4)).map { _ in
+                self.bool()
+                    ? .registered(RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool(), isExisting: self.bool()))
+                    : .failed(self.error())
+            })
         default:
-            var error = FanoutError([.invalidArgument, .notFound, .permissionDenied][self.int(0...2)], self.string(), field: self.optionalString())
-            error.violations = (0..<self.int(0...3)).map { _ in FieldViolation(field: self.string(), description: self.string()) }
-            return .error(error)
+            return .error(self.error())
         }
     }
 }

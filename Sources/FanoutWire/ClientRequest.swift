@@ -12,6 +12,8 @@ public enum ClientRequest: WireMessage {
     /// Writes a snapshot of every project (a key for all projects only).
     case snapshot
     case register(project: String, RegistrationFields)
+    /// Up to 1000 registrations, each applied on its own (one result per item).
+    case registerBatch(project: String, [RegistrationFields])
     case refreshToken(project: String, registration: String, token: String)
     case touch(project: String, registration: String)
     case getInstallation(project: String, registration: String)
@@ -49,6 +51,7 @@ public enum ClientRequest: WireMessage {
         case .listProjects: return .listProjects
         case .snapshot: return .snapshot
         case .register: return .register
+        case .registerBatch: return .registerBatch
         case .refreshToken: return .refreshToken
         case .touch: return .touch
         case .getInstallation: return .getInstallation
@@ -83,7 +86,7 @@ public enum ClientRequest: WireMessage {
         switch self {
         case .hello, .ping, .listProjects, .snapshot, .grant, .acknowledge, .detach:
             return nil
-        case .createProject(let project), .deleteProject(let project), .register(let project, _),
+        case .createProject(let project), .deleteProject(let project), .register(let project, _), .registerBatch(let project, _),
             .refreshToken(let project, _, _), .touch(let project, _), .getInstallation(let project, _),
             .deleteInstallation(let project, _), .staleInstallations(let project, _), .pruneExpired(let project),
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
@@ -118,14 +121,10 @@ public enum ClientRequest: WireMessage {
             .cleanUpAnonymousUsers, .expireDeliveries, .stats:
             break
         case .register(_, let fields):
-            try buffer.writeWireOptionalString(fields.offeredFID, field: "fid")
-            try buffer.writeWireOptionalString(fields.token, field: "token")
-            buffer.writeInteger(fields.platform.code)
-            try buffer.writeWireString(fields.appID, field: "appId")
-            try buffer.writeWireOptionalString(fields.deviceName, field: "deviceName")
-            try buffer.writeWireOptionalString(fields.deviceOS, field: "deviceOs")
-            try buffer.writeWireOptionalString(fields.deviceType, field: "deviceType")
-            try buffer.writeWireOptionalString(fields.apnsToken, field: "apnsToken")
+            try buffer.writeWireRegistrationFields(fields)
+        case .registerBatch(_, let items):
+            try buffer.writeWireCount(items.count, field: "registrations")
+            for fields in items { try buffer.writeWireRegistrationFields(fields) }
         case .refreshToken(_, let registration, let token):
             try buffer.writeWireString(registration, field: "registration")
             try buffer.writeWireString(token, field: "token")
@@ -233,7 +232,7 @@ public enum ClientRequest: WireMessage {
         }
         let project: String
         switch opcode {
-        case .createProject, .deleteProject, .register, .refreshToken, .touch, .getInstallation, .deleteInstallation,
+        case .createProject, .deleteProject, .register, .registerBatch, .refreshToken, .touch, .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
             .cleanUpAnonymousUsers, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
             .pending, .expireDeliveries, .stats, .attach:
@@ -245,19 +244,12 @@ public enum ClientRequest: WireMessage {
         case .createProject: return .createProject(project: project)
         case .deleteProject: return .deleteProject(project: project)
         case .register:
-            let fid = try reader.optionalString("fid")
-            let token = try reader.optionalString("token")
-            let platform = try reader.platform("platform")
-            return .register(project: project, RegistrationFields(
-                offeredFID: fid,
-                token: token,
-                platform: platform,
-                appID: try reader.string("appId"),
-                deviceName: try reader.optionalString("deviceName"),
-                deviceOS: try reader.optionalString("deviceOs"),
-                deviceType: try reader.optionalString("deviceType"),
-                apnsToken: try reader.optionalString("apnsToken")
-            ))
+            return .register(project: project, try reader.registrationFields(""))
+        case .registerBatch:
+            // Each item is at least 9 bytes: two absent optionals, a platform, an app id's length, four absent optionals.
+            return .registerBatch(project: project, try reader.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
+                try reader.registrationFields(field)
+            })
         case .refreshToken:
             return .refreshToken(project: project, registration: try reader.string("registration"), token: try reader.string("token"))
         case .touch: return .touch(project: project, registration: try reader.string("registration"))

@@ -33,6 +33,13 @@ public struct RegistrationFields: Hashable, Sendable {
     }
 }
 
+/// One item of REGISTER_BATCH's reply, in input order.
+public enum RegistrationOutcome: Hashable, Sendable {
+    case registered(RegistrationResult)
+    /// The item was refused (the others were not): what REGISTER would have answered.
+    case failed(FanoutError)
+}
+
 /// What an ATTACH consumes.
 public enum AttachScope: Hashable, Sendable {
     /// A delivery worker for every installation of the platform.

@@ -11,6 +11,8 @@ public enum ServerMessage: WireMessage {
     /// A list of names: LIST_PROJECTS, CLEAN_UP_ANONYMOUS, TOPICS_OF, SNAPSHOT (the file's name).
     case names(Opcode, [String])
     case registered(RegistrationResult)
+    /// REGISTER_BATCH: one outcome per item, in input order.
+    case registeredBatch([RegistrationOutcome])
     /// REFRESH_TOKEN, TOUCH, GET_INSTALLATION, DELETE_INSTALLATION, BIND_DEVICE, SIGN_OUT.
     case installation(Opcode, Installation)
     /// How many are stale, and the least recently seen of them.
@@ -37,6 +39,7 @@ public enum ServerMessage: WireMessage {
             .user(let request, _), .itemResults(let request, _):
             return request.reply
         case .registered: return Opcode.register.reply
+        case .registeredBatch: return Opcode.registerBatch.reply
         case .staleInstallations: return Opcode.staleInstallations.reply
         case .topics: return Opcode.listTopics.reply
         case .sent: return Opcode.send.reply
@@ -50,7 +53,7 @@ public enum ServerMessage: WireMessage {
 
     /// The reply layout of each request.
     enum ReplyLayout {
-        case welcome, pong, done, names, registered, installation, staleInstallations, count, user, itemResults
+        case welcome, pong, done, names, registered, registeredBatch, installation, staleInstallations, count, user, itemResults
         case topics, sent, pending, stats
 
         init?(request: Opcode) {
@@ -60,6 +63,7 @@ public enum ServerMessage: WireMessage {
             case .createProject, .deleteProject, .attach, .grant, .detach: self = .done
             case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot: self = .names
             case .register: self = .registered
+            case .registerBatch: self = .registeredBatch
             case .refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut: self = .installation
             case .staleInstallations: self = .staleInstallations
             case .pruneExpired, .installationCount, .subscriberCount, .audience, .expireDeliveries, .acknowledge: self = .count
@@ -92,9 +96,10 @@ public enum ServerMessage: WireMessage {
         case .names(_, let names):
             try buffer.writeWireStrings(names, field: "names")
         case .registered(let result):
-            let flags = (result.fidWasAssigned ? 1 : 0) | (result.isExisting ? 2 : 0)
-            buffer.writeInteger(UInt8(flags))
-            try buffer.writeWireInstallation(result.installation)
+            try buffer.writeWireRegistrationResult(result)
+        case .registeredBatch(let outcomes):
+            try buffer.writeWireCount(outcomes.count, field: "results")
+            for outcome in outcomes { try buffer.writeWireRegistrationOutcome(outcome) }
         case .installation(_, let installation):
             try buffer.writeWireInstallation(installation)
         case .staleInstallations(let total, let installations):
@@ -139,14 +144,7 @@ public enum ServerMessage: WireMessage {
             buffer.writeInteger(code.wireValue)
             try buffer.writeWireString(reason, field: "reason")
         case .error(let error):
-            buffer.writeInteger(error.code.wireValue)
-            try buffer.writeWireString(String(error.message.prefix(2048)), field: "message")
-            try buffer.writeWireOptionalString(error.field, field: "field")
-            try buffer.writeWireCount(error.violations.count, field: "violations")
-            for violation in error.violations {
-                try buffer.writeWireString(violation.field, field: "violation field")
-                try buffer.writeWireString(violation.description, field: "violation description")
-            }
+            try buffer.writeWireError(error)
         }
     }
 
@@ -166,11 +164,7 @@ public enum ServerMessage: WireMessage {
             return .goAway(FanoutError.Code(wireValue: try reader.u8("status")), try reader.string("reason"))
         case .error:
             let code = FanoutError.Code(wireValue: try reader.u8("status"))
-            var error = FanoutError(code, try reader.string("message"), field: try reader.optionalString("field"))
-            error.violations = try reader.list("violations", minimumElementSize: 4) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
-                FieldViolation(field: try reader.string(field + ".field"), description: try reader.string(field + ".description"))
-            }
-            return .error(error)
+            return .error(try reader.errorDetails(code, "error"))
         default:
             break
         }
@@ -193,13 +187,11 @@ public enum ServerMessage: WireMessage {
         case .done: return .done(request)
         case .names: return .names(request, try reader.strings("names"))
         case .registered:
-            let flags = try reader.u8("registration flags")
-            guard flags & ~3 == 0 else { throw reader.error("registration flags has unknown bits (\(flags))") }
-            return .registered(RegistrationResult(
-                installation: try reader.installation("installation"),
-                fidWasAssigned: flags & 1 != 0,
-                isExisting: flags & 2 != 0
-            ))
+            return .registered(try reader.registrationResult("registration"))
+        case .registeredBatch:
+            return .registeredBatch(try reader.list("results", minimumElementSize: 2) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
+                try reader.registrationOutcome(field)
+            })
         case .installation: return .installation(request, try reader.installation("installation"))
         case .staleInstallations:
             let total = try reader.u64("total")

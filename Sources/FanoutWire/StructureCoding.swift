@@ -34,6 +34,53 @@ extension ByteBuffer {
         try self.writeWireCount(results.count, field: "results")
         for result in results { self.writeInteger(result.wireValue) }
     }
+
+    /// REGISTER's fields after the project (REGISTER_BATCH repeats them per item).
+    mutating func writeWireRegistrationFields(_ fields: RegistrationFields) throws(ProtocolError) {
+        try self.writeWireOptionalString(fields.offeredFID, field: "fid")
+        try self.writeWireOptionalString(fields.token, field: "token")
+        self.writeInteger(fields.platform.code)
+        try self.writeWireString(fields.appID, field: "appId")
+        try self.writeWireOptionalString(fields.deviceName, field: "deviceName")
+        try self.writeWireOptionalString(fields.deviceOS, field: "deviceOs")
+        try self.writeWireOptionalString(fields.deviceType, field: "deviceType")
+        try self.writeWireOptionalString(fields.apnsToken, field: "apnsToken")
+    }
+
+    /// REGISTER's reply: flags, then the installation.
+    mutating func writeWireRegistrationResult(_ result: RegistrationResult) throws(ProtocolError) {
+        let flags = (result.fidWasAssigned ? 1 : 0) | (result.isExisting ? 2 : 0)
+        self.writeInteger(UInt8(flags))
+        try self.writeWireInstallation(result.installation)
+    }
+
+    /// `error`: status, message, field, violations.
+    mutating func writeWireError(_ error: FanoutError) throws(ProtocolError) {
+        self.writeInteger(error.code.wireValue)
+        try self.writeWireErrorDetails(error)
+    }
+
+    /// `error` after its status.
+    mutating func writeWireErrorDetails(_ error: FanoutError) throws(ProtocolError) {
+        try self.writeWireString(String(error.message.prefix(2048)), field: "message")
+        try self.writeWireOptionalString(error.field, field: "field")
+        try self.writeWireCount(error.violations.count, field: "violations")
+        for violation in error.violations {
+            try self.writeWireString(violation.field, field: "violation field")
+            try self.writeWireString(violation.description, field: "violation description")
+        }
+    }
+
+    /// A REGISTER_BATCH item: status 0 and REGISTER's reply, or an `error`.
+    mutating func writeWireRegistrationOutcome(_ outcome: RegistrationOutcome) throws(ProtocolError) {
+        switch outcome {
+        case .registered(let result):
+            self.writeInteger(UInt8(0))
+            try self.writeWireRegistrationResult(result)
+        case .failed(let error):
+            try self.writeWireError(error)
+        }
+    }
 }
 
 extension PayloadReader {
@@ -95,6 +142,48 @@ extension PayloadReader {
         try self.list(field) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
             BatchItemResult(wireValue: try reader.u8(name))
         }
+    }
+
+    mutating func registrationFields(_ field: String) throws(ProtocolError) -> RegistrationFields {
+        let prefix = field.isEmpty ? "" : field + "."
+        let fid = try self.optionalString(prefix + "fid")
+        let token = try self.optionalString(prefix + "token")
+        let platform = try self.platform(prefix + "platform")
+        return RegistrationFields(
+            offeredFID: fid,
+            token: token,
+            platform: platform,
+            appID: try self.string(prefix + "appId"),
+            deviceName: try self.optionalString(prefix + "deviceName"),
+            deviceOS: try self.optionalString(prefix + "deviceOs"),
+            deviceType: try self.optionalString(prefix + "deviceType"),
+            apnsToken: try self.optionalString(prefix + "apnsToken")
+        )
+    }
+
+    mutating func registrationResult(_ field: String) throws(ProtocolError) -> RegistrationResult {
+        let flags = try self.u8(field + " flags")
+        guard flags & ~3 == 0 else { throw self.error("\(field) flags has unknown bits (\(flags))") }
+        return RegistrationResult(
+            installation: try self.installation(field + ".installation"),
+            fidWasAssigned: flags & 1 != 0,
+            isExisting: flags & 2 != 0
+        )
+    }
+
+    /// `error`, whose status was read already.
+    mutating func errorDetails(_ code: FanoutError.Code, _ field: String) throws(ProtocolError) -> FanoutError {
+        var error = FanoutError(code, try self.string(field + ".message"), field: try self.optionalString(field + ".field"))
+        error.violations = try self.list(field + ".violations", minimumElementSize: 4) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
+            FieldViolation(field: try reader.string(name + ".field"), description: try reader.string(name + ".description"))
+        }
+        return error
+    }
+
+    mutating func registrationOutcome(_ field: String) throws(ProtocolError) -> RegistrationOutcome {
+        let status = try self.u8(field + ".status")
+        guard status != 0 else { return .registered(try self.registrationResult(field)) }
+        return .failed(try self.errorDetails(FanoutError.Code(wireValue: status), field))
     }
 
     /// A `u64` counter as an `Int`; a value past `Int.max` is a protocol error.

@@ -46,6 +46,12 @@ struct WorkloadOptions: ParsableArguments {
     @Option(help: "fanout consumer connections draining deliveries during sends.")
     var consumers = 3
 
+    @Option(name: .customLong("batch-concurrency"), help: "Batches of 1000 in flight in register-batch.")
+    var batchConcurrency = 8
+
+    @Option(name: .customLong("latency-requests"), help: "Round trips per phase in latency (one at a time).")
+    var latencyRequests = 20_000
+
     @Option(help: "Operations per second in mixed (open loop).")
     var rate = 2000
 
@@ -66,7 +72,8 @@ struct WorkloadOptions: ParsableArguments {
 
     func validate() throws {
         guard self.installations > 0, self.topics > 0, self.concurrency > 0, self.connections > 0, self.sends > 0,
-            self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0
+            self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0, self.latencyRequests > 0,
+            self.batchConcurrency > 0
         else {
             throw ValidationError("sizes, counts, rates and durations must be positive")
         }
@@ -87,6 +94,8 @@ struct WorkloadOptions: ParsableArguments {
         options.consumers = self.consumers
         options.rate = self.rate
         options.duration = .seconds(self.duration)
+        options.latencyRequests = self.latencyRequests
+        options.batchConcurrency = self.batchConcurrency
         options.quiet = self.quiet
         let workload = LoadWorkload(seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare)
         return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
@@ -100,10 +109,10 @@ struct WorkloadOptions: ParsableArguments {
 struct Scenario: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run one scenario: register, subscribe, send-topic, send-condition, mixed or recover."
+        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover or latency."
     )
 
-    @Argument(help: "register, subscribe, send-topic, send-condition, mixed or recover.")
+    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover or latency.")
     var scenario: String
 
     @OptionGroup var workload: WorkloadOptions
@@ -145,7 +154,7 @@ struct Scenario: AsyncParsableCommand {
 
 struct Compare: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register, subscribe, send-topic and send-condition against Redis and fanoutd, both started here on loopback, with the ratios.",
+        abstract: "Register, latency, subscribe, send-topic, send-condition and register-batch against Redis and fanoutd, both started here on loopback, with the ratios.",
         discussion: """
             Redis runs with appendonly yes and the appendfsync that matches --durability; it is \
             installed with apt-get when redis-server is missing.

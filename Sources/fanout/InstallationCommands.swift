@@ -6,26 +6,51 @@ import FanoutWire
 struct RegisterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "register",
-        abstract: "Register an installation (the server assigns the FID unless a valid free one is offered)."
+        abstract: "Register an installation (the server assigns the FID unless a valid free one is offered), or import many from a file.",
+        discussion: """
+            --file imports registrations in batches of up to 1000 (REGISTER_BATCH, several in flight): \
+            CSV with a header row naming its columns, or JSON lines (one object per line). Columns \
+            and keys: token, fid, platform, appId, deviceName, deviceOs, deviceType, apnsToken; \
+            --platform and --app-id are the defaults for lines without them. Each line is registered \
+            on its own: refused lines are listed by line number (never their tokens). Exit codes: 0 \
+            all registered (or already there), 1 some lines refused, 2 usage or connection error.
+            """
     )
     @OptionGroup var server: ServerOptions
-    @Option(help: "android, ios or web.") var platform: String
-    @Option(name: .customLong("app-id"), help: "The Firebase app id.") var appID: String
+    @Option(help: "android, ios or web.") var platform: String?
+    @Option(name: .customLong("app-id"), help: "The Firebase app id.") var appID: String?
     @Option(help: "The registration token.") var token: String?
     @Option(help: "The FID the app generated.") var fid: String?
     @Option(name: .customLong("deviceName")) var deviceName: String?
     @Option(name: .customLong("deviceOs")) var deviceOS: String?
     @Option(name: .customLong("apns-token"), help: "The APNs device token, hex (iOS).") var apnsToken: String?
+    @Option(help: "Import registrations from this CSV or JSON-lines file (- for standard input).") var file: String?
+    @Option(help: "Batches in flight at once (with --file).") var window = 8
 
     func run() async throws {
-        guard let platform = Platform(rawValue: self.platform) else {
-            throw ValidationError("--platform must be android, ios or web")
+        let platform = try self.platform.map { (name: String) throws -> Platform in
+            guard let platform = Platform(rawValue: name) else { throw ValidationError("--platform must be android, ios or web") }
+            return platform
         }
+        if let file = self.file {
+            guard self.token == nil, self.fid == nil, self.deviceName == nil, self.deviceOS == nil, self.apnsToken == nil else {
+                throw ValidationError("--file takes the registrations from the file: only --platform and --app-id apply to it")
+            }
+            guard let lines = LineReader(path: file) else { throw ValidationError("cannot open \(file)") }
+            try await importRegistrations(
+                RegistrationFile(lines: lines, platform: platform, appID: self.appID),
+                window: self.window,
+                server: self.server
+            )
+            return
+        }
+        guard let platform else { throw ValidationError("--platform is required (android, ios or web)") }
+        guard let appID = self.appID else { throw ValidationError("--app-id is required") }
         let fields = RegistrationFields(
             offeredFID: self.fid,
             token: self.token,
             platform: platform,
-            appID: self.appID,
+            appID: appID,
             deviceName: self.deviceName,
             deviceOS: self.deviceOS,
             apnsToken: self.apnsToken

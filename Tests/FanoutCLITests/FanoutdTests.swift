@@ -77,6 +77,31 @@ struct FanoutdTests {
         #expect(partly.status == 1)
         #expect(partly.error.contains("registration #2: INVALID_ARGUMENT"))
         #expect(try self.fanout(port, key, "topics").output == "news 2\nsports 1\n")
+
+        // An import from a CSV file (in another project, to keep the counts below): the CLI's
+        // defaults fill empty cells, the server refuses one line, the CLI cannot read another,
+        // a repeated line is already there; refusals are listed by line number.
+        let csv = """
+            token,platform,appId,deviceName
+            csv-1,android,1:1:android:a,"Pixel, 8"
+            csv-2,,,
+            csv-3,web,has space,
+            csv-4,tv,,
+            csv-1,android,1:1:android:a,"Pixel, 8"
+
+            """
+        let imported = try self.fanout(port, key, "register", "--project", "shop-app", "--platform", "web", "--app-id", "1:1:web:a", "--file", "-", input: csv)
+        #expect(imported.status == 1)
+        #expect(imported.output == "registered 2 new and 1 already there, of 5 lines; refused 2: INVALID_ARGUMENT 1, UNREADABLE 1\n")
+        #expect(imported.error.contains("line 4: INVALID_ARGUMENT") && imported.error.contains("(appId)"), "\(imported.error)")
+        #expect(imported.error.contains("line 5: platform must be android, ios or web"))
+        #expect(!imported.error.contains("csv-"), "never the tokens")
+        #expect(try self.fanout(port, key, "installation", "csv-1", "--project", "shop-app", "--json").output.contains(#""deviceName":"Pixel, 8""#))
+        let lines = try self.fanout(port, key, "register", "--project", "shop-app", "--file", "-", "--json", input: #"{"token":"jl-1","platform":"ios","appId":"1:1:ios:a"}"# + "\n" + #"{"token":"jl-2"}"# + "\n")
+        #expect(lines.status == 1)
+        #expect(lines.output == #"{"lines":2,"registered":1,"existing":0,"refused":1,"failed":{"UNREADABLE":1}}"# + "\n")
+        let badHeader = try self.fanout(port, key, "register", "--project", "shop-app", "--file", "-", input: "token,colour\nx,red\n")
+        #expect(badHeader.status == 2 && badHeader.error.contains("unknown column \"colour\""), "\(badHeader.error)")
         #expect(try self.fanout(port, key, "topics", "cli-ios-token").output == "news\nsports\n")
 
         let bound = try self.fanout(port, key, "user", "bind", "cli-ios-token", "alice")

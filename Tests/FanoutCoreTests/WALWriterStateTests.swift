@@ -47,16 +47,16 @@ struct WALWriterStateTests {
         #expect(state.outcome(of: refused) == false, "the same LSN in the old epoch stays refused")
     }
 
-    @Test func suspendedWaitersAreWokenByTheBatchThatCoversThem() async throws {
+    @Test func notifiedWaitersAreToldByTheBatchThatCoversThem() async throws {
         var state = WALWriterState(nextLSN: 0)
         let ticket = try state.append(Self.records(3))
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in
-            state.addWaiter((ticket.lsn, continuation))
+            state.addWaiter((ticket.lsn, { continuation.resume(returning: $0) }))
             _ = state.takeWork()
-            #expect(state.acknowledge(through: 2, count: 2, bytes: 1, synced: true).continuations.isEmpty)
+            #expect(state.acknowledge(through: 2, count: 2, bytes: 1, synced: true).notifications.isEmpty)
             let wakeups = state.acknowledge(through: 3, count: 1, bytes: 1, synced: true)
-            #expect(wakeups.continuations.count == 1)
-            wakeups.perform()
+            #expect(wakeups.notifications.count == 1)
+            wakeups.notify()
         }
         #expect(outcome == nil)
     }

@@ -16,6 +16,8 @@ struct LoadHarnessTests {
         options.consumers = 3
         options.rate = 200
         options.duration = .seconds(1)
+        options.latencyRequests = 200
+        options.batchConcurrency = 2
         options.quiet = true
         return LoadHarness(workload: LoadWorkload(seed: 3, installations: installations, topics: topics), options: options, durability: "always")
     }
@@ -35,7 +37,8 @@ struct LoadHarnessTests {
         let register = try Self.phase(report, "fanout", "register")
         #expect(register.operations == 600 && register.items == 600)
         #expect(register.serverResidentBytes ?? 0 > 0, "the server's memory is read from /proc")
-        if scenario != .register {
+        #expect(register.harnessCPU ?? 0 > 0, "the harness's own CPU is read from /proc")
+        if scenario.needsSubscriptions {
             let subscribe = try Self.phase(report, "fanout", "subscribe")
             #expect(subscribe.items == harness.workload.subscriptionCount)
         }
@@ -54,6 +57,14 @@ struct LoadHarnessTests {
             let recovery = try #require(report.recovery)
             #expect(recovery.installations == 600)
             #expect(recovery.secondsUntilServing >= recovery.secondsUntilListening && recovery.secondsUntilListening > 0)
+        case .latency:
+            for name in ["latency ping", "latency read"] {
+                let phase = try Self.phase(report, "fanout", name)
+                #expect(phase.operations == 200, "\(name): one round trip at a time, each answered")
+            }
+        case .registerBatch:
+            let batches = try Self.phase(report, "fanout", "register-batch")
+            #expect(batches.operations == 1 && batches.items == 600, "600 more installations in one request of 1000 at most")
         case .register, .subscribe:
             break
         }
@@ -64,7 +75,7 @@ struct LoadHarnessTests {
 
     @Test func compareRunsBothSystemsOnTheSameData() async throws {
         let report = try await Self.harness(installations: 400, topics: 10, sends: 8).compare()
-        for name in ["register", "subscribe", "send-topic", "send-condition"] {
+        for name in ["register", "latency ping", "latency read", "subscribe", "send-topic", "send-condition", "register-batch"] {
             let fanout = try Self.phase(report, "fanout", name)
             let redis = try Self.phase(report, "redis", name)
             #expect(fanout.errors.isEmpty && redis.errors.isEmpty, "\(name): \(fanout.errors) \(redis.errors)")

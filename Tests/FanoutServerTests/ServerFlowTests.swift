@@ -204,6 +204,61 @@ struct ServerFlowTests {
         }
     }
 
+    /// REGISTER_BATCH: each item is checked and applied on its own with REGISTER's rules, the
+    /// results come in input order, a refused item changes nothing, and the batch's limits refuse
+    /// the whole request before anything is applied. What it registered survives a restart.
+    @Test func aBatchRegisterAnswersEachItemOnItsOwnInOrder() async throws {
+        try await TemporaryDirectory.with { directory in
+            let fid = try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                _ = try await admin.register(RegistrationFields(token: "batch-taken", platform: .ios, appID: "1:1:ios:a"))
+                let outcomes = try await admin.register([
+                    RegistrationFields(token: "batch-0", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(token: "batch-taken", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(token: "batch-2", platform: .web, appID: "has a space"),
+                    RegistrationFields(token: "batch-taken", platform: .ios, appID: "1:1:ios:a"),
+                    RegistrationFields(token: "batch-0", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(token: "batch-5", platform: .ios, appID: "1:1:ios:a", apnsToken: "not-hex"),
+                    RegistrationFields(offeredFID: "not-a-fid", token: "batch-6", platform: .web, appID: "1:1:web:a"),
+                ])
+                #expect(outcomes.count == 7)
+                guard outcomes.count == 7,
+                    case .registered(let first) = outcomes[0], case .registered(let repeated) = outcomes[4],
+                    case .registered(let taken) = outcomes[3], case .registered(let assigned) = outcomes[6]
+                else {
+                    Issue.record("unexpected outcomes \(outcomes)")
+                    return ""
+                }
+                #expect(!first.isExisting && repeated.isExisting && repeated.installation.fid == first.installation.fid, "a later item sees an earlier one")
+                #expect(taken.isExisting && taken.installation.platform == .ios)
+                #expect(assigned.fidWasAssigned && !assigned.isExisting)
+                #expect(outcomes[1] == .failed(FanoutError(.alreadyExists, "", field: "token")))
+                #expect(outcomes[2] == .failed(FanoutError(.invalidArgument, "", field: "appId")))
+                #expect(outcomes[5] == .failed(FanoutError(.invalidArgument, "", field: "apnsToken")))
+                #expect(try await admin.installationCount() == 3)
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
+                    _ = try await admin.register([RegistrationFields]())
+                }
+                let tooMany = (0...1000).map { RegistrationFields(token: "over-\($0)", platform: .web, appID: "1:1:web:a") }
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
+                    _ = try await admin.register(tooMany)
+                }
+                await #expect(throws: FanoutError(.notFound, "", field: "project")) {
+                    _ = try await admin.register([RegistrationFields(token: "elsewhere", platform: .web, appID: "1:1:web:a")], in: "no-such-project")
+                }
+                #expect(try await admin.installationCount() == 3, "a refused batch applies nothing")
+                try await admin.close()
+                return first.installation.fid.string
+            }
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                #expect(try await admin.installation("batch-0").fid.string == fid)
+                #expect(try await admin.installationCount() == 3)
+                try await admin.close()
+            }
+        }
+    }
+
     /// Many requests in flight on one connection at once: every reply reaches its caller.
     @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
         try await TemporaryDirectory.with { directory in

@@ -31,9 +31,11 @@ package protocol ChangeLog: AnyObject, Sendable {
     /// Every record before this position is acknowledged.
     var acknowledgedTicket: LogTicket { get }
 
-    /// Suspends the calling task (blocking no thread) until every record before `ticket` is
-    /// acknowledged. - Throws: `UNAVAILABLE` when the log refused them.
-    func acknowledgement(of ticket: LogTicket) async throws(FanoutError)
+    /// Calls `notify` once every record before `ticket` is acknowledged (with nil) or refused
+    /// (with the refusal, `UNAVAILABLE`): at once on the calling thread when that is known now,
+    /// else on the thread that acknowledges, with none of the log's locks held. `notify` must not
+    /// block (an event loop's server hands it to its loop).
+    func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void)
 
     /// Blocks the calling thread until every record before `ticket` is acknowledged.
     func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError)
@@ -50,4 +52,15 @@ package protocol ChangeLog: AnyObject, Sendable {
 
     /// Acknowledges what is queued, then refuses further records.
     func close() throws(FanoutError)
+}
+
+extension ChangeLog {
+    /// Suspends the calling task (blocking no thread) until every record before `ticket` is
+    /// acknowledged. - Throws: `UNAVAILABLE` when the log refused them.
+    func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
+        let refusal = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in
+            self.whenAcknowledged(ticket) { continuation.resume(returning: $0) }
+        }
+        if let refusal { throw refusal }
+    }
 }

@@ -14,7 +14,7 @@ package final class InMemoryChangeLog: ChangeLog {
         var acknowledged: UInt64 = 0
         var isClosed = false
         var statistics = WALStatistics()
-        var waiters: [(lsn: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [(lsn: UInt64, notify: @Sendable (FanoutError?) -> Void)] = []
         var onAcknowledged: (@Sendable (LogTicket) -> Void)?
 
         var next: LogTicket { LogTicket(lsn: UInt64(self.records.count), epoch: 0) }
@@ -30,12 +30,12 @@ package final class InMemoryChangeLog: ChangeLog {
 
         /// Moves the acknowledged position to `lsn` (at most what was appended); returns the
         /// waiters it releases.
-        mutating func acknowledge(through lsn: UInt64) -> [CheckedContinuation<Void, Never>] {
+        mutating func acknowledge(through lsn: UInt64) -> [@Sendable (FanoutError?) -> Void] {
             self.acknowledged = max(self.acknowledged, min(lsn, UInt64(self.records.count)))
-            var released: [CheckedContinuation<Void, Never>] = []
+            var released: [@Sendable (FanoutError?) -> Void] = []
             self.waiters.removeAll { waiter in
                 guard waiter.lsn <= self.acknowledged else { return false }
-                released.append(waiter.continuation)
+                released.append(waiter.notify)
                 return true
             }
             return released
@@ -63,7 +63,7 @@ package final class InMemoryChangeLog: ChangeLog {
             return (released, state.onAcknowledged, LogTicket(lsn: state.acknowledged, epoch: 0))
         }
         handler?(ticket)
-        for continuation in released { continuation.resume() }
+        for notify in released { notify(nil) }
     }
 
     // MARK: - ChangeLog
@@ -89,15 +89,13 @@ package final class InMemoryChangeLog: ChangeLog {
         self.state.withLock { LogTicket(lsn: $0.acknowledged, epoch: 0) }
     }
 
-    package func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = self.state.withLock { state in
-                guard state.acknowledged < ticket.lsn else { return true }
-                state.waiters.append((ticket.lsn, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
+    package func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void) {
+        let ready = self.state.withLock { state in
+            guard state.acknowledged < ticket.lsn else { return true }
+            state.waiters.append((ticket.lsn, notify))
+            return false
         }
+        if ready { notify(nil) }
     }
 
     package func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError) {
@@ -122,6 +120,6 @@ package final class InMemoryChangeLog: ChangeLog {
             state.isClosed = true
             return state.acknowledge(through: .max)
         }
-        for continuation in released { continuation.resume() }
+        for notify in released { notify(nil) }
     }
 }

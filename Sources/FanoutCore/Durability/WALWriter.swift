@@ -185,29 +185,19 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         if !outcome { throw self.shared.withLock { $0.refusal } }
     }
 
-    /// Suspends the calling task (blocking no thread) until every record before `ticket` is acknowledged.
-    func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {
-        // Already acknowledged (the older replies of a batch the server writes together): no
-        // continuation, no suspension.
-        switch self.shared.withLock({ $0.outcome(of: ticket) }) {
-        case true?: return
-        case false?: throw self.shared.withLock { $0.refusal }
-        case nil: break
-        }
-        let failure = await withCheckedContinuation { (continuation: CheckedContinuation<FanoutError?, Never>) in
-            // Resumed outside the lock when the outcome is known now; else by the writer.
-            let now: FanoutError?? = self.shared.withLock { state in
-                switch state.outcome(of: ticket) {
-                case true?: return .some(nil)
-                case false?: return .some(state.refusal)
-                case nil:
-                    state.addWaiter((ticket.lsn, continuation))
-                    return .none
-                }
+    /// Tells `notify` once every record before `ticket` is acknowledged (nil) or refused.
+    func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void) {
+        // Known now (the older replies of a batch a server writes together): told at once, outside the lock.
+        let now: FanoutError?? = self.shared.withLock { state in
+            switch state.outcome(of: ticket) {
+            case true?: return .some(nil)
+            case false?: return .some(state.refusal)
+            case nil:
+                state.addWaiter((ticket.lsn, notify))
+                return .none
             }
-            if let now { continuation.resume(returning: now) }
         }
-        if let failure { throw failure }
+        if let now { notify(now) }
     }
 
     /// Writes and syncs everything queued, stops the thread and closes the segment.
@@ -264,11 +254,14 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                     }
                     self.acknowledgedBytes = self.segmentBytes
                     let end = work.firstLSN + UInt64(work.records.count)
-                    let (acknowledged, handler) = self.shared.withLock { state in
-                        state.acknowledge(through: end, count: work.records.count, bytes: batch.count, synced: synced).perform()
-                        return (state.acknowledgedTicket, state.acknowledgementHandler)
+                    let (acknowledged, handler, wakeups) = self.shared.withLock { state in
+                        let wakeups = state.acknowledge(through: end, count: work.records.count, bytes: batch.count, synced: synced)
+                        wakeups.signalBlocked()
+                        return (state.acknowledgedTicket, state.acknowledgementHandler, wakeups)
                     }
+                    // Deliveries waiting for this batch go out before the callers hear back.
                     handler?(acknowledged)
+                    wakeups.notify()
                 }
                 if case .interval(let milliseconds) = self.durability, unsynced {
                     let now = SystemWallClock().now()
@@ -308,10 +301,13 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
             metadata: ["error": "\(error)", "acknowledged-lsn": "\(acknowledged)"]
         )
         handler?(acknowledged)
-        self.shared.withLock { state in
-            state.settle().perform()
+        let wakeups = self.shared.withLock { state in
+            let wakeups = state.settle()
+            wakeups.signalBlocked()
             self.shared.broadcast(.acknowledged)
+            return wakeups
         }
+        wakeups.notify()
         while true {
             // Waits the retry interval unless closing (a close signals `.work`).
             let closing = self.shared.withLock(waitingForWorkAtMost: self.retryInterval) { $0.closing } _: { state in

@@ -16,8 +16,9 @@ struct WALWriterState: Sendable {
 
     /// A thread blocked until an LSN is acknowledged, on its own condition variable.
     typealias BlockedWaiter = (lsn: UInt64, condition: WaitCondition)
-    /// A task suspended until an LSN is acknowledged: resumed with nil, or with the refusal.
-    typealias SuspendedWaiter = (lsn: UInt64, continuation: CheckedContinuation<FanoutError?, Never>)
+    /// Told once an LSN is acknowledged (nil) or refused (the refusal): a suspended task's
+    /// continuation, or an event loop's callback.
+    typealias NotifiedWaiter = (lsn: UInt64, notify: @Sendable (FanoutError?) -> Void)
 
     /// What the writer thread takes to write: the queued records and what else was asked.
     struct Work {
@@ -30,13 +31,18 @@ struct WALWriterState: Sendable {
     /// Waiters to wake, decided by a transition.
     struct Wakeups {
         var conditions: [WaitCondition] = []
-        var continuations: [(CheckedContinuation<FanoutError?, Never>, FanoutError?)] = []
+        var notifications: [(notify: @Sendable (FanoutError?) -> Void, refusal: FanoutError?)] = []
 
-        /// Signals and resumes them; call with the lock held (a woken thread's condition variable
-        /// lives only while it waits under that lock; a resumed task runs after it is released).
-        func perform() {
+        /// Signals the blocked threads; call with the lock held (a woken thread's condition
+        /// variable lives only while it waits under that lock).
+        func signalBlocked() {
             for condition in self.conditions { pthread_cond_signal(condition.pointer) }
-            for (continuation, refusal) in self.continuations { continuation.resume(returning: refusal) }
+        }
+
+        /// Tells the notified waiters; call with the lock released (a callback may take other
+        /// locks, or append to the log).
+        func notify() {
+            for (notify, refusal) in self.notifications { notify(refusal) }
         }
     }
 
@@ -62,7 +68,7 @@ struct WALWriterState: Sendable {
     /// Runs on the writer thread after a failure, before any caller is told.
     var failureHandler: (@Sendable (UInt64) -> Void)?
     private var blockedWaiters: [BlockedWaiter] = []
-    private var suspendedWaiters: [SuspendedWaiter] = []
+    private var notifiedWaiters: [NotifiedWaiter] = []
 
     init(nextLSN: UInt64) {
         self.nextLSN = nextLSN
@@ -114,7 +120,7 @@ struct WALWriterState: Sendable {
         self.blockedWaiters.removeAll { $0.condition == condition }
     }
 
-    mutating func addWaiter(_ waiter: SuspendedWaiter) { self.suspendedWaiters.append(waiter) }
+    mutating func addWaiter(_ waiter: NotifiedWaiter) { self.notifiedWaiters.append(waiter) }
 
     /// Asks the writer for a new segment; returns the roll count to wait for.
     mutating func requestRoll() -> Int {
@@ -187,16 +193,16 @@ struct WALWriterState: Sendable {
             return true
         }
         guard !self.settling else { return wakeups }
-        guard !self.suspendedWaiters.isEmpty else { return wakeups }
+        guard !self.notifiedWaiters.isEmpty else { return wakeups }
         let refusal = failed ? self.refusal : nil
-        wakeups.continuations.reserveCapacity(self.suspendedWaiters.count)
-        self.suspendedWaiters.removeAll { waiter in
+        wakeups.notifications.reserveCapacity(self.notifiedWaiters.count)
+        self.notifiedWaiters.removeAll { waiter in
             if waiter.lsn <= acknowledged {
-                wakeups.continuations.append((waiter.continuation, nil))
+                wakeups.notifications.append((waiter.notify, nil))
                 return true
             }
             if let refusal {
-                wakeups.continuations.append((waiter.continuation, refusal))
+                wakeups.notifications.append((waiter.notify, refusal))
                 return true
             }
             return false

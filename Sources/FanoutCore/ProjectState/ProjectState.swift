@@ -58,6 +58,32 @@ struct ProjectState {
         )
     }
 
+    /// Registers each request on its own (a refused one changes nothing); the records of those
+    /// that registered, in order.
+    mutating func register(
+        _ requests: [Swift.Result<RegistrationRequest, FanoutError>],
+        now: Timestamp
+    ) -> Logged<[Swift.Result<RegistrationResult, FanoutError>]> {
+        var results: [Swift.Result<RegistrationResult, FanoutError>] = []
+        results.reserveCapacity(requests.count)
+        var records: [WALRecord] = []
+        for request in requests {
+            switch request {
+            case .success(let request):
+                do throws(FanoutError) {
+                    let (result, made) = try self.register(request, now: now)
+                    records.append(contentsOf: made)
+                    results.append(.success(result))
+                } catch {
+                    results.append(.failure(error))
+                }
+            case .failure(let error):
+                results.append(.failure(error))
+            }
+        }
+        return (results, records)
+    }
+
     mutating func refreshToken(
         _ address: RegistrationAddress,
         to token: RegistrationToken,

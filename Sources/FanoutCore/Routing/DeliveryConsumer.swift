@@ -46,6 +46,15 @@ public final class DeliveryConsumer: AsyncSequence, Sendable {
         self.sink.poll(maximum: maximum)
     }
 
+    /// For event-loop servers: takes up to `maximum` deliveries that have arrived; when none
+    /// have, `ready` is called once when some arrive or the consumer ends, from the thread that
+    /// hands them out and possibly under the engine's locks: it must only schedule work (hand it
+    /// to an event loop), never block or call the engine. `finished`: detached (or
+    /// the engine closed) and drained; nothing more arrives.
+    public func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (deliveries: [Delivery], finished: Bool) {
+        self.sink.poll(maximum: maximum, orWhenReady: ready)
+    }
+
     /// The next delivery, waiting for it; `nil` once detached (or the engine closed) and drained.
     public func next() async -> Delivery? {
         await self.sink.next()

@@ -8,6 +8,8 @@ final class DeliverySink: Sendable {
     private struct State {
         var buffer = Deque<Delivery>()
         var waiter: CheckedContinuation<Delivery?, Never>?
+        /// Told once when deliveries arrive or the stream ends (`poll(maximum:orWhenReady:)`).
+        var readiness: (@Sendable () -> Void)?
         var isFinished = false
         var isCancelled = false
     }
@@ -17,27 +19,33 @@ final class DeliverySink: Sendable {
     /// Pushes deliveries in order, under one acquisition of the lock.
     func push(contentsOf deliveries: [Delivery]) {
         guard let first = deliveries.first else { return }
-        let waiter = self.state.withLock { state -> CheckedContinuation<Delivery?, Never>? in
-            guard !state.isFinished else { return nil }
+        let (waiter, readiness) = self.state.withLock { state -> (CheckedContinuation<Delivery?, Never>?, (@Sendable () -> Void)?) in
+            guard !state.isFinished else { return (nil, nil) }
+            defer { state.readiness = nil }
             if let waiter = state.waiter {
                 state.waiter = nil
                 state.buffer.append(contentsOf: deliveries.dropFirst())
-                return waiter
+                return (waiter, state.readiness)
             }
             state.buffer.append(contentsOf: deliveries)
-            return nil
+            return (nil, state.readiness)
         }
         waiter?.resume(returning: first)
+        readiness?()
     }
 
     /// Ends the stream: `next()` returns what is buffered, then `nil`.
     func finish() {
-        let waiter = self.state.withLock { state -> CheckedContinuation<Delivery?, Never>? in
+        let (waiter, readiness) = self.state.withLock { state -> (CheckedContinuation<Delivery?, Never>?, (@Sendable () -> Void)?) in
             state.isFinished = true
-            defer { state.waiter = nil }
-            return state.waiter
+            defer {
+                state.waiter = nil
+                state.readiness = nil
+            }
+            return (state.waiter, state.readiness)
         }
         waiter?.resume(returning: nil)
+        readiness?()
     }
 
     /// The next delivery, waiting for one; `nil` once finished or when the task is cancelled.
@@ -69,6 +77,22 @@ final class DeliverySink: Sendable {
             let count = min(maximum, state.buffer.count)
             defer { state.buffer.removeFirst(count) }
             return Array(state.buffer.prefix(count))
+        }
+    }
+
+    /// Takes up to `maximum` buffered deliveries; when there are none, `ready` is called once
+    /// (outside the sink's lock, on the pushing thread) when some arrive or the stream ends. `finished`
+    /// says the stream has ended (nothing more will arrive, nothing is called).
+    func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (deliveries: [Delivery], finished: Bool) {
+        self.state.withLock { state in
+            guard state.buffer.isEmpty else {
+                let count = min(maximum, state.buffer.count)
+                defer { state.buffer.removeFirst(count) }
+                return (Array(state.buffer.prefix(count)), false)
+            }
+            guard !state.isFinished else { return ([], true) }
+            state.readiness = ready
+            return ([], false)
         }
     }
 }

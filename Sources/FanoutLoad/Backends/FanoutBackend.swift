@@ -27,15 +27,31 @@ public final class FanoutBackend: LoadBackend {
         self.clients[worker % self.clients.count]
     }
 
-    public func register(_ index: Int, worker: Int) async throws {
+    private func fields(_ index: Int) -> RegistrationFields {
         let platform = self.workload.platform(index)
-        let fields = RegistrationFields(
+        return RegistrationFields(
             offeredFID: self.workload.fid(index),
             token: self.workload.token(index),
             platform: platform,
             appID: LoadWorkload.appID(for: platform)
         )
-        _ = try await self.client(worker).register(fields)
+    }
+
+    public func register(_ index: Int, worker: Int) async throws {
+        _ = try await self.client(worker).register(self.fields(index))
+    }
+
+    public func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int {
+        let outcomes = try await self.client(worker).register(indices.map(self.fields))
+        return outcomes.count { if case .registered = $0 { true } else { false } }
+    }
+
+    public func ping(worker: Int) async throws {
+        try await self.client(worker).ping()
+    }
+
+    public func readInstallation(_ index: Int, worker: Int) async throws {
+        _ = try await self.client(worker).installation(self.workload.token(index))
     }
 
     public func refreshToken(_ index: Int, generation: Int, worker: Int) async throws {

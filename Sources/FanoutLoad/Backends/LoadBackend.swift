@@ -8,6 +8,10 @@ public protocol LoadBackend: Sendable {
     /// Registers installation `index` (its FID, token and platform).
     func register(_ index: Int, worker: Int) async throws
 
+    /// Registers installations `indices` in one request (fanout: REGISTER_BATCH; Redis: a pipeline
+    /// of HSETs); returns how many were registered.
+    func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int
+
     /// Gives installation `index` the token of `generation`.
     func refreshToken(_ index: Int, generation: Int, worker: Int) async throws
 
@@ -19,6 +23,12 @@ public protocol LoadBackend: Sendable {
 
     /// Sends to a condition; returns how many recipients the send reached.
     func sendToCondition(_ condition: LoadCondition, worker: Int) async throws -> Int
+
+    /// A round trip that does nothing (PING).
+    func ping(worker: Int) async throws
+
+    /// Reads installation `index` by its token.
+    func readInstallation(_ index: Int, worker: Int) async throws
 
     /// Closes the connections.
     func close() async

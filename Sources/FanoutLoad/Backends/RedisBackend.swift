@@ -38,6 +38,19 @@ public final class RedisBackend: LoadBackend {
         try await self.run([["HSET", "tokens", self.workload.token(index), self.workload.fid(index)]], worker: worker)
     }
 
+    public func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int {
+        try await self.run(indices.map { ["HSET", "tokens", self.workload.token($0), self.workload.fid($0)] }, worker: worker).count
+    }
+
+    public func ping(worker: Int) async throws {
+        try await self.run([["PING"]], worker: worker)
+    }
+
+    public func readInstallation(_ index: Int, worker: Int) async throws {
+        let replies = try await self.run([["HGET", "tokens", self.workload.token(index)]], worker: worker)
+        guard case .bulkString(_?) = replies[0] else { throw LoadError("installation \(index) is not in Redis") }
+    }
+
     public func refreshToken(_ index: Int, generation: Int, worker: Int) async throws {
         try await self.run(
             [

@@ -74,7 +74,7 @@ public struct LoadReport: Codable, Sendable {
         var lines: [String] = []
         lines.append("fanout-load: seed \(self.seed), \(self.installations) installations, \(self.topics) topics, \(self.subscriptions) subscriptions, durability \(self.durability), concurrency \(self.concurrency) on \(self.connections) connections")
         lines.append("")
-        var rows = [["system", "phase", "ops", "ops/s", "items", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "server RSS"]]
+        var rows = [["system", "phase", "ops", "ops/s", "items", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "harness CPU", "server RSS"]]
         for phase in self.phases {
             rows.append([
                 phase.system, phase.phase, String(phase.operations), Self.number(phase.operationsPerSecond),
@@ -83,6 +83,7 @@ public struct LoadReport: Codable, Sendable {
                 Self.milliseconds(phase.latency.p999), Self.milliseconds(phase.latency.max),
                 phase.errors.isEmpty ? "0" : phase.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
                 phase.serverCPU.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
+                phase.harnessCPU.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
                 phase.serverResidentBytes.map { Self.bytes($0) } ?? "-",
             ])
         }

@@ -16,6 +16,8 @@ public struct PhaseResult: Codable, Sendable {
     public var errors: [String: Int]
     /// The server's CPU time in the phase over its wall time (1.0 = one core busy).
     public var serverCPU: Double?
+    /// The harness's own CPU time in the phase over its wall time.
+    public var harnessCPU: Double?
     /// The server's resident memory at the end of the phase, bytes.
     public var serverResidentBytes: Int?
 
@@ -27,7 +29,7 @@ public struct PhaseResult: Codable, Sendable {
         public var max: UInt64
     }
 
-    public init(system: String, phase: String, itemName: String, recorder: PhaseRecorder, elapsed: Duration, cpuSeconds: Double?, residentBytes: Int?) {
+    public init(system: String, phase: String, itemName: String, recorder: PhaseRecorder, elapsed: Duration, cpuSeconds: Double?, harnessCPUSeconds: Double? = nil, residentBytes: Int?) {
         let seconds = elapsed / .seconds(1)
         self.system = system
         self.phase = phase
@@ -47,6 +49,7 @@ public struct PhaseResult: Codable, Sendable {
         )
         self.errors = recorder.errors
         self.serverCPU = cpuSeconds.map { seconds > 0 ? $0 / seconds : 0 }
+        self.harnessCPU = harnessCPUSeconds.map { seconds > 0 ? $0 / seconds : 0 }
         self.serverResidentBytes = residentBytes
     }
 }

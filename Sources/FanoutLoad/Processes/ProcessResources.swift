@@ -12,6 +12,11 @@ public struct ProcessResources: Hashable, Sendable, Codable {
         self.cpuSeconds = cpuSeconds
     }
 
+    /// This process's figures now.
+    public static func ofThisProcess() -> ProcessResources? {
+        Self.of(pid: getpid())
+    }
+
     /// The process's figures now, or nil when it is gone (or this is not Linux).
     public static func of(pid: Int32) -> ProcessResources? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),

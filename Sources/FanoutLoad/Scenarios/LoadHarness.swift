@@ -74,7 +74,7 @@ public struct LoadHarness: Sendable {
         return report
     }
 
-    /// The same register, subscribe, send-topic and send-condition phases against Redis and then
+    /// The same register, latency, subscribe, send-topic, send-condition and register-batch phases against Redis and then
     /// fanoutd, both started here, with the ratios of their figures.
     public func compare() async throws -> LoadReport {
         var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
@@ -110,9 +110,11 @@ public struct LoadHarness: Sendable {
 
     private func runComparedPhases(on session: LoadSession, drain: DeliveryDrainTarget?) async throws {
         await session.register()
+        await session.latency()
         await session.subscribe()
         try await session.send(conditions: false, drain: drain)
         try await session.send(conditions: true, drain: drain)
+        await session.registerBatches()
     }
 
     private func run(_ scenario: LoadScenario, on session: LoadSession, drain: DeliveryDrainTarget?, report: inout LoadReport) async throws {
@@ -123,6 +125,10 @@ public struct LoadHarness: Sendable {
         switch scenario {
         case .register, .subscribe, .recover:
             break
+        case .latency:
+            await session.latency()
+        case .registerBatch:
+            await session.registerBatches()
         case .sendTopic:
             try await session.send(conditions: false, drain: drain)
         case .sendCondition:

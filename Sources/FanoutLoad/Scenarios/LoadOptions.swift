@@ -14,6 +14,10 @@ public struct LoadOptions: Sendable {
     public var rate = 2000
     /// How long `mixed` runs.
     public var duration: Duration = .seconds(10)
+    /// Batches of 1000 registrations in flight at once in `register-batch`.
+    public var batchConcurrency = 8
+    /// Round trips per phase in `latency` (one at a time).
+    public var latencyRequests = 20_000
     public var quiet = false
 
     public init() {}

@@ -2,13 +2,17 @@
 /// installations and subscriptions), and reports those phases too.
 public enum LoadScenario: String, CaseIterable, Sendable, Codable {
     case register
+    /// Registrations 1000 per request (after the unbatched ones).
+    case registerBatch = "register-batch"
     case subscribe
     case sendTopic = "send-topic"
     case sendCondition = "send-condition"
     case mixed
     case recover
+    /// Round trips one at a time on one connection: PING, then a read of one installation.
+    case latency
 
-    var needsSubscriptions: Bool {
-        self != .register
+    package var needsSubscriptions: Bool {
+        self != .register && self != .registerBatch && self != .latency
     }
 }

@@ -49,18 +49,22 @@ public final class LoadSession: @unchecked Sendable {
     private var progress: Progress { Progress(quiet: self.options.quiet) }
 
     /// Runs `body` as a phase and keeps its result: wall time, the server's CPU over it and its
-    /// memory after it.
+    /// memory after it, and the harness's own CPU (to show the server, not the harness, is what
+    /// is measured).
     @discardableResult
     func phase(_ name: String, items: String, _ body: () async throws -> PhaseRecorder) async rethrows -> PhaseResult {
         let before = self.serverResources()
+        let harnessBefore = ProcessResources.ofThisProcess()
         let start = ContinuousClock.now
         let recorder = try await body()
         let elapsed = ContinuousClock.now - start
         let after = self.serverResources()
+        let harnessAfter = ProcessResources.ofThisProcess()
         let cpu = before.flatMap { before in after.map { $0.cpuSeconds - before.cpuSeconds } }
+        let harnessCPU = harnessBefore.flatMap { before in harnessAfter.map { $0.cpuSeconds - before.cpuSeconds } }
         let result = PhaseResult(
             system: self.backend.system, phase: name, itemName: items, recorder: recorder,
-            elapsed: elapsed, cpuSeconds: cpu, residentBytes: after?.residentBytes
+            elapsed: elapsed, cpuSeconds: cpu, harnessCPUSeconds: harnessCPU, residentBytes: after?.residentBytes
         )
         self.results.append(result)
         return result
@@ -80,6 +84,46 @@ public final class LoadSession: @unchecked Sendable {
             }
         }
         await self.markMemory("registered")
+    }
+
+    /// Registers as many installations again (indices past the workload's), 1000 per request,
+    /// `batchConcurrency` requests in flight. Each request must register all of its items.
+    public func registerBatches() async {
+        let backend = self.backend
+        let base = self.workload.installations
+        let batches = (base + 999) / 1000
+        await self.phase("register-batch", items: "registrations") {
+            await LoadRunner.closedLoop("register-batch", count: batches, concurrency: self.options.batchConcurrency, progress: self.progress) { index, worker in
+                let indices = (base + index * 1000)..<(base + min(base, (index + 1) * 1000))
+                let registered = try await backend.registerBatch(indices, worker: worker)
+                guard registered == indices.count else {
+                    throw LoadError("\(indices.count - registered) of \(indices.count) registrations refused")
+                }
+                return registered
+            }
+        }
+    }
+
+    /// Round trips one at a time on one connection, from the same client loop on either system:
+    /// `latency ping` (PING), then `latency read` (one installation by its token; Redis: HGET).
+    /// Needs the installations registered.
+    public func latency() async {
+        let backend = self.backend
+        let requests = self.options.latencyRequests
+        let installations = self.workload.installations
+        await self.phase("latency ping", items: "round trips") {
+            await LoadRunner.closedLoop("latency ping", count: requests, concurrency: 1, progress: self.progress) { _, _ in
+                try await backend.ping(worker: 0)
+                return 1
+            }
+        }
+        await self.phase("latency read", items: "round trips") {
+            await LoadRunner.closedLoop("latency read", count: requests, concurrency: 1, progress: self.progress) { index, _ in
+                // Spread over the installations (a prime stride), not one hot entry.
+                try await backend.readInstallation((index &* 7919) % installations, worker: 0)
+                return 1
+            }
+        }
     }
 
     /// Subscribes every topic's installations, 1000 per call.

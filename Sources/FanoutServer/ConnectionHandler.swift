@@ -1,0 +1,344 @@
+internal import FanoutCore
+internal import FanoutKeys
+internal import FanoutModel
+internal import FanoutWire
+internal import Logging
+internal import NIOCore
+internal import NIOPosix
+
+/// What every connection of a server shares.
+struct ConnectionSettings: Sendable {
+    let executor: RequestExecutor
+    let keys: APIKeyStore
+    let welcome: Welcome
+    let maximumInFlight: Int
+    let logger: Logger
+}
+
+/// Serves one connection on its event loop (docs/wire-protocol.md). Each request is applied to the
+/// engine as its frame is decoded, in the order received, with no hop to another thread; a request
+/// that changed nothing is answered at once, and the replies of a read leave with the next flush.
+/// A change's reply waits for the log without a task: the log's writer calls back when its batch is
+/// durable, and the replies one batch released leave in one write (`DurableReplies`). A consumer's
+/// deliveries are written as the engine hands them out, in batches, while the socket takes them.
+///
+/// Past `maximumInFlight` replies waiting (for the log, or a snapshot) the connection is not read
+/// until some leave. The input ends when the peer shuts its side, a frame is malformed, or a
+/// graceful shutdown stops reading (`ConnectionGuardHandler.StopReading`): the replies of what was
+/// applied go out, then GOAWAY (on a shutdown) and the close.
+final class ConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = ClientFrame
+    typealias OutboundIn = ServerFrame
+    typealias OutboundOut = ServerFrame
+
+    /// Deliveries written per batch; the next batch is taken on a later turn of the event loop.
+    static let deliveryBatch = 256
+
+    private let settings: ConnectionSettings
+    private var state: ConnectionState
+    private var attachment: (consumer: DeliveryConsumer, requestID: UInt32)?
+    private let durableReplies = DurableReplies()
+    /// Replies waiting for the log or a snapshot.
+    private var inFlight = 0
+    /// A read the channel asked for, held while `inFlight` is at its maximum.
+    private var readHeld = false
+    /// Set once the input has ended: how the connection ends when nothing is in flight.
+    private var ending: ConnectionState.Ending?
+    private var isClosing = false
+    private var needsFlush = false
+    /// A delivery pump is scheduled or waiting for the sink's call.
+    private var pumpScheduled = false
+
+    init(settings: ConnectionSettings) {
+        self.settings = settings
+        self.state = ConnectionState(keys: settings.keys, welcome: settings.welcome)
+    }
+
+    private var engine: Engine { self.settings.executor.engine }
+
+    // MARK: - Input
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard self.ending == nil else { return }
+        let frame = Self.unwrapInboundIn(data)
+        self.handle(frame, context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushIfNeeded(context: context)
+    }
+
+    /// Reads are held while too many replies wait, or while the socket takes no more output (a
+    /// peer that pipelines without reading its replies).
+    func read(context: ChannelHandlerContext) {
+        if self.inFlight >= self.settings.maximumInFlight || !context.channel.isWritable {
+            self.readHeld = true
+        } else {
+            context.read()
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case is ConnectionGuardHandler.StopReading:
+            self.endInput(shuttingDown: true, context: context)
+        case ChannelEvent.inputClosed:
+            self.endInput(shuttingDown: false, context: context)
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? ProtocolError {
+            // A malformed frame: say so, then end as if the peer had closed (what was applied is
+            // answered). Nothing after it is read, so a later error says nothing new.
+            guard self.ending == nil else { return }
+            self.settings.logger.debug("protocol error", metadata: ["error": "\(error)"])
+            self.write(ServerFrame(requestID: error.requestID, message: .error(error.fanoutError)), context: context)
+            self.endInput(shuttingDown: false, context: context)
+            return
+        }
+        self.settings.logger.debug("connection ended", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            self.releaseHeldRead(context: context)
+            self.pumpDeliveries(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.isClosing = true
+        self.attachment?.consumer.detach()
+        self.attachment = nil
+        context.fireChannelInactive()
+    }
+
+    /// Every action answers in the order received, except the engine's changes (answered once
+    /// durable) and SNAPSHOT (answered when written).
+    private func handle(_ frame: ClientFrame, context: ChannelHandlerContext) {
+        let id = frame.requestID
+        switch self.state.receive(frame.request) {
+        case .reply(let message):
+            self.write(ServerFrame(requestID: id, message: message), context: context)
+        case .fail(let message):
+            self.ending = ConnectionState.Ending(detach: true, goAway: nil)
+            self.attachment?.consumer.detach()
+            self.attachment = nil
+            self.isClosing = true
+            context.writeAndFlush(Self.wrapOutboundOut(ServerFrame(requestID: id, message: message))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        case .perform(let request):
+            guard let key = self.state.key else { return }
+            let executor = self.settings.executor
+            self.answer(id, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+                try executor.execute(request, key: key, changes: &changes)
+            }, context: context)
+        case .acknowledge(let ids):
+            guard let consumer = self.attachment?.consumer else {
+                self.write(ServerFrame(requestID: id, message: .error(FanoutError(.internal, "no consumer for the attachment"))), context: context)
+                return
+            }
+            self.answer(id, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+                .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
+            }, context: context)
+        case .attach(let project, let scope, let credit):
+            do throws(FanoutError) {
+                let consumer = try self.engine.attachConsumer(
+                    try RequestExecutor.scope(scope),
+                    credit: credit,
+                    in: try RequestExecutor.project(project)
+                )
+                self.attachment = (consumer, id)
+                self.state.attached(credit: credit)
+                self.write(ServerFrame(requestID: id, message: .done(.attach)), context: context)
+                self.pumpDeliveries(context: context)
+            } catch {
+                self.write(ServerFrame(requestID: id, message: .error(error)), context: context)
+            }
+        case .grant(let credit):
+            do throws(FanoutError) {
+                try self.attachment?.consumer.grant(credit)
+                self.state.granted(credit)
+                self.write(ServerFrame(requestID: id, message: .done(.grant)), context: context)
+            } catch {
+                self.write(ServerFrame(requestID: id, message: .error(error)), context: context)
+            }
+        case .detach:
+            self.attachment?.consumer.detach()
+            self.attachment = nil
+            self.write(ServerFrame(requestID: id, message: .done(.detach)), context: context)
+        case .snapshot:
+            // File I/O for seconds: on the NIO thread pool, answered when written.
+            let engine = self.engine
+            self.inFlight += 1
+            NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try engine.snapshot() }
+                .assumeIsolated()
+                .whenComplete { result in
+                    let reply: ServerMessage
+                    switch result {
+                    case .success(let path):
+                        // The file's name, not the server's path to it.
+                        reply = .names(.snapshot, [String(path.split(separator: "/").last ?? "")])
+                    case .failure(let error as FanoutError):
+                        reply = .error(error)
+                    case .failure:
+                        reply = .error(FanoutError(.unavailable, "the snapshot could not be written"))
+                    }
+                    self.inFlight -= 1
+                    self.write(ServerFrame(requestID: id, message: reply), context: context)
+                    self.flushIfNeeded(context: context)
+                    self.afterReplies(context: context)
+                }
+        }
+    }
+
+    // MARK: - Replies
+
+    /// Answers an applied request: at once when nothing waits for the log, else when the log's
+    /// writer says it is durable (the reply then joins the others of that batch).
+    private func answer(_ id: UInt32, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
+        if let result = applied.completedResult {
+            self.write(ServerFrame(requestID: id, message: Self.message(result)), context: context)
+            return
+        }
+        self.inFlight += 1
+        let replies = self.durableReplies
+        let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        applied.whenDurable { result in
+            guard replies.append(ServerFrame(requestID: id, message: Self.message(result))) else { return }
+            handler.eventLoop.execute {
+                let (handler, context) = handler.value
+                handler.writeDurableReplies(context: context)
+            }
+        }
+    }
+
+    private static func message(_ result: Result<ServerMessage, FanoutError>) -> ServerMessage {
+        switch result {
+        case .success(let message): return message
+        case .failure(let error): return .error(error)
+        }
+    }
+
+    /// Writes every reply the log has released since the last time, with one flush.
+    private func writeDurableReplies(context: ChannelHandlerContext) {
+        let frames = self.durableReplies.takeAll()
+        self.inFlight -= frames.count
+        for frame in frames { self.write(frame, context: context) }
+        self.flushIfNeeded(context: context)
+        self.afterReplies(context: context)
+    }
+
+    private func write(_ frame: ServerFrame, context: ChannelHandlerContext) {
+        guard !self.isClosing else { return }
+        context.write(Self.wrapOutboundOut(frame), promise: nil)
+        self.needsFlush = true
+    }
+
+    private func flushIfNeeded(context: ChannelHandlerContext) {
+        guard self.needsFlush else { return }
+        self.needsFlush = false
+        context.flush()
+    }
+
+    /// Replies left: reads may go on again, or the connection may end.
+    private func afterReplies(context: ChannelHandlerContext) {
+        self.releaseHeldRead(context: context)
+        self.finishIfDone(context: context)
+    }
+
+    private func releaseHeldRead(context: ChannelHandlerContext) {
+        guard self.readHeld, self.inFlight < self.settings.maximumInFlight, context.channel.isWritable else { return }
+        self.readHeld = false
+        context.read()
+    }
+
+    // MARK: - The end
+
+    private func endInput(shuttingDown: Bool, context: ChannelHandlerContext) {
+        guard self.ending == nil else { return }
+        let ending = self.state.inputEnded(shuttingDown: shuttingDown)
+        self.ending = ending
+        if ending.detach {
+            self.attachment?.consumer.detach()
+            self.attachment = nil
+        }
+        self.flushIfNeeded(context: context)
+        self.finishIfDone(context: context)
+    }
+
+    /// Once the input has ended and every reply is out: GOAWAY and a lingering close after a
+    /// graceful shutdown (see `ConnectionGuardHandler`), else the close.
+    private func finishIfDone(context: ChannelHandlerContext) {
+        guard let ending = self.ending, self.inFlight == 0, !self.isClosing else { return }
+        self.isClosing = true
+        guard let goAway = ending.goAway else {
+            context.close(promise: nil)
+            return
+        }
+        context.writeAndFlush(Self.wrapOutboundOut(ServerFrame(requestID: 0, message: goAway))).assumeIsolated().whenComplete { _ in
+            context.close(mode: .output, promise: nil)
+        }
+    }
+
+    // MARK: - Deliveries
+
+    /// Writes what the consumer has been handed, a batch per turn of the loop while the socket
+    /// takes it; when nothing is left, asks the consumer to call back when more arrives.
+    private func pumpDeliveries(context: ChannelHandlerContext) {
+        guard let (consumer, attachID) = self.attachment, !self.pumpScheduled, !self.isClosing else { return }
+        guard context.channel.isWritable else { return }  // resumed by `channelWritabilityChanged`
+        let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let (deliveries, _) = consumer.poll(maximum: Self.deliveryBatch) {
+            handler.eventLoop.execute {
+                let (handler, context) = handler.value
+                handler.pumpScheduled = false
+                handler.pumpDeliveries(context: context)
+            }
+        }
+        guard !deliveries.isEmpty else {
+            self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
+            return
+        }
+        for delivery in deliveries {
+            self.write(ServerFrame(requestID: attachID, message: .delivery(WireDelivery(delivery))), context: context)
+        }
+        self.flushIfNeeded(context: context)
+        self.pumpScheduled = true
+        context.eventLoop.assumeIsolated().execute {
+            self.pumpScheduled = false
+            self.pumpDeliveries(context: context)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ConnectionHandler: Sendable {}
+
+/// Replies whose changes the log has made durable, handed from its writer thread to the event loop.
+/// The first of a batch schedules one drain on the loop, which writes them all with one flush.
+final class DurableReplies: Sendable {
+    private let frames = Locked<[ServerFrame]>([])
+
+    /// Adds a reply; true when the caller should schedule the drain (there was none waiting).
+    func append(_ frame: ServerFrame) -> Bool {
+        self.frames.withLock { frames in
+            frames.append(frame)
+            return frames.count == 1
+        }
+    }
+
+    func takeAll() -> [ServerFrame] {
+        self.frames.withLock { frames in
+            var taken: [ServerFrame] = []
+            swap(&taken, &frames)
+            return taken
+        }
+    }
+}

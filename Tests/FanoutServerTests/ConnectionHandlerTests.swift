@@ -1,0 +1,89 @@
+import FanoutCore
+import FanoutKeys
+@testable import FanoutServer
+import FanoutWire
+import Logging
+import NIOCore
+import NIOEmbedded
+import Testing
+
+/// The connection's handler on an `EmbeddedChannel`, with a change log the test acknowledges by
+/// hand: reads are answered in the turn that decoded them, a change's reply waits for the log and
+/// leaves with the others its acknowledgement released, and reads are held while too many replies
+/// wait.
+@Suite("Connection handler")
+struct ConnectionHandlerTests {
+    /// Counts the reads the handler passes towards the socket.
+    final class ReadCounter: ChannelOutboundHandler {
+        typealias OutboundIn = Any
+        var reads = 0
+
+        func read(context: ChannelHandlerContext) {
+            self.reads += 1
+            context.read()
+        }
+    }
+
+    static func connection(maximumInFlight: Int) throws -> (channel: EmbeddedChannel, reads: ReadCounter, log: InMemoryChangeLog) {
+        let log = InMemoryChangeLog(acknowledgement: .manual)
+        let engine = Engine(log: log)
+        let settings = ConnectionSettings(
+            executor: RequestExecutor(engine: engine, maximumPayloadSize: 1 << 20),
+            keys: LoopbackServer.keys,
+            welcome: Welcome(maximumPayloadSize: 1 << 20, idleTimeoutMilliseconds: 60_000, maximumCredit: 100, maximumInFlight: UInt32(maximumInFlight), projects: []),
+            maximumInFlight: maximumInFlight,
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        let reads = ReadCounter()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(reads)
+        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(settings: settings))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try channel.writeInbound(ClientFrame(requestID: 1, request: .hello(Hello(role: .admin, credential: .apiKey(Array(LoopbackServer.adminKey.utf8)), clientName: "test"))))
+        guard case .welcome = try #require(try channel.readOutbound(as: ServerFrame.self)).message else {
+            Issue.record("expected WELCOME")
+            throw CancellationError()
+        }
+        return (channel, reads, log)
+    }
+
+    static func register(_ id: UInt32) -> ClientFrame {
+        ClientFrame(requestID: id, request: .register(project: "default", RegistrationFields(token: "handler-\(id)", platform: .web, appID: "1:1:web:a")))
+    }
+
+    @Test func aChangeIsAnsweredOnceTheLogHasItAndAReadAtOnce() throws {
+        let (channel, _, log) = try Self.connection(maximumInFlight: 16)
+        try channel.writeInbound(Self.register(2))
+        try channel.writeInbound(Self.register(3))
+        try channel.writeInbound(ClientFrame(requestID: 4, request: .installationCount(project: "default")))
+        // The read sees both changes (applied in order) and does not wait for the log.
+        let count = try #require(try channel.readOutbound(as: ServerFrame.self))
+        #expect(count == ServerFrame(requestID: 4, message: .count(.installationCount, 2)))
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ServerFrame.self) == nil, "no change is answered before the log acknowledges it")
+        log.acknowledge(through: .max)
+        channel.embeddedEventLoop.run()
+        let replies = [try channel.readOutbound(as: ServerFrame.self), try channel.readOutbound(as: ServerFrame.self)].compactMap { $0 }
+        #expect(replies.map(\.requestID) == [2, 3])
+        #expect(replies.allSatisfy { if case .registered = $0.message { true } else { false } })
+        _ = try channel.finish()
+    }
+
+    @Test func readsWaitWhileTooManyRepliesDo() throws {
+        let (channel, reads, log) = try Self.connection(maximumInFlight: 2)
+        try channel.writeInbound(Self.register(2))
+        channel.read()
+        let before = reads.reads
+        try channel.writeInbound(Self.register(3))
+        channel.read()
+        #expect(reads.reads == before, "two replies wait: the read is held")
+        log.acknowledge(through: 1)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ServerFrame.self)?.requestID == 2)
+        #expect(reads.reads == before + 1, "a reply left: the held read goes on")
+        log.acknowledge(through: .max)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ServerFrame.self)?.requestID == 3)
+        _ = try channel.finish()
+    }
+}
