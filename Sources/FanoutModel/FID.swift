@@ -11,12 +11,19 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
 
     /// Validates `string` as a modern FID; `nil` when it is not one.
     public init?(_ string: String) {
+        var string = string
+        guard let fid = string.withUTF8({ FID(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = fid
+    }
+
+    /// Validates 22 bytes of UTF-8 as a modern FID (from a frame or a file, without a `String`).
+    public init?(utf8 bytes: UnsafeRawBufferPointer) {
+        guard bytes.count == 22 else { return nil }
         var high: UInt64 = 0
         var middle: UInt64 = 0
         var low: UInt16 = 0
-        var index = 0
-        for byte in string.utf8 {
-            guard index < 22, let value = Self.sextet(of: byte) else { return nil }
+        for index in 0..<22 {
+            guard let value = Self.sextet(of: bytes[index]) else { return nil }
             if index == 0 {
                 // c, d, e, f are 28...31: the top four bits are 0111.
                 guard value >= 28 && value <= 31 else { return nil }
@@ -26,9 +33,7 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
             case 10..<20: middle = middle << 6 | UInt64(value)
             default: low = low << 6 | UInt16(value)
             }
-            index += 1
         }
-        guard index == 22 else { return nil }
         self.high = high
         self.middle = middle
         self.low = low
@@ -50,26 +55,33 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
 
     /// The 22-character string form.
     public var string: String {
-        var characters = [UInt8](repeating: 0, count: 22)
-        var high = self.high
-        var middle = self.middle
-        var low = self.low
-        for index in stride(from: 21, through: 0, by: -1) {
-            let value: Int
-            switch index {
-            case 20...21:
-                value = Int(low & 0x3F)
-                low >>= 6
-            case 10..<20:
-                value = Int(middle & 0x3F)
-                middle >>= 6
-            default:
-                value = Int(high & 0x3F)
-                high >>= 6
+        self.withUTF8 { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with the 22 characters' bytes, without allocating (for encoders).
+    public func withUTF8<Result, Failure: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(Failure) -> Result) throws(Failure) -> Result {
+        var characters: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of room on the stack
+        return try withUnsafeMutableBytes(of: &characters) { (raw: UnsafeMutableRawBufferPointer) throws(Failure) -> Result in
+            var high = self.high
+            var middle = self.middle
+            var low = self.low
+            for index in stride(from: 21, through: 0, by: -1) {
+                let value: Int
+                switch index {
+                case 20...21:
+                    value = Int(low & 0x3F)
+                    low >>= 6
+                case 10..<20:
+                    value = Int(middle & 0x3F)
+                    middle >>= 6
+                default:
+                    value = Int(high & 0x3F)
+                    high >>= 6
+                }
+                raw[index] = Self.alphabet[value]
             }
-            characters[index] = Self.alphabet[value]
+            return try body(UnsafeBufferPointer(start: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 22))
         }
-        return String(decoding: characters, as: UTF8.self)
     }
 
     public var description: String { self.string }

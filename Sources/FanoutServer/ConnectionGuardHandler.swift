@@ -63,7 +63,9 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
             return
         }
         if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
-            let goAway = ServerFrame(requestID: 0, message: .goAway(.unavailable, "idle timeout"))
+            // Encoded here: frames leave the server's pipeline as bytes (see `ConnectionHandler`).
+            var goAway = context.channel.allocator.buffer(capacity: 32)
+            try? ServerFrame(requestID: 0, message: .goAway(.unavailable, "idle timeout")).encode(into: &goAway)
             context.writeAndFlush(NIOAny(goAway)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             return
         }

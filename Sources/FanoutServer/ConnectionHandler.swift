@@ -21,6 +21,8 @@ struct ConnectionSettings: Sendable {
 /// A change's reply waits for the log without a task: the log's writer calls back when its batch is
 /// durable, and the replies one batch released leave in one write (`DurableReplies`). A consumer's
 /// deliveries are written as the engine hands them out, in batches, while the socket takes them.
+/// Frames are encoded here, into one buffer per flush: the socket gets one write for all the
+/// replies and deliveries of a turn of the event loop, not one trip through the pipeline each.
 ///
 /// Past `maximumInFlight` replies waiting (for the log, or a snapshot) the connection is not read
 /// until some leave. The input ends when the peer shuts its side, a frame is malformed, or a
@@ -28,8 +30,8 @@ struct ConnectionSettings: Sendable {
 /// applied go out, then GOAWAY (on a shutdown) and the close.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ClientFrame
-    typealias OutboundIn = ServerFrame
-    typealias OutboundOut = ServerFrame
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     /// Deliveries written per batch; the next batch is taken on a later turn of the event loop.
     static let deliveryBatch = 256
@@ -45,7 +47,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Set once the input has ended: how the connection ends when nothing is in flight.
     private var ending: ConnectionState.Ending?
     private var isClosing = false
-    private var needsFlush = false
+    /// Frames encoded since the last flush.
+    private var output: ByteBuffer?
     /// A delivery pump is scheduled or waiting for the sink's call.
     private var pumpScheduled = false
 
@@ -129,10 +132,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.ending = ConnectionState.Ending(detach: true, goAway: nil)
             self.attachment?.consumer.detach()
             self.attachment = nil
+            self.write(ServerFrame(requestID: id, message: message), context: context)
             self.isClosing = true
-            context.writeAndFlush(Self.wrapOutboundOut(ServerFrame(requestID: id, message: message))).assumeIsolated().whenComplete { _ in
-                context.close(promise: nil)
-            }
+            self.flush(context: context).whenComplete { _ in context.close(promise: nil) }
         case .perform(let request):
             guard let key = self.state.key else { return }
             let executor = self.settings.executor
@@ -235,16 +237,37 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.afterReplies(context: context)
     }
 
+    /// Encodes `frame` into the output; a reply too large for a frame is answered with the error.
     private func write(_ frame: ServerFrame, context: ChannelHandlerContext) {
         guard !self.isClosing else { return }
-        context.write(Self.wrapOutboundOut(frame), promise: nil)
-        self.needsFlush = true
+        var output = self.output ?? context.channel.allocator.buffer(capacity: 4096)
+        self.output = nil
+        let maximum = self.settings.executor.maximumPayloadSize
+        do {
+            try frame.encode(into: &output, maximumPayloadSize: maximum)
+        } catch {
+            // `encode` leaves nothing of the refused frame behind; an error frame always fits.
+            try? ServerFrame(requestID: frame.requestID, message: .error(error.fanoutError)).encode(into: &output, maximumPayloadSize: maximum)
+        }
+        self.output = output
     }
 
     private func flushIfNeeded(context: ChannelHandlerContext) {
-        guard self.needsFlush else { return }
-        self.needsFlush = false
-        context.flush()
+        guard self.output != nil else { return }
+        _ = self.flush(context: context)
+    }
+
+    /// Writes the output and flushes; the future completes when it is written.
+    private func flush(context: ChannelHandlerContext) -> EventLoopFuture<Void>.Isolated {
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        if let output = self.output {
+            self.output = nil
+            context.writeAndFlush(Self.wrapOutboundOut(output), promise: promise)
+        } else {
+            context.flush()
+            promise.succeed()
+        }
+        return promise.futureResult.assumeIsolated()
     }
 
     /// Replies left: reads may go on again, or the connection may end.
@@ -277,13 +300,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// graceful shutdown (see `ConnectionGuardHandler`), else the close.
     private func finishIfDone(context: ChannelHandlerContext) {
         guard let ending = self.ending, self.inFlight == 0, !self.isClosing else { return }
-        self.isClosing = true
-        guard let goAway = ending.goAway else {
-            context.close(promise: nil)
-            return
+        if let goAway = ending.goAway {
+            self.write(ServerFrame(requestID: 0, message: goAway), context: context)
         }
-        context.writeAndFlush(Self.wrapOutboundOut(ServerFrame(requestID: 0, message: goAway))).assumeIsolated().whenComplete { _ in
-            context.close(mode: .output, promise: nil)
+        self.isClosing = true
+        let lingering = ending.goAway != nil
+        self.flush(context: context).whenComplete { _ in
+            context.close(mode: lingering ? .output : .all, promise: nil)
         }
     }
 

@@ -64,7 +64,6 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
                     guard connections.add(channel) else { throw ChannelError.ioOnClosedChannel }  // shutting down
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientRequest>(maximumPayloadSize: maximumPayloadSize)))
-                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ServerMessage>(maximumPayloadSize: maximumPayloadSize)))
                     try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
                     try pipeline.addHandler(ConnectionGuardHandler(stallTimeout: stallTimeout))
                     try pipeline.addHandler(ConnectionHandler(settings: settings))

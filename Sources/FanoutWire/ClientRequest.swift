@@ -220,8 +220,8 @@ public enum ClientRequest: WireMessage {
         case .detach: return .detach
         case .grant: return .grant(credit: try reader.u32("credit"))
         case .acknowledge:
-            let ids = try reader.list("deliveries", minimumElementSize: 12) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
-                DeliveryID(messageSequence: try reader.u64(field + ".sequence"), slot: try reader.u32(field + ".slot"))
+            let ids = try reader.list("deliveries", minimumElementSize: 12) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                DeliveryID(messageSequence: try reader.u64(field() + ".sequence"), slot: try reader.u32(field() + ".slot"))
             }
             return .acknowledge(ids)
         default:
@@ -247,8 +247,8 @@ public enum ClientRequest: WireMessage {
             return .register(project: project, try reader.registrationFields(""))
         case .registerBatch:
             // Each item is at least 9 bytes: two absent optionals, a platform, an app id's length, four absent optionals.
-            return .registerBatch(project: project, try reader.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
-                try reader.registrationFields(field)
+            return .registerBatch(project: project, try reader.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                try reader.registrationFields(field())
             })
         case .refreshToken:
             return .refreshToken(project: project, registration: try reader.string("registration"), token: try reader.string("token"))

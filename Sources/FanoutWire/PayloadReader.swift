@@ -19,110 +19,124 @@ struct PayloadReader {
         ProtocolError(.invalidArgument, "\(self.opcode): \(message)", requestID: self.requestID)
     }
 
-    private mutating func integer<Integer: FixedWidthInteger>(_ field: String, as: Integer.Type = Integer.self) throws(ProtocolError) -> Integer {
+    private mutating func integer<Integer: FixedWidthInteger>(_ field: @autoclosure () -> String, as: Integer.Type = Integer.self) throws(ProtocolError) -> Integer {
         guard let value = self.buffer.readInteger(as: Integer.self) else {
-            throw self.error("the payload ends inside \(field)")
+            throw self.error("the payload ends inside \(field())")
         }
         return value
     }
 
-    mutating func u8(_ field: String) throws(ProtocolError) -> UInt8 { try self.integer(field) }
-    mutating func u16(_ field: String) throws(ProtocolError) -> UInt16 { try self.integer(field) }
-    mutating func u32(_ field: String) throws(ProtocolError) -> UInt32 { try self.integer(field) }
-    mutating func u64(_ field: String) throws(ProtocolError) -> UInt64 { try self.integer(field) }
-    mutating func i64(_ field: String) throws(ProtocolError) -> Int64 { try self.integer(field) }
+    mutating func u8(_ field: @autoclosure () -> String) throws(ProtocolError) -> UInt8 { try self.integer(field()) }
+    mutating func u16(_ field: @autoclosure () -> String) throws(ProtocolError) -> UInt16 { try self.integer(field()) }
+    mutating func u32(_ field: @autoclosure () -> String) throws(ProtocolError) -> UInt32 { try self.integer(field()) }
+    mutating func u64(_ field: @autoclosure () -> String) throws(ProtocolError) -> UInt64 { try self.integer(field()) }
+    mutating func i64(_ field: @autoclosure () -> String) throws(ProtocolError) -> Int64 { try self.integer(field()) }
 
-    mutating func bool(_ field: String) throws(ProtocolError) -> Bool {
-        switch try self.u8(field) {
+    mutating func bool(_ field: @autoclosure () -> String) throws(ProtocolError) -> Bool {
+        switch try self.u8(field()) {
         case 0: return false
         case 1: return true
-        case let other: throw self.error("\(field) is not a bool (\(other))")
+        case let other: throw self.error("\(field()) is not a bool (\(other))")
         }
     }
 
-    mutating func string(_ field: String) throws(ProtocolError) -> String {
-        let count = Int(try self.u16(field))
+    mutating func string(_ field: @autoclosure () -> String) throws(ProtocolError) -> String {
+        let count = Int(try self.u16(field()))
         guard let view = self.buffer.readSlice(length: count) else {
-            throw self.error("the payload ends inside \(field)")
+            throw self.error("the payload ends inside \(field())")
         }
         guard let string = view.withUnsafeReadableBytes({ String(validatingUTF8Bytes: $0) }) else {
-            throw self.error("\(field) is not valid UTF-8")
+            throw self.error("\(field()) is not valid UTF-8")
         }
         return string
     }
 
-    mutating func bytes(_ field: String) throws(ProtocolError) -> [UInt8] {
-        let count = Int(try self.u32(field))
+    /// A FID sent as a `string`, checked without making a `String`.
+    mutating func fid(_ field: @autoclosure () -> String) throws(ProtocolError) -> FID {
+        let count = Int(try self.u16(field()))
+        guard let view = self.buffer.readSlice(length: count) else {
+            throw self.error("the payload ends inside \(field())")
+        }
+        guard let fid = view.withUnsafeReadableBytes({ FID(utf8: $0) }) else {
+            throw self.error("\(field()) is not valid")
+        }
+        return fid
+    }
+
+    mutating func bytes(_ field: @autoclosure () -> String) throws(ProtocolError) -> [UInt8] {
+        let count = Int(try self.u32(field()))
         guard count <= self.buffer.readableBytes, let bytes = self.buffer.readBytes(length: count) else {
-            throw self.error("the payload ends inside \(field)")
+            throw self.error("the payload ends inside \(field())")
         }
         return bytes
     }
 
-    mutating func isPresent(_ field: String) throws(ProtocolError) -> Bool {
-        switch try self.u8(field) {
+    mutating func isPresent(_ field: @autoclosure () -> String) throws(ProtocolError) -> Bool {
+        switch try self.u8(field()) {
         case 0: return false
         case 1: return true
-        case let other: throw self.error("\(field) has an invalid optional tag (\(other))")
+        case let other: throw self.error("\(field()) has an invalid optional tag (\(other))")
         }
     }
 
-    mutating func optionalString(_ field: String) throws(ProtocolError) -> String? {
-        try self.isPresent(field) ? try self.string(field) : nil
+    mutating func optionalString(_ field: @autoclosure () -> String) throws(ProtocolError) -> String? {
+        try self.isPresent(field()) ? try self.string(field()) : nil
     }
 
     /// A list's count, checked against the bytes left (each element takes at least `minimumElementSize`).
-    mutating func count(_ field: String, minimumElementSize: Int = 1) throws(ProtocolError) -> Int {
-        let count = Int(try self.u32(field))
+    mutating func count(_ field: @autoclosure () -> String, minimumElementSize: Int = 1) throws(ProtocolError) -> Int {
+        let count = Int(try self.u32(field()))
         guard count <= self.buffer.readableBytes / max(minimumElementSize, 1) else {
-            throw self.error("\(field) announces \(count) elements but the payload is shorter")
+            throw self.error("\(field()) announces \(count) elements but the payload is shorter")
         }
         return count
     }
 
+    /// A list; `field` is evaluated at once (a list's name is a literal), an element's name only
+    /// on an error.
     mutating func list<Element>(
         _ field: String,
         minimumElementSize: Int = 1,
-        _ element: (inout PayloadReader, String) throws(ProtocolError) -> Element
+        _ element: (inout PayloadReader, () -> String) throws(ProtocolError) -> Element
     ) throws(ProtocolError) -> [Element] {
         let count = try self.count(field, minimumElementSize: minimumElementSize)
         var elements: [Element] = []
         elements.reserveCapacity(count)
         for index in 0..<count {
-            elements.append(try element(&self, "\(field)[\(index)]"))
+            elements.append(try element(&self, { "\(field)[\(index)]" }))
         }
         return elements
     }
 
-    mutating func strings(_ field: String) throws(ProtocolError) -> [String] {
-        try self.list(field, minimumElementSize: 2) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
-            try reader.string(name)
+    mutating func strings(_ field: @autoclosure () -> String) throws(ProtocolError) -> [String] {
+        try self.list(field(), minimumElementSize: 2) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
+            try reader.string(name())
         }
     }
 
-    mutating func platform(_ field: String) throws(ProtocolError) -> Platform {
-        let code = try self.u8(field)
+    mutating func platform(_ field: @autoclosure () -> String) throws(ProtocolError) -> Platform {
+        let code = try self.u8(field())
         guard let platform = Platform(code: code) else {
-            throw self.error("\(field) is not a platform (\(code))")
+            throw self.error("\(field()) is not a platform (\(code))")
         }
         return platform
     }
 
-    mutating func timestamp(_ field: String) throws(ProtocolError) -> Timestamp {
-        Timestamp(millisecondsSinceEpoch: try self.i64(field))
+    mutating func timestamp(_ field: @autoclosure () -> String) throws(ProtocolError) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: try self.i64(field()))
     }
 
     /// A model value built from a string the server produced; a value the model refuses is a protocol error.
-    mutating func model<Value>(_ field: String, _ make: (String) -> Value?) throws(ProtocolError) -> Value {
-        let string = try self.string(field)
+    mutating func model<Value>(_ field: @autoclosure () -> String, _ make: (String) -> Value?) throws(ProtocolError) -> Value {
+        let string = try self.string(field())
         guard let value = make(string) else {
-            throw self.error("\(field) is not valid")
+            throw self.error("\(field()) is not valid")
         }
         return value
     }
 
-    mutating func optionalModel<Value>(_ field: String, _ make: (String) -> Value?) throws(ProtocolError) -> Value? {
-        try self.isPresent(field) ? try self.model(field, make) : nil
+    mutating func optionalModel<Value>(_ field: @autoclosure () -> String, _ make: (String) -> Value?) throws(ProtocolError) -> Value? {
+        try self.isPresent(field()) ? try self.model(field(), make) : nil
     }
 
     /// Decodes a whole payload with `body`, insisting that it uses every byte.

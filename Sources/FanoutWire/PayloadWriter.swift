@@ -17,6 +17,12 @@ extension ByteBuffer {
         self.writeString(string)
     }
 
+    /// A FID as a `string` (22 bytes), written from its packed form without a `String`.
+    mutating func writeWireFID(_ fid: FID) {
+        self.writeInteger(UInt16(22))
+        fid.withUTF8 { self.writeBytes($0) }
+    }
+
     mutating func writeWireOptionalString(_ string: String?, field: String) throws(ProtocolError) {
         if let string {
             self.writeInteger(1, as: UInt8.self)

@@ -189,8 +189,8 @@ public enum ServerMessage: WireMessage {
         case .registered:
             return .registered(try reader.registrationResult("registration"))
         case .registeredBatch:
-            return .registeredBatch(try reader.list("results", minimumElementSize: 2) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
-                try reader.registrationOutcome(field)
+            return .registeredBatch(try reader.list("results", minimumElementSize: 2) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                try reader.registrationOutcome(field())
             })
         case .installation: return .installation(request, try reader.installation("installation"))
         case .staleInstallations:
@@ -204,8 +204,8 @@ public enum ServerMessage: WireMessage {
             return .user(request, User(id: id, isAnonymous: anonymous, devices: try reader.installations("devices"), lastActive: lastActive))
         case .itemResults: return .itemResults(request, try reader.itemResults("results"))
         case .topics:
-            return .topics(try reader.list("topics", minimumElementSize: 10) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
-                TopicCount(topic: try reader.string(field + ".topic"), subscribers: try reader.u64(field + ".subscribers"))
+            return .topics(try reader.list("topics", minimumElementSize: 10) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                TopicCount(topic: try reader.string(field() + ".topic"), subscribers: try reader.u64(field() + ".subscribers"))
             })
         case .sent:
             let id = try reader.string("message id")
@@ -214,8 +214,8 @@ public enum ServerMessage: WireMessage {
             let enqueued = try reader.u32("enqueued")
             return .sent(SendReceipt(messageID: id, sequence: sequence, audience: audience, enqueued: enqueued, recipients: try reader.itemResults("recipients")))
         case .pending:
-            return .pending(try reader.list("deliveries", minimumElementSize: 30) { (reader: inout PayloadReader, field: String) throws(ProtocolError) in
-                try reader.delivery(field)
+            return .pending(try reader.list("deliveries", minimumElementSize: 30) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                try reader.delivery(field())
             })
         case .stats:
             let installations = try reader.u64("installations")

@@ -6,7 +6,7 @@ internal import NIOCore
 extension ByteBuffer {
     mutating func writeWireInstallation(_ i: Installation) throws(ProtocolError) {
         self.writeMultipleIntegers(i.slot, i.generation)
-        try self.writeWireString(i.fid.string, field: "fid")
+        self.writeWireFID(i.fid)
         try self.writeWireOptionalString(i.token?.value, field: "token")
         self.writeInteger(i.platform.code)
         try self.writeWireString(i.appID.value, field: "appId")
@@ -21,7 +21,7 @@ extension ByteBuffer {
 
     mutating func writeWireDelivery(_ d: WireDelivery) throws(ProtocolError) {
         self.writeMultipleIntegers(d.id.messageSequence, d.id.slot)
-        try self.writeWireString(d.fid.string, field: "fid")
+        self.writeWireFID(d.fid)
         try self.writeWireOptionalString(d.token?.value, field: "token")
         self.writeInteger(d.platform.code)
         self.writeWireTimestamp(d.expiry)
@@ -84,24 +84,24 @@ extension ByteBuffer {
 }
 
 extension PayloadReader {
-    mutating func installation(_ field: String) throws(ProtocolError) -> Installation {
-        let slot = try self.u32(field + ".slot")
-        let generation = try self.u32(field + ".generation")
-        let fid = try self.model(field + ".fid", FID.init)
-        let token = try self.optionalModel(field + ".token", RegistrationToken.init)
-        let platform = try self.platform(field + ".platform")
-        let appID = try self.model(field + ".app id", AppID.init)
-        let name = try self.optionalString(field + ".device name")
-        let os = try self.optionalString(field + ".device os")
-        let type = try self.optionalString(field + ".device type")
+    mutating func installation(_ field: @autoclosure () -> String) throws(ProtocolError) -> Installation {
+        let slot = try self.u32(field() + ".slot")
+        let generation = try self.u32(field() + ".generation")
+        let fid = try self.fid(field() + ".fid")
+        let token = try self.optionalModel(field() + ".token", RegistrationToken.init)
+        let platform = try self.platform(field() + ".platform")
+        let appID = try self.model(field() + ".app id", AppID.init)
+        let name = try self.optionalString(field() + ".device name")
+        let os = try self.optionalString(field() + ".device os")
+        let type = try self.optionalString(field() + ".device type")
         let device: DeviceDetails
         do {
             device = try DeviceDetails(name: name, os: os, type: type)
         } catch {
-            throw self.error("\(field).device is not valid")
+            throw self.error("\(field()).device is not valid")
         }
-        let apnsToken = try self.optionalModel(field + ".apns token", APNsDeviceToken.init)
-        let user = try self.optionalModel(field + ".user", UserID.init)
+        let apnsToken = try self.optionalModel(field() + ".apns token", APNsDeviceToken.init)
+        let user = try self.optionalModel(field() + ".user", UserID.init)
         return Installation(
             slot: slot,
             generation: generation,
@@ -112,40 +112,41 @@ extension PayloadReader {
             device: device,
             apnsToken: apnsToken,
             user: user,
-            createdAt: try self.timestamp(field + ".created at"),
-            lastSeen: try self.timestamp(field + ".last seen")
+            createdAt: try self.timestamp(field() + ".created at"),
+            lastSeen: try self.timestamp(field() + ".last seen")
         )
     }
 
-    mutating func installations(_ field: String) throws(ProtocolError) -> [Installation] {
-        try self.list(field, minimumElementSize: 40) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
-            try reader.installation(name)
+    mutating func installations(_ field: @autoclosure () -> String) throws(ProtocolError) -> [Installation] {
+        try self.list(field(), minimumElementSize: 40) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
+            try reader.installation(name())
         }
     }
 
-    mutating func delivery(_ field: String) throws(ProtocolError) -> WireDelivery {
-        let sequence = try self.u64(field + ".sequence")
-        let slot = try self.u32(field + ".slot")
+    mutating func delivery(_ field: @autoclosure () -> String) throws(ProtocolError) -> WireDelivery {
+        let sequence = try self.u64(field() + ".sequence")
+        let slot = try self.u32(field() + ".slot")
         return WireDelivery(
             id: DeliveryID(messageSequence: sequence, slot: slot),
-            fid: try self.model(field + ".fid", FID.init),
-            token: try self.optionalModel(field + ".token", RegistrationToken.init),
-            platform: try self.platform(field + ".platform"),
-            expiry: try self.timestamp(field + ".expiry"),
-            isInFlight: try self.bool(field + ".in flight"),
-            isDeletedMessagesMarker: try self.bool(field + ".marker"),
-            payload: try self.bytes(field + ".payload")
+            fid: try self.fid(field() + ".fid"),
+            token: try self.optionalModel(field() + ".token", RegistrationToken.init),
+            platform: try self.platform(field() + ".platform"),
+            expiry: try self.timestamp(field() + ".expiry"),
+            isInFlight: try self.bool(field() + ".in flight"),
+            isDeletedMessagesMarker: try self.bool(field() + ".marker"),
+            payload: try self.bytes(field() + ".payload")
         )
     }
 
-    mutating func itemResults(_ field: String) throws(ProtocolError) -> [BatchItemResult] {
-        try self.list(field) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
-            BatchItemResult(wireValue: try reader.u8(name))
+    mutating func itemResults(_ field: @autoclosure () -> String) throws(ProtocolError) -> [BatchItemResult] {
+        try self.list(field()) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
+            BatchItemResult(wireValue: try reader.u8(name()))
         }
     }
 
-    mutating func registrationFields(_ field: String) throws(ProtocolError) -> RegistrationFields {
-        let prefix = field.isEmpty ? "" : field + "."
+    mutating func registrationFields(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationFields {
+        let name = field()
+        let prefix = name.isEmpty ? "" : name + "."
         let fid = try self.optionalString(prefix + "fid")
         let token = try self.optionalString(prefix + "token")
         let platform = try self.platform(prefix + "platform")
@@ -161,35 +162,35 @@ extension PayloadReader {
         )
     }
 
-    mutating func registrationResult(_ field: String) throws(ProtocolError) -> RegistrationResult {
-        let flags = try self.u8(field + " flags")
-        guard flags & ~3 == 0 else { throw self.error("\(field) flags has unknown bits (\(flags))") }
+    mutating func registrationResult(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationResult {
+        let flags = try self.u8(field() + " flags")
+        guard flags & ~3 == 0 else { throw self.error("\(field()) flags has unknown bits (\(flags))") }
         return RegistrationResult(
-            installation: try self.installation(field + ".installation"),
+            installation: try self.installation(field() + ".installation"),
             fidWasAssigned: flags & 1 != 0,
             isExisting: flags & 2 != 0
         )
     }
 
     /// `error`, whose status was read already.
-    mutating func errorDetails(_ code: FanoutError.Code, _ field: String) throws(ProtocolError) -> FanoutError {
-        var error = FanoutError(code, try self.string(field + ".message"), field: try self.optionalString(field + ".field"))
-        error.violations = try self.list(field + ".violations", minimumElementSize: 4) { (reader: inout PayloadReader, name: String) throws(ProtocolError) in
-            FieldViolation(field: try reader.string(name + ".field"), description: try reader.string(name + ".description"))
+    mutating func errorDetails(_ code: FanoutError.Code, _ field: @autoclosure () -> String) throws(ProtocolError) -> FanoutError {
+        var error = FanoutError(code, try self.string(field() + ".message"), field: try self.optionalString(field() + ".field"))
+        error.violations = try self.list(field() + ".violations", minimumElementSize: 4) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
+            FieldViolation(field: try reader.string(name() + ".field"), description: try reader.string(name() + ".description"))
         }
         return error
     }
 
-    mutating func registrationOutcome(_ field: String) throws(ProtocolError) -> RegistrationOutcome {
-        let status = try self.u8(field + ".status")
-        guard status != 0 else { return .registered(try self.registrationResult(field)) }
-        return .failed(try self.errorDetails(FanoutError.Code(wireValue: status), field))
+    mutating func registrationOutcome(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationOutcome {
+        let status = try self.u8(field() + ".status")
+        guard status != 0 else { return .registered(try self.registrationResult(field())) }
+        return .failed(try self.errorDetails(FanoutError.Code(wireValue: status), field()))
     }
 
     /// A `u64` counter as an `Int`; a value past `Int.max` is a protocol error.
-    mutating func count64(_ field: String) throws(ProtocolError) -> Int {
-        let value = try self.u64(field)
-        guard value <= UInt64(Int.max) else { throw self.error("\(field) is out of range") }
+    mutating func count64(_ field: @autoclosure () -> String) throws(ProtocolError) -> Int {
+        let value = try self.u64(field())
+        guard value <= UInt64(Int.max) else { throw self.error("\(field()) is out of range") }
         return Int(value)
     }
 }

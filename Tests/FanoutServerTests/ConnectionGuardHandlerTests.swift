@@ -23,7 +23,7 @@ struct ConnectionGuardHandlerTests {
     @Test func anIdleConnectionGetsGoAwayAndIsClosed() throws {
         let channel = try Self.channel()
         channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
-        let frame = try #require(try channel.readOutbound(as: ServerFrame.self))
+        let frame = try #require(try channel.readServerFrames().first)
         guard case .goAway(.unavailable, _) = frame.message else {
             Issue.record("expected GOAWAY, got \(frame.message)")
             return

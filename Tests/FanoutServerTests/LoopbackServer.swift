@@ -7,7 +7,9 @@ import FanoutWire
 import Foundation
 import Logging
 import NIOCore
+import NIOEmbedded
 import NIOPosix
+import Testing
 
 /// A `fanoutd` in the test process: a durable engine on a temporary directory and a server on
 /// 127.0.0.1 port 0, with three keys.
@@ -97,5 +99,26 @@ struct RawConnection {
         var frames: [ServerFrame] = []
         while frames.count < count, let frame = try await iterator.next() { frames.append(frame) }
         return frames
+    }
+}
+
+extension EmbeddedChannel {
+    /// The frames of each buffer the server side has written so far (it writes encoded frames,
+    /// several to a buffer).
+    func readServerWrites() throws -> [[ServerFrame]] {
+        var decoder = FrameDecoder<ServerMessage>(maximumPayloadSize: 1 << 26)
+        var writes: [[ServerFrame]] = []
+        while var buffer = try self.readOutbound(as: ByteBuffer.self) {
+            var frames: [ServerFrame] = []
+            while let frame = try decoder.decode(buffer: &buffer) { frames.append(frame) }
+            #expect(buffer.readableBytes == 0, "a buffer ends at a frame's end")
+            writes.append(frames)
+        }
+        return writes
+    }
+
+    /// Every frame the server side has written so far.
+    func readServerFrames() throws -> [ServerFrame] {
+        try self.readServerWrites().flatMap { $0 }
     }
 }
