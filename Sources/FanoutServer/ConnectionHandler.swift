@@ -240,7 +240,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Encodes `frame` into the output; a reply too large for a frame is answered with the error.
     private func write(_ frame: ServerFrame, context: ChannelHandlerContext) {
         guard !self.isClosing else { return }
-        var output = self.output ?? context.channel.allocator.buffer(capacity: 4096)
+        var output = self.output ?? context.channel.allocator.buffer(capacity: 512)
         self.output = nil
         let maximum = self.settings.executor.maximumPayloadSize
         do {
@@ -253,8 +253,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     private func flushIfNeeded(context: ChannelHandlerContext) {
-        guard self.output != nil else { return }
-        _ = self.flush(context: context)
+        guard let output = self.output else { return }
+        self.output = nil
+        context.writeAndFlush(Self.wrapOutboundOut(output), promise: nil)
     }
 
     /// Writes the output and flushes; the future completes when it is written.
