@@ -34,13 +34,13 @@ struct ChangeLogTests {
         #expect(try await sent.durable().enqueued == 1)
 
         guard case .register(.default, let registered) = log.records[0],
-            case .subscribe(.default, let topic, let fids) = log.records[1],
+            case .subscribe(.default, let topic, let installations) = log.records[1],
             case .send(.default, let sequence, let message) = log.records[2], case .topic(let sentTo) = message.target
         else {
             Issue.record("unexpected records \(log.records)")
             return
         }
-        #expect(registered.fid == installation.fid && topic.value == "news" && fids == [installation.fid] && sequence == 1 && sentTo == topic)
+        #expect(registered.fid == installation.fid && topic.value == "news" && installations == [SlotReference(slot: installation.slot, fid: installation.fid)] && sequence == 1 && sentTo == topic)
     }
 
     /// A change that does not change anything (a repeated registration) logs nothing and has

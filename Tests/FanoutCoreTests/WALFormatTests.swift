@@ -38,7 +38,7 @@ struct WALFormatTests {
         }
         let body = Array(#"{"message":{"topic":"news","data":{"k":"\#(Int.random(in: 0...999, using: &random))"}}}"#.utf8)
         let sequence = UInt64.random(in: 1...1_000_000, using: &random)
-        switch Int.random(in: 0..<25, using: &random) {
+        switch Int.random(in: 0..<27, using: &random) {
         case 17: return .restoreSlotLayout(project, capacity: UInt32.random(in: 0...100_000, using: &random), freeSlots: ascendingSlots().shuffled(using: &random))
         case 18: return .send(project, sequence: sequence, message: Self.randomRenderedMessage(&random, at: at))
         case 23: return .sendBody(project, sequence: sequence, at: at, body: body)
@@ -85,8 +85,14 @@ struct WALFormatTests {
         case 8: return .linkUser(project, anonymous: user, permanent: UserID("permanent")!, at: at)
         case 9: return .cleanUpAnonymousUsers(project, at: at)
         case 10: return .pruneExpiredInstallations(project, at: at)
-        case 11: return .subscribe(project, topic: topic, fids: (0..<Int.random(in: 0...50, using: &random)).map { _ in FID.make(fromRandomBytes: random.bytes(17)) })
-        default: return .unsubscribe(project, topic: topic, fids: [fid])
+        case 11: return .subscribeFIDs(project, topic: topic, fids: (0..<Int.random(in: 0...50, using: &random)).map { _ in FID.make(fromRandomBytes: random.bytes(17)) })
+        case 25:
+            let installations = (0..<Int.random(in: 0...50, using: &random)).map { _ in
+                SlotReference(slot: UInt32.random(in: 0...UInt32.max, using: &random), check: UInt16.random(in: 0...UInt16.max, using: &random))
+            }
+            return .subscribe(project, topic: topic, installations: installations)
+        case 26: return .unsubscribe(project, topic: topic, installations: [SlotReference(slot: 7, fid: fid)])
+        default: return .unsubscribeFIDs(project, topic: topic, fids: [fid])
         }
     }
 

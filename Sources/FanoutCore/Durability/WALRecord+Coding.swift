@@ -1,5 +1,5 @@
 extension WALRecord {
-    /// The most FIDs in one subscribe or unsubscribe record (a batch is at most 1000; room to spare).
+    /// The most installations in one subscribe or unsubscribe record (a batch is at most 1000; room to spare).
     static let maximumFIDsPerRecord = 1 << 24
 
     /// Appends `u8 type | body` (docs/wal-format.md).
@@ -64,11 +64,25 @@ extension WALRecord {
             writer.write(Kind.pruneExpiredInstallations.rawValue)
             writer.write(project.value)
             writer.write(at)
-        case .subscribe(let project, let topic, let fids), .unsubscribe(let project, let topic, let fids):
+        case .subscribe(let project, let topic, let installations), .unsubscribe(let project, let topic, let installations):
             if case .subscribe = self {
                 writer.write(Kind.subscribe.rawValue)
             } else {
                 writer.write(Kind.unsubscribe.rawValue)
+            }
+            writer.write(project.value)
+            writer.write(topic.value)
+            writer.write(UInt32(installations.count))
+            for installation in installations {
+                writer.write(installation.slot)
+                writer.write(installation.check)
+            }
+        case .subscribeFIDs(let project, let topic, let fids), .unsubscribeFIDs(let project, let topic, let fids):
+            // Written only by tests: what older builds logged.
+            if case .subscribeFIDs = self {
+                writer.write(Kind.subscribeFIDs.rawValue)
+            } else {
+                writer.write(Kind.unsubscribeFIDs.rawValue)
             }
             writer.write(project.value)
             writer.write(topic.value)
@@ -222,8 +236,14 @@ extension WALRecord {
             record = .pruneExpiredInstallations(project, at: try reader.readTimestamp())
         case .subscribe, .unsubscribe:
             let topic = try reader.readTopic()
+            let installations = try Self.readSlotReferences(&reader)
+            record = kind == .subscribe
+                ? .subscribe(project, topic: topic, installations: installations)
+                : .unsubscribe(project, topic: topic, installations: installations)
+        case .subscribeFIDs, .unsubscribeFIDs:
+            let topic = try reader.readTopic()
             let fids = try Self.readFIDs(&reader)
-            record = kind == .subscribe ? .subscribe(project, topic: topic, fids: fids) : .unsubscribe(project, topic: topic, fids: fids)
+            record = kind == .subscribeFIDs ? .subscribeFIDs(project, topic: topic, fids: fids) : .unsubscribeFIDs(project, topic: topic, fids: fids)
         case .restoreUser:
             let user = try reader.readUser()
             let anonymous = try reader.readBool()
@@ -300,6 +320,21 @@ extension WALRecord {
         fids.reserveCapacity(count)
         for _ in 0..<count { fids.append(try reader.readFID()) }
         return fids
+    }
+
+    /// `u32 count | count x (u32 slot, u16 check)`; a count the remaining bytes cannot hold is
+    /// refused before anything is allocated.
+    private static func readSlotReferences(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [SlotReference] {
+        let count = Int(try reader.read(UInt32.self))
+        guard count <= Self.maximumFIDsPerRecord, count * 6 <= reader.remaining else {
+            throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
+        }
+        var installations: [SlotReference] = []
+        installations.reserveCapacity(count)
+        for _ in 0..<count {
+            installations.append(SlotReference(slot: try reader.read(UInt32.self), check: try reader.read(UInt16.self)))
+        }
+        return installations
     }
 
     /// `u32 count | count x u32`, strictly ascending.

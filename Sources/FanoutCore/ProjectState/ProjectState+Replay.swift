@@ -8,15 +8,10 @@ extension ProjectState {
         case .createProject, .deleteProject:
             break  // handled by the engine's project map
         case .register(_, let r):
+            // The logged FID as it is (no round trip through its string form).
             let (result, _) = try self.register(
-                RegistrationRequest(
-                    offeredFID: r.fid.string,
-                    token: r.token,
-                    platform: r.platform,
-                    appID: r.appID,
-                    device: r.device,
-                    apnsToken: r.apnsToken
-                ),
+                RegistrationRequest(token: r.token, platform: r.platform, appID: r.appID, device: r.device, apnsToken: r.apnsToken),
+                offering: r.fid,
                 now: r.at
             )
             guard !result.fidWasAssigned else {
@@ -38,11 +33,14 @@ extension ProjectState {
             _ = self.cleanUpAnonymousUsers(now: at)
         case .pruneExpiredInstallations(_, let at):
             _ = self.pruneExpired(now: at)
-        case .subscribe(_, let topic, let fids):
-            // Straight to the index: the batch limit is a rule for requests, and a snapshot holds a
-            // whole topic in one record.
+        case .subscribe(_, let topic, let installations):
+            // Straight to the index: the batch limit is a rule for requests.
+            _ = self.topics.subscribe(try self.slots(of: installations, topic: topic), to: topic)
+        case .unsubscribe(_, let topic, let installations):
+            self.topics.unsubscribe(try self.slots(of: installations, topic: topic), from: topic)
+        case .subscribeFIDs(_, let topic, let fids):
             _ = self.topics.subscribe(fids.compactMap { self.registry.slot(forFID: $0) }, to: topic)
-        case .unsubscribe(_, let topic, let fids):
+        case .unsubscribeFIDs(_, let topic, let fids):
             self.topics.unsubscribe(fids.compactMap { self.registry.slot(forFID: $0) }, from: topic)
         case .restoreUser(_, let user, let anonymous, let lastActive):
             guard self.users[user] == nil else { throw FanoutError(.internal, "replay: user \(user) restored twice") }
@@ -79,6 +77,21 @@ extension ProjectState {
         case .restoreMessageSequence(_, let next):
             self.deliveries.nextSequence = max(self.deliveries.nextSequence, next)
         }
+    }
+
+    /// The slots a subscription record names, each checked against the installation there.
+    /// - Throws: `INTERNAL` when a slot is empty or holds another installation (the log disagrees
+    ///   with itself).
+    private func slots(of installations: [SlotReference], topic: TopicName) throws(FanoutError) -> [UInt32] {
+        var slots: [UInt32] = []
+        slots.reserveCapacity(installations.count)
+        for installation in installations {
+            guard let fid = self.registry.fid(ofSlot: installation.slot), SlotReference.check(of: fid) == installation.check else {
+                throw FanoutError(.internal, "replay: a subscription to \(topic) names slot \(installation.slot), which does not hold that installation")
+            }
+            slots.append(installation.slot)
+        }
+        return slots
     }
 
     /// Records that rebuild this project's state exactly (for a snapshot): the slot layout,
@@ -130,7 +143,7 @@ extension WALRecord {
         case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
             .touch(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
-            .subscribe(let p, _, _), .unsubscribe(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
+            .subscribe(let p, _, _), .unsubscribe(let p, _, _), .subscribeFIDs(let p, _, _), .unsubscribeFIDs(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
             .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _), .restoreSlotLayout(let p, _, _),
             .send(let p, _, _), .sendBody(let p, _, _, _), .acknowledge(let p, _), .expireDeliveries(let p, _),
             .restoreMessage(let p, _, _, _, _), .restoreMessageBody(let p, _, _, _, _, _), .restoreMessageSequence(let p, _):

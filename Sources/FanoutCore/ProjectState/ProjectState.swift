@@ -48,8 +48,8 @@ struct ProjectState {
     // MARK: - Installations
 
     /// Registers an installation, or finds the same registration already there (logged only when new).
-    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
-        let result = try self.registry.register(request, now: now)
+    mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
+        let result = try self.registry.register(request, offering: offering, now: now)
         guard !result.isExisting else { return (result, []) }
         let i = result.installation
         return self.logged(
@@ -144,21 +144,21 @@ struct ProjectState {
 
     // MARK: - Topics
 
-    /// Subscribes up to `maximumBatchSize` installations to `topic`; the log records the FIDs
+    /// Subscribes up to `maximumBatchSize` installations to `topic`; the log records the slots
     /// that are subscribed now.
     mutating func subscribe(_ registrations: [RegistrationAddress], to topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
         try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
         var (results, slots, positions) = self.resolve(registrations)
-        var fids: [FID] = []
-        fids.reserveCapacity(slots.count)
+        var subscribed: [SlotReference] = []
+        subscribed.reserveCapacity(slots.count)
         for (index, code) in self.topics.subscribe(slots, to: topic).enumerated() {
             if let code {
                 results[positions[index]] = .failed(code)
-            } else if let fid = self.registry.fid(ofSlot: slots[index]) {
-                fids.append(fid)
+            } else if self.makesRecords {
+                subscribed.append(self.reference(to: slots[index]))
             }
         }
-        return self.logged(results, when: !fids.isEmpty, .subscribe(self.id, topic: topic, fids: fids))
+        return self.logged(results, when: !subscribed.isEmpty, .subscribe(self.id, topic: topic, installations: subscribed))
     }
 
     /// Unsubscribes up to `maximumBatchSize` installations from `topic`; not being subscribed is fine.
@@ -166,7 +166,12 @@ struct ProjectState {
         try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
         let (results, slots, _) = self.resolve(registrations)
         self.topics.unsubscribe(slots, from: topic)
-        return self.logged(results, when: !slots.isEmpty, .unsubscribe(self.id, topic: topic, fids: slots.compactMap { self.registry.fid(ofSlot: $0) }))
+        return self.logged(results, when: !slots.isEmpty, .unsubscribe(self.id, topic: topic, installations: slots.map(self.reference(to:))))
+    }
+
+    /// How a subscription record names a live installation.
+    private func reference(to slot: UInt32) -> SlotReference {
+        SlotReference(slot: slot, check: self.registry.fid(ofSlot: slot).map(SlotReference.check(of:)) ?? 0)
     }
 
     func topics(of address: RegistrationAddress) throws(FanoutError) -> [TopicName] {

@@ -172,8 +172,9 @@ struct InstallationRegistry {
     /// Registers a new installation. Checks everything before changing anything.
     /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
     ///   when the token was retired or an APNs token is given for a platform other than iOS.
-    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
-        let offered = request.offeredFID.flatMap(FID.init)
+    /// `offering` is an offered FID already parsed (replay), in place of `request.offeredFID`.
+    mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+        let offered = offering ?? request.offeredFID.flatMap(FID.init)
         if let token = request.token {
             if let holder = self.slot(forToken: token) {
                 if let repeated = self.repeatedRegistration(request, offered: offered, at: holder) { return repeated }

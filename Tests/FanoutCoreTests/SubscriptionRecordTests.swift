@@ -1,0 +1,49 @@
+@testable import FanoutCore
+import FanoutTestSupport
+import Testing
+
+/// Subscription records name installations by slot, with 16 bits of the FID that replay checks:
+/// a record naming an empty slot, or a slot that holds another installation, is refused instead
+/// of subscribing someone else.
+@Suite("Subscription records")
+struct SubscriptionRecordTests {
+    static let news = TopicName("news")!
+
+    static func register(_ fid: FID) -> WALRecord {
+        .register(.default, .init(fid: fid, token: nil, platform: .web, appID: AppID("1:1:web:a")!, device: DeviceDetails(), apnsToken: nil, at: Timestamp(millisecondsSinceEpoch: 1)))
+    }
+
+    @Test func replayChecksEachSlotAgainstItsInstallation() throws {
+        var random = SeededRandomNumberGenerator(seed: 5)
+        let first = FID.make(fromRandomBytes: random.bytes(17))
+        var other = FID.make(fromRandomBytes: random.bytes(17))
+        while SlotReference.check(of: other) == SlotReference.check(of: first) { other = FID.make(fromRandomBytes: random.bytes(17)) }
+        var state = ProjectState(id: .default, configuration: EngineConfiguration())
+        try state.replay(Self.register(first))
+        try state.replay(.subscribe(.default, topic: Self.news, installations: [SlotReference(slot: 0, fid: first)]))
+        #expect(state.topics.subscriberCount(of: Self.news) == 1)
+        #expect(throws: FanoutError.self, "slot 0 holds another installation") {
+            try state.replay(.unsubscribe(.default, topic: Self.news, installations: [SlotReference(slot: 0, fid: other)]))
+        }
+        #expect(throws: FanoutError.self, "slot 1 is empty") {
+            try state.replay(.subscribe(.default, topic: Self.news, installations: [SlotReference(slot: 1, fid: other)]))
+        }
+        #expect(state.topics.subscriberCount(of: Self.news) == 1, "a refused record changes nothing")
+        try state.replay(.unsubscribe(.default, topic: Self.news, installations: [SlotReference(slot: 0, fid: first)]))
+        #expect(state.topics.subscriberCount(of: Self.news) == 0)
+    }
+
+    /// What the engine logs for a batch: the slots it subscribed, not the ones it refused.
+    @Test func aSubscribeLogsTheSubscribedSlots() async throws {
+        let log = InMemoryChangeLog()
+        let engine = Engine(log: log)
+        let a = try await engine.register(RegistrationRequest(token: RegistrationToken("record-a")!, platform: .web, appID: AppID("1:1:web:a")!))
+        let b = try await engine.register(RegistrationRequest(token: RegistrationToken("record-b")!, platform: .web, appID: AppID("1:1:web:a")!))
+        _ = try await engine.subscribe([.token(RegistrationToken("record-b")!), .token(RegistrationToken("unknown")!), .fid(a.installation.fid)], to: Self.news)
+        guard case .subscribe(.default, Self.news, let installations)? = log.records.last else {
+            Issue.record("unexpected \(log.records)")
+            return
+        }
+        #expect(installations == [SlotReference(slot: b.installation.slot, fid: b.installation.fid), SlotReference(slot: a.installation.slot, fid: a.installation.fid)])
+    }
+}
