@@ -46,6 +46,9 @@ struct WorkloadOptions: ParsableArguments {
     @Option(help: "fanout consumer connections draining deliveries during sends.")
     var consumers = 3
 
+    @Option(name: .customLong("idle-connections"), help: "Connections held open at once in connections.")
+    var idleConnections = 10_000
+
     @Option(name: .customLong("batch-concurrency"), help: "Batches of 1000 in flight in register-batch.")
     var batchConcurrency = 8
 
@@ -73,7 +76,7 @@ struct WorkloadOptions: ParsableArguments {
     func validate() throws {
         guard self.installations > 0, self.topics > 0, self.concurrency > 0, self.connections > 0, self.sends > 0,
             self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0, self.latencyRequests > 0,
-            self.batchConcurrency > 0
+            self.batchConcurrency > 0, self.idleConnections > 0
         else {
             throw ValidationError("sizes, counts, rates and durations must be positive")
         }
@@ -96,6 +99,7 @@ struct WorkloadOptions: ParsableArguments {
         options.duration = .seconds(self.duration)
         options.latencyRequests = self.latencyRequests
         options.batchConcurrency = self.batchConcurrency
+        options.idleConnections = self.idleConnections
         options.quiet = self.quiet
         let workload = LoadWorkload(seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare)
         return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
@@ -109,10 +113,10 @@ struct WorkloadOptions: ParsableArguments {
 struct Scenario: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover or latency."
+        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency or connections."
     )
 
-    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover or latency.")
+    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency or connections.")
     var scenario: String
 
     @OptionGroup var workload: WorkloadOptions

@@ -18,6 +18,7 @@ struct LoadHarnessTests {
         options.duration = .seconds(1)
         options.latencyRequests = 200
         options.batchConcurrency = 2
+        options.idleConnections = 300
         options.quiet = true
         return LoadHarness(workload: LoadWorkload(seed: 3, installations: installations, topics: topics), options: options, durability: "always")
     }
@@ -30,6 +31,14 @@ struct LoadHarnessTests {
     func everyScenarioRunsAgainstAServerItStarts(scenario: LoadScenario) async throws {
         let harness = Self.harness()
         let report = try await harness.run(scenario)
+        if scenario == .connections {
+            let held = try #require(report.idleConnections)
+            #expect(held.connections == 300)
+            #expect(held.residentBytesAfter > 0 && held.residentBytesBefore > 0, "read from /proc before and while they are held")
+            #expect(held.freshPingP50Milliseconds > 0 && held.freshPingP50Milliseconds <= held.freshPingP99Milliseconds)
+            #expect(report.table.contains("connections: 300 held open"))
+            return
+        }
         for phase in report.phases {
             #expect(phase.errors.isEmpty, "\(phase.phase): \(phase.errors)")
             #expect(phase.latency.p50 <= phase.latency.p99 && phase.latency.p99 <= phase.latency.max)
@@ -65,7 +74,7 @@ struct LoadHarnessTests {
         case .registerBatch:
             let batches = try Self.phase(report, "fanout", "register-batch")
             #expect(batches.operations == 1 && batches.items == 600, "600 more installations in one request of 1000 at most")
-        case .register, .subscribe:
+        case .register, .subscribe, .connections:
             break
         }
         #expect(report.table.contains("fanout  register"))

@@ -12,6 +12,7 @@ public struct LoadReport: Codable, Sendable {
     public var phases: [PhaseResult] = []
     public var memory: [MemoryFigures] = []
     public var recovery: RecoveryFigures?
+    public var idleConnections: ConnectionFigures?
     /// fanout's figures over Redis's, for the phases both ran.
     public var comparisons: [Comparison] = []
 
@@ -104,6 +105,14 @@ public struct LoadReport: Codable, Sendable {
         if let recovery = self.recovery {
             lines.append("")
             lines.append(String(format: "recover: listening after %.2f s, serving after %.2f s (%d installations, %d subscriptions)", recovery.secondsUntilListening, recovery.secondsUntilServing, recovery.installations, recovery.subscriptions))
+        }
+        if let held = self.idleConnections {
+            lines.append("")
+            lines.append(
+                "connections: \(held.connections) held open, server RSS \(Self.bytes(held.residentBytesBefore)) -> \(Self.bytes(held.residentBytesAfter)), "
+                    + String(format: "%.0f bytes per connection; meanwhile a fresh connection: connect and HELLO %.2f ms, PING p50 %.3f ms, p99 %.3f ms",
+                        held.bytesPerConnection, held.freshConnectMilliseconds, held.freshPingP50Milliseconds, held.freshPingP99Milliseconds)
+            )
         }
         if !self.comparisons.isEmpty {
             lines.append("")

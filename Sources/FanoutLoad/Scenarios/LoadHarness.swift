@@ -48,6 +48,13 @@ public struct LoadHarness: Sendable {
                 throw LoadError("recover kills the server, so it needs one the harness starts (leave out --server)")
             }
             let pid = running.pid
+            if scenario == .connections {
+                report.idleConnections = try await IdleConnections.hold(
+                    self.options.idleConnections, concurrency: 64, host: running.host, port: running.port, apiKey: running.adminKey,
+                    serverResources: { pid.flatMap { ProcessResources.of(pid: $0) } }
+                )
+                return report
+            }
             let session = try await self.fanoutSession(
                 host: running.host, port: running.port, adminKey: running.adminKey,
                 resources: { pid.flatMap { ProcessResources.of(pid: $0) } }
@@ -61,6 +68,17 @@ public struct LoadHarness: Sendable {
         let directory = TemporaryDirectory.path("fanout-load")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory, durability: self.durability)
+        if scenario == .connections {
+            // Before the server starts: it inherits the limit on open files.
+            try IdleConnections.raiseOpenFileLimit(to: self.options.idleConnections + 1024)
+            try await server.start()
+            report.idleConnections = try await IdleConnections.hold(
+                self.options.idleConnections, concurrency: 64, host: "127.0.0.1", port: server.port, apiKey: server.adminKey,
+                serverResources: { server.resources }
+            )
+            server.stop()
+            return report
+        }
         try await server.start()
         let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
         let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
@@ -129,6 +147,8 @@ public struct LoadHarness: Sendable {
             await session.latency()
         case .registerBatch:
             await session.registerBatches()
+        case .connections:
+            break  // run before any session
         case .sendTopic:
             try await session.send(conditions: false, drain: drain)
         case .sendCondition:

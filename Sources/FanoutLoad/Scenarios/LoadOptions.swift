@@ -16,6 +16,8 @@ public struct LoadOptions: Sendable {
     public var duration: Duration = .seconds(10)
     /// Batches of 1000 registrations in flight at once in `register-batch`.
     public var batchConcurrency = 8
+    /// Connections `connections` holds open at once.
+    public var idleConnections = 10_000
     /// Round trips per phase in `latency` (one at a time).
     public var latencyRequests = 20_000
     public var quiet = false

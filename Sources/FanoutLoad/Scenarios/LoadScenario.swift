@@ -11,8 +11,11 @@ public enum LoadScenario: String, CaseIterable, Sendable, Codable {
     case recover
     /// Round trips one at a time on one connection: PING, then a read of one installation.
     case latency
+    /// Idle connections held open at once: the server's memory per connection, and a fresh one's
+    /// round trips meanwhile.
+    case connections
 
     package var needsSubscriptions: Bool {
-        self != .register && self != .registerBatch && self != .latency
+        self != .register && self != .registerBatch && self != .latency && self != .connections
     }
 }

@@ -1,0 +1,91 @@
+import FanoutClient
+import FanoutCore
+import FanoutWire
+import Foundation
+
+/// The `connections` scenario: many authenticated connections held open and idle at once, the
+/// server's resident memory per connection, and how promptly a fresh connection is answered
+/// while they are held.
+enum IdleConnections {
+    /// Opens `count` connections (HELLO answered on each), `concurrency` connects at a time; then
+    /// measures a fresh connection's connect and HELLO, and its PING round trips; closes them all.
+    static func hold(
+        _ count: Int,
+        concurrency: Int,
+        host: String,
+        port: Int,
+        apiKey: String,
+        serverResources: @Sendable () -> ProcessResources?
+    ) async throws -> ConnectionFigures {
+        try raiseOpenFileLimit(to: count + 1024)
+        let before = serverResources()
+        var clients: [FanoutClient] = []
+        clients.reserveCapacity(count)
+        var next = 0
+        while next < count {
+            let wave = min(concurrency, count - next)
+            let opened = try await withThrowingTaskGroup(of: FanoutClient.self) { group in
+                for _ in 0..<wave {
+                    group.addTask { try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, clientName: "fanout-load idle") }
+                }
+                var opened: [FanoutClient] = []
+                for try await client in group { opened.append(client) }
+                return opened
+            }
+            clients += opened
+            next += wave
+        }
+        let after = serverResources()
+
+        let start = ContinuousClock.now
+        let fresh = try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, clientName: "fanout-load fresh")
+        let connected = ContinuousClock.now - start
+        var pings: [Duration] = []
+        for _ in 0..<200 {
+            let sent = ContinuousClock.now
+            try await fresh.ping()
+            pings.append(ContinuousClock.now - sent)
+        }
+        try? await fresh.close()
+        for client in clients { try? await client.close() }
+        clients = []
+        pings.sort()
+        func milliseconds(_ duration: Duration) -> Double { duration / .milliseconds(1) }
+        let beforeBytes = before?.residentBytes ?? 0
+        let afterBytes = after?.residentBytes ?? 0
+        return ConnectionFigures(
+            connections: count,
+            residentBytesBefore: beforeBytes,
+            residentBytesAfter: afterBytes,
+            bytesPerConnection: Double(afterBytes - beforeBytes) / Double(max(count, 1)),
+            freshConnectMilliseconds: milliseconds(connected),
+            freshPingP50Milliseconds: milliseconds(pings[pings.count / 2]),
+            freshPingP99Milliseconds: milliseconds(pings[pings.count * 99 / 100])
+        )
+    }
+
+    /// Raises this process's soft limit on open files (a child it starts inherits it).
+    static func raiseOpenFileLimit(to wanted: Int) throws {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        guard limit.rlim_cur < rlim_t(wanted) else { return }
+        guard limit.rlim_max >= rlim_t(wanted) else {
+            throw LoadError("\(wanted) open files are needed and the hard limit is \(limit.rlim_max) (ulimit -Hn)")
+        }
+        limit.rlim_cur = rlim_t(wanted)
+        setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
+/// What the `connections` scenario measured.
+public struct ConnectionFigures: Codable, Sendable {
+    public var connections: Int
+    /// The server's resident memory before the connections were opened and while they were held.
+    public var residentBytesBefore: Int
+    public var residentBytesAfter: Int
+    public var bytesPerConnection: Double
+    /// A fresh connection while they are held: connect and HELLO, then PING round trips.
+    public var freshConnectMilliseconds: Double
+    public var freshPingP50Milliseconds: Double
+    public var freshPingP99Milliseconds: Double
+}
