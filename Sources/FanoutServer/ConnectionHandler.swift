@@ -1,3 +1,4 @@
+internal import DequeModule
 internal import FanoutCore
 internal import FanoutKeys
 internal import FanoutModel
@@ -19,7 +20,8 @@ struct ConnectionSettings: Sendable {
 /// engine as its frame is decoded, in the order received, with no hop to another thread; a request
 /// that changed nothing is answered at once, and the replies of a read leave with the next flush.
 /// A change's reply waits for the log without a task: the log's writer calls back when its batch is
-/// durable, and the replies one batch released leave in one write (`DurableReplies`). A consumer's
+/// durable, and the replies one batch released leave in one write (`DurableReplies`), in the order
+/// the changes were applied (a callback can come before an earlier one's). A consumer's
 /// deliveries are written as the engine hands them out, in batches, while the socket takes them.
 /// Frames are encoded here, into one buffer per flush: the socket gets one write for all the
 /// replies and deliveries of a turn of the event loop, not one trip through the pipeline each.
@@ -40,6 +42,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var state: ConnectionState
     private var attachment: (consumer: DeliveryConsumer, requestID: UInt32)?
     private let durableReplies = DurableReplies()
+    /// The replies of applied changes in the order applied, nil until durable; the first is
+    /// number `firstWaitingReply`. They leave from the front, in order.
+    private var waitingReplies = Deque<ServerFrame?>()
+    private var firstWaitingReply: UInt64 = 0
     /// Replies waiting for the log or a snapshot.
     private var inFlight = 0
     /// A read the channel asked for, held while `inFlight` is at its maximum.
@@ -210,10 +216,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return
         }
         self.inFlight += 1
+        let number = self.firstWaitingReply + UInt64(self.waitingReplies.count)
+        self.waitingReplies.append(nil)
         let replies = self.durableReplies
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         applied.whenDurable { result in
-            guard replies.append(ServerFrame(requestID: id, message: Self.message(result))) else { return }
+            guard replies.append(number, ServerFrame(requestID: id, message: Self.message(result))) else { return }
             handler.eventLoop.execute {
                 let (handler, context) = handler.value
                 handler.writeDurableReplies(context: context)
@@ -228,11 +236,18 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Writes every reply the log has released since the last time, with one flush.
+    /// Writes, in order and with one flush, the replies the log has released that no earlier
+    /// reply still waits in front of.
     private func writeDurableReplies(context: ChannelHandlerContext) {
-        let frames = self.durableReplies.takeAll()
-        self.inFlight -= frames.count
-        for frame in frames { self.write(frame, context: context) }
+        for (number, frame) in self.durableReplies.takeAll() {
+            self.waitingReplies[Int(number - self.firstWaitingReply)] = frame
+        }
+        while let first = self.waitingReplies.first, let frame = first {
+            self.waitingReplies.removeFirst()
+            self.firstWaitingReply += 1
+            self.inFlight -= 1
+            self.write(frame, context: context)
+        }
         self.flushIfNeeded(context: context)
         self.afterReplies(context: context)
     }
@@ -345,22 +360,23 @@ final class ConnectionHandler: ChannelDuplexHandler {
 @available(*, unavailable)
 extension ConnectionHandler: Sendable {}
 
-/// Replies whose changes the log has made durable, handed from its writer thread to the event loop.
-/// The first of a batch schedules one drain on the loop, which writes them all with one flush.
+/// Replies whose changes the log has made durable, with their numbers in the connection's order,
+/// handed from the log's writer thread to the event loop. The first of a batch schedules one
+/// drain on the loop, which writes them all with one flush.
 final class DurableReplies: Sendable {
-    private let frames = Locked<[ServerFrame]>([])
+    private let frames = Locked<[(number: UInt64, frame: ServerFrame)]>([])
 
     /// Adds a reply; true when the caller should schedule the drain (there was none waiting).
-    func append(_ frame: ServerFrame) -> Bool {
+    func append(_ number: UInt64, _ frame: ServerFrame) -> Bool {
         self.frames.withLock { frames in
-            frames.append(frame)
+            frames.append((number, frame))
             return frames.count == 1
         }
     }
 
-    func takeAll() -> [ServerFrame] {
+    func takeAll() -> [(number: UInt64, frame: ServerFrame)] {
         self.frames.withLock { frames in
-            var taken: [ServerFrame] = []
+            var taken: [(number: UInt64, frame: ServerFrame)] = []
             swap(&taken, &frames)
             return taken
         }

@@ -24,8 +24,8 @@ struct ConnectionHandlerTests {
         }
     }
 
-    static func connection(maximumInFlight: Int) throws -> (channel: EmbeddedChannel, reads: ReadCounter, log: InMemoryChangeLog) {
-        let log = InMemoryChangeLog(acknowledgement: .manual)
+    static func connection(maximumInFlight: Int, notifiesNewestFirst: Bool = false) throws -> (channel: EmbeddedChannel, reads: ReadCounter, log: InMemoryChangeLog) {
+        let log = InMemoryChangeLog(acknowledgement: .manual, notifiesNewestFirst: notifiesNewestFirst)
         let engine = Engine(log: log)
         let settings = ConnectionSettings(
             executor: RequestExecutor(engine: engine, maximumPayloadSize: 1 << 20),
@@ -66,6 +66,17 @@ struct ConnectionHandlerTests {
         let replies = writes.flatMap { $0 }
         #expect(replies.map(\.requestID) == [2, 3])
         #expect(replies.allSatisfy { if case .registered = $0.message { true } else { false } })
+        _ = try channel.finish()
+    }
+
+    /// The log may call back out of order (a change applied while the writer tells the others
+    /// hears at once); the replies of changes still leave in the order the changes were applied.
+    @Test func repliesOfChangesLeaveInTheOrderApplied() throws {
+        let (channel, _, log) = try Self.connection(maximumInFlight: 16, notifiesNewestFirst: true)
+        for id in 2...5 { try channel.writeInbound(Self.register(UInt32(id))) }
+        log.acknowledge(through: .max)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readServerFrames().map(\.requestID) == [2, 3, 4, 5])
         _ = try channel.finish()
     }
 

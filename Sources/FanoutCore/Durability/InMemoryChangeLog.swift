@@ -44,9 +44,14 @@ package final class InMemoryChangeLog: ChangeLog {
 
     private let acknowledgement: Acknowledgement
     private let state = ConditionLocked(State())
+    /// Tells the waiters an acknowledgement releases newest first (`.manual`): callers must not
+    /// rely on the order callbacks arrive in (a waiter registered while the writer is telling the
+    /// others hears first), and tests hold them to it.
+    private let notifiesNewestFirst: Bool
 
-    package init(acknowledgement: Acknowledgement = .immediate) {
+    package init(acknowledgement: Acknowledgement = .immediate, notifiesNewestFirst: Bool = false) {
         self.acknowledgement = acknowledgement
+        self.notifiesNewestFirst = notifiesNewestFirst
     }
 
     /// The records appended so far, in order.
@@ -63,7 +68,7 @@ package final class InMemoryChangeLog: ChangeLog {
             return (released, state.onAcknowledged, LogTicket(lsn: state.acknowledged, epoch: 0))
         }
         handler?(ticket)
-        for notify in released { notify(nil) }
+        for notify in self.notifiesNewestFirst ? released.reversed() : released { notify(nil) }
     }
 
     // MARK: - ChangeLog
