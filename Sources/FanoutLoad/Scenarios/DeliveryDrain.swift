@@ -3,11 +3,15 @@ import FanoutCore
 import FanoutWire
 
 /// Consumer connections that take fanout's deliveries as they arrive and acknowledge each batch
-/// with one ACK, as delivery workers do (platform workers spread over the three platforms).
+/// with one ACK, as delivery workers do (platform workers spread over the three platforms). A
+/// worker does not wait for an ACK's reply before taking the next batch: up to
+/// `acknowledgementsInFlight` ACKs are pipelined per connection (the server gives the credit back
+/// when it applies an ACK, and answers once it is durable).
 final class DeliveryDrain: Sendable {
     private let admin: FanoutClient
     private let consumers: [(client: FanoutClient, stream: DeliveryStream)]
     private let acknowledged = Counter()
+    static let acknowledgementsInFlight = 8
 
     private init(admin: FanoutClient, consumers: [(client: FanoutClient, stream: DeliveryStream)]) {
         self.admin = admin
@@ -31,23 +35,44 @@ final class DeliveryDrain: Sendable {
         await withTaskGroup(of: PhaseRecorder.self) { group in
             for (client, stream) in self.consumers {
                 group.addTask {
-                    var recorder = PhaseRecorder()
-                    while true {
-                        let batch: [WireDelivery]
-                        do {
-                            batch = try await stream.nextBatch()
-                        } catch {
-                            return recorder
+                    await withTaskGroup(of: (Duration, Result<Int, any Error>).self) { acknowledgements in
+                        var recorder = PhaseRecorder()
+                        func record(_ outcome: (Duration, Result<Int, any Error>)) {
+                            switch outcome.1 {
+                            case .success(let count):
+                                recorder.record(outcome.0, items: count)
+                                self.acknowledged.add(count)
+                            case .failure(let error):
+                                recorder.record(outcome.0, error: error)
+                            }
                         }
-                        if batch.isEmpty { return recorder }
-                        let start = ContinuousClock.now
-                        do {
-                            let count = try await client.acknowledge(batch.map(\.id))
-                            recorder.record(ContinuousClock.now - start, items: count)
-                            self.acknowledged.add(count)
-                        } catch {
-                            recorder.record(ContinuousClock.now - start, error: error)
+                        var inFlight = 0
+                        while true {
+                            let batch: [WireDelivery]
+                            do {
+                                batch = try await stream.nextBatch()
+                            } catch {
+                                break
+                            }
+                            if batch.isEmpty { break }
+                            let ids = batch.map(\.id)
+                            acknowledgements.addTask {
+                                let start = ContinuousClock.now
+                                do {
+                                    let count = try await client.acknowledge(ids)
+                                    return (ContinuousClock.now - start, .success(count))
+                                } catch {
+                                    return (ContinuousClock.now - start, .failure(error))
+                                }
+                            }
+                            inFlight += 1
+                            if inFlight >= Self.acknowledgementsInFlight, let outcome = await acknowledgements.next() {
+                                inFlight -= 1
+                                record(outcome)
+                            }
                         }
+                        for await outcome in acknowledgements { record(outcome) }
+                        return recorder
                     }
                 }
             }
