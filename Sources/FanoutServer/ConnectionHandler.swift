@@ -254,15 +254,26 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Encodes `frame` into the output; a reply too large for a frame is answered with the error.
     private func write(_ frame: ServerFrame, context: ChannelHandlerContext) {
+        self.encode(requestID: frame.requestID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
+            try frame.encode(into: &output, maximumPayloadSize: maximum)
+        }
+    }
+
+    /// Appends what `body` encodes to the output; when it refuses (a frame too large), the error
+    /// in its place (`body` leaves nothing of a refused frame behind, and an error frame fits).
+    private func encode(
+        requestID: UInt32,
+        context: ChannelHandlerContext,
+        _ body: (inout ByteBuffer, Int) throws(ProtocolError) -> Void
+    ) {
         guard !self.isClosing else { return }
         var output = self.output ?? context.channel.allocator.buffer(capacity: 512)
         self.output = nil
         let maximum = self.settings.executor.maximumPayloadSize
         do {
-            try frame.encode(into: &output, maximumPayloadSize: maximum)
+            try body(&output, maximum)
         } catch {
-            // `encode` leaves nothing of the refused frame behind; an error frame always fits.
-            try? ServerFrame(requestID: frame.requestID, message: .error(error.fanoutError)).encode(into: &output, maximumPayloadSize: maximum)
+            try? ServerFrame(requestID: requestID, message: .error(error.fanoutError)).encode(into: &output, maximumPayloadSize: maximum)
         }
         self.output = output
     }
@@ -346,7 +357,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
             return
         }
         for delivery in deliveries {
-            self.write(ServerFrame(requestID: attachID, message: .delivery(WireDelivery(delivery))), context: context)
+            self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
+                try output.writeDeliveryFrame(
+                    attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, platform: delivery.platform,
+                    expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker, payload: delivery.payload,
+                    maximumPayloadSize: maximum
+                )
+            }
         }
         self.flushIfNeeded(context: context)
         self.pumpScheduled = true

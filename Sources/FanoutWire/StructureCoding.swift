@@ -20,14 +20,25 @@ extension ByteBuffer {
     }
 
     mutating func writeWireDelivery(_ d: WireDelivery) throws(ProtocolError) {
-        self.writeMultipleIntegers(d.id.messageSequence, d.id.slot)
-        self.writeWireFID(d.fid)
-        try self.writeWireOptionalString(d.token?.value, field: "token")
-        self.writeInteger(d.platform.code)
-        self.writeWireTimestamp(d.expiry)
-        self.writeWireBool(d.isInFlight)
-        self.writeWireBool(d.isDeletedMessagesMarker)
-        try self.writeWireBytes(d.payload, field: "payload")
+        try self.writeWireDelivery(
+            id: d.id, fid: d.fid, token: d.token?.value, platform: d.platform, expiry: d.expiry,
+            isInFlight: d.isInFlight, isDeletedMessagesMarker: d.isDeletedMessagesMarker, payload: d.payload
+        )
+    }
+
+    /// `delivery` from its fields.
+    mutating func writeWireDelivery(
+        id: DeliveryID, fid: FID, token: String?, platform: Platform, expiry: Timestamp,
+        isInFlight: Bool, isDeletedMessagesMarker: Bool, payload: [UInt8]
+    ) throws(ProtocolError) {
+        self.writeMultipleIntegers(id.messageSequence, id.slot)
+        self.writeWireFID(fid)
+        try self.writeWireOptionalString(token, field: "token")
+        self.writeInteger(platform.code)
+        self.writeWireTimestamp(expiry)
+        self.writeWireBool(isInFlight)
+        self.writeWireBool(isDeletedMessagesMarker)
+        try self.writeWireBytes(payload, field: "payload")
     }
 
     mutating func writeWireItemResults(_ results: [BatchItemResult]) throws(ProtocolError) {

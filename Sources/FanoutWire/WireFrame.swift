@@ -1,4 +1,4 @@
-internal import FanoutModel
+package import FanoutModel
 public import NIOCore
 
 /// The messages of one direction (`ClientRequest`, `ServerMessage`): each knows its opcode and
@@ -28,20 +28,9 @@ public struct Frame<Message: WireMessage>: Hashable, Sendable {
     /// - Throws: `RESOURCE_EXHAUSTED` when the payload is over `maximumPayloadSize` (nothing is
     ///   left in `buffer`), or `INVALID_ARGUMENT` for a field that cannot be encoded.
     public func encode(into buffer: inout ByteBuffer, maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize) throws(ProtocolError) {
-        let start = buffer.writerIndex
-        buffer.writeMultipleIntegers(FrameHeader.currentVersion, self.opcode.rawValue, UInt16(0), self.requestID, UInt32(0))
-        do {
+        try buffer.writeFrame(opcode: self.opcode, requestID: self.requestID, maximumPayloadSize: maximumPayloadSize) { (buffer: inout ByteBuffer) throws(ProtocolError) in
             try self.message.encodePayload(into: &buffer)
-        } catch {
-            buffer.moveWriterIndex(to: start)
-            throw error
         }
-        let length = buffer.writerIndex - start - FrameHeader.size
-        guard length <= maximumPayloadSize else {
-            buffer.moveWriterIndex(to: start)
-            throw ProtocolError(.resourceExhausted, "a \(self.opcode) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: self.requestID)
-        }
-        buffer.setInteger(UInt32(length), at: start + 8)
     }
 
     /// The frame of a header and its whole payload.
@@ -61,4 +50,52 @@ extension Frame where Message == ClientRequest {
     }
 
     public var request: ClientRequest { self.message }
+}
+
+extension ByteBuffer {
+    /// Appends a frame: the header, the payload `body` writes, and its length.
+    /// - Throws: what `body` throws, or `RESOURCE_EXHAUSTED` when the payload is over
+    ///   `maximumPayloadSize`; either way nothing of the frame is left in the buffer.
+    package mutating func writeFrame(
+        opcode: Opcode,
+        requestID: UInt32,
+        maximumPayloadSize: Int,
+        _ body: (inout ByteBuffer) throws(ProtocolError) -> Void
+    ) throws(ProtocolError) {
+        let start = self.writerIndex
+        self.writeMultipleIntegers(FrameHeader.currentVersion, opcode.rawValue, UInt16(0), requestID, UInt32(0))
+        do {
+            try body(&self)
+        } catch {
+            self.moveWriterIndex(to: start)
+            throw error
+        }
+        let length = self.writerIndex - start - FrameHeader.size
+        guard length <= maximumPayloadSize else {
+            self.moveWriterIndex(to: start)
+            throw ProtocolError(.resourceExhausted, "a \(opcode) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: requestID)
+        }
+        self.setInteger(UInt32(length), at: start + 8)
+    }
+
+    /// Appends a DELIVERY frame from a delivery's fields, without building a `WireDelivery` or a
+    /// `ServerMessage` (the server's hot path).
+    package mutating func writeDeliveryFrame(
+        attachID: UInt32,
+        id: DeliveryID,
+        fid: FID,
+        token: String?,
+        platform: Platform,
+        expiry: Timestamp,
+        isDeletedMessagesMarker: Bool,
+        payload: [UInt8],
+        maximumPayloadSize: Int
+    ) throws(ProtocolError) {
+        try self.writeFrame(opcode: .delivery, requestID: attachID, maximumPayloadSize: maximumPayloadSize) { (buffer: inout ByteBuffer) throws(ProtocolError) in
+            try buffer.writeWireDelivery(
+                id: id, fid: fid, token: token, platform: platform, expiry: expiry,
+                isInFlight: false, isDeletedMessagesMarker: isDeletedMessagesMarker, payload: payload
+            )
+        }
+    }
 }

@@ -53,6 +53,23 @@ struct WireCodecTests {
         #expect(seen.count >= 30)
     }
 
+    /// The server writes DELIVERY frames from a delivery's fields: the same bytes as the message.
+    @Test func aDeliveryFrameFromFieldsIsTheMessagesFrame() throws {
+        var samples = WireSamples(seed: 9)
+        for _ in 0..<200 {
+            var delivery = samples.delivery()
+            delivery.isInFlight = false
+            let attachID = samples.u32()
+            var direct = ByteBuffer()
+            try direct.writeDeliveryFrame(
+                attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, platform: delivery.platform,
+                expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker, payload: delivery.payload,
+                maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize
+            )
+            #expect(direct == (try Self.encode(ServerFrame(requestID: attachID, message: .delivery(delivery)))))
+        }
+    }
+
     /// Drip-fed, batched and shuffled inputs decode to the same frames (NIO's verifier).
     @Test func decoderHandlesEverySplitOfTheStream() throws {
         var samples = WireSamples(seed: 7)
