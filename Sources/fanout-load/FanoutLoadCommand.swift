@@ -158,7 +158,7 @@ struct Scenario: AsyncParsableCommand {
 
 struct Compare: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register, latency, subscribe, send-topic, send-condition and register-batch against Redis and fanoutd, both started here on loopback, with the ratios.",
+        abstract: "Register, subscribe, send-topic, send-condition, register-batch and (taking turns) latency against Redis and fanoutd, both started here on loopback, with the ratios.",
         discussion: """
             Redis runs with appendonly yes and the appendfsync that matches --durability; it is \
             installed with apt-get when redis-server is missing.

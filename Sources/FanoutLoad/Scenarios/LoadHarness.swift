@@ -92,8 +92,10 @@ public struct LoadHarness: Sendable {
         return report
     }
 
-    /// The same register, latency, subscribe, send-topic, send-condition and register-batch phases against Redis and then
-    /// fanoutd, both started here, with the ratios of their figures.
+    /// The same register, subscribe, send-topic, send-condition and register-batch phases against
+    /// Redis and then fanoutd, both started here, with the ratios of their figures. Then the
+    /// latency phases, with the two systems taking turns in short blocks (Redis idle while fanoutd
+    /// runs and the other way round), so that both are measured in the same minutes of the machine.
     public func compare() async throws -> LoadReport {
         var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
         let directory = TemporaryDirectory.path("fanout-load-compare")
@@ -109,16 +111,17 @@ public struct LoadHarness: Sendable {
             dataMemory: { try? await RedisProcess.usedMemory(probe) }
         )
         try await self.runComparedPhases(on: redisSession, drain: nil)
-        await redisBackend.close()
-        try? await probe.close()
-        await redis.stop()
-        report.add(redisSession)
 
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
         try await server.start()
         let fanoutSession = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
         let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
         try await self.runComparedPhases(on: fanoutSession, drain: drain)
+        await LoadSession.latencyInTurns([redisSession, fanoutSession])
+        await redisBackend.close()
+        try? await probe.close()
+        await redis.stop()
+        report.add(redisSession)
         await fanoutSession.backend.close()
         server.stop()
         report.add(fanoutSession)
@@ -128,7 +131,6 @@ public struct LoadHarness: Sendable {
 
     private func runComparedPhases(on session: LoadSession, drain: DeliveryDrainTarget?) async throws {
         await session.register()
-        await session.latency()
         await session.subscribe()
         try await session.send(conditions: false, drain: drain)
         try await session.send(conditions: true, drain: drain)

@@ -104,6 +104,53 @@ public final class LoadSession: @unchecked Sendable {
         }
     }
 
+    /// The latency phases of several systems, taking turns: blocks of `turn` round trips, each
+    /// system's block after the other's, PINGs first and then reads, so that every system is
+    /// measured in the same minutes (this VM's speed drifts by tens of percent within minutes).
+    /// Each system gets its `latency ping` and `latency read` phases, with the server's and the
+    /// harness's CPU summed over its own blocks.
+    static func latencyInTurns(_ sessions: [LoadSession], turn: Int = 1000) async {
+        for (name, read) in [("latency ping", false), ("latency read", true)] {
+            var recorders = Array(repeating: PhaseRecorder(), count: sessions.count)
+            var elapsed = Array(repeating: Duration.zero, count: sessions.count)
+            var serverCPU = Array(repeating: 0.0, count: sessions.count)
+            var harnessCPU = Array(repeating: 0.0, count: sessions.count)
+            let requests = sessions.first?.options.latencyRequests ?? 0
+            var done = 0
+            while done < requests {
+                let count = min(turn, requests - done)
+                for (index, session) in sessions.enumerated() {
+                    let backend = session.backend
+                    let installations = session.workload.installations
+                    let first = done
+                    let server = session.serverResources()
+                    let harness = ProcessResources.ofThisProcess()
+                    let start = ContinuousClock.now
+                    let block = await LoadRunner.closedLoop(name, count: count, concurrency: 1, progress: Progress(quiet: true)) { offset, _ in
+                        if read {
+                            try await backend.readInstallation(((first + offset) &* 7919) % installations, worker: 0)
+                        } else {
+                            try await backend.ping(worker: 0)
+                        }
+                        return 1
+                    }
+                    elapsed[index] += ContinuousClock.now - start
+                    if let before = server, let after = session.serverResources() { serverCPU[index] += after.cpuSeconds - before.cpuSeconds }
+                    if let before = harness, let after = ProcessResources.ofThisProcess() { harnessCPU[index] += after.cpuSeconds - before.cpuSeconds }
+                    recorders[index].merge(block)
+                }
+                done += count
+            }
+            for (index, session) in sessions.enumerated() {
+                session.results.append(PhaseResult(
+                    system: session.backend.system, phase: name, itemName: "round trips", recorder: recorders[index],
+                    elapsed: elapsed[index], cpuSeconds: serverCPU[index], harnessCPUSeconds: harnessCPU[index],
+                    residentBytes: session.serverResources()?.residentBytes
+                ))
+            }
+        }
+    }
+
     /// Round trips one at a time on one connection, from the same client loop on either system:
     /// `latency ping` (PING), then `latency read` (one installation by its token; Redis: HGET).
     /// Needs the installations registered.
