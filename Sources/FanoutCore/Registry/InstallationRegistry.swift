@@ -64,7 +64,7 @@ struct InstallationRegistry {
     }
 
     private func slot(forFIDShapedToken fid: FID) -> UInt32? {
-        RegistrationToken(fid.description).flatMap(self.slot(forToken:))
+        RegistrationToken(fid.description).flatMap { self.slot(forToken: $0) }
     }
 
     /// The slots of many addresses (nil where unknown), in order. Hashes every key first and probes
@@ -103,12 +103,12 @@ struct InstallationRegistry {
         return RegistrationResult(installation: installation, fidWasAssigned: offered == nil, isExisting: true)
     }
 
-    func slot(forFID fid: FID) -> UInt32? {
-        self.slotByFID.find(hash: fid.hashValue) { self.records[Int($0)].fid == fid }
+    func slot(forFID fid: FID, hash: Int? = nil) -> UInt32? {
+        self.slotByFID.find(hash: hash ?? fid.hashValue) { self.records[Int($0)].fid == fid }
     }
 
-    func slot(forToken token: RegistrationToken) -> UInt32? {
-        self.slotByToken.find(hash: token.hashValue) { self.records[Int($0)].token == token }
+    func slot(forToken token: RegistrationToken, hash: Int? = nil) -> UInt32? {
+        self.slotByToken.find(hash: hash ?? token.hashValue) { self.records[Int($0)].token == token }
     }
 
     func isLive(_ slot: UInt32) -> Bool {
@@ -175,15 +175,18 @@ struct InstallationRegistry {
     /// `offering` is an offered FID already parsed (replay), in place of `request.offeredFID`.
     mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> RegistrationResult {
         let offered = offering ?? request.offeredFID.flatMap(FID.init)
+        // Each key is hashed once: a token's hash reads all of its bytes (SipHash).
+        let tokenHash = request.token?.hashValue
+        let offeredHash = offered?.hashValue
         if let token = request.token {
-            if let holder = self.slot(forToken: token) {
+            if let holder = self.slot(forToken: token, hash: tokenHash) {
                 if let repeated = self.repeatedRegistration(request, offered: offered, at: holder) { return repeated }
                 throw FanoutError(.alreadyExists, "the token is registered to another installation", field: "token")
             }
             guard !self.isRetired(token) else {
                 throw .invalidArgument("the token was retired (rotated away or deleted) and cannot be registered again", field: "token")
             }
-        } else if let offered, let holder = self.slot(forFID: offered),
+        } else if let offered, let holder = self.slot(forFID: offered, hash: offeredHash),
             let repeated = self.repeatedRegistration(request, offered: offered, at: holder)
         {
             return repeated
@@ -193,9 +196,10 @@ struct InstallationRegistry {
         }
         var fid: FID
         var assigned = true
-        if let offered, self.slot(forFID: offered) == nil, !self.retiredFIDs.contains(offered)
-        {
+        var fidHash: Int
+        if let offered, let offeredHash, self.slot(forFID: offered, hash: offeredHash) == nil, !self.retiredFIDs.contains(offered) {
             fid = offered
+            fidHash = offeredHash
             assigned = false
         } else {
             fid = try FID.generate()
@@ -203,6 +207,7 @@ struct InstallationRegistry {
             while self.slot(forFID: fid) != nil || self.retiredFIDs.contains(fid) {
                 fid = try FID.generate()
             }
+            fidHash = fid.hashValue
         }
 
         let slot = self.allocateSlot()
@@ -219,9 +224,9 @@ struct InstallationRegistry {
             user: nil,
             extras: extras
         )
-        self.slotByFID.insert(hash: fid.hashValue, slot: slot)
-        if let token = request.token {
-            self.slotByToken.insert(hash: token.hashValue, slot: slot)
+        self.slotByFID.insert(hash: fidHash, slot: slot)
+        if let tokenHash {
+            self.slotByToken.insert(hash: tokenHash, slot: slot)
         }
         self.platformCodes[Int(slot)] = request.platform.code
         self.liveSlots.insert(slot)
