@@ -103,6 +103,8 @@ struct ConnectionState {
             if let project = request.project, !key.projects.contains(project) {
                 return .reply(.error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))
             }
+            // PING touches nothing: answered here, without the engine.
+            if case .ping = request { return .reply(.pong) }
             return self.consumerAction(request) ?? .perform(request)
         }
     }

@@ -13,8 +13,6 @@ struct RequestExecutor: Sendable {
     func execute(_ request: ClientRequest, key: APIKey, changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage {
         let opcode = request.opcode
         switch request {
-        case .ping:
-            return .pong
         case .createProject(let project):
             try changes.createProject(try Self.project(project))
             return .done(opcode)
@@ -139,7 +137,7 @@ struct RequestExecutor: Sendable {
                 deliveries: try self.engine.deliveryStatistics(in: id),
                 log: self.engine.logStatistics ?? WALStatistics()
             ))
-        case .hello, .snapshot, .attach, .grant, .acknowledge, .detach:
+        case .hello, .ping, .snapshot, .attach, .grant, .acknowledge, .detach:
             throw FanoutError(.internal, "\(opcode) is handled by the connection")
         }
     }
