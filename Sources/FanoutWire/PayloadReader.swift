@@ -40,27 +40,29 @@ struct PayloadReader {
         }
     }
 
-    mutating func string(_ field: @autoclosure () -> String) throws(ProtocolError) -> String {
+    /// A `string`'s bytes, made into a value by `make` (nil: the field is refused as `invalid`).
+    private mutating func stringBytes<Value>(
+        _ field: () -> String,
+        invalid: String,
+        _ make: (UnsafeRawBufferPointer) -> Value?
+    ) throws(ProtocolError) -> Value {
         let count = Int(try self.u16(field()))
         guard let view = self.buffer.readSlice(length: count) else {
             throw self.error("the payload ends inside \(field())")
         }
-        guard let string = view.withUnsafeReadableBytes({ String(validatingUTF8Bytes: $0) }) else {
-            throw self.error("\(field()) is not valid UTF-8")
+        guard let value = view.withUnsafeReadableBytes(make) else {
+            throw self.error("\(field()) is \(invalid)")
         }
-        return string
+        return value
+    }
+
+    mutating func string(_ field: @autoclosure () -> String) throws(ProtocolError) -> String {
+        try self.stringBytes(field, invalid: "not valid UTF-8") { String(validatingUTF8Bytes: $0) }
     }
 
     /// A FID sent as a `string`, checked without making a `String`.
     mutating func fid(_ field: @autoclosure () -> String) throws(ProtocolError) -> FID {
-        let count = Int(try self.u16(field()))
-        guard let view = self.buffer.readSlice(length: count) else {
-            throw self.error("the payload ends inside \(field())")
-        }
-        guard let fid = view.withUnsafeReadableBytes({ FID(utf8: $0) }) else {
-            throw self.error("\(field()) is not valid")
-        }
-        return fid
+        try self.stringBytes(field, invalid: "not valid") { FID(utf8: $0) }
     }
 
     mutating func bytes(_ field: @autoclosure () -> String) throws(ProtocolError) -> [UInt8] {

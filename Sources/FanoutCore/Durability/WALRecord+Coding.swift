@@ -64,30 +64,15 @@ extension WALRecord {
             writer.write(Kind.pruneExpiredInstallations.rawValue)
             writer.write(project.value)
             writer.write(at)
-        case .subscribe(let project, let topic, let installations), .unsubscribe(let project, let topic, let installations):
-            if case .subscribe = self {
-                writer.write(Kind.subscribe.rawValue)
-            } else {
-                writer.write(Kind.unsubscribe.rawValue)
-            }
-            writer.write(project.value)
-            writer.write(topic.value)
-            writer.write(UInt32(installations.count))
-            for installation in installations {
-                writer.write(installation.slot)
-                writer.write(installation.check)
-            }
-        case .subscribeFIDs(let project, let topic, let fids), .unsubscribeFIDs(let project, let topic, let fids):
+        case .subscribe(let project, let topic, let installations):
+            Self.writeSubscription(.subscribe, project, topic, installations, into: &writer) { $0.write($1.slot); $0.write($1.check) }
+        case .unsubscribe(let project, let topic, let installations):
+            Self.writeSubscription(.unsubscribe, project, topic, installations, into: &writer) { $0.write($1.slot); $0.write($1.check) }
+        case .subscribeFIDs(let project, let topic, let fids):
             // Written only by tests: what older builds logged.
-            if case .subscribeFIDs = self {
-                writer.write(Kind.subscribeFIDs.rawValue)
-            } else {
-                writer.write(Kind.unsubscribeFIDs.rawValue)
-            }
-            writer.write(project.value)
-            writer.write(topic.value)
-            writer.write(UInt32(fids.count))
-            for fid in fids { writer.write(fid) }
+            Self.writeSubscription(.subscribeFIDs, project, topic, fids, into: &writer) { $0.write($1) }
+        case .unsubscribeFIDs(let project, let topic, let fids):
+            Self.writeSubscription(.unsubscribeFIDs, project, topic, fids, into: &writer) { $0.write($1) }
         case .restoreUser(let project, let user, let anonymous, let lastActive):
             writer.write(Kind.restoreUser.rawValue)
             writer.write(project.value)
@@ -307,6 +292,22 @@ extension WALRecord {
             throw BinaryReader.Error(offset: reader.position, reason: "trailing bytes after the record")
         }
         return record
+    }
+
+    /// `u8 type | project | topic | u32 count | count x element`: every subscription record.
+    private static func writeSubscription<Element>(
+        _ kind: Kind,
+        _ project: ProjectID,
+        _ topic: TopicName,
+        _ elements: [Element],
+        into writer: inout BinaryWriter,
+        _ write: (inout BinaryWriter, Element) -> Void
+    ) {
+        writer.write(kind.rawValue)
+        writer.write(project.value)
+        writer.write(topic.value)
+        writer.write(UInt32(elements.count))
+        for element in elements { write(&writer, element) }
     }
 
     /// `u32 count | count x FID`; a count the remaining bytes cannot hold (18 bytes each) is refused

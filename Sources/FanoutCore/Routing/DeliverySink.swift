@@ -12,6 +12,13 @@ final class DeliverySink: Sendable {
         var readiness: (@Sendable () -> Void)?
         var isFinished = false
         var isCancelled = false
+
+        /// Removes and returns up to `maximum` buffered deliveries, oldest first.
+        mutating func take(maximum: Int) -> [Delivery] {
+            let count = min(maximum, self.buffer.count)
+            defer { self.buffer.removeFirst(count) }
+            return Array(self.buffer.prefix(count))
+        }
     }
 
     private let state = Locked(State())
@@ -73,11 +80,7 @@ final class DeliverySink: Sendable {
 
     /// Takes up to `maximum` buffered deliveries without waiting.
     func poll(maximum: Int) -> [Delivery] {
-        self.state.withLock { state in
-            let count = min(maximum, state.buffer.count)
-            defer { state.buffer.removeFirst(count) }
-            return Array(state.buffer.prefix(count))
-        }
+        self.state.withLock { $0.take(maximum: maximum) }
     }
 
     /// Takes up to `maximum` buffered deliveries; when there are none, `ready` is called once
@@ -85,11 +88,7 @@ final class DeliverySink: Sendable {
     /// says the stream has ended (nothing more will arrive, nothing is called).
     func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (deliveries: [Delivery], finished: Bool) {
         self.state.withLock { state in
-            guard state.buffer.isEmpty else {
-                let count = min(maximum, state.buffer.count)
-                defer { state.buffer.removeFirst(count) }
-                return (Array(state.buffer.prefix(count)), false)
-            }
+            guard state.buffer.isEmpty else { return (state.take(maximum: maximum), false) }
             guard !state.isFinished else { return ([], true) }
             state.readiness = ready
             return ([], false)

@@ -126,7 +126,7 @@ public final class LoadSession: @unchecked Sendable {
                     let server = session.serverResources()
                     let harness = ProcessResources.ofThisProcess()
                     let start = ContinuousClock.now
-                    let block = await LoadRunner.closedLoop(name, count: count, concurrency: 1, progress: Progress(quiet: true)) { offset, _ in
+                    let block = await LoadRunner.closedLoop(name, count: count, concurrency: 1, progress: session.progress) { offset, _ in
                         if read {
                             try await backend.readInstallation(((first + offset) &* 7919) % installations, worker: 0)
                         } else {
@@ -153,24 +153,9 @@ public final class LoadSession: @unchecked Sendable {
 
     /// Round trips one at a time on one connection, from the same client loop on either system:
     /// `latency ping` (PING), then `latency read` (one installation by its token; Redis: HGET).
-    /// Needs the installations registered.
+    /// Needs the installations registered. (`latencyInTurns` with this system alone.)
     public func latency() async {
-        let backend = self.backend
-        let requests = self.options.latencyRequests
-        let installations = self.workload.installations
-        await self.phase("latency ping", items: "round trips") {
-            await LoadRunner.closedLoop("latency ping", count: requests, concurrency: 1, progress: self.progress) { _, _ in
-                try await backend.ping(worker: 0)
-                return 1
-            }
-        }
-        await self.phase("latency read", items: "round trips") {
-            await LoadRunner.closedLoop("latency read", count: requests, concurrency: 1, progress: self.progress) { index, _ in
-                // Spread over the installations (a prime stride), not one hot entry.
-                try await backend.readInstallation((index &* 7919) % installations, worker: 0)
-                return 1
-            }
-        }
+        await Self.latencyInTurns([self], turn: self.options.latencyRequests)
     }
 
     /// Subscribes every topic's installations, 1000 per call.
