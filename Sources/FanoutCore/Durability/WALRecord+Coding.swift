@@ -1,5 +1,5 @@
 extension WALRecord {
-    /// The most installations in one subscribe or unsubscribe record (a batch is at most 1000; room to spare).
+    /// The most elements of one counted list in a record (a batch is at most 1000; room to spare).
     static let maximumFIDsPerRecord = 1 << 24
 
     /// Appends `u8 type | body` (docs/wal-format.md).
@@ -236,13 +236,9 @@ extension WALRecord {
         case .retireFIDs:
             record = .retireFIDs(project, fids: try Self.readFIDs(&reader))
         case .retireTokenHashes:
-            let count = Int(try reader.read(UInt32.self))
-            guard count <= Self.maximumFIDsPerRecord, count * 8 <= reader.remaining else {
-                throw BinaryReader.Error(offset: reader.position - 4, reason: "a hash count the record cannot hold")
+            let hashes = try Self.readCounted(&reader, elementSize: 8, "hash") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
+                try reader.read(UInt64.self)
             }
-            var hashes: [UInt64] = []
-            hashes.reserveCapacity(count)
-            for _ in 0..<count { hashes.append(try reader.read(UInt64.self)) }
             record = .retireTokenHashes(project, hashes: hashes)
         case .restoreSubscribers:
             let topic = try reader.readTopic()
@@ -310,32 +306,34 @@ extension WALRecord {
         for element in elements { write(&writer, element) }
     }
 
-    /// `u32 count | count x FID`; a count the remaining bytes cannot hold (18 bytes each) is refused
-    /// before anything is allocated.
-    private static func readFIDs(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [FID] {
+    /// `u32 count | count x element` (each `elementSize` bytes); a count the remaining bytes cannot
+    /// hold is refused before anything is allocated.
+    private static func readCounted<Element>(
+        _ reader: inout BinaryReader,
+        elementSize: Int,
+        _ what: String,
+        _ element: (inout BinaryReader) throws(BinaryReader.Error) -> Element
+    ) throws(BinaryReader.Error) -> [Element] {
         let count = Int(try reader.read(UInt32.self))
-        guard count <= Self.maximumFIDsPerRecord, count * 18 <= reader.remaining else {
-            throw BinaryReader.Error(offset: reader.position - 4, reason: "a FID count the record cannot hold")
+        guard count <= Self.maximumFIDsPerRecord, count * elementSize <= reader.remaining else {
+            throw BinaryReader.Error(offset: reader.position - 4, reason: "a \(what) count the record cannot hold")
         }
-        var fids: [FID] = []
-        fids.reserveCapacity(count)
-        for _ in 0..<count { fids.append(try reader.readFID()) }
-        return fids
+        var elements: [Element] = []
+        elements.reserveCapacity(count)
+        for _ in 0..<count { elements.append(try element(&reader)) }
+        return elements
     }
 
-    /// `u32 count | count x (u32 slot, u16 check)`; a count the remaining bytes cannot hold is
-    /// refused before anything is allocated.
+    /// `u32 count | count x FID` (18 bytes each).
+    private static func readFIDs(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [FID] {
+        try Self.readCounted(&reader, elementSize: 18, "FID") { (reader: inout BinaryReader) throws(BinaryReader.Error) in try reader.readFID() }
+    }
+
+    /// `u32 count | count x (u32 slot, u16 check)`.
     private static func readSlotReferences(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [SlotReference] {
-        let count = Int(try reader.read(UInt32.self))
-        guard count <= Self.maximumFIDsPerRecord, count * 6 <= reader.remaining else {
-            throw BinaryReader.Error(offset: reader.position - 4, reason: "a slot count the record cannot hold")
+        try Self.readCounted(&reader, elementSize: 6, "slot") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
+            SlotReference(slot: try reader.read(UInt32.self), check: try reader.read(UInt16.self))
         }
-        var installations: [SlotReference] = []
-        installations.reserveCapacity(count)
-        for _ in 0..<count {
-            installations.append(SlotReference(slot: try reader.read(UInt32.self), check: try reader.read(UInt16.self)))
-        }
-        return installations
     }
 
     /// `u32 count | count x u32`, strictly ascending.
