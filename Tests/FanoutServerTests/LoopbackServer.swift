@@ -18,6 +18,13 @@ enum LoopbackServer {
     static let shopAdminKey = "shop-admin-key-0000000001"
     static let consumerKey = "consumer-key-000000000001"
 
+    /// The servers of these tests wait this long for a silent connection (the idle rule is tested
+    /// on its own, with short timeouts). On a 2-core machine the test process's client tasks can
+    /// stall for over a minute while other tests' blocking work (subprocesses, file damage) holds
+    /// both threads of the concurrency pool; with the 60 s default, the server then rightly
+    /// closed those idle connections and unrelated tests failed.
+    static let configuration = ServerConfiguration(port: 0, idleTimeout: .seconds(900))
+
     static let keys = APIKeyStore([
         APIKey(key: Array(adminKey.utf8), role: .admin, projects: .all),
         APIKey(key: Array(shopAdminKey.utf8), role: .admin, projects: .only(["shop-app"])),
@@ -28,7 +35,7 @@ enum LoopbackServer {
     /// closes the engine.
     static func serve<T>(
         directory: String,
-        configuration: ServerConfiguration = ServerConfiguration(port: 0),
+        configuration: ServerConfiguration = LoopbackServer.configuration,
         _ body: (_ port: Int, _ engine: Engine) async throws -> T
     ) async throws -> T {
         let engine = try Engine(directory: directory)

@@ -53,7 +53,7 @@ struct ServerRobustnessTests {
 
     @Test func anOversizedFrameIsRefusedWithoutReadingIt() async throws {
         try await TemporaryDirectory.with { directory in
-            try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(maximumPayloadSize: 4096)) { port, _ in
+            try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(maximumPayloadSize: 4096, idleTimeout: .seconds(900))) { port, _ in
                 var header = ByteBuffer()
                 header.writeMultipleIntegers(UInt8(1), Opcode.send.rawValue, UInt16(0), UInt32(77), UInt32(1 << 30))
                 let raw = try await RawConnection.open(port)
@@ -93,7 +93,7 @@ struct ServerRobustnessTests {
     /// pending again.
     @Test func aConsumerThatDoesNotReadIsDisconnected() async throws {
         try await TemporaryDirectory.with { directory in
-            let configuration = ServerConfiguration(writeBufferHighWaterMark: 16 * 1024, stallTimeout: .milliseconds(200))
+            let configuration = ServerConfiguration(idleTimeout: .seconds(900), writeBufferHighWaterMark: 16 * 1024, stallTimeout: .milliseconds(200))
             try await LoopbackServer.serve(directory: directory, configuration: configuration) { port, engine in
                 let tokens = (0..<10_000).map { "stall-\($0)" }
                 try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
@@ -235,7 +235,7 @@ struct ServerRobustnessTests {
     /// A server on port 0 for `engine`, in a service group whose graceful shutdown a test triggers.
     static func serverInAServiceGroup(_ engine: Engine) async throws -> (FanoutServer, ServiceGroup) {
         let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
-        let server = try await FanoutServer.bind(engine: engine, keys: LoopbackServer.keys, configuration: ServerConfiguration(port: 0), logger: quiet)
+        let server = try await FanoutServer.bind(engine: engine, keys: LoopbackServer.keys, configuration: LoopbackServer.configuration, logger: quiet)
         return (server, ServiceGroup(services: [server], logger: quiet))
     }
 }
