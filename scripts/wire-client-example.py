@@ -12,7 +12,7 @@ import socket
 import struct
 import sys
 
-VERSION = 1
+VERSION = 2
 HELLO, SUBSCRIBE, REGISTER, SEND, ATTACH, ACK = 0x01, 0x40, 0x20, 0x50, 0x60, 0x62
 DELIVERY, ERROR = 0xF0, 0xFF
 
@@ -116,7 +116,7 @@ def main():
     connection.call(ATTACH, string("default") + bytes([1, 3]) + struct.pack(">I", 10))
 
     body = json.dumps({"message": {"topic": "python-news", "data": {"from-python": "yes"}}}).encode()
-    sent = connection.call(SEND, string("default") + struct.pack(">I", len(body)) + body)
+    sent = connection.call(SEND, string("default") + bytes([0]) + struct.pack(">I", len(body)) + body)  # flags 0
     message_id, sequence, audience, enqueued = sent.string(), sent.u64(), sent.u32(), sent.u32()
 
     # The reply to SEND and the delivery may come in either order; the delivery carries ATTACH's id.
@@ -126,14 +126,17 @@ def main():
         opcode, _, delivery = connection.frame()
         assert opcode == DELIVERY, hex(opcode)
     delivered_sequence, delivered_slot, fid = delivery.u64(), delivery.u32(), delivery.string()
-    delivery.optional_string(), delivery.u8(), delivery.i64(), delivery.u8(), delivery.u8()
+    delivered_token, apns_token = delivery.optional_string(), delivery.optional_string()
+    delivery.u8(), delivery.i64(), delivery.u8(), delivery.u8()  # platform, expiry, in flight, marker
+    headers = {delivery.string(): delivery.string() for _ in range(delivery.u32())}
     payload = json.loads(delivery.bytes())
 
     acknowledged = connection.call(ACK, struct.pack(">I", 1) + struct.pack(">QI", delivered_sequence, delivered_slot)).u64()
     print(json.dumps({
         "version": version, "maxFrame": max_frame, "fidAssigned": assigned, "fid": installation["fid"],
         "subscribe": statuses, "messageId": message_id, "audience": audience, "enqueued": enqueued,
-        "deliveredFid": fid, "deliveredSequence": delivered_sequence, "payload": payload, "acknowledged": acknowledged,
+        "deliveredFid": fid, "deliveredSequence": delivered_sequence, "deliveredToken": delivered_token, "headers": headers,
+        "payload": payload, "acknowledged": acknowledged,
     }, sort_keys=True))
 
 

@@ -225,13 +225,14 @@ public final class FanoutClient: Sendable {
 
     // MARK: - Sends and deliveries
 
-    /// Sends an FCM HTTP v1 body (`{"message": {...}}` or a bare message).
-    public func send(_ body: [UInt8], in project: String = "default") async throws -> SendReceipt {
-        return try await self.request(.send(project: project, body: body)) { if case .sent(let receipt) = $0 { receipt } else { nil } }
+    /// Sends an FCM HTTP v1 body (`{"message": {...}}` or a bare message). `skipStale` skips
+    /// installations not seen for the server's stale age.
+    public func send(_ body: [UInt8], in project: String = "default", skipStale: Bool = false) async throws -> SendReceipt {
+        try await self.request(.send(project: project, body: body, skipStale: skipStale)) { if case .sent(let receipt) = $0 { receipt } else { nil } }
     }
 
-    public func send(_ json: String, in project: String = "default") async throws -> SendReceipt {
-        try await self.send(Array(json.utf8), in: project)
+    public func send(_ json: String, in project: String = "default", skipStale: Bool = false) async throws -> SendReceipt {
+        try await self.send(Array(json.utf8), in: project, skipStale: skipStale)
     }
 
     public func pendingDeliveries(for registration: String, in project: String = "default") async throws -> [WireDelivery] {

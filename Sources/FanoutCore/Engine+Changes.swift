@@ -280,13 +280,14 @@ extension Engine {
 
         /// Sends an FCM HTTP v1 body (see `Engine.send`).
         @discardableResult
-        public mutating func send(_ body: [UInt8], in project: ProjectID = .default) throws(FanoutError) -> SendResult {
+        public mutating func send(_ body: [UInt8], in project: ProjectID = .default, options: SendOptions = SendOptions()) throws(FanoutError) -> SendResult {
             let request: SendRequest
             do {
                 request = try MessageParser.parseSendRequest(body)
             } catch {
                 throw FanoutError(error)
             }
+            let now = self.engine.clock.now()
             if request.validateOnly {
                 try self.engine.withProject(project) { (_: inout ProjectState) throws(FanoutError) in }
                 return SendResult(
@@ -294,12 +295,13 @@ extension Engine {
                     sequence: 0,
                     audience: 0,
                     enqueued: 0,
-                    recipients: []
+                    recipients: [],
+                    platforms: RenderedMessage(request.message, acceptedAt: now).emptyReports
                 )
             }
-            let now = self.engine.clock.now()
+            let staleCutoff = options.skipStaleInstallations ? now.advanced(by: .zero - self.engine.configuration.staleAfter) : nil
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
-            let rendered = RenderedMessage((consume request).message, acceptedAt: now)
+            let rendered = RenderedMessage((consume request).message, acceptedAt: now, skippingLastSeenBefore: staleCutoff)
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.send(rendered, now: now) }
         }
 

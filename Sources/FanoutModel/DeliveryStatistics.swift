@@ -16,6 +16,8 @@ public struct DeliveryStatistics: Hashable, Sendable {
     public var dropped = 0
     /// Recipients refused because their platform payload was over its limit.
     public var rejected = 0
+    /// Recipients skipped: without a registration token, or stale when the send skips those.
+    public var skipped = 0
     /// Deliveries in mailboxes now (including those a consumer holds unacknowledged).
     public var pending = 0
     /// Messages in memory now (a message goes when its last delivery does).

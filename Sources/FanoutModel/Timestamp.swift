@@ -30,6 +30,29 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     public var description: String { "\(self.millisecondsSinceEpoch)ms" }
+
+    /// ISO 8601 in UTC with milliseconds: `2026-01-01T00:00:00.000Z`.
+    public var iso8601: String {
+        let milliseconds = self.millisecondsSinceEpoch
+        var seconds = time_t(milliseconds.quotient(dividingBy: 1000))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func digits(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(digits(parts.tm_year + 1900, 4))-\(digits(parts.tm_mon + 1, 2))-\(digits(parts.tm_mday, 2))T"
+            + "\(digits(parts.tm_hour, 2)):\(digits(parts.tm_min, 2)):\(digits(parts.tm_sec, 2))."
+            + "\(digits(Int32(milliseconds - milliseconds.quotient(dividingBy: 1000) * 1000), 3))Z"
+    }
+}
+
+extension Int64 {
+    /// Division rounding toward negative infinity (so that times before 1970 split correctly).
+    fileprivate func quotient(dividingBy divisor: Int64) -> Int64 {
+        let (quotient, remainder) = self.quotientAndRemainder(dividingBy: divisor)
+        return remainder < 0 ? quotient - 1 : quotient
+    }
 }
 
 /// Where the engine reads the time. Injected, so that tests can move it.

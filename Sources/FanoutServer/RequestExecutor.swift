@@ -117,14 +117,15 @@ struct RequestExecutor: Sendable {
             case .user(let user): audience = try self.engine.audience(of: try Self.parse(user, "user", UserID.init), in: id)
             }
             return .count(opcode, UInt64(audience.count))
-        case .send(let project, let body):
-            let result = try changes.send(body, in: try Self.project(project))
+        case .send(let project, let body, let skipStale):
+            let result = try changes.send(body, in: try Self.project(project), options: SendOptions(skipStaleInstallations: skipStale))
             return .sent(SendReceipt(
                 messageID: result.messageID,
                 sequence: result.sequence,
                 audience: UInt32(clamping: result.audience),
                 enqueued: UInt32(clamping: result.enqueued),
-                recipients: result.recipients
+                recipients: result.recipients,
+                platforms: result.platforms
             ))
         case .pending(let project, let registration):
             return .pending(try self.engine.pendingDeliveries(for: try Self.address(registration), in: try Self.project(project)).map(WireDelivery.init))

@@ -8,10 +8,12 @@ extension WireDelivery {
             id: delivery.id,
             fid: delivery.fid,
             token: delivery.token,
+            apnsToken: delivery.apnsToken,
             platform: delivery.platform,
             expiry: delivery.expiry,
             isInFlight: delivery.isInFlight,
             isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
+            headers: delivery.headers,
             payload: delivery.payload
         )
     }

@@ -50,7 +50,12 @@ public struct MailboxModel {
     public mutating func send(_ sequence: UInt64, to fids: [FID], collapseKey: String?, ttlSeconds: Int64?, now: Int64) {
         for fid in Set(fids) {
             guard var installation = self.installations[fid] else { continue }
-            let expiry = installation.platform == .ios ? now + 30 * 86_400_000 : now + (ttlSeconds ?? 2_419_200) * 1000
+            // `ttlSeconds` is `android.ttl`: iOS expires after 30 days, web push after 4 weeks (no `TTL` header given).
+            let expiry = switch installation.platform {
+            case .android: now + (ttlSeconds ?? 2_419_200) * 1000
+            case .ios: now + 30 * 86_400_000
+            case .web: now + 2_419_200 * 1000
+            }
             let item = Item(sequence: sequence, collapseKey: collapseKey, expiry: expiry, isNowOrNever: expiry <= now, isMarker: false)
             if item.isNowOrNever {
                 if var consumer = installation.consumer, consumer.held.count < consumer.credit {

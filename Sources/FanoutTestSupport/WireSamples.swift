@@ -56,12 +56,27 @@ public struct WireSamples {
             id: DeliveryID(messageSequence: self.u64(), slot: self.u32()),
             fid: self.fid(),
             token: self.bool() ? self.token() : nil,
+            apnsToken: self.bool() ? APNsDeviceToken(String(repeating: "ab", count: 32)) : nil,
             platform: self.platform(),
             expiry: self.timestamp(),
             isInFlight: self.bool(),
             isDeletedMessagesMarker: self.bool(),
+            headers: (0..<self.int(0...3)).map { _ in DeliveryHeader(name: self.string(maximum: 16), value: self.string()) },
             payload: self.bytes()
         )
+    }
+
+    public mutating func platformReport() -> PlatformSendReport {
+        var report = PlatformSendReport(platform: self.platform(), renderedBytes: self.int(0...5000), limit: self.bool() ? 4096 : nil)
+        report.audience = self.int(0...1_000_000)
+        report.enqueued = self.int(0...1_000_000)
+        report.refused = self.int(0...10)
+        report.skippedWithoutToken = self.int(0...10)
+        report.skippedStale = self.int(0...10)
+        report.collapsed = self.int(0...10)
+        report.dropped = self.int(0...10)
+        report.expired = self.int(0...10)
+        return report
     }
 
     public mutating func itemResults() -> [BatchItemResult] {
@@ -111,7 +126,7 @@ public struct WireSamples {
         case 20: return .topicsOf(project: project, registration: self.string())
         case 21: return .listTopics(project: project, startAfter: self.string(), limit: self.u32())
         case 22: return .subscriberCount(project: project, topic: self.string())
-        case 23: return .send(project: project, body: self.bytes())
+        case 23: return .send(project: project, body: self.bytes(), skipStale: self.bool())
         case 24: return .pending(project: project, registration: self.string())
         case 25: return .expireDeliveries(project: project)
         case 26: return .stats(project: project)
@@ -146,7 +161,12 @@ public struct WireSamples {
             ))
         case 9: return .itemResults(self.bool() ? .subscribe : .unsubscribe, self.itemResults())
         case 10: return .topics((0..<self.int(0...4)).map { _ in TopicCount(topic: self.string(), subscribers: self.u64()) })
-        case 11: return .sent(SendReceipt(messageID: self.string(), sequence: self.u64(), audience: self.u32(), enqueued: self.u32(), recipients: self.itemResults()))
+        case 11:
+            return .sent(SendReceipt(
+                messageID: self.string(), sequence: self.u64(), audience: self.u32(), enqueued: self.u32(),
+                recipients: (0..<self.int(0...3)).map { _ in self.bool() ? .ok : .failed(self.error()) },
+                platforms: (0..<self.int(0...3)).map { _ in self.platformReport() }
+            ))
         case 12: return .pending((0..<self.int(0...3)).map { _ in self.delivery() })
         case 13:
             var deliveries = DeliveryStatistics()

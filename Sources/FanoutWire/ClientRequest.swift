@@ -33,7 +33,8 @@ public enum ClientRequest: WireMessage {
     case subscriberCount(project: String, topic: String)
     /// How many installations a topic, a condition or a user reaches.
     case audience(project: String, AudienceTarget)
-    case send(project: String, body: [UInt8])
+    /// `skipStale`: skip installations not seen for the server's stale age.
+    case send(project: String, body: [UInt8], skipStale: Bool = false)
     case pending(project: String, registration: String)
     case expireDeliveries(project: String)
     case stats(project: String)
@@ -92,7 +93,7 @@ public enum ClientRequest: WireMessage {
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
             .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project),
             .subscribe(let project, _, _), .unsubscribe(let project, _, _), .topicsOf(let project, _),
-            .listTopics(let project, _, _), .subscriberCount(let project, _), .audience(let project, _), .send(let project, _),
+            .listTopics(let project, _, _), .subscriberCount(let project, _), .audience(let project, _), .send(let project, _, _),
             .pending(let project, _), .expireDeliveries(let project), .stats(let project),
             .attach(let project, _, _):
             return project
@@ -164,7 +165,8 @@ public enum ClientRequest: WireMessage {
             }
             buffer.writeInteger(kind)
             try buffer.writeWireString(value, field: "target")
-        case .send(_, let body):
+        case .send(_, let body, let skipStale):
+            buffer.writeInteger(skipStale ? 1 : 0, as: UInt8.self)
             try buffer.writeWireBytes(body, field: "body")
         case .attach(_, let scope, let credit):
             switch scope {
@@ -286,7 +288,10 @@ public enum ClientRequest: WireMessage {
             case 3: return .audience(project: project, .user(value))
             default: throw reader.error("audience kind \(kind) is unknown")
             }
-        case .send: return .send(project: project, body: try reader.bytes("body"))
+        case .send:
+            let flags = try reader.u8("flags")
+            guard flags & ~1 == 0 else { throw reader.error("send flags \(flags) has bits this version does not define") }
+            return .send(project: project, body: try reader.bytes("body"), skipStale: flags & 1 != 0)
         case .pending: return .pending(project: project, registration: try reader.string("registration"))
         case .expireDeliveries: return .expireDeliveries(project: project)
         case .stats: return .stats(project: project)

@@ -7,7 +7,7 @@ internal import NIOCore
 /// ```
 public struct FrameHeader: Hashable, Sendable {
     /// The protocol version this module speaks.
-    public static let currentVersion: UInt8 = 1
+    public static let currentVersion: UInt8 = 2
     /// Bytes in a header.
     public static let size = 12
     /// The default maximum payload size a server announces (2 MiB).

@@ -60,13 +60,21 @@ public enum AudienceTarget: Hashable, Sendable {
 public struct WireDelivery: Hashable, Sendable {
     public var id: DeliveryID
     public var fid: FID
+    /// Where to push it: the installation's registration token (absent only in PENDING listings
+    /// of an installation that has none).
     public var token: RegistrationToken?
+    /// For iOS installations that gave one, the APNs device token.
+    public var apnsToken: APNsDeviceToken?
     public var platform: Platform
     public var expiry: Timestamp
     /// Held by a consumer unacknowledged (PENDING replies only).
     public var isInFlight: Bool
     /// FCM's "deleted messages" marker rather than a message.
     public var isDeletedMessagesMarker: Bool
+    /// The headers to send with the payload: `apns-priority`, `apns-push-type`,
+    /// `apns-expiration`, `apns-collapse-id`, `apns-topic` for iOS; `TTL`, `Urgency`, `Topic` for
+    /// web push; none for Android (its payload carries them) and for the marker.
+    public var headers: [DeliveryHeader]
     /// What the platform receives: the APNs body, the Android message or the web push payload.
     public var payload: [UInt8]
 
@@ -74,19 +82,23 @@ public struct WireDelivery: Hashable, Sendable {
         id: DeliveryID,
         fid: FID,
         token: RegistrationToken?,
+        apnsToken: APNsDeviceToken? = nil,
         platform: Platform,
         expiry: Timestamp,
         isInFlight: Bool,
         isDeletedMessagesMarker: Bool,
+        headers: [DeliveryHeader] = [],
         payload: [UInt8]
     ) {
         self.id = id
         self.fid = fid
         self.token = token
+        self.apnsToken = apnsToken
         self.platform = platform
         self.expiry = expiry
         self.isInFlight = isInFlight
         self.isDeletedMessagesMarker = isDeletedMessagesMarker
+        self.headers = headers
         self.payload = payload
     }
 }
@@ -98,15 +110,19 @@ public struct SendReceipt: Hashable, Sendable {
     public var sequence: UInt64
     public var audience: UInt32
     public var enqueued: UInt32
-    /// One per recipient for token, FID and multicast targets.
-    public var recipients: [BatchItemResult]
+    /// One per recipient for token, FID and multicast targets, with the reason of each refusal.
+    public var recipients: [RecipientResult]
+    /// Per platform: the rendered size against its limit, and the recipients queued, refused,
+    /// skipped and collapsed.
+    public var platforms: [PlatformSendReport]
 
-    public init(messageID: String, sequence: UInt64, audience: UInt32, enqueued: UInt32, recipients: [BatchItemResult]) {
+    public init(messageID: String, sequence: UInt64, audience: UInt32, enqueued: UInt32, recipients: [RecipientResult], platforms: [PlatformSendReport] = []) {
         self.messageID = messageID
         self.sequence = sequence
         self.audience = audience
         self.enqueued = enqueued
         self.recipients = recipients
+        self.platforms = platforms
     }
 }
 

@@ -125,7 +125,10 @@ public enum ServerMessage: WireMessage {
         case .sent(let receipt):
             try buffer.writeWireString(receipt.messageID, field: "message id")
             buffer.writeMultipleIntegers(receipt.sequence, receipt.audience, receipt.enqueued)
-            try buffer.writeWireItemResults(receipt.recipients)
+            try buffer.writeWireCount(receipt.recipients.count, field: "recipients")
+            for recipient in receipt.recipients { try buffer.writeWireRecipientResult(recipient) }
+            try buffer.writeWireCount(receipt.platforms.count, field: "platforms")
+            for report in receipt.platforms { buffer.writeWirePlatformReport(report) }
         case .pending(let deliveries):
             try buffer.writeWireCount(deliveries.count, field: "deliveries")
             for delivery in deliveries { try buffer.writeWireDelivery(delivery) }
@@ -135,7 +138,7 @@ public enum ServerMessage: WireMessage {
                 stats.installations, UInt64(d.sends), UInt64(d.enqueued), UInt64(d.delivered), UInt64(d.acknowledged),
                 UInt64(d.expired), UInt64(d.collapsed)
             )
-            buffer.writeMultipleIntegers(UInt64(d.dropped), UInt64(d.rejected), UInt64(d.pending), UInt64(d.messages), UInt64(d.consumers))
+            buffer.writeMultipleIntegers(UInt64(d.dropped), UInt64(d.rejected), UInt64(d.skipped), UInt64(d.pending), UInt64(d.messages), UInt64(d.consumers))
             let log = stats.log
             buffer.writeMultipleIntegers(UInt64(log.records), UInt64(log.batches), UInt64(log.syncs), UInt64(log.bytes))
         case .delivery(let delivery):
@@ -212,7 +215,13 @@ public enum ServerMessage: WireMessage {
             let sequence = try reader.u64("sequence")
             let audience = try reader.u32("audience")
             let enqueued = try reader.u32("enqueued")
-            return .sent(SendReceipt(messageID: id, sequence: sequence, audience: audience, enqueued: enqueued, recipients: try reader.itemResults("recipients")))
+            let recipients = try reader.list("recipients") { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                try reader.recipientResult(field())
+            }
+            let platforms = try reader.list("platforms", minimumElementSize: 41) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                try reader.platformReport(field())
+            }
+            return .sent(SendReceipt(messageID: id, sequence: sequence, audience: audience, enqueued: enqueued, recipients: recipients, platforms: platforms))
         case .pending:
             return .pending(try reader.list("deliveries", minimumElementSize: 30) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
                 try reader.delivery(field())
@@ -228,6 +237,7 @@ public enum ServerMessage: WireMessage {
             d.collapsed = try reader.count64("collapsed")
             d.dropped = try reader.count64("dropped")
             d.rejected = try reader.count64("rejected")
+            d.skipped = try reader.count64("skipped")
             d.pending = try reader.count64("pending")
             d.messages = try reader.count64("messages")
             d.consumers = try reader.count64("consumers")

@@ -21,23 +21,29 @@ extension ByteBuffer {
 
     mutating func writeWireDelivery(_ d: WireDelivery) throws(ProtocolError) {
         try self.writeWireDelivery(
-            id: d.id, fid: d.fid, token: d.token?.value, platform: d.platform, expiry: d.expiry,
-            isInFlight: d.isInFlight, isDeletedMessagesMarker: d.isDeletedMessagesMarker, payload: d.payload
+            id: d.id, fid: d.fid, token: d.token?.value, apnsToken: d.apnsToken?.hex, platform: d.platform, expiry: d.expiry,
+            isInFlight: d.isInFlight, isDeletedMessagesMarker: d.isDeletedMessagesMarker, headers: d.headers, payload: d.payload
         )
     }
 
     /// `delivery` from its fields.
     mutating func writeWireDelivery(
-        id: DeliveryID, fid: FID, token: String?, platform: Platform, expiry: Timestamp,
-        isInFlight: Bool, isDeletedMessagesMarker: Bool, payload: [UInt8]
+        id: DeliveryID, fid: FID, token: String?, apnsToken: String?, platform: Platform, expiry: Timestamp,
+        isInFlight: Bool, isDeletedMessagesMarker: Bool, headers: [DeliveryHeader], payload: [UInt8]
     ) throws(ProtocolError) {
         self.writeMultipleIntegers(id.messageSequence, id.slot)
         self.writeWireFID(fid)
         try self.writeWireOptionalString(token, field: "token")
+        try self.writeWireOptionalString(apnsToken, field: "apnsToken")
         self.writeInteger(platform.code)
         self.writeWireTimestamp(expiry)
         self.writeWireBool(isInFlight)
         self.writeWireBool(isDeletedMessagesMarker)
+        try self.writeWireCount(headers.count, field: "headers")
+        for header in headers {
+            try self.writeWireString(header.name, field: "headers")
+            try self.writeWireString(header.value, field: "headers")
+        }
         try self.writeWireBytes(payload, field: "payload")
     }
 
@@ -80,6 +86,22 @@ extension ByteBuffer {
             try self.writeWireString(violation.field, field: "violation field")
             try self.writeWireString(violation.description, field: "violation description")
         }
+    }
+
+    /// A SEND recipient: status 0, or an `error`.
+    mutating func writeWireRecipientResult(_ result: RecipientResult) throws(ProtocolError) {
+        switch result {
+        case .ok: self.writeInteger(UInt8(0))
+        case .failed(let error): try self.writeWireError(error)
+        }
+    }
+
+    /// `platform report`: platform, then ten `u32`s (section 3).
+    mutating func writeWirePlatformReport(_ r: PlatformSendReport) {
+        func u32(_ value: Int) -> UInt32 { UInt32(clamping: value) }
+        self.writeInteger(r.platform.code)
+        self.writeMultipleIntegers(u32(r.renderedBytes), u32(r.limit ?? 0), u32(r.audience), u32(r.enqueued), u32(r.refused))
+        self.writeMultipleIntegers(u32(r.skippedWithoutToken), u32(r.skippedStale), u32(r.collapsed), u32(r.dropped), u32(r.expired))
     }
 
     /// A REGISTER_BATCH item: status 0 and REGISTER's reply, or an `error`.
@@ -141,10 +163,14 @@ extension PayloadReader {
             id: DeliveryID(messageSequence: sequence, slot: slot),
             fid: try self.fid(field() + ".fid"),
             token: try self.optionalModel(field() + ".token", RegistrationToken.init),
+            apnsToken: try self.optionalModel(field() + ".apnsToken", APNsDeviceToken.init),
             platform: try self.platform(field() + ".platform"),
             expiry: try self.timestamp(field() + ".expiry"),
             isInFlight: try self.bool(field() + ".in flight"),
             isDeletedMessagesMarker: try self.bool(field() + ".marker"),
+            headers: try self.list(field() + ".headers", minimumElementSize: 4) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
+                DeliveryHeader(name: try reader.string(name() + ".name"), value: try reader.string(name() + ".value"))
+            },
             payload: try self.bytes(field() + ".payload")
         )
     }
@@ -190,6 +216,28 @@ extension PayloadReader {
             FieldViolation(field: try reader.string(name() + ".field"), description: try reader.string(name() + ".description"))
         }
         return error
+    }
+
+    mutating func recipientResult(_ field: @autoclosure () -> String) throws(ProtocolError) -> RecipientResult {
+        let status = try self.u8(field() + ".status")
+        guard status != 0 else { return .ok }
+        return .failed(try self.errorDetails(FanoutError.Code(wireValue: status), field()))
+    }
+
+    mutating func platformReport(_ field: @autoclosure () -> String) throws(ProtocolError) -> PlatformSendReport {
+        let platform = try self.platform(field() + ".platform")
+        let renderedBytes = Int(try self.u32(field() + ".rendered bytes"))
+        let limit = Int(try self.u32(field() + ".limit"))
+        var report = PlatformSendReport(platform: platform, renderedBytes: renderedBytes, limit: limit == 0 ? nil : limit)
+        report.audience = Int(try self.u32(field() + ".audience"))
+        report.enqueued = Int(try self.u32(field() + ".enqueued"))
+        report.refused = Int(try self.u32(field() + ".refused"))
+        report.skippedWithoutToken = Int(try self.u32(field() + ".skipped without token"))
+        report.skippedStale = Int(try self.u32(field() + ".skipped stale"))
+        report.collapsed = Int(try self.u32(field() + ".collapsed"))
+        report.dropped = Int(try self.u32(field() + ".dropped"))
+        report.expired = Int(try self.u32(field() + ".expired"))
+        return report
     }
 
     mutating func registrationOutcome(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationOutcome {

@@ -85,16 +85,18 @@ extension ByteBuffer {
         id: DeliveryID,
         fid: FID,
         token: String?,
+        apnsToken: String?,
         platform: Platform,
         expiry: Timestamp,
         isDeletedMessagesMarker: Bool,
+        headers: [DeliveryHeader],
         payload: [UInt8],
         maximumPayloadSize: Int
     ) throws(ProtocolError) {
         try self.writeFrame(opcode: .delivery, requestID: attachID, maximumPayloadSize: maximumPayloadSize) { (buffer: inout ByteBuffer) throws(ProtocolError) in
             try buffer.writeWireDelivery(
-                id: id, fid: fid, token: token, platform: platform, expiry: expiry,
-                isInFlight: false, isDeletedMessagesMarker: isDeletedMessagesMarker, payload: payload
+                id: id, fid: fid, token: token, apnsToken: apnsToken, platform: platform, expiry: expiry,
+                isInFlight: false, isDeletedMessagesMarker: isDeletedMessagesMarker, headers: headers, payload: payload
             )
         }
     }

@@ -1,16 +1,27 @@
 import ArgumentParser
+import Dispatch
 import FanoutClient
 import FanoutCore
+import FanoutModel
 import FanoutWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct TailCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tail",
-        abstract: "Attach as a consumer and print deliveries as they arrive, acknowledging each.",
+        abstract: "Attach as a consumer and print deliveries as they arrive, acknowledging each once printed.",
         discussion: """
             A worker for a platform (--platform) or a device consumer of installations \
             (--registration, repeatable). One line per delivery: id, message id, platform, FID, \
-            payload. Stops after --count deliveries, or on Ctrl-C.
+            headers, payload; with --json an object with the destination (token, apnsToken), the \
+            headers, the expiry (milliseconds since the epoch) and the payload. At least once: a delivery is \
+            acknowledged only after its line is written and flushed; on SIGINT or SIGTERM tail stops \
+            taking, acknowledges what it printed and exits 0, and whatever it had not printed goes \
+            to the next consumer. A closed output (EPIPE) exits 2 without acknowledging the lines \
+            that could not be written. Stops after --count deliveries.
             """
     )
     @OptionGroup var server: ServerOptions
@@ -33,38 +44,105 @@ struct TailCommand: AsyncParsableCommand {
         } else {
             throw ValidationError("give --platform or --registration")
         }
+        // A write to a closed pipe fails with EPIPE (and tail says so) rather than killing it.
+        signal(SIGPIPE, SIG_IGN)
         try await self.server.withClient(command: "tail", role: self.consumer ? .consumer : .admin) { client in
             let deliveries = try await client.attach(scope, credit: self.credit, in: self.server.project)
+            // SIGINT and SIGTERM detach: the stream ends after what has arrived, which is printed
+            // and acknowledged first; what the server had not sent stays pending.
+            let stop = StopSignals { Task { try? await client.detach() } }
+            defer { stop.cancel() }
             var received = 0
             while true {
-                // What has arrived, up to --count, acknowledged with one ACK.
+                // What has arrived, up to --count: written, flushed, then acknowledged with one ACK.
                 let batch = try await deliveries.nextBatch(maximum: self.count.map { $0 - received } ?? .max)
                 if batch.isEmpty { break }
-                batch.forEach(self.print)
+                let text = batch.map(self.line).joined()
+                guard StandardOutput.write(text) else {
+                    writeToStandardError("fanout tail: cannot write to standard output: \(String(cString: strerror(errno)))\n")
+                    throw ExitCode(2)  // unacknowledged: they go to the next consumer
+                }
                 if !self.noAcknowledge {
                     try await client.acknowledge(batch.map(\.id))
                 }
                 received += batch.count
                 if let count = self.count, received >= count { break }
+                if stop.isStopping { break }
             }
         }
     }
 
-    private func print(_ delivery: WireDelivery) {
+    private func line(_ delivery: WireDelivery) -> String {
         let messageID = "projects/\(self.server.project)/messages/\(delivery.id.messageSequence)"
         let payload = String(decoding: delivery.payload, as: UTF8.self)
-        if self.server.json {
-            printJSON(.object(JSONObject([
-                .init(key: "id", value: .string(delivery.id.description)),
-                .init(key: "message", value: .string(messageID)),
-                .init(key: "platform", value: .string(delivery.platform.rawValue)),
-                .init(key: "fid", value: .string(delivery.fid.string)),
-                .init(key: "expiry", value: jsonNumber(Int(delivery.expiry.millisecondsSinceEpoch))),
-                .init(key: "deletedMessages", value: .bool(delivery.isDeletedMessagesMarker)),
-                .init(key: "payload", value: .string(payload)),
-            ])))
-        } else {
-            Swift.print("\(delivery.id) \(messageID) \(delivery.platform) \(delivery.fid) \(payload)")
+        guard self.server.json else {
+            let headers = delivery.headers.map { " \($0.name)=\($0.value)" }.joined()
+            return "\(delivery.id) \(messageID) \(delivery.platform) \(delivery.fid)\(headers) \(payload)\n"
+        }
+        return String(decoding: JSONWriter.encode(.object(JSONObject([
+            .init(key: "id", value: .string(delivery.id.description)),
+            .init(key: "message", value: .string(messageID)),
+            .init(key: "platform", value: .string(delivery.platform.rawValue)),
+            .init(key: "fid", value: .string(delivery.fid.string)),
+            .init(key: "token", value: delivery.token.map { .string($0.value) } ?? .null),
+            .init(key: "apnsToken", value: delivery.apnsToken.map { .string($0.hex) } ?? .null),
+            .init(key: "headers", value: .object(JSONObject(delivery.headers.map { .init(key: $0.name, value: .string($0.value)) }))),
+            .init(key: "expiry", value: jsonNumber(Int(delivery.expiry.millisecondsSinceEpoch))),
+            .init(key: "deletedMessages", value: .bool(delivery.isDeletedMessagesMarker)),
+            .init(key: "payload", value: .string(payload)),
+        ]))), as: UTF8.self) + "\n"
+    }
+}
+
+/// SIGINT and SIGTERM, caught while tail runs: the first calls `onStop` and sets `isStopping`.
+private final class StopSignals: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+    private let stopping = Locked(false)
+
+    init(onStop: @escaping @Sendable () -> Void) {
+        var sources: [any DispatchSourceSignal] = []
+        let stopping = self.stopping
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number)
+            source.setEventHandler {
+                let first = stopping.withLock { stopping in
+                    defer { stopping = true }
+                    return !stopping
+                }
+                if first { onStop() }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    var isStopping: Bool { self.stopping.withLock { $0 } }
+
+    func cancel() {
+        for source in self.sources { source.cancel() }
+    }
+}
+
+/// Standard output written with `write(2)`, unbuffered, so that a line counts as printed only
+/// once the system took all of it.
+enum StandardOutput {
+    /// Writes all of `text` to descriptor 1; false when a write failed (`errno` says why).
+    static func write(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return true }
+            var offset = 0
+            while offset < bytes.count {
+                let count = Glibc.write(1, base + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                offset += count
+            }
+            return true
         }
     }
 }

@@ -163,9 +163,15 @@ struct FanoutCLITests {
 
         let sent = try self.fanout("send", "--data-dir", directory, "-", input: #"{"message":{"topic":"news","notification":{"title":"Hi"}}}"#)
         #expect(sent.status == 0, "\(sent.error)")
-        #expect(sent.output == #"{"name":"projects/default/messages/1","audience":1,"enqueued":1,"recipients":[]}"# + "\n")
+        #expect(sent.output.hasPrefix(#"{"name":"projects/default/messages/1","audience":1,"enqueued":1,"recipients":[],"platforms":[{"platform":"android","#))
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(sent.output.utf8)) as? [String: Any])
+        let ios = try #require((report["platforms"] as? [[String: Any]])?[1])
+        #expect(ios["platform"] as? String == "ios" && ios["audience"] as? Int == 1 && ios["enqueued"] as? Int == 1 && ios["limitBytes"] as? Int == 4096)
+        #expect(ios["renderedBytes"] as? Int == #"{"aps":{"alert":{"title":"Hi"}}}"#.utf8.count)
         let multicast = try self.fanout("send", "--data-dir", directory, input: #"{"message":{"tokens":["cli-token","gone"],"data":{"k":"v"}}}"#)
-        #expect(multicast.output.contains(#""recipients":["ok","UNREGISTERED"]"#))
+        #expect(multicast.output.contains(
+            #""recipients":[{"status":"ok"},{"status":"UNREGISTERED","field":"message.tokens[1]","description":"no installation has this registration"#
+        ), "\(multicast.output)")
 
         let pending = try self.fanout("pending", "--data-dir", directory, phone.fid.string)
         #expect(pending.status == 0)

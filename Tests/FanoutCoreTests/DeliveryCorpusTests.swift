@@ -15,7 +15,8 @@ struct DeliveryCorpusTests {
             let clock = ManualClock()
             let engine = Engine(clock: clock)
             // An installation the message's target reaches.
-            var registration = RegistrationRequest(platform: platform, appID: AppID("app")!)
+            // It has a token (installations without one get no delivery).
+            var registration = RegistrationRequest(token: RegistrationToken("corpus-device-token"), platform: platform, appID: AppID("app")!)
             switch request.message.target {
             case .token(let token): registration.token = token
             case .fid(let fid): registration.offeredFID = fid.string

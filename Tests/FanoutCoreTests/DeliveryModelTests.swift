@@ -44,6 +44,7 @@ struct DeliveryHarness {
     var subscribers: Set<FID> = []
     var consumers: [FID: DeliveryConsumer] = [:]
     var sequence: UInt64 = 0
+    var registered = 0
     var exercised: [String: Int] { self.model.exercised }
 
     init(seed: UInt64, directory: String?) throws {
@@ -74,7 +75,9 @@ struct DeliveryHarness {
         switch roll {
         case 0..<6 where self.fids.count < 14, 0..<2:
             let platform = Platform.allCases.randomElement(using: &self.random)!
-            let installation = try await self.engine.register(RegistrationRequest(platform: platform, appID: AppID("app")!)).installation
+            self.registered += 1
+            let token = RegistrationToken("device-\(self.registered)")
+            let installation = try await self.engine.register(RegistrationRequest(token: token, platform: platform, appID: AppID("app")!)).installation
             self.fids.append(installation.fid)
             self.model.installations[installation.fid] = .init(fid: installation.fid, platform: platform)
             if Bool.random(using: &self.random) {

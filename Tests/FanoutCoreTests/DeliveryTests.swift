@@ -65,14 +65,18 @@ struct DeliveryTests {
         _ = try await self.engine.refreshToken(.fid(rotated.fid), to: RegistrationToken("fresh-token")!)
         for token in ["never-registered", deleted.token!.value, rotated.token!.value] {
             let result = try await self.send(#"{"token":"\#(token)","data":{"k":"v"}}"#)
-            #expect(result.recipients == [.failed(.unregistered)])
+            #expect(result.recipients.map(\.code) == [.unregistered])
+            #expect(result.recipients == [.failed(FanoutError(.unregistered, "", field: "message.token"))])
             #expect(result.enqueued == 0)
         }
-        await #expect(try self.toFID(deleted).recipients == [.failed(.unregistered)])
+        await #expect(try self.toFID(deleted).recipients == [.failed(FanoutError(.unregistered, "", field: "message.fid"))])
         let multicast = try await self.send(
             #"{"tokens":["\#(kept.token!.value)","unknown","fresh-token"],"fids":["\#(deleted.fid.string)"],"data":{"k":"v"}}"#
         )
-        #expect(multicast.recipients == [.ok, .failed(.unregistered), .ok, .failed(.unregistered)])
+        #expect(multicast.recipients == [
+            .ok, .failed(FanoutError(.unregistered, "", field: "message.tokens[1]")), .ok,
+            .failed(FanoutError(.unregistered, "", field: "message.fids[0]")),
+        ])
         #expect(multicast.audience == 2)
     }
 
@@ -85,7 +89,17 @@ struct DeliveryTests {
         let result = try await self.send(
             #"{"tokens":["\#(android.token!.value)","\#(ios.token!.value)"],"data":{"big":"\#(big)"},"apns":{"payload":{"pad":"\#(padding)"}}}"#
         )
-        #expect(result.recipients == [.ok, .failed(.invalidArgument)])
+        #expect(result.recipients == [.ok, .failed(FanoutError(.invalidArgument, "", field: "message.tokens[1]"))])
+        guard case .failed(let refusal) = result.recipients[1] else { return }
+        let iosSize = result.platforms[1].renderedBytes
+        #expect(iosSize > 4096)
+        #expect(refusal.message == "Message too big: the rendered ios payload is \(iosSize) bytes, over its limit of 4096 bytes")
+        #expect(refusal.violations == [FieldViolation(field: "message.apns", description: refusal.message)])
+        #expect(result.platforms.map(\.platform) == [.android, .ios, .web])
+        #expect(result.platforms.map(\.audience) == [1, 1, 0])
+        #expect(result.platforms.map(\.enqueued) == [1, 0, 0])
+        #expect(result.platforms.map(\.refused) == [0, 1, 0])
+        #expect(result.platforms[1].limit == 4096 && result.platforms[0].limit == nil)
         #expect(try self.pending(android).count == 1)
         #expect(try self.pending(ios).isEmpty)
         #expect(try self.engine.deliveryStatistics().rejected == 1)

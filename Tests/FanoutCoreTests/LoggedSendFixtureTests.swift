@@ -106,7 +106,14 @@ struct LoggedSendFixtureTests {
         try await TemporaryDirectory.with { directory in
             try await Self.writeChanges(to: directory)
             let recovered = try Self.pendingDeliveries(inCopyOf: directory)
-            #expect(recovered == (try Self.expected()))
+            // One change since: web push no longer takes `android.ttl` (FCM's default is 4 weeks),
+            // so message 6's web delivery, sent with an Android TTL of one day, now expires 4 weeks
+            // after it was accepted (1767225605000). The v1 log above keeps its one day.
+            let today = try Self.expected().replacingOccurrences(
+                of: "4 6.4 web expiry=1767312005000", with: "4 6.4 web expiry=\(1_767_225_605_000 + 2_419_200_000)"
+            )
+            #expect(recovered != (try Self.expected()))
+            #expect(recovered == today)
         }
     }
 

@@ -55,7 +55,7 @@ struct ServerRobustnessTests {
         try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory, configuration: ServerConfiguration(maximumPayloadSize: 4096, idleTimeout: .seconds(900))) { port, _ in
                 var header = ByteBuffer()
-                header.writeMultipleIntegers(UInt8(1), Opcode.send.rawValue, UInt16(0), UInt32(77), UInt32(1 << 30))
+                header.writeMultipleIntegers(FrameHeader.currentVersion, Opcode.send.rawValue, UInt16(0), UInt32(77), UInt32(1 << 30))
                 let raw = try await RawConnection.open(port)
                 let frames = try await raw.exchange([try RawConnection.hello(), header])
                 #expect(frames.count == 2)

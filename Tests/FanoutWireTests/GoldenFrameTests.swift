@@ -24,9 +24,29 @@ struct GoldenFrameTests {
         ("subscribe", .client(ClientFrame(requestID: 2, request: .subscribe(project: "default", topic: "news", registrations: ["cAECAwQFBgcICQoLDA0ODx", "token-1"])))),
         ("subscribe-reply", .server(ServerFrame(requestID: 2, message: .itemResults(.subscribe, [.ok, .failed(.notFound)])))),
         ("send", .client(ClientFrame(requestID: 3, request: .send(project: "default", body: Array(#"{"message":{"topic":"news","data":{"k":"v"}}}"#.utf8))))),
-        ("send-reply", .server(ServerFrame(requestID: 3, message: .sent(SendReceipt(messageID: "projects/default/messages/1", sequence: 1, audience: 1, enqueued: 1, recipients: []))))),
+        ("send-reply", .server(ServerFrame(requestID: 3, message: .sent(SendReceipt(
+            messageID: "projects/default/messages/1", sequence: 1, audience: 1, enqueued: 1, recipients: [], platforms: sendReport
+        ))))),
+        ("delivery", .server(ServerFrame(requestID: 5, message: .delivery(WireDelivery(
+            id: DeliveryID(messageSequence: 1, slot: 0), fid: fid, token: RegistrationToken("token-1"),
+            apnsToken: APNsDeviceToken("00112233445566778899aabbccddeeff"), platform: .ios,
+            expiry: Timestamp(millisecondsSinceEpoch: 1_767_225_600_000), isInFlight: false, isDeletedMessagesMarker: false,
+            headers: [
+                DeliveryHeader(name: "apns-priority", value: "5"), DeliveryHeader(name: "apns-push-type", value: "background"),
+                DeliveryHeader(name: "apns-expiration", value: "1767225600"),
+            ],
+            payload: Array(#"{"aps":{"content-available":1},"k":"v"}"#.utf8)
+        ))))),
         ("error", .server(ServerFrame(requestID: 4, message: .error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project"))))),
     ]
+
+    /// The send's report: one Android subscriber, the three payloads' sizes.
+    static var sendReport: [PlatformSendReport] {
+        var android = PlatformSendReport(platform: .android, renderedBytes: 18, limit: nil)
+        android.audience = 1
+        android.enqueued = 1
+        return [android, PlatformSendReport(platform: .ios, renderedBytes: 33, limit: 4096), PlatformSendReport(platform: .web, renderedBytes: 18, limit: 4096)]
+    }
 
     static var fixtures: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")

@@ -62,8 +62,9 @@ struct WireCodecTests {
             let attachID = samples.u32()
             var direct = ByteBuffer()
             try direct.writeDeliveryFrame(
-                attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, platform: delivery.platform,
-                expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker, payload: delivery.payload,
+                attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex,
+                platform: delivery.platform, expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
+                headers: delivery.headers, payload: delivery.payload,
                 maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize
             )
             #expect(direct == (try Self.encode(ServerFrame(requestID: attachID, message: .delivery(delivery)))))
@@ -85,7 +86,7 @@ struct WireCodecTests {
 
     // MARK: - Malformed input, each with its exact error
 
-    static func header(version: UInt8 = 1, opcode: UInt8, flags: UInt16 = 0, requestID: UInt32 = 9, length: UInt32) -> ByteBuffer {
+    static func header(version: UInt8 = FrameHeader.currentVersion, opcode: UInt8, flags: UInt16 = 0, requestID: UInt32 = 9, length: UInt32) -> ByteBuffer {
         var buffer = ByteBuffer()
         buffer.writeMultipleIntegers(version, opcode, flags, requestID, length)
         return buffer
@@ -110,7 +111,8 @@ struct WireCodecTests {
     }
 
     @Test func anUnknownVersionOrFlagsAreRefused() {
-        Self.expectError(Self.header(version: 2, opcode: 0x02, length: 0), containing: "protocol version 2 is not supported")
+        Self.expectError(Self.header(version: 1, opcode: 0x02, length: 0), containing: "protocol version 1 is not supported")
+        Self.expectError(Self.header(version: 3, opcode: 0x02, length: 0), containing: "protocol version 3 is not supported")
         Self.expectError(Self.header(opcode: 0x02, flags: 1, length: 0), containing: "flags must be 0")
     }
 
@@ -174,7 +176,7 @@ struct WireCodecTests {
         var buffer = ByteBuffer()
         buffer.writeString("kept")
         let frame = ClientFrame(requestID: 3, request: .send(project: "default", body: [UInt8](repeating: 0x41, count: 2000)))
-        #expect(throws: ProtocolError(.resourceExhausted, "a 0x50 frame of 2013 bytes is over the maximum frame size 1024", requestID: 3)) {
+        #expect(throws: ProtocolError(.resourceExhausted, "a 0x50 frame of 2014 bytes is over the maximum frame size 1024", requestID: 3)) {
             try frame.encode(into: &buffer, maximumPayloadSize: 1024)
         }
         #expect(buffer.readableBytes == 4, "nothing of the refused frame is left in the buffer")

@@ -81,6 +81,10 @@ extension BinaryWriter {
         if options.apnsCollapseID != nil { given.insert(.apnsCollapseID) }
         if options.webpushTTLSeconds != nil { given.insert(.webpushTTL) }
         if options.webpushTopic != nil { given.insert(.webpushTopic) }
+        if options.apnsTopic != nil { given.insert(.apnsTopic) }
+        if options.apnsIsBackground { given.insert(.apnsIsBackground) }
+        if options.webpushUrgency != nil { given.insert(.webpushUrgency) }
+        if options.skipLastSeenBefore != nil { given.insert(.skipLastSeenBefore) }
         self.write(given.rawValue)
         if let priority = options.androidPriority { self.write(UInt8(priority == .high ? 1 : 0)) }
         if let ttl = options.androidTTLSeconds { self.write(ttl) }
@@ -91,6 +95,9 @@ extension BinaryWriter {
         if let collapseID = options.apnsCollapseID { self.write(collapseID) }
         if let ttl = options.webpushTTLSeconds { self.write(ttl) }
         if let topic = options.webpushTopic { self.write(topic) }
+        if let topic = options.apnsTopic { self.write(topic) }
+        if let urgency = options.webpushUrgency { self.write(urgency) }
+        if let cutoff = options.skipLastSeenBefore { self.write(cutoff) }
     }
 }
 
@@ -183,6 +190,10 @@ extension BinaryReader {
         if given.contains(.apnsCollapseID) { options.apnsCollapseID = try self.readString(limit: RenderedMessageCoding.maximumOptionBytes) }
         if given.contains(.webpushTTL) { options.webpushTTLSeconds = try self.read(UInt32.self) }
         if given.contains(.webpushTopic) { options.webpushTopic = try self.readString(limit: RenderedMessageCoding.maximumOptionBytes) }
+        if given.contains(.apnsTopic) { options.apnsTopic = try self.readString(limit: RenderedMessageCoding.maximumOptionBytes) }
+        options.apnsIsBackground = given.contains(.apnsIsBackground)
+        if given.contains(.webpushUrgency) { options.webpushUrgency = try self.readString(limit: RenderedMessageCoding.maximumOptionBytes) }
+        if given.contains(.skipLastSeenBefore) { options.skipLastSeenBefore = try self.readTimestamp() }
         return options
     }
 }
@@ -218,7 +229,12 @@ enum RenderedMessageCoding {
         static let apnsCollapseID = OptionField(rawValue: 1 << 6)
         static let webpushTTL = OptionField(rawValue: 1 << 7)
         static let webpushTopic = OptionField(rawValue: 1 << 8)
-        static let known = OptionField(rawValue: (1 << 9) - 1)
+        static let apnsTopic = OptionField(rawValue: 1 << 9)
+        /// A flag with no value.
+        static let apnsIsBackground = OptionField(rawValue: 1 << 10)
+        static let webpushUrgency = OptionField(rawValue: 1 << 11)
+        static let skipLastSeenBefore = OptionField(rawValue: 1 << 12)
+        static let known = OptionField(rawValue: (1 << 13) - 1)
     }
 }
 

@@ -33,6 +33,20 @@ public struct Message: Sendable {
             }
         }
 
+        /// The request field of each recipient of a token, FID or multicast target by position:
+        /// `message.token`, `message.fid`, `message.tokens[i]`, `message.fids[i]` (a multicast
+        /// lists its tokens first).
+        var recipientFields: (Int) -> String {
+            switch self {
+            case .token: return { _ in "message.token" }
+            case .fid: return { _ in "message.fid" }
+            case .multicast(let addresses):
+                let tokens = addresses.firstIndex { if case .fid = $0 { return true } else { return false } } ?? addresses.count
+                return { $0 < tokens ? "message.tokens[\($0)]" : "message.fids[\($0 - tokens)]" }
+            default: return { _ in "message" }
+            }
+        }
+
         /// FCM's limit on data and notification bytes: 2048 to a topic or condition, 4096 otherwise.
         public var payloadLimit: Int { self.isFanout ? 2048 : 4096 }
 
@@ -80,10 +94,20 @@ public struct Message: Sendable {
         public var apnsExpiration: UInt64?
         /// The `apns-collapse-id` header.
         public var apnsCollapseID: String?
+        /// The `apns-topic` header (the app's bundle id).
+        public var apnsTopic: String?
+        /// Whether the APNs body shows nothing (only `content-available`): a background push, sent
+        /// with push type `background` and priority 5 unless the headers say otherwise.
+        public var apnsIsBackground = false
         /// The web push `TTL` header, in seconds.
         public var webpushTTLSeconds: UInt32?
         /// The web push `Topic` header (RFC 8030: replaces a pending message with the same topic).
         public var webpushTopic: String?
+        /// The web push `Urgency` header: `very-low`, `low`, `normal` or `high`.
+        public var webpushUrgency: String?
+        /// Installations last seen before this are skipped (stale): set by the engine from a
+        /// send's `SendOptions`, never from the JSON.
+        public var skipLastSeenBefore: Timestamp?
 
         /// No option given.
         public init() {}

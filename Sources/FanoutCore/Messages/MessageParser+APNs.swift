@@ -126,7 +126,11 @@ extension MessageParser {
                     violations.add(field, "must be a canonical UUID (8-4-4-4-12 hexadecimal digits)")
                 }
             case .topic:
-                if document.stringLength(at: value) == 0 { violations.add(field, "must not be empty") }
+                if document.stringLength(at: value) == 0 {
+                    violations.add(field, "must not be empty")
+                } else {
+                    options.apnsTopic = options.apnsTopic ?? document.string(at: value)
+                }
             case nil:
                 break
             }

@@ -82,7 +82,9 @@ extension MessageParser {
                     violations.add(field, "must be a non-negative number of seconds")
                 }
             case .urgency:
-                if !document.string(at: value, isOneOf: self.urgencies) {
+                if document.string(at: value, isOneOf: self.urgencies) {
+                    options.webpushUrgency = options.webpushUrgency ?? document.string(at: value)
+                } else {
                     violations.add(field, "must be very-low, low, normal or high")
                 }
             case .topic:

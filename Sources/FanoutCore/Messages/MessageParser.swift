@@ -141,6 +141,7 @@ public enum MessageParser {
             violations.add("message.apns.headers.apns-priority", "a data-only (background) message to iOS must use apns-priority 5, not 10")
         }
         guard violations.isEmpty else { return nil }
+        options.apnsIsBackground = !APNSPayload.isVisible(parts)
         return Message(target: target, options: options, payloadBytes: payloadBytes, source: StoredJSON(bytes: source, document: document), parts: parts)
     }
 

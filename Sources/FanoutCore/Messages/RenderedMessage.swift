@@ -19,13 +19,28 @@ public final class RenderedMessage: Hashable, Sendable {
     public let androidPayload: [UInt8]
     /// The web push payload (before RFC 8291 encryption).
     public let webpushPayload: [UInt8]
+    /// The headers of iOS and web deliveries (`headers(for:)`), made once per message.
+    private let apnsHeaders: [DeliveryHeader]
+    private let webpushHeaders: [DeliveryHeader]
 
-    /// Renders `message` for every platform.
-    public init(_ message: consuming Message, acceptedAt: Timestamp) {
+    /// Renders `message` for every platform. A send that skips stale installations gives the
+    /// time before which an installation's last sighting makes it stale.
+    public convenience init(_ message: consuming Message, acceptedAt: Timestamp, skippingLastSeenBefore staleCutoff: Timestamp? = nil) {
+        self.init(message, acceptedAt: acceptedAt, staleCutoff: staleCutoff, webpushTTLDefault: UInt32(MessageParser.maximumTTLSeconds))
+    }
+
+    /// `webpushTTLDefault` is FCM's web push default (4 weeks), made explicit in what is logged;
+    /// `nil` only for a send body logged by an older build, whose web deliveries expired by
+    /// `android.ttl` and still do (`expiry(for:)`).
+    init(_ message: consuming Message, acceptedAt: Timestamp, staleCutoff: Timestamp?, webpushTTLDefault: UInt32?) {
         self.acceptedAt = acceptedAt
         (self.apnsBody, self.androidPayload, self.webpushPayload) = Self.render(message)
         self.target = message.target
-        self.options = message.options
+        var options = message.options
+        options.skipLastSeenBefore = staleCutoff
+        options.webpushTTLSeconds = options.webpushTTLSeconds ?? webpushTTLDefault
+        self.options = options
+        (self.apnsHeaders, self.webpushHeaders) = Self.headers(options, acceptedAt: acceptedAt)
     }
 
     /// A message as it was rendered when it was accepted (from the log or a snapshot).
@@ -43,6 +58,7 @@ public final class RenderedMessage: Hashable, Sendable {
         self.apnsBody = apnsBody
         self.androidPayload = androidPayload
         self.webpushPayload = webpushPayload
+        (self.apnsHeaders, self.webpushHeaders) = Self.headers(options, acceptedAt: acceptedAt)
     }
 
     public static func == (lhs: RenderedMessage, rhs: RenderedMessage) -> Bool {
@@ -106,26 +122,62 @@ public final class RenderedMessage: Hashable, Sendable {
     }
 
     /// When a delivery to `platform` expires: Android's `ttl` (default 28 days); APNs'
-    /// `apns-expiration` (0: at once; default 30 days); web push's `TTL` header (default: the
-    /// Android TTL or 28 days).
+    /// `apns-expiration` (0: at once; default 30 days); web push's `TTL` header (default 4 weeks,
+    /// as FCM: `android.ttl` does not apply to web push; a message logged by an older build without
+    /// the header keeps the `android.ttl` it expired by then).
     public func expiry(for platform: Platform) -> Timestamp {
-        let options = self.options
-        let ttl = options.androidTTLSeconds ?? MessageParser.maximumTTLSeconds
+        Self.expiry(for: platform, self.options, acceptedAt: self.acceptedAt)
+    }
+
+    private static func expiry(for platform: Platform, _ options: Message.DeliveryOptions, acceptedAt: Timestamp) -> Timestamp {
         switch platform {
         case .android:
-            return self.acceptedAt.advanced(by: .seconds(ttl))
+            return acceptedAt.advanced(by: .seconds(options.androidTTLSeconds ?? MessageParser.maximumTTLSeconds))
         case .ios:
             if let seconds = options.apnsExpiration {
-                if seconds == 0 { return self.acceptedAt }
+                if seconds == 0 { return acceptedAt }
                 return Timestamp(millisecondsSinceEpoch: Int64(clamping: seconds).multipliedReportingOverflow(by: 1000).partialValue)
             }
-            return self.acceptedAt.advanced(by: .seconds(30 * 86_400))
+            return acceptedAt.advanced(by: .seconds(30 * 86_400))
         case .web:
-            if let seconds = options.webpushTTLSeconds {
-                return self.acceptedAt.advanced(by: .seconds(Int64(seconds)))
-            }
-            return self.acceptedAt.advanced(by: .seconds(ttl))
+            return acceptedAt.advanced(by: .seconds(Self.webpushTTL(options)))
         }
+    }
+
+    /// Web push's TTL in seconds: the `TTL` header (always set on messages rendered now), or for a
+    /// message logged without it, `android.ttl` or 4 weeks, as older builds expired it.
+    private static func webpushTTL(_ options: Message.DeliveryOptions) -> Int64 {
+        options.webpushTTLSeconds.map(Int64.init) ?? options.androidTTLSeconds ?? MessageParser.maximumTTLSeconds
+    }
+
+    /// The headers a worker sends with a delivery to `platform`'s push service, as FCM sends them:
+    /// for iOS `apns-priority` (given, or 10; 5 for a background push), `apns-push-type` (given, or
+    /// `alert`; `background` for a background push), `apns-expiration` (given, or the delivery's
+    /// expiry in UNIX seconds), then `apns-collapse-id` and `apns-topic` when given; for web push
+    /// `TTL` (given, or 4 weeks), then `Urgency` and `Topic` when given. None for Android, whose
+    /// payload carries its priority, TTL and collapse key.
+    public func headers(for platform: Platform) -> [DeliveryHeader] {
+        switch platform {
+        case .ios: return self.apnsHeaders
+        case .android: return []
+        case .web: return self.webpushHeaders
+        }
+    }
+
+    private static func headers(_ options: Message.DeliveryOptions, acceptedAt: Timestamp) -> (apns: [DeliveryHeader], webpush: [DeliveryHeader]) {
+        let background = options.apnsIsBackground
+        let expiration = options.apnsExpiration ?? UInt64(max(0, self.expiry(for: .ios, options, acceptedAt: acceptedAt).millisecondsSinceEpoch / 1000))
+        var apns = [
+            DeliveryHeader(name: "apns-priority", value: String(options.apnsPriority ?? (background ? 5 : 10))),
+            DeliveryHeader(name: "apns-push-type", value: options.apnsPushType ?? (background ? "background" : "alert")),
+            DeliveryHeader(name: "apns-expiration", value: String(expiration)),
+        ]
+        if let collapseID = options.apnsCollapseID { apns.append(DeliveryHeader(name: "apns-collapse-id", value: collapseID)) }
+        if let topic = options.apnsTopic { apns.append(DeliveryHeader(name: "apns-topic", value: topic)) }
+        var webpush = [DeliveryHeader(name: "TTL", value: String(Self.webpushTTL(options)))]
+        if let urgency = options.webpushUrgency { webpush.append(DeliveryHeader(name: "Urgency", value: urgency)) }
+        if let topic = options.webpushTopic { webpush.append(DeliveryHeader(name: "Topic", value: topic)) }
+        return (apns, webpush)
     }
 
     /// The collapse key of deliveries to `platform`, if the message is collapsible there.

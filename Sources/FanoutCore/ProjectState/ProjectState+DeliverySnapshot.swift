@@ -5,7 +5,7 @@ extension ProjectState {
     /// when it was accepted at `at`. Newer logs store the rendered message and never come here.
     static func renderLogged(_ body: [UInt8], at: Timestamp) throws(FanoutError) -> RenderedMessage {
         do {
-            return RenderedMessage(try MessageParser.parseSendRequest(body).message, acceptedAt: at)
+            return RenderedMessage(try MessageParser.parseSendRequest(body).message, acceptedAt: at, staleCutoff: nil, webpushTTLDefault: nil)
         } catch {
             throw FanoutError(.internal, "replay: a logged message no longer validates: \(error.message)")
         }

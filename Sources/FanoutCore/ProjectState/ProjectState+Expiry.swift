@@ -87,6 +87,7 @@ extension ProjectState {
             project: self.id,
             fid: self.registry.fid(ofSlot: slot)!,
             token: self.registry.token(ofSlot: slot),
+            apnsToken: platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil,
             platform: platform,
             expiry: Timestamp(millisecondsSinceEpoch: entry.expiry[platform]),
             message: node.isMarker ? nil : entry.rendered,

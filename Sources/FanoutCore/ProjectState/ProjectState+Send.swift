@@ -24,54 +24,97 @@ extension ProjectState {
         return self.logged(result, .send(self.id, sequence: sequence, message: rendered))
     }
 
-    /// Resolves the message's audience and enqueues a delivery per recipient whose platform payload
-    /// fits, as message `sequence` (a new send, or a logged one replayed).
+    /// Resolves the message's audience and enqueues a delivery per recipient that has a token,
+    /// is not skipped as stale, and whose platform payload fits, as message `sequence` (a new
+    /// send, or a logged one replayed).
     mutating func enqueueMessage(_ rendered: RenderedMessage, sequence: UInt64, now: Timestamp) -> SendResult {
         self.deliveries.nextSequence = sequence + 1
         self.deliveries.counters.sends += 1
         let (audience, addressed) = self.resolveAudience(of: rendered.target)
         let fits = PerPlatform { rendered.fits($0) }
+        let staleCutoff = rendered.options.skipLastSeenBefore?.millisecondsSinceEpoch
+        var reports = PerPlatform { PlatformSendReport(platform: $0, renderedBytes: rendered.payload(for: $0).count, limit: rendered.limit(for: $0)) }
         let entry = MessageEntry(sequence: sequence, rendered: rendered, audience: audience)
         let collapseKey = entry.collapseKey
         let isNowOrNever = entry.isNowOrNever
         let index = self.deliveries.add(entry)
         var references = 0
-        var enqueued = 0
-        var rejected = 0
         for slot in audience {
-            guard let platform = self.registry.platform(ofSlot: slot) else { continue }
-            guard fits[platform] else {
-                rejected += 1
+            guard let (platform, hasToken) = self.registry.deliveryTarget(ofSlot: slot) else { continue }
+            reports[platform].audience += 1
+            guard hasToken else {
+                reports[platform].skippedWithoutToken += 1
                 continue
             }
+            if let staleCutoff, let lastSeen = self.registry.lastSeen(ofSlot: slot), lastSeen.millisecondsSinceEpoch < staleCutoff {
+                reports[platform].skippedStale += 1
+                continue
+            }
+            guard fits[platform] else {
+                reports[platform].refused += 1
+                continue
+            }
+            let before = self.deliveries.counters
             switch self.enqueue(index, to: slot, platform: platform, collapseKey: collapseKey[platform], isNowOrNever: isNowOrNever[platform]) {
             case .enqueued:
                 references += 1
-                enqueued += 1
+                reports[platform].enqueued += 1
             case .marker:
                 references += 1
             case .notEnqueued:
                 break
             }
+            let after = self.deliveries.counters
+            reports[platform].collapsed += after.collapsed - before.collapsed
+            reports[platform].dropped += after.dropped - before.dropped
+            reports[platform].expired += after.expired - before.expired
         }
         self.deliveries.retain(index, count: references)
-        self.deliveries.counters.enqueued += enqueued
-        self.deliveries.counters.rejected += rejected
+        let all = [reports.android, reports.ios, reports.web]
+        self.deliveries.counters.enqueued += all.reduce(0) { $0 + $1.enqueued }
+        self.deliveries.counters.rejected += all.reduce(0) { $0 + $1.refused }
+        self.deliveries.counters.skipped += all.reduce(0) { $0 + $1.skippedWithoutToken + $1.skippedStale }
         self.scheduleWorkers()
         self.dispatch(now: now)
         self.checkDeliveryInvariants()
 
-        let recipients = addressed?.map { slot -> BatchItemResult in
-            guard let slot, let platform = self.registry.platform(ofSlot: slot) else { return .failed(.unregistered) }
-            return fits[platform] ? .ok : .failed(.invalidArgument)
-        }
         return SendResult(
             messageID: SendResult.messageID(project: self.id, sequence: sequence),
             sequence: sequence,
             audience: audience.count,
-            enqueued: enqueued,
-            recipients: recipients ?? []
+            enqueued: all.reduce(0) { $0 + $1.enqueued },
+            recipients: addressed.map { self.recipientResults($0, of: rendered.target, reports: reports, staleCutoff: staleCutoff) } ?? [],
+            platforms: all
         )
+    }
+
+    /// One result per address of a token, FID or multicast target, with the reason a recipient
+    /// got nothing.
+    private func recipientResults(
+        _ slots: [UInt32?],
+        of target: Message.Target,
+        reports: PerPlatform<PlatformSendReport>,
+        staleCutoff: Int64?
+    ) -> [RecipientResult] {
+        let fields = target.recipientFields
+        return slots.enumerated().map { position, slot in
+            let field = fields(position)
+            guard let slot, let (platform, hasToken) = self.registry.deliveryTarget(ofSlot: slot) else {
+                return .failed(FanoutError(.unregistered, "no installation has this registration (unknown, deleted, rotated away or signed out)", field: field))
+            }
+            guard hasToken else {
+                return .failed(FanoutError(.failedPrecondition, "the installation has no registration token (signed out, or none given yet)", field: field))
+            }
+            if let staleCutoff, let lastSeen = self.registry.lastSeen(ofSlot: slot), lastSeen.millisecondsSinceEpoch < staleCutoff {
+                return .failed(FanoutError(.failedPrecondition, "the installation is stale (last seen \(lastSeen)) and the send skips stale installations", field: field))
+            }
+            if let refusal = reports[platform].refusal {
+                var error = FanoutError(.invalidArgument, refusal.description, field: field)
+                error.violations = [refusal]
+                return .failed(error)
+            }
+            return .ok
+        }
     }
 
     /// The slots a target reaches; for token, FID and multicast targets also each address's slot

@@ -29,10 +29,11 @@ struct InstallationRegistry {
     }
 
     private var records: [Record] = []
-    /// Each slot's `Platform.code` (0 when free), apart from the records: a
-    /// fan-out reads it for every recipient, and one byte per slot stays in cache where a ~90-byte
-    /// record would miss.
+    /// Each slot's `Platform.code` (0 when free), with `tokenlessBit` set while the installation
+    /// has no registration token, apart from the records: a fan-out reads it for every recipient,
+    /// and one byte per slot stays in cache where a ~90-byte record would miss.
     private var platformCodes: [UInt8] = []
+    private static let tokenlessBit: UInt8 = 0x80
     private var freeSlots: [UInt32] = []
     private var slotByFID = SlotHashIndex()
     private var slotByToken = SlotHashIndex()
@@ -125,6 +126,11 @@ struct InstallationRegistry {
         return self.records[Int(slot)].token
     }
 
+    func apnsToken(ofSlot slot: UInt32) -> APNsDeviceToken? {
+        guard Int(slot) < self.records.count else { return nil }
+        return self.records[Int(slot)].extras?.apnsToken
+    }
+
     func user(ofSlot slot: UInt32) -> UserID? {
         guard Int(slot) < self.records.count else { return nil }
         return self.records[Int(slot)].user
@@ -132,7 +138,15 @@ struct InstallationRegistry {
 
     func platform(ofSlot slot: UInt32) -> Platform? {
         guard Int(slot) < self.platformCodes.count else { return nil }
-        return Platform(code: self.platformCodes[Int(slot)])
+        return Platform(code: self.platformCodes[Int(slot)] & ~Self.tokenlessBit)
+    }
+
+    /// The platform of a live slot and whether it has a registration token to deliver to, from
+    /// the one byte a fan-out reads per recipient.
+    func deliveryTarget(ofSlot slot: UInt32) -> (platform: Platform, hasToken: Bool)? {
+        guard Int(slot) < self.platformCodes.count else { return nil }
+        let byte = self.platformCodes[Int(slot)]
+        return Platform(code: byte & ~Self.tokenlessBit).map { ($0, byte & Self.tokenlessBit == 0) }
     }
 
     func lastSeen(ofSlot slot: UInt32) -> Timestamp? {
@@ -228,7 +242,7 @@ struct InstallationRegistry {
         if let tokenHash {
             self.slotByToken.insert(hash: tokenHash, slot: slot)
         }
-        self.platformCodes[Int(slot)] = request.platform.code
+        self.platformCodes[Int(slot)] = request.platform.code | (request.token == nil ? Self.tokenlessBit : 0)
         self.liveSlots.insert(slot)
         // Force-unwrap is safe: the slot was just filled.
         return RegistrationResult(installation: self.installation(atSlot: slot)!, fidWasAssigned: assigned)
@@ -252,6 +266,7 @@ struct InstallationRegistry {
         self.records[Int(slot)].token = token
         self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
         self.slotByToken.insert(hash: token.hashValue, slot: slot)
+        self.platformCodes[Int(slot)] &= ~Self.tokenlessBit
     }
 
     /// Retires the token of `slot`, if it has one (sign-out and rotation).
@@ -260,6 +275,7 @@ struct InstallationRegistry {
         self.slotByToken.remove(hash: token.hashValue, slot: slot)
         self.retiredTokens.insert(Self.stableHash(token))
         self.records[Int(slot)].token = nil
+        self.platformCodes[Int(slot)] |= Self.tokenlessBit
     }
 
     mutating func touch(slot: UInt32, now: Timestamp) {

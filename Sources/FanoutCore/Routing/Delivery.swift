@@ -1,5 +1,7 @@
 /// A message waiting for one installation, as a consumer receives it or `pendingDeliveries` lists
-/// it. The rendered message is shared by every delivery of the send; nothing here is a copy of it.
+/// it: everything a delivery worker needs to push it with no other lookup (the destination, the
+/// push service's headers, the rendered payload). The rendered message is shared by every delivery
+/// of the send; nothing here is a copy of it.
 public struct Delivery: Sendable {
     /// The payload of the "deleted messages" marker that replaces a mailbox's non-collapsible
     /// messages when more than 100 were pending (FCM's `onDeletedMessages`).
@@ -10,6 +12,8 @@ public struct Delivery: Sendable {
     public var fid: FID
     /// The installation's current registration token, if it has one.
     public var token: RegistrationToken?
+    /// The installation's APNs device token, if it is an iOS installation that gave one.
+    public var apnsToken: APNsDeviceToken?
     public var platform: Platform
     /// When the delivery expires (from the message's TTL or `apns-expiration` for this platform).
     public var expiry: Timestamp
@@ -23,6 +27,11 @@ public struct Delivery: Sendable {
 
     /// Whether this is the "deleted messages" marker rather than a message.
     public var isDeletedMessagesMarker: Bool { self.message == nil }
+
+    /// The headers to send with the payload (`RenderedMessage.headers(for:)`); none for the marker.
+    public var headers: [DeliveryHeader] {
+        self.message?.headers(for: self.platform) ?? []
+    }
 
     /// What the platform receives: the rendered APNs body, Android payload or web push payload.
     public var payload: [UInt8] {

@@ -6,12 +6,16 @@ extension Engine {
     /// returns once the send is as durable as the engine's durability says. Consumers receive its
     /// deliveries only from then on.
     ///
-    /// With `validate_only` nothing is resolved or changed, and the id is FCM's `fake_message_id`.
+    /// Installations without a registration token get no delivery, nor stale ones when `options`
+    /// says to skip them; the result counts them per platform, and explains each refused
+    /// recipient of a token, FID or multicast target. With `validate_only` nothing is resolved or
+    /// changed, the id is FCM's `fake_message_id`, and the result reports each platform's rendered
+    /// size against its limit.
     /// - Throws: `INVALID_ARGUMENT` with every violation (`FanoutError.violations`) for a message
     ///   FCM would refuse; `NOT_FOUND` for an unknown project.
     @discardableResult
-    public func send(_ body: [UInt8], in project: ProjectID = .default) async throws(FanoutError) -> SendResult {
-        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.send(body, in: project) }.durable()
+    public func send(_ body: [UInt8], in project: ProjectID = .default, options: SendOptions = SendOptions()) async throws(FanoutError) -> SendResult {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.send(body, in: project, options: options) }.durable()
     }
 
     // MARK: - Deliveries

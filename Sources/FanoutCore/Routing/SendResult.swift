@@ -1,5 +1,6 @@
-/// What a send did: the message's id, how many installations it reached, and for token, FID and
-/// multicast targets one result per recipient in input order.
+/// What a send did: the message's id, how many installations it reached, for token, FID and
+/// multicast targets one result per recipient in input order, and per platform what became of
+/// the recipients.
 public struct SendResult: Sendable {
     /// The id FCM returns for `validate_only` sends, where nothing is sent.
     public static let validateOnlyMessageID = "fake_message_id"
@@ -12,12 +13,32 @@ public struct SendResult: Sendable {
     public var audience: Int
     /// Deliveries put in mailboxes (or handed straight to a consumer, for TTL 0).
     public var enqueued: Int
-    /// For token, FID and multicast targets, in input order: `ok`, `UNREGISTERED` (unknown, deleted
-    /// or rotated-away token or FID) or `INVALID_ARGUMENT` (the recipient's platform payload is over
-    /// its limit). Empty for topic, condition and user targets.
-    public var recipients: [BatchItemResult]
+    /// For token, FID and multicast targets, in input order (`RecipientResult`). Empty for topic,
+    /// condition and user targets.
+    public var recipients: [RecipientResult]
+    /// Android, iOS and web, in that order: each rendered payload against its limit, and the
+    /// recipients on that platform queued, refused, skipped and collapsed. A `validateOnly` send
+    /// reports the sizes with no recipients.
+    public var platforms: [PlatformSendReport]
 
     static func messageID(project: ProjectID, sequence: UInt64) -> String {
         "projects/\(project)/messages/\(sequence)"
+    }
+}
+
+/// How a send chooses among the installations its target reaches (not a field of FCM's JSON).
+public struct SendOptions: Hashable, Sendable {
+    /// Skip installations not seen for the engine's `staleAfter` (30 days by default).
+    public var skipStaleInstallations: Bool
+
+    public init(skipStaleInstallations: Bool = false) {
+        self.skipStaleInstallations = skipStaleInstallations
+    }
+}
+
+extension RenderedMessage {
+    /// Each platform's rendered size against its limit, with no recipients yet.
+    var emptyReports: [PlatformSendReport] {
+        Platform.allCases.map { PlatformSendReport(platform: $0, renderedBytes: self.payload(for: $0).count, limit: self.limit(for: $0)) }
     }
 }
