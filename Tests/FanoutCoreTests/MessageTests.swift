@@ -436,6 +436,11 @@ struct MessageTests {
         let defaults = RenderedMessage(try self.parse(#"{"message":{"topic":"a"}}"#).message, acceptedAt: accepted)
         #expect(defaults.expiry(for: .android) == accepted.advanced(by: .seconds(2_419_200)))
         #expect(defaults.expiry(for: .ios) == accepted.advanced(by: .seconds(30 * 86_400)))
+        #expect(defaults.expiry(for: .web) == accepted.advanced(by: .seconds(2_419_200)))
+        // `android.ttl` is Android's: web push keeps its own default of 4 weeks (FCM v1).
+        let androidTTL = RenderedMessage(try self.parse(#"{"message":{"topic":"a","android":{"ttl":"60s"}}}"#).message, acceptedAt: accepted)
+        #expect(androidTTL.expiry(for: .web) == accepted.advanced(by: .seconds(2_419_200)))
+        #expect(androidTTL.headers(for: .web) == [DeliveryHeader(name: "TTL", value: "2419200")])
     }
 
     /// Overrides merge key by key whatever their size: small objects are matched by comparing keys,
