@@ -21,8 +21,9 @@ struct RegisterCommand: AsyncParsableCommand {
     @Option(name: .customLong("app-id"), help: "The Firebase app id.") var appID: String?
     @Option(help: "The registration token.") var token: String?
     @Option(help: "The FID the app generated.") var fid: String?
-    @Option(name: .customLong("deviceName")) var deviceName: String?
-    @Option(name: .customLong("deviceOs")) var deviceOS: String?
+    @Option(name: [.customLong("device-name"), .customLong("deviceName")], help: "The device's name.") var deviceName: String?
+    @Option(name: [.customLong("device-os"), .customLong("deviceOs")], help: "The device's operating system.") var deviceOS: String?
+    @Option(name: [.customLong("device-type"), .customLong("deviceType")], help: "The device's type (phone, tablet, ...).") var deviceType: String?
     @Option(name: .customLong("apns-token"), help: "The APNs device token, hex (iOS).") var apnsToken: String?
     @Option(help: "Import registrations from this CSV or JSON-lines file (- for standard input).") var file: String?
     @Option(help: "Batches in flight at once (with --file).") var window = 8
@@ -33,7 +34,7 @@ struct RegisterCommand: AsyncParsableCommand {
             return platform
         }
         if let file = self.file {
-            guard self.token == nil, self.fid == nil, self.deviceName == nil, self.deviceOS == nil, self.apnsToken == nil else {
+            guard self.token == nil, self.fid == nil, self.deviceName == nil, self.deviceOS == nil, self.deviceType == nil, self.apnsToken == nil else {
                 throw ValidationError("--file takes the registrations from the file: only --platform and --app-id apply to it")
             }
             guard let lines = LineReader(path: file) else { throw ValidationError("cannot open \(file)") }
@@ -53,6 +54,7 @@ struct RegisterCommand: AsyncParsableCommand {
             appID: appID,
             deviceName: self.deviceName,
             deviceOS: self.deviceOS,
+            deviceType: self.deviceType,
             apnsToken: self.apnsToken
         )
         let result = try await self.server.withClient(command: "register") { try await $0.register(fields, in: self.server.project) }

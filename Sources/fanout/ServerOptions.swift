@@ -109,13 +109,20 @@ extension Installation {
         if let token = self.token { members.append(.init(key: "token", value: .string(token.value))) }
         if let user = self.user { members.append(.init(key: "user", value: .string(user.value))) }
         if let name = self.device.name { members.append(.init(key: "deviceName", value: .string(name))) }
+        if let os = self.device.os { members.append(.init(key: "deviceOs", value: .string(os))) }
+        if let type = self.device.type { members.append(.init(key: "deviceType", value: .string(type))) }
+        if let apnsToken = self.apnsToken { members.append(.init(key: "apnsToken", value: .string(apnsToken.hex))) }
         return .object(JSONObject(members))
     }
 
+    /// FID, platform, app, the tokens' sizes (never their values), device details, user, times in ISO 8601.
     var line: String {
         let token = self.token.map { "token=<\($0.value.utf8.count) bytes>" } ?? "no-token"
+        let apns = self.apnsToken.map { " apns-token=<\($0.hex.utf8.count / 2) bytes>" } ?? ""
+        let device = [("device-name", self.device.name), ("device-os", self.device.os), ("device-type", self.device.type)]
+            .compactMap { name, value in value.map { " \(name)=\($0)" } }.joined()
         let user = self.user.map { " user=\($0.value)" } ?? ""
-        return "\(self.fid) \(self.platform) app=\(self.appID) \(token)\(user) last-seen=\(self.lastSeen.millisecondsSinceEpoch)"
+        return "\(self.fid) \(self.platform) app=\(self.appID) \(token)\(apns)\(device)\(user) created=\(self.createdAt.iso8601) last-seen=\(self.lastSeen.iso8601)"
     }
 }
 

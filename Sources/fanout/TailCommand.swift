@@ -48,17 +48,20 @@ struct TailCommand: AsyncParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         try await self.server.withClient(command: "tail", role: self.consumer ? .consumer : .admin) { client in
             let deliveries = try await client.attach(scope, credit: self.credit, in: self.server.project)
-            // SIGINT and SIGTERM detach: the stream ends after what has arrived, which is printed
-            // and acknowledged first; what the server had not sent stays pending.
-            let stop = StopSignals { Task { try? await client.detach() } }
+            // SIGINT and SIGTERM: a batch being printed is finished and acknowledged, then tail
+            // exits; while it waits for deliveries, it detaches, and what the server sent but tail
+            // had not printed goes back to waiting.
+            let stop = StopSignals(onWait: { Task { try? await client.detach() } })
             defer { stop.cancel() }
             var received = 0
-            while true {
+            while stop.beginWaiting() {
                 // What has arrived, up to --count: written, flushed, then acknowledged with one ACK.
                 let batch = try await deliveries.nextBatch(maximum: self.count.map { $0 - received } ?? .max)
-                if batch.isEmpty { break }
+                guard stop.endWaiting(), !batch.isEmpty else { break }
                 let text = batch.map(self.line).joined()
-                guard StandardOutput.write(text) else {
+                // Into a pipe: acknowledged once the reader has taken the lines out of it, so that a
+                // reader killed before it read them does not lose them.
+                guard StandardOutput.write(text), StandardOutput.waitUntilRead(unless: { stop.isStopping }) else {
                     writeToStandardError("fanout tail: cannot write to standard output: \(String(cString: strerror(errno)))\n")
                     throw ExitCode(2)  // unacknowledged: they go to the next consumer
                 }
@@ -67,7 +70,6 @@ struct TailCommand: AsyncParsableCommand {
                 }
                 received += batch.count
                 if let count = self.count, received >= count { break }
-                if stop.isStopping { break }
             }
         }
     }
@@ -94,23 +96,30 @@ struct TailCommand: AsyncParsableCommand {
     }
 }
 
-/// SIGINT and SIGTERM, caught while tail runs: the first calls `onStop` and sets `isStopping`.
+/// SIGINT and SIGTERM, caught while tail runs. The first sets `isStopping`, and calls `onWait`
+/// if tail is waiting for deliveries (between `beginWaiting` and `endWaiting`), or else lets the
+/// batch being printed finish.
 private final class StopSignals: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
-    private let stopping = Locked(false)
+    private struct State {
+        var stopping = false
+        var waiting = false
+    }
 
-    init(onStop: @escaping @Sendable () -> Void) {
+    private let sources: [any DispatchSourceSignal]
+    private let state = Locked(State())
+
+    init(onWait: @escaping @Sendable () -> Void) {
         var sources: [any DispatchSourceSignal] = []
-        let stopping = self.stopping
+        let state = self.state
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number)
             source.setEventHandler {
-                let first = stopping.withLock { stopping in
-                    defer { stopping = true }
-                    return !stopping
+                let interrupts = state.withLock { state in
+                    defer { state.stopping = true }
+                    return !state.stopping && state.waiting
                 }
-                if first { onStop() }
+                if interrupts { onWait() }
             }
             source.resume()
             sources.append(source)
@@ -118,7 +127,24 @@ private final class StopSignals: @unchecked Sendable {
         self.sources = sources
     }
 
-    var isStopping: Bool { self.stopping.withLock { $0 } }
+    var isStopping: Bool { self.state.withLock { $0.stopping } }
+
+    /// Tail is about to wait for deliveries; false when it is stopping instead.
+    func beginWaiting() -> Bool {
+        self.state.withLock { state in
+            state.waiting = !state.stopping
+            return state.waiting
+        }
+    }
+
+    /// Tail has deliveries to print; false when a signal came while it waited (it detached: what
+    /// arrived goes back to waiting, unprinted).
+    func endWaiting() -> Bool {
+        self.state.withLock { state in
+            state.waiting = false
+            return !state.stopping
+        }
+    }
 
     func cancel() {
         for source in self.sources { source.cancel() }
@@ -126,8 +152,28 @@ private final class StopSignals: @unchecked Sendable {
 }
 
 /// Standard output written with `write(2)`, unbuffered, so that a line counts as printed only
-/// once the system took all of it.
+/// once the system took all of it (and, into a pipe, once the reader took it out).
 enum StandardOutput {
+    /// When standard output is a pipe, waits until its reader has read everything written (the
+    /// pipe holds no unread bytes), or until `stopping` says to stop waiting; false when the reader
+    /// closed its end first (`errno` is `EPIPE`). Returns at once for files and terminals.
+    static func waitUntilRead(unless stopping: () -> Bool) -> Bool {
+        var status = stat()
+        guard fstat(1, &status) == 0, status.st_mode & S_IFMT == S_IFIFO else { return true }
+        while true {
+            var unread: Int32 = 0
+            // Linux answers FIONREAD on either end of a pipe with the bytes not yet read.
+            guard ioctl(1, UInt(FIONREAD), &unread) == 0, unread > 0 else { return true }
+            var descriptor = pollfd(fd: 1, events: 0, revents: 0)
+            _ = poll(&descriptor, 1, 5)  // POLLERR at once when the reader is gone; otherwise a 5 ms nap
+            if descriptor.revents & Int16(POLLERR) != 0 {
+                errno = EPIPE
+                return false
+            }
+            if stopping() { return true }
+        }
+    }
+
     /// Writes all of `text` to descriptor 1; false when a write failed (`errno` says why).
     static func write(_ text: String) -> Bool {
         var text = text
