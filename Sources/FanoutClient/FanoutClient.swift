@@ -145,6 +145,17 @@ public final class FanoutClient: Sendable {
         try await self.installation(.refreshToken(project: project, registration: registration, token: token))
     }
 
+    /// Sets an iOS installation's APNs device token (hex), or clears it with `nil`; an installation
+    /// that had the token loses it.
+    public func setAPNsToken(_ apnsToken: String?, of registration: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.setAPNsToken(project: project, registration: registration, apnsToken: apnsToken))
+    }
+
+    /// The installation an APNs device token (hex) belongs to.
+    public func installation(forAPNsToken apnsToken: String, in project: String = "default") async throws -> Installation {
+        try await self.installation(.installationByAPNsToken(project: project, apnsToken: apnsToken))
+    }
+
     public func touch(_ registration: String, in project: String = "default") async throws -> Installation {
         try await self.installation(.touch(project: project, registration: registration))
     }

@@ -206,6 +206,12 @@ extension Engine {
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.refreshToken(address, to: token, now: now) }
         }
 
+        /// Sets or clears an installation's APNs device token (see `Engine.setAPNsToken`).
+        @discardableResult
+        public mutating func setAPNsToken(_ token: APNsDeviceToken?, of address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.setAPNsToken(token, of: address) }
+        }
+
         /// Records that the installation was seen now.
         @discardableResult
         public mutating func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {

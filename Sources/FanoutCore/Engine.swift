@@ -185,6 +185,24 @@ public final class Engine: Sendable {
         try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.touch(address, in: project) }.durable()
     }
 
+    /// Sets an iOS installation's APNs device token, or clears it with `nil`. A token belongs to at
+    /// most one installation of a project: taking one another installation has moves it here (FCM's
+    /// APNs token mapping).
+    /// - Throws: `INVALID_ARGUMENT` (field `apnsToken`) for an installation that is not iOS;
+    ///   `NOT_FOUND` / `UNREGISTERED` for an unknown installation.
+    @discardableResult
+    public func setAPNsToken(_ token: APNsDeviceToken?, of address: RegistrationAddress, in project: ProjectID = .default) async throws(FanoutError) -> Installation {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.setAPNsToken(token, of: address, in: project) }.durable()
+    }
+
+    /// The installation an APNs device token belongs to.
+    /// - Throws: `NOT_FOUND` (field `apnsToken`) when no installation of the project has it.
+    public func installation(forAPNsToken token: APNsDeviceToken, in project: ProjectID = .default) throws(FanoutError) -> Installation {
+        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+            try state.installation(forAPNsToken: token)
+        }
+    }
+
     public func installation(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
             try state.installation(address)

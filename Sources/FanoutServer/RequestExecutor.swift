@@ -48,6 +48,12 @@ struct RequestExecutor: Sendable {
             return .installation(opcode, try changes.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
         case .touch(let project, let registration):
             return .installation(opcode, try changes.touch(try Self.address(registration), in: try Self.project(project)))
+        case .setAPNsToken(let project, let registration, let apnsToken):
+            let token = try apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apnsToken", APNsDeviceToken.init) }
+            return .installation(opcode, try changes.setAPNsToken(token, of: try Self.address(registration), in: try Self.project(project)))
+        case .installationByAPNsToken(let project, let apnsToken):
+            let token = try Self.parse(apnsToken, "apnsToken", APNsDeviceToken.init)
+            return .installation(opcode, try self.engine.installation(forAPNsToken: token, in: try Self.project(project)))
         case .getInstallation(let project, let registration):
             return .installation(opcode, try self.engine.installation(try Self.address(registration), in: try Self.project(project)))
         case .deleteInstallation(let project, let fid):

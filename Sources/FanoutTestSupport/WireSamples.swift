@@ -99,7 +99,7 @@ public struct WireSamples {
 
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...33) {
+        switch self.int(0...35) {
         case 0:
             let credential: Hello.Credential = self.bool() ? .apiKey(self.bytes()) : .installationAuthToken(self.bytes())
             return .hello(Hello(role: self.bool() ? .admin : .consumer, credential: credential, clientName: self.string(maximum: 10)))
@@ -137,6 +137,8 @@ public struct WireSamples {
         case 30: return .snapshot
         case 31: return .audience(project: project, [AudienceTarget.topic(self.string()), .condition(self.string()), .user(self.string())][self.int(0...2)])
         case 32: return .registerBatch(project: project, (0..<self.int(0...4)).map { _ in self.registrationFields() })
+        case 33: return .setAPNsToken(project: project, registration: self.string(), apnsToken: self.optionalString())
+        case 34: return .installationByAPNsToken(project: project, apnsToken: self.string())
         default: return .detach
         }
     }
@@ -152,7 +154,9 @@ public struct WireSamples {
         case 2: return .done([.createProject, .deleteProject, .attach, .grant, .detach][self.int(0...4)])
         case 3: return .names([.listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot][self.int(0...3)], self.strings())
         case 4: return .registered(RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool()))
-        case 5: return .installation([.refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut][self.int(0...5)], self.installation())
+        case 5:
+            let opcodes: [Opcode] = [.refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut, .setAPNsToken, .installationByAPNsToken]
+            return .installation(opcodes[self.int(0...(opcodes.count - 1))], self.installation())
         case 6: return .staleInstallations(total: self.u64(), (0..<self.int(0...3)).map { _ in self.installation() })
         case 7: return .count([.pruneExpired, .installationCount, .subscriberCount, .audience, .expireDeliveries, .acknowledge][self.int(0...5)], self.u64())
         case 8:

@@ -16,6 +16,10 @@ public enum ClientRequest: WireMessage {
     case registerBatch(project: String, [RegistrationFields])
     case refreshToken(project: String, registration: String, token: String)
     case touch(project: String, registration: String)
+    /// Sets an iOS installation's APNs device token (hex), or clears it with `nil`.
+    case setAPNsToken(project: String, registration: String, apnsToken: String?)
+    /// The installation an APNs device token (hex) belongs to.
+    case installationByAPNsToken(project: String, apnsToken: String)
     case getInstallation(project: String, registration: String)
     case deleteInstallation(project: String, fid: String)
     case staleInstallations(project: String, limit: UInt32)
@@ -55,6 +59,8 @@ public enum ClientRequest: WireMessage {
         case .registerBatch: return .registerBatch
         case .refreshToken: return .refreshToken
         case .touch: return .touch
+        case .setAPNsToken: return .setAPNsToken
+        case .installationByAPNsToken: return .installationByAPNsToken
         case .getInstallation: return .getInstallation
         case .deleteInstallation: return .deleteInstallation
         case .staleInstallations: return .staleInstallations
@@ -89,6 +95,7 @@ public enum ClientRequest: WireMessage {
             return nil
         case .createProject(let project), .deleteProject(let project), .register(let project, _), .registerBatch(let project, _),
             .refreshToken(let project, _, _), .touch(let project, _), .getInstallation(let project, _),
+            .setAPNsToken(let project, _, _), .installationByAPNsToken(let project, _),
             .deleteInstallation(let project, _), .staleInstallations(let project, _), .pruneExpired(let project),
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
             .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project),
@@ -132,6 +139,11 @@ public enum ClientRequest: WireMessage {
         case .touch(_, let registration), .getInstallation(_, let registration), .topicsOf(_, let registration),
             .pending(_, let registration):
             try buffer.writeWireString(registration, field: "registration")
+        case .setAPNsToken(_, let registration, let apnsToken):
+            try buffer.writeWireString(registration, field: "registration")
+            try buffer.writeWireOptionalString(apnsToken, field: "apnsToken")
+        case .installationByAPNsToken(_, let apnsToken):
+            try buffer.writeWireString(apnsToken, field: "apnsToken")
         case .deleteInstallation(_, let fid):
             try buffer.writeWireString(fid, field: "fid")
         case .staleInstallations(_, let limit):
@@ -234,7 +246,8 @@ public enum ClientRequest: WireMessage {
         }
         let project: String
         switch opcode {
-        case .createProject, .deleteProject, .register, .registerBatch, .refreshToken, .touch, .getInstallation, .deleteInstallation,
+        case .createProject, .deleteProject, .register, .registerBatch, .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken,
+            .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
             .cleanUpAnonymousUsers, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
             .pending, .expireDeliveries, .stats, .attach:
@@ -255,6 +268,9 @@ public enum ClientRequest: WireMessage {
         case .refreshToken:
             return .refreshToken(project: project, registration: try reader.string("registration"), token: try reader.string("token"))
         case .touch: return .touch(project: project, registration: try reader.string("registration"))
+        case .setAPNsToken:
+            return .setAPNsToken(project: project, registration: try reader.string("registration"), apnsToken: try reader.optionalString("apnsToken"))
+        case .installationByAPNsToken: return .installationByAPNsToken(project: project, apnsToken: try reader.string("apnsToken"))
         case .getInstallation: return .getInstallation(project: project, registration: try reader.string("registration"))
         case .deleteInstallation: return .deleteInstallation(project: project, fid: try reader.string("fid"))
         case .staleInstallations: return .staleInstallations(project: project, limit: try reader.u32("limit"))

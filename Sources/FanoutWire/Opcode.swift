@@ -22,6 +22,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let pruneExpired = Opcode(rawValue: 0x26)
     public static let installationCount = Opcode(rawValue: 0x27)
     public static let registerBatch = Opcode(rawValue: 0x28)
+    public static let setAPNsToken = Opcode(rawValue: 0x29)
+    public static let installationByAPNsToken = Opcode(rawValue: 0x2A)
     public static let bindDevice = Opcode(rawValue: 0x30)
     public static let signOut = Opcode(rawValue: 0x31)
     public static let linkUser = Opcode(rawValue: 0x32)

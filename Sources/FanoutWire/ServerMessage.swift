@@ -64,7 +64,8 @@ public enum ServerMessage: WireMessage {
             case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot: self = .names
             case .register: self = .registered
             case .registerBatch: self = .registeredBatch
-            case .refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut: self = .installation
+            case .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken, .getInstallation, .deleteInstallation, .bindDevice, .signOut:
+                self = .installation
             case .staleInstallations: self = .staleInstallations
             case .pruneExpired, .installationCount, .subscriberCount, .audience, .expireDeliveries, .acknowledge: self = .count
             case .linkUser, .getUser: self = .user

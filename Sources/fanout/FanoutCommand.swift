@@ -23,7 +23,7 @@ struct FanoutCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ProjectCommand.self, RegisterCommand.self, RefreshCommand.self, DeleteCommand.self, InstallationCommand.self,
-            TouchCommand.self, StaleCommand.self, PruneCommand.self, UserCommand.self, SubscribeCommand.self,
+            TouchCommand.self, APNsCommand.self, StaleCommand.self, PruneCommand.self, UserCommand.self, SubscribeCommand.self,
             UnsubscribeCommand.self, TopicsCommand.self, AudienceCommand.self, SendCommand.self, PendingCommand.self,
             TailCommand.self, ExpireCommand.self, StatsCommand.self,
             FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self,

@@ -90,6 +90,27 @@ struct WorkerCLITests {
         #expect(delivery["payload"] as? String == #"{"aps":{"content-available":1},"job":"sync"}"#)
     }
 
+    @Test func anAPNsTokenMovesWhenAnotherInstallationTakesIt() throws {
+        let server = try Server()
+        defer { server.stop() }
+        let phone = try server.fanout("register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "phone", "--apns-token", Self.apnsToken, "--json")
+        let phoneFID = try #require(try Self.json(phone.output)["fid"] as? String)
+        #expect(try server.fanout("register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "tablet").status == 0)
+        #expect(try Self.json(try server.fanout("apns", "lookup", Self.apnsToken, "--json").output)["fid"] as? String == phoneFID)
+
+        let taken = try server.fanout("apns", "set", "tablet", Self.apnsToken.uppercased(), "--json")
+        #expect(taken.status == 0, "\(taken.error)")
+        #expect(try Self.json(taken.output)["apnsToken"] as? String == Self.apnsToken, "stored lowercase")
+        #expect(try Self.json(try server.fanout("apns", "lookup", Self.apnsToken, "--json").output)["token"] as? String == "tablet")
+        #expect(try Self.json(try server.fanout("installation", "phone", "--json").output)["apnsToken"] == nil)
+
+        #expect(try server.fanout("apns", "clear", "tablet").status == 0)
+        let gone = try server.fanout("apns", "lookup", Self.apnsToken)
+        #expect(gone.status == 1 && gone.error.contains("NOT_FOUND"), "\(gone.error)")
+        let bad = try server.fanout("apns", "set", "tablet", "not-hex")
+        #expect(bad.status == 1 && bad.error.contains("apnsToken"), "\(bad.error)")
+    }
+
     @Test func anOversizedAPNsBodyIsRefusedForIOSWithTheReasonWhileAndroidGetsItsDelivery() throws {
         let server = try Server()
         defer { server.stop() }

@@ -34,6 +34,11 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(fid)
             writer.write(at)
+        case .setAPNsToken(let project, let fid, let token):
+            writer.write(Kind.setAPNsToken.rawValue)
+            writer.write(project.value)
+            writer.write(fid)
+            writer.write(token?.hex)
         case .deleteInstallation(let project, let fid):
             writer.write(Kind.deleteInstallation.rawValue)
             writer.write(project.value)
@@ -201,6 +206,13 @@ extension WALRecord {
         case .touch:
             let fid = try reader.readFID()
             record = .touch(project, fid: fid, at: try reader.readTimestamp())
+        case .setAPNsToken:
+            let fid = try reader.readFID()
+            let token = try reader.readOptionalString(limit: 200)
+                .map { (value: String) throws(BinaryReader.Error) in
+                    try reader.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, "APNs token")
+                }
+            record = .setAPNsToken(project, fid: fid, token: token)
         case .deleteInstallation:
             record = .deleteInstallation(project, fid: try reader.readFID())
         case .bindDevice:

@@ -8,6 +8,8 @@ package enum WALRecord: Hashable, Sendable {
     case register(ProjectID, RegisteredInstallation)
     case refreshToken(ProjectID, fid: FID, token: RegistrationToken, at: Timestamp)
     case touch(ProjectID, fid: FID, at: Timestamp)
+    /// An installation's APNs device token set (taken from whoever had it) or cleared.
+    case setAPNsToken(ProjectID, fid: FID, token: APNsDeviceToken?)
     case deleteInstallation(ProjectID, fid: FID)
     case bindDevice(ProjectID, fid: FID, user: UserID, anonymous: Bool, at: Timestamp)
     case signOut(ProjectID, user: UserID, fid: FID)
@@ -112,6 +114,7 @@ package enum WALRecord: Hashable, Sendable {
         case restoreMessage = 25
         case subscribe = 26
         case unsubscribe = 27
+        case setAPNsToken = 28
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -123,6 +126,7 @@ package enum WALRecord: Hashable, Sendable {
             return "register \(project) fid=\(r.fid) platform=\(r.platform) token=\(r.token?.description ?? "none") at=\(r.at)"
         case .refreshToken(let project, let fid, let token, let at): return "refreshToken \(project) fid=\(fid) token=\(token) at=\(at)"
         case .touch(let project, let fid, let at): return "touch \(project) fid=\(fid) at=\(at)"
+        case .setAPNsToken(let project, let fid, let token): return "setAPNsToken \(project) fid=\(fid) token=\(token?.description ?? "none")"
         case .deleteInstallation(let project, let fid): return "deleteInstallation \(project) fid=\(fid)"
         case .bindDevice(let project, let fid, let user, let anonymous, let at):
             return "bindDevice \(project) fid=\(fid) user=\(user) anonymous=\(anonymous) at=\(at)"

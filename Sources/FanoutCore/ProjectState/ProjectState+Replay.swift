@@ -21,6 +21,8 @@ extension ProjectState {
             _ = try self.refreshToken(.fid(fid), to: token, now: at)
         case .touch(_, let fid, let at):
             _ = try self.touch(.fid(fid), now: at)
+        case .setAPNsToken(_, let fid, let token):
+            _ = try self.setAPNsToken(token, of: .fid(fid))
         case .deleteInstallation(_, let fid):
             _ = try self.delete(fid)
         case .bindDevice(_, let fid, let user, let anonymous, let at):
@@ -141,7 +143,7 @@ extension WALRecord {
     var project: ProjectID {
         switch self {
         case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
-            .touch(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
+            .touch(let p, _, _), .setAPNsToken(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .subscribeFIDs(let p, _, _), .unsubscribeFIDs(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
             .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _), .restoreSlotLayout(let p, _, _),

@@ -104,6 +104,24 @@ struct ProjectState {
         return self.logged(installation, .touch(self.id, fid: installation.fid, at: now))
     }
 
+    /// Sets (or with `nil` clears) an iOS installation's APNs device token; an installation that
+    /// had the token loses it.
+    mutating func setAPNsToken(_ token: APNsDeviceToken?, of address: RegistrationAddress) throws(FanoutError) -> Logged<Installation> {
+        let slot = try self.slot(for: address)
+        try self.registry.setAPNsToken(token, atSlot: slot)
+        let installation = self.registry.installation(atSlot: slot)!
+        return self.logged(installation, .setAPNsToken(self.id, fid: installation.fid, token: token))
+    }
+
+    /// The installation an APNs device token belongs to.
+    /// - Throws: `NOT_FOUND` (field `apnsToken`) when none has it.
+    func installation(forAPNsToken token: APNsDeviceToken) throws(FanoutError) -> Installation {
+        guard let slot = self.registry.slot(forAPNsToken: token) else {
+            throw .notFound("no installation has this APNs device token", field: "apnsToken")
+        }
+        return self.registry.installation(atSlot: slot)!
+    }
+
     func installation(_ address: RegistrationAddress) throws(FanoutError) -> Installation {
         self.registry.installation(atSlot: try self.slot(for: address))!
     }

@@ -37,6 +37,9 @@ struct InstallationRegistry {
     private var freeSlots: [UInt32] = []
     private var slotByFID = SlotHashIndex()
     private var slotByToken = SlotHashIndex()
+    /// The installation each APNs device token belongs to: at most one per project (FCM's APNs
+    /// token mapping). Only iOS installations that gave one are here.
+    private var slotByAPNsToken: [APNsDeviceToken: UInt32] = [:]
     /// FIDs of deleted installations: never reassigned.
     private var retiredFIDs: Set<FID> = []
     /// Stable 64-bit hashes of tokens that were rotated away, signed out or deleted.
@@ -124,6 +127,10 @@ struct InstallationRegistry {
     func token(ofSlot slot: UInt32) -> RegistrationToken? {
         guard Int(slot) < self.records.count else { return nil }
         return self.records[Int(slot)].token
+    }
+
+    func slot(forAPNsToken token: APNsDeviceToken) -> UInt32? {
+        self.slotByAPNsToken[token]
     }
 
     func apnsToken(ofSlot slot: UInt32) -> APNsDeviceToken? {
@@ -244,6 +251,7 @@ struct InstallationRegistry {
         }
         self.platformCodes[Int(slot)] = request.platform.code | (request.token == nil ? Self.tokenlessBit : 0)
         self.liveSlots.insert(slot)
+        if let apnsToken = request.apnsToken { self.mapAPNsToken(apnsToken, to: slot) }
         // Force-unwrap is safe: the slot was just filled.
         return RegistrationResult(installation: self.installation(atSlot: slot)!, fidWasAssigned: assigned)
     }
@@ -267,6 +275,31 @@ struct InstallationRegistry {
         self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
         self.slotByToken.insert(hash: token.hashValue, slot: slot)
         self.platformCodes[Int(slot)] &= ~Self.tokenlessBit
+    }
+
+    /// Sets or clears the APNs device token of the (iOS) installation at `slot`. A token another
+    /// installation holds moves here: it belongs to at most one installation.
+    /// - Throws: `INVALID_ARGUMENT` for an installation that is not iOS.
+    mutating func setAPNsToken(_ token: APNsDeviceToken?, atSlot slot: UInt32) throws(FanoutError) {
+        guard token == nil || self.platform(ofSlot: slot) == .ios else {
+            throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
+        }
+        if let current = self.apnsToken(ofSlot: slot) { self.slotByAPNsToken[current] = nil }
+        self.setExtras(device: self.records[Int(slot)].extras?.device ?? DeviceDetails(), apnsToken: nil, atSlot: slot)
+        if let token { self.mapAPNsToken(token, to: slot) }
+    }
+
+    /// Gives `slot` the APNs token, taking it from the installation that had it.
+    private mutating func mapAPNsToken(_ token: APNsDeviceToken, to slot: UInt32) {
+        if let holder = self.slotByAPNsToken[token], holder != slot {
+            self.setExtras(device: self.records[Int(holder)].extras?.device ?? DeviceDetails(), apnsToken: nil, atSlot: holder)
+        }
+        self.slotByAPNsToken[token] = slot
+        self.setExtras(device: self.records[Int(slot)].extras?.device ?? DeviceDetails(), apnsToken: token, atSlot: slot)
+    }
+
+    private mutating func setExtras(device: DeviceDetails, apnsToken: APNsDeviceToken?, atSlot slot: UInt32) {
+        self.records[Int(slot)].extras = (device == DeviceDetails() && apnsToken == nil) ? nil : Extras(device: device, apnsToken: apnsToken)
     }
 
     /// Retires the token of `slot`, if it has one (sign-out and rotation).
@@ -293,6 +326,7 @@ struct InstallationRegistry {
     mutating func delete(slot: UInt32) {
         guard let fid = self.records[Int(slot)].fid else { return }
         self.dropToken(atSlot: slot)
+        if let apnsToken = self.apnsToken(ofSlot: slot) { self.slotByAPNsToken[apnsToken] = nil }
         self.slotByFID.remove(hash: fid.hashValue, slot: slot)
         self.retiredFIDs.insert(fid)
         self.records[Int(slot)].fid = nil
