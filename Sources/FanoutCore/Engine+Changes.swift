@@ -261,11 +261,18 @@ extension Engine {
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.link(anonymous: anonymous, to: permanent, now: now) }
         }
 
-        /// Removes anonymous users idle for `anonymousUserLifetime`; returns them.
+        /// Removes the anonymous users due for clean-up (see `Engine.cleanUpAnonymousUsers`); returns them.
         @discardableResult
         public mutating func cleanUpAnonymousUsers(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
             let now = self.engine.clock.now()
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.cleanUpAnonymousUsers(now: now) }
+        }
+
+        /// Turns automatic anonymous clean-up on or off (see `Engine.setAnonymousCleanUp`).
+        @discardableResult
+        public mutating func setAnonymousCleanUp(_ enabled: Bool, in project: ProjectID = .default) throws(FanoutError) -> Timestamp? {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.setAnonymousCleanup(enabled ? now : nil) }
         }
 
         // MARK: - Topics

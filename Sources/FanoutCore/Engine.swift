@@ -281,10 +281,39 @@ public final class Engine: Sendable {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in try state.user(id) }
     }
 
-    /// Removes anonymous users idle for `anonymousUserLifetime`; their devices stay, unbound.
+    /// Removes the anonymous users created more than `anonymousUserLifetime` ago (for users older
+    /// than the project's automatic clean-up, counted from when it was turned on), as Firebase Auth
+    /// does; their devices stay, unbound. Returns them, sorted.
     @discardableResult
     public func cleanUpAnonymousUsers(in project: ProjectID = .default) async throws(FanoutError) -> [UserID] {
         try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.cleanUpAnonymousUsers(in: project) }.durable()
+    }
+
+    /// The anonymous users `cleanUpAnonymousUsers` would remove now (a dry run), sorted.
+    public func anonymousUsersDueForCleanUp(in project: ProjectID = .default) throws(FanoutError) -> [UserID] {
+        let now = self.clock.now()
+        return try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in state.anonymousUsersDue(now: now) }
+    }
+
+    /// Turns the project's automatic anonymous clean-up on or off (off by default). While on, the
+    /// server's maintenance removes anonymous users `anonymousUserLifetime` after their creation;
+    /// users created before it was turned on count from then. Returns since when it is on (turning
+    /// it on again keeps the first time), or `nil`.
+    @discardableResult
+    public func setAnonymousCleanUp(_ enabled: Bool, in project: ProjectID = .default) async throws(FanoutError) -> Timestamp? {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.setAnonymousCleanUp(enabled, in: project) }.durable()
+    }
+
+    /// Since when the project's automatic anonymous clean-up is on, or `nil` when it is off.
+    public func anonymousCleanUpEnabledAt(in project: ProjectID = .default) throws(FanoutError) -> Timestamp? {
+        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+            state.anonymousCleanupEnabledAt.map(Timestamp.init(millisecondsSinceEpoch:))
+        }
+    }
+
+    /// The project's users in id order after `startAfter`, at most `limit`, with their devices.
+    public func users(after startAfter: UserID? = nil, limit: Int = 1000, in project: ProjectID = .default) throws(FanoutError) -> [User] {
+        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in state.users(after: startAfter, limit: limit) }
     }
 
     // MARK: - Topics

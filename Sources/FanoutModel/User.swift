@@ -6,11 +6,15 @@ public struct User: Hashable, Sendable {
     public var devices: [Installation]
     /// The last bind, link or device activity.
     public var lastActive: Timestamp
+    /// When the user was first bound: anonymous clean-up counts from here.
+    public var createdAt: Timestamp
 
-    public init(id: UserID, isAnonymous: Bool, devices: [Installation], lastActive: Timestamp) {
+    /// `createdAt` defaults to `lastActive`.
+    public init(id: UserID, isAnonymous: Bool, devices: [Installation], lastActive: Timestamp, createdAt: Timestamp? = nil) {
         self.id = id
         self.isAnonymous = isAnonymous
         self.devices = devices
         self.lastActive = lastActive
+        self.createdAt = createdAt ?? lastActive
     }
 }

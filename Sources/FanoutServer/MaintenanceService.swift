@@ -4,9 +4,10 @@ internal import NIOPosix
 public import ServiceLifecycle
 
 /// The engine's periodic work in a server: expiring deliveries whose TTL ran out (every
-/// `expiryInterval`), pruning installations past `expireAfter` (every `pruneInterval`), and, when
-/// `snapshotInterval` is set, writing a snapshot (on the NIO thread pool: it does file I/O). Ends
-/// on cancellation or graceful shutdown.
+/// `expiryInterval`); pruning installations past `expireAfter` and removing the anonymous users
+/// due in projects that turned automatic clean-up on (at start, then every `pruneInterval`); and,
+/// when `snapshotInterval` is set, writing a snapshot (on the NIO thread pool: it does file I/O).
+/// Ends on cancellation or graceful shutdown.
 public struct MaintenanceService: Service, CustomStringConvertible {
     public var engine: Engine
     public var expiryInterval: Duration
@@ -32,7 +33,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
 
     public func run() async throws {
         let clock = ContinuousClock()
-        var nextPrune = clock.now.advanced(by: self.pruneInterval)
+        var nextPrune = clock.now  // at start, then every `pruneInterval`
         var nextSnapshot = self.snapshotInterval.map { clock.now.advanced(by: $0) }
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
             do {
@@ -48,6 +49,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
             if clock.now >= nextPrune {
                 nextPrune = clock.now.advanced(by: self.pruneInterval)
                 await self.pruneInstallations()
+                await self.cleanUpAnonymousUsers()
             }
             if let due = nextSnapshot, clock.now >= due, let interval = self.snapshotInterval {
                 nextSnapshot = clock.now.advanced(by: interval)
@@ -78,6 +80,20 @@ public struct MaintenanceService: Service, CustomStringConvertible {
                 }
             } catch {
                 self.logger.warning("pruning installations failed", metadata: ["project": "\(project)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// In each project whose automatic anonymous clean-up is on, removes the anonymous users due.
+    func cleanUpAnonymousUsers() async {
+        for project in self.engine.projectIDs() where (try? self.engine.anonymousCleanUpEnabledAt(in: project)) != nil {
+            do {
+                let removed = try await self.engine.cleanUpAnonymousUsers(in: project)
+                if !removed.isEmpty {
+                    self.logger.info("removed anonymous users", metadata: ["project": "\(project)", "count": "\(removed.count)"])
+                }
+            } catch {
+                self.logger.warning("anonymous clean-up failed", metadata: ["project": "\(project)", "error": "\(error)"])
             }
         }
     }

@@ -12,7 +12,8 @@ public struct ReferenceModel {
         public var lastSeen: Int64
         public var user: String?
         public var topics: Set<String>
-        /// Registered with an APNs token (the model's registrations all use the same one).
+        /// Holds the APNs token (the model's registrations all use the same one, so it is the
+        /// last iOS installation registered with it: a token belongs to one installation).
         public var apns = false
     }
 
@@ -20,6 +21,7 @@ public struct ReferenceModel {
         public var anonymous: Bool
         public var devices: Set<String>
         public var lastActive: Int64
+        public var createdAt: Int64
     }
 
     public var devices: [String: Device] = [:]  // by FID
@@ -90,6 +92,9 @@ public struct ReferenceModel {
     }
 
     public mutating func applyRegister(fid: String, token: String?, platform: Platform, apns: Bool = false, now: Int64) {
+        if apns {
+            for holder in self.devices.keys where self.devices[holder]!.apns { self.devices[holder]!.apns = false }
+        }
         self.devices[fid] = Device(token: token, platform: platform, lastSeen: now, user: nil, topics: [], apns: apns)
         if let token { self.fidByToken[token] = fid }
     }
@@ -180,7 +185,7 @@ public struct ReferenceModel {
         if let existing = self.users[user], existing.anonymous != anonymous { return .failedPrecondition }
         if self.devices[fid]!.user != user {
             self.unbind(fid)
-            self.users[user, default: ModelUser(anonymous: anonymous, devices: [], lastActive: 0)].devices.insert(fid)
+            self.users[user, default: ModelUser(anonymous: anonymous, devices: [], lastActive: 0, createdAt: now)].devices.insert(fid)
             self.devices[fid]!.user = user
         }
         self.users[user]!.lastActive = max(self.users[user]!.lastActive, now)
@@ -202,7 +207,7 @@ public struct ReferenceModel {
         guard source.anonymous else { return .failedPrecondition }
         if let target = self.users[permanent], target.anonymous { return .failedPrecondition }
         self.users[anonymous] = nil
-        var target = self.users[permanent] ?? ModelUser(anonymous: false, devices: [], lastActive: 0)
+        var target = self.users[permanent] ?? ModelUser(anonymous: false, devices: [], lastActive: 0, createdAt: now)
         for fid in source.devices {
             target.devices.insert(fid)
             self.devices[fid]!.user = permanent
@@ -212,8 +217,9 @@ public struct ReferenceModel {
         return nil
     }
 
+    /// Anonymous users created at least the lifetime ago (automatic clean-up is never turned on here).
     public mutating func cleanUpAnonymousUsers(now: Int64) -> Set<String> {
-        let idle = Set(self.users.filter { $0.value.anonymous && $0.value.lastActive < now - self.anonymousLifetimeMilliseconds }.keys)
+        let idle = Set(self.users.filter { $0.value.anonymous && $0.value.createdAt + self.anonymousLifetimeMilliseconds <= now }.keys)
         for user in idle {
             for fid in self.users[user]!.devices { self.devices[fid]!.user = nil }
             self.users[user] = nil

@@ -48,6 +48,47 @@ struct DurableEngineTests {
         }
     }
 
+    /// Users' creation times, the clean-up setting and clean-ups come back from the log and from a
+    /// snapshot, whatever the configuration of the engine that reopens it.
+    @Test func anonymousCleanUpSurvivesTheLogAndSnapshots() async throws {
+        try await TemporaryDirectory.with { directory in
+            let clock = ManualClock()
+            var engine = try Engine(directory: directory, durability: .always, clock: clock)
+            var fids: [FID] = []
+            for (index, user) in ["anon-a", "anon-b", "anon-c"].enumerated() {
+                let installation = try await engine.register(
+                    RegistrationRequest(token: RegistrationToken("t\(index)"), platform: .web, appID: AppID("app")!)
+                ).installation
+                fids.append(installation.fid)
+                try await engine.bindDevice(.fid(installation.fid), to: UserID(user)!, anonymous: true)
+                clock.advance(by: .days(10))
+            }
+            clock.advance(by: .days(1))  // day 31: anon-a, created on day 0, is due
+            #expect(try await engine.cleanUpAnonymousUsers() == [UserID("anon-a")!])
+            try await engine.setAnonymousCleanUp(true)  // day 31: the others now count from here
+            let due = { (engine: Engine) throws in try engine.anonymousUsersDueForCleanUp() }
+            clock.advance(by: .days(29))
+            #expect(try due(engine).isEmpty)
+            clock.advance(by: .days(1))  // day 61
+            #expect(try due(engine) == [UserID("anon-b")!, UserID("anon-c")!])
+            var configuration = EngineConfiguration()
+            configuration.anonymousUserLifetime = .seconds(86_400)  // a reopening engine's own setting
+            for snapshot in [false, true] {
+                if snapshot { try engine.snapshot() }
+                try engine.close()
+                engine = try Engine(directory: directory, durability: .always, configuration: configuration, clock: clock)
+                #expect(throws: FanoutError(.notFound, "", field: "user")) { try engine.user(UserID("anon-a")!) }
+                #expect(try engine.installation(.fid(fids[0])).user == nil)
+                #expect(try engine.anonymousCleanUpEnabledAt() == Timestamp(millisecondsSinceEpoch: ManualClock().now().millisecondsSinceEpoch + 31 * 86_400_000))
+                #expect(try engine.users().map(\.createdAt.millisecondsSinceEpoch) == [10, 20].map { ManualClock().now().millisecondsSinceEpoch + $0 * 86_400_000 })
+                try engine.close()
+                engine = try Engine(directory: directory, durability: .always, clock: clock)
+                #expect(try due(engine) == [UserID("anon-b")!, UserID("anon-c")!], "snapshot: \(snapshot)")
+            }
+            try engine.close()
+        }
+    }
+
     @Test func snapshotsAreLZ4FramesAndReplaceTheLog() async throws {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096)

@@ -248,17 +248,48 @@ struct EngineTests {
         }
     }
 
-    @Test func idleAnonymousUsersAreCleanedUpAfter30Days() async throws {
-        let idle = try await self.register("idle")
-        let active = try await self.register("active")
-        try await self.engine.bindDevice(.fid(idle.fid), to: UserID("anon-idle")!, anonymous: true)
-        try await self.engine.bindDevice(.fid(active.fid), to: UserID("anon-active")!, anonymous: true)
+    /// Firebase Auth's rule: an anonymous user goes 30 days after it was created, whatever its
+    /// activity since; a dry run lists who would go.
+    @Test func anonymousUsersAreCleanedUp30DaysAfterTheirCreation() async throws {
+        let first = try await self.register("first")
+        let later = try await self.register("later")
+        try await self.engine.bindDevice(.fid(first.fid), to: UserID("anon-first")!, anonymous: true)
+        try await self.engine.bindDevice(.fid(later.fid), to: UserID("permanent")!)
         self.clock.advance(by: .days(20))
-        try await self.engine.touch(.fid(active.fid))
-        self.clock.advance(by: .days(11))
-        #expect(try await self.engine.cleanUpAnonymousUsers() == [UserID("anon-idle")!])
-        #expect(try self.engine.installation(.fid(idle.fid)).user == nil, "the device stays, unbound")
-        #expect(try self.engine.user(UserID("anon-active")!).devices.count == 1)
+        try await self.engine.touch(.fid(first.fid))  // activity does not postpone it
+        self.clock.advance(by: .days(9))  // day 29
+        #expect(try self.engine.anonymousUsersDueForCleanUp().isEmpty)
+        #expect(try await self.engine.cleanUpAnonymousUsers().isEmpty)
+        self.clock.advance(by: .days(2))  // day 31
+        #expect(try self.engine.anonymousUsersDueForCleanUp() == [UserID("anon-first")!])
+        #expect(try self.engine.user(UserID("anon-first")!).devices.count == 1, "a dry run changes nothing")
+        #expect(try await self.engine.cleanUpAnonymousUsers() == [UserID("anon-first")!])
+        #expect(try self.engine.installation(.fid(first.fid)).user == nil, "the device stays, unbound")
+        #expect(try self.engine.user(UserID("permanent")!).devices.count == 1, "permanent users stay")
+    }
+
+    /// Users created before automatic clean-up was turned on count from when it was.
+    @Test func usersOlderThanTheSettingCountFromWhenItWasTurnedOn() async throws {
+        let old = try await self.register("old")
+        let young = try await self.register("young")
+        try await self.engine.bindDevice(.fid(old.fid), to: UserID("anon-old")!, anonymous: true)  // day 0
+        self.clock.advance(by: .days(5))
+        let since = try await self.engine.setAnonymousCleanUp(true)
+        #expect(since == self.clock.now())
+        #expect(try await self.engine.setAnonymousCleanUp(true) == since, "turning it on again keeps the first time")
+        self.clock.advance(by: .days(1))
+        try await self.engine.bindDevice(.fid(young.fid), to: UserID("anon-young")!, anonymous: true)  // day 6
+        self.clock.advance(by: .days(28))  // day 34: 29 days since it was turned on
+        #expect(try self.engine.anonymousUsersDueForCleanUp().isEmpty)
+        self.clock.advance(by: .days(1))  // day 35
+        #expect(try self.engine.anonymousUsersDueForCleanUp() == [UserID("anon-old")!])
+        self.clock.advance(by: .days(1))  // day 36
+        #expect(try self.engine.anonymousUsersDueForCleanUp() == [UserID("anon-old")!, UserID("anon-young")!])
+        #expect(try await self.engine.setAnonymousCleanUp(false) == nil)
+        #expect(try self.engine.anonymousCleanUpEnabledAt() == nil)
+        #expect(try self.engine.anonymousUsersDueForCleanUp() == [UserID("anon-old")!, UserID("anon-young")!], "counted from creation when off")
+        #expect(try self.engine.users().map(\.id) == [UserID("anon-old")!, UserID("anon-young")!])
+        #expect(try self.engine.users(after: UserID("anon-old")!, limit: 5).map(\.createdAt) == [Timestamp(millisecondsSinceEpoch: ManualClock().now().millisecondsSinceEpoch + 6 * 86_400_000)])
     }
 
     // MARK: - Staleness and expiry (design.md use case 4)

@@ -84,6 +84,27 @@ extension WALRecord {
             writer.write(user.value)
             writer.write(anonymous)
             writer.write(lastActive)
+        case .restoreUserCreated(let project, let user, let anonymous, let createdAt, let lastActive):
+            writer.write(Kind.restoreUserCreated.rawValue)
+            writer.write(project.value)
+            writer.write(user.value)
+            writer.write(anonymous)
+            writer.write(createdAt)
+            writer.write(lastActive)
+        case .removeAnonymousUsers(let project, let users):
+            writer.write(Kind.removeAnonymousUsers.rawValue)
+            writer.write(project.value)
+            writer.write(UInt32(users.count))
+            for user in users { writer.write(user.value) }
+        case .pruneLastSeenBefore(let project, let cutoff):
+            writer.write(Kind.pruneLastSeenBefore.rawValue)
+            writer.write(project.value)
+            writer.write(cutoff)
+        case .setAnonymousCleanup(let project, let enabledAt):
+            writer.write(Kind.setAnonymousCleanup.rawValue)
+            writer.write(project.value)
+            writer.write(enabledAt != nil)
+            if let enabledAt { writer.write(enabledAt) }
         case .retireFIDs(let project, let fids):
             writer.write(Kind.retireFIDs.rawValue)
             writer.write(project.value)
@@ -245,6 +266,20 @@ extension WALRecord {
             let user = try reader.readUser()
             let anonymous = try reader.readBool()
             record = .restoreUser(project, user: user, anonymous: anonymous, lastActive: try reader.readTimestamp())
+        case .restoreUserCreated:
+            let user = try reader.readUser()
+            let anonymous = try reader.readBool()
+            let createdAt = try reader.readTimestamp()
+            record = .restoreUserCreated(project, user: user, anonymous: anonymous, createdAt: createdAt, lastActive: try reader.readTimestamp())
+        case .removeAnonymousUsers:
+            // A user id takes at least 3 bytes (u16 length and one byte).
+            record = .removeAnonymousUsers(project, users: try Self.readCounted(&reader, elementSize: 3, "user") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
+                try reader.readUser()
+            })
+        case .pruneLastSeenBefore:
+            record = .pruneLastSeenBefore(project, cutoff: try reader.readTimestamp())
+        case .setAnonymousCleanup:
+            record = .setAnonymousCleanup(project, enabledAt: try reader.readBool() ? try reader.readTimestamp() : nil)
         case .retireFIDs:
             record = .retireFIDs(project, fids: try Self.readFIDs(&reader))
         case .retireTokenHashes:

@@ -14,8 +14,16 @@ package enum WALRecord: Hashable, Sendable {
     case bindDevice(ProjectID, fid: FID, user: UserID, anonymous: Bool, at: Timestamp)
     case signOut(ProjectID, user: UserID, fid: FID)
     case linkUser(ProjectID, anonymous: UserID, permanent: UserID, at: Timestamp)
+    /// Read only: what older builds logged (the cutoff came from the configuration at replay).
     case cleanUpAnonymousUsers(ProjectID, at: Timestamp)
+    /// Read only, as `cleanUpAnonymousUsers`.
     case pruneExpiredInstallations(ProjectID, at: Timestamp)
+    /// Anonymous users removed by a clean-up (their devices stay, unbound).
+    case removeAnonymousUsers(ProjectID, users: [UserID])
+    /// Installations last seen before `cutoff` deleted with everything they own.
+    case pruneLastSeenBefore(ProjectID, cutoff: Timestamp)
+    /// The project's automatic anonymous clean-up turned on (since `enabledAt`) or off (`nil`).
+    case setAnonymousCleanup(ProjectID, enabledAt: Timestamp?)
     /// The installations that were subscribed, by slot (each checked against its FID on replay),
     /// in the order of the request.
     case subscribe(ProjectID, topic: TopicName, installations: [SlotReference])
@@ -24,7 +32,10 @@ package enum WALRecord: Hashable, Sendable {
     case subscribeFIDs(ProjectID, topic: TopicName, fids: [FID])
     case unsubscribeFIDs(ProjectID, topic: TopicName, fids: [FID])
     /// A user as a snapshot restores it (kind and last activity; devices follow as `bindDevice`).
+    /// Read only: a snapshot's user before users had a creation time.
     case restoreUser(ProjectID, user: UserID, anonymous: Bool, lastActive: Timestamp)
+    /// A snapshot's user (its devices follow as `bindDevice` records).
+    case restoreUserCreated(ProjectID, user: UserID, anonymous: Bool, createdAt: Timestamp, lastActive: Timestamp)
     /// FIDs of deleted installations (tombstones), as a snapshot restores them.
     case retireFIDs(ProjectID, fids: [FID])
     /// Hashes of retired tokens (tombstones), as a snapshot restores them.
@@ -115,6 +126,10 @@ package enum WALRecord: Hashable, Sendable {
         case subscribe = 26
         case unsubscribe = 27
         case setAPNsToken = 28
+        case removeAnonymousUsers = 29
+        case pruneLastSeenBefore = 30
+        case setAnonymousCleanup = 31
+        case restoreUserCreated = 32
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -135,6 +150,11 @@ package enum WALRecord: Hashable, Sendable {
             return "linkUser \(project) anonymous=\(anonymous) permanent=\(permanent) at=\(at)"
         case .cleanUpAnonymousUsers(let project, let at): return "cleanUpAnonymousUsers \(project) at=\(at)"
         case .pruneExpiredInstallations(let project, let at): return "pruneExpiredInstallations \(project) at=\(at)"
+        case .removeAnonymousUsers(let project, let users): return "removeAnonymousUsers \(project) count=\(users.count)"
+        case .pruneLastSeenBefore(let project, let cutoff): return "pruneLastSeenBefore \(project) cutoff=\(cutoff)"
+        case .setAnonymousCleanup(let project, let enabledAt): return "setAnonymousCleanup \(project) enabledAt=\(enabledAt?.description ?? "off")"
+        case .restoreUserCreated(let project, let user, let anonymous, let createdAt, let lastActive):
+            return "restoreUser \(project) user=\(user) anonymous=\(anonymous) createdAt=\(createdAt) lastActive=\(lastActive)"
         case .subscribe(let project, let topic, let installations): return "subscribe \(project) topic=\(topic) count=\(installations.count)"
         case .unsubscribe(let project, let topic, let installations): return "unsubscribe \(project) topic=\(topic) count=\(installations.count)"
         case .subscribeFIDs(let project, let topic, let fids): return "subscribe \(project) topic=\(topic) count=\(fids.count) (by FID)"

@@ -32,9 +32,22 @@ extension ProjectState {
         case .linkUser(_, let anonymous, let permanent, let at):
             _ = try self.link(anonymous: anonymous, to: permanent, now: at)
         case .cleanUpAnonymousUsers(_, let at):
-            _ = self.cleanUpAnonymousUsers(now: at)
+            // Older builds removed anonymous users idle for the configured lifetime.
+            let cutoff = at.advanced(by: .zero - self.configuration.anonymousUserLifetime).millisecondsSinceEpoch
+            self.removeUsers(self.users.filter { $0.value.isAnonymous && $0.value.lastActive < cutoff }.keys.sorted())
         case .pruneExpiredInstallations(_, let at):
-            _ = self.pruneExpired(now: at)
+            _ = self.prune(lastSeenBefore: at.advanced(by: .zero - self.configuration.expireAfter))
+        case .removeAnonymousUsers(_, let users):
+            self.removeUsers(users)
+        case .pruneLastSeenBefore(_, let cutoff):
+            _ = self.prune(lastSeenBefore: cutoff)
+        case .setAnonymousCleanup(_, let enabledAt):
+            _ = self.setAnonymousCleanup(enabledAt)
+        case .restoreUserCreated(_, let user, let anonymous, let createdAt, let lastActive):
+            guard self.users[user] == nil else { throw FanoutError(.internal, "replay: user \(user) restored twice") }
+            self.users[user] = UserRecord(
+                isAnonymous: anonymous, devices: [], lastActive: lastActive.millisecondsSinceEpoch, createdAt: createdAt.millisecondsSinceEpoch
+            )
         case .subscribe(_, let topic, let installations):
             // Straight to the index: the batch limit is a rule for requests.
             _ = self.topics.subscribe(try self.slots(of: installations, topic: topic), to: topic)
@@ -46,7 +59,10 @@ extension ProjectState {
             self.topics.unsubscribe(fids.compactMap { self.registry.slot(forFID: $0) }, from: topic)
         case .restoreUser(_, let user, let anonymous, let lastActive):
             guard self.users[user] == nil else { throw FanoutError(.internal, "replay: user \(user) restored twice") }
-            self.users[user] = UserRecord(isAnonymous: anonymous, devices: [], lastActive: lastActive.millisecondsSinceEpoch)
+            // Created at an unknown time: its last activity stands for it.
+            self.users[user] = UserRecord(
+                isAnonymous: anonymous, devices: [], lastActive: lastActive.millisecondsSinceEpoch, createdAt: lastActive.millisecondsSinceEpoch
+            )
         case .retireFIDs(_, let fids):
             self.registry.restoreRetired(fids: fids)
         case .retireTokenHashes(_, let hashes):
@@ -118,7 +134,10 @@ extension ProjectState {
             if let user = i.user { boundUsers.append((slot, user)) }
         }
         for (user, record) in self.users.sorted(by: { $0.key < $1.key }) {
-            records.append(.restoreUser(project, user: user, anonymous: record.isAnonymous, lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive)))
+            records.append(.restoreUserCreated(
+                project, user: user, anonymous: record.isAnonymous, createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt),
+                lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive)
+            ))
             for slot in record.devices {
                 guard let fid = self.registry.fid(ofSlot: slot) else { continue }
                 // Binding at time 0 keeps the restored last activity (binding takes the later of the two).
@@ -129,6 +148,9 @@ extension ProjectState {
         // slots (4 bytes each, not an 18-byte FID).
         for (topic, _) in self.topics.allTopics() {
             records.append(.restoreSubscribers(project, topic: topic, ordinals: self.topics.subscribers(of: topic).slots))
+        }
+        if let enabledAt = self.anonymousCleanupEnabledAt {
+            records.append(.setAnonymousCleanup(project, enabledAt: Timestamp(millisecondsSinceEpoch: enabledAt)))
         }
         let (retiredFIDs, retiredTokens) = self.registry.tombstones
         if !retiredFIDs.isEmpty { records.append(.retireFIDs(project, fids: retiredFIDs)) }
@@ -145,6 +167,7 @@ extension WALRecord {
         case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
             .touch(let p, _, _), .setAPNsToken(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
+            .removeAnonymousUsers(let p, _), .pruneLastSeenBefore(let p, _), .setAnonymousCleanup(let p, _), .restoreUserCreated(let p, _, _, _, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .subscribeFIDs(let p, _, _), .unsubscribeFIDs(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),
             .retireTokenHashes(let p, _), .restoreSubscribers(let p, _, _), .restoreSlotLayout(let p, _, _),
             .send(let p, _, _), .sendBody(let p, _, _, _), .acknowledge(let p, _), .expireDeliveries(let p, _),

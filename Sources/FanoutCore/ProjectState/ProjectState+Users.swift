@@ -20,10 +20,11 @@ extension ProjectState {
         }
         if self.registry.user(ofSlot: slot) != user {
             self.unbind(slot)
-            self.users[user, default: UserRecord(isAnonymous: anonymous, devices: [], lastActive: 0)].devices.append(slot)
+            let created = UserRecord(isAnonymous: anonymous, devices: [], lastActive: 0, createdAt: now.millisecondsSinceEpoch)
+            self.users[user, default: created].devices.append(slot)
             self.registry.setUser(user, atSlot: slot)
         } else if self.users[user] == nil {
-            self.users[user] = UserRecord(isAnonymous: anonymous, devices: [slot], lastActive: 0)
+            self.users[user] = UserRecord(isAnonymous: anonymous, devices: [slot], lastActive: 0, createdAt: now.millisecondsSinceEpoch)
         }
         self.users[user]!.lastActive = max(self.users[user]!.lastActive, now.millisecondsSinceEpoch)
         let installation = self.registry.installation(atSlot: slot)!
@@ -60,7 +61,7 @@ extension ProjectState {
             throw FanoutError(.failedPrecondition, "the target user is anonymous", field: "permanentUser")
         }
         self.users[anonymous] = nil
-        var target = self.users[permanent] ?? UserRecord(isAnonymous: false, devices: [], lastActive: 0)
+        var target = self.users[permanent] ?? UserRecord(isAnonymous: false, devices: [], lastActive: 0, createdAt: now.millisecondsSinceEpoch)
         for slot in source.devices {
             target.devices.append(slot)
             self.registry.setUser(permanent, atSlot: slot)
@@ -80,18 +81,47 @@ extension ProjectState {
         self.users[id]?.devices ?? []
     }
 
-    /// Removes anonymous users with no activity since `now - anonymousUserLifetime`. Their devices
-    /// stay registered, unbound. Returns the removed users, sorted.
+    /// The anonymous users a clean-up at `now` removes: those created more than
+    /// `anonymousUserLifetime` ago, counted for users older than the project's automatic clean-up
+    /// from when it was turned on (Firebase Auth's rule). Sorted.
+    func anonymousUsersDue(now: Timestamp) -> [UserID] {
+        let lifetime = self.configuration.anonymousUserLifetime
+        let enabledAt = self.anonymousCleanupEnabledAt ?? .min
+        return self.users.filter { _, record in
+            record.isAnonymous
+                && Timestamp(millisecondsSinceEpoch: max(record.createdAt, enabledAt)).advanced(by: lifetime).millisecondsSinceEpoch <= now.millisecondsSinceEpoch
+        }.keys.sorted()
+    }
+
+    /// Removes the anonymous users due at `now` (`anonymousUsersDue`). Their devices stay
+    /// registered, unbound. Returns the removed users, sorted.
     mutating func cleanUpAnonymousUsers(now: Timestamp) -> Logged<[UserID]> {
-        let cutoff = now.advanced(by: .zero - self.configuration.anonymousUserLifetime).millisecondsSinceEpoch
-        let idle = self.users.filter { $0.value.isAnonymous && $0.value.lastActive < cutoff }.keys.sorted()
-        for id in idle {
-            for slot in self.users[id]!.devices {
+        let due = self.anonymousUsersDue(now: now)
+        self.removeUsers(due)
+        return self.logged(due, when: !due.isEmpty, .removeAnonymousUsers(self.id, users: due))
+    }
+
+    /// Turns the project's automatic anonymous clean-up on (since `enabledAt`; kept when already
+    /// on) or off (`nil`); returns since when it is on.
+    mutating func setAnonymousCleanup(_ enabledAt: Timestamp?) -> Logged<Timestamp?> {
+        let since = enabledAt.map { self.anonymousCleanupEnabledAt ?? $0.millisecondsSinceEpoch }
+        self.anonymousCleanupEnabledAt = since
+        let result = since.map(Timestamp.init(millisecondsSinceEpoch:))
+        return self.logged(result, .setAnonymousCleanup(self.id, enabledAt: result))
+    }
+
+    /// Users in id order after `startAfter`, at most `limit`.
+    func users(after startAfter: UserID?, limit: Int) -> [User] {
+        self.users.keys.filter { startAfter == nil || $0 > startAfter! }.sorted().prefix(limit).map { self.user($0, record: self.users[$0]!) }
+    }
+
+    mutating func removeUsers(_ ids: [UserID]) {
+        for id in ids {
+            for slot in self.users[id]?.devices ?? [] {
                 self.registry.setUser(nil, atSlot: slot)
             }
             self.users[id] = nil
         }
-        return self.logged(idle, when: !idle.isEmpty, .cleanUpAnonymousUsers(self.id, at: now))
     }
 
     // MARK: - Helpers
@@ -115,7 +145,8 @@ extension ProjectState {
             id: id,
             isAnonymous: record.isAnonymous,
             devices: record.devices.compactMap { self.registry.installation(atSlot: $0) },
-            lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive)
+            lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive),
+            createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt)
         )
     }
 }

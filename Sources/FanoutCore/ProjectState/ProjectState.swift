@@ -11,6 +11,8 @@ struct ProjectState {
     var registry = InstallationRegistry()
     var topics: TopicIndex
     var users: [UserID: UserRecord] = [:]
+    /// Since when the project's automatic anonymous clean-up is on (milliseconds), or `nil`: off.
+    var anonymousCleanupEnabledAt: Int64?
     var deliveries = DeliveryState()
     /// Whether transitions make their log records: not while replaying, where the records are
     /// already in the log (building a million of them took a sixth of a recovery).
@@ -152,12 +154,18 @@ struct ProjectState {
     /// Deletes installations not seen since `now - expireAfter`; returns them.
     mutating func pruneExpired(now: Timestamp) -> Logged<[Installation]> {
         let cutoff = now.advanced(by: .zero - self.configuration.expireAfter)
+        let expired = self.prune(lastSeenBefore: cutoff)
+        return self.logged(expired, when: !expired.isEmpty, .pruneLastSeenBefore(self.id, cutoff: cutoff))
+    }
+
+    /// Deletes every installation last seen before `cutoff`; returns what they were.
+    mutating func prune(lastSeenBefore cutoff: Timestamp) -> [Installation] {
         var expired: [Installation] = []
         for slot in self.registry.slots(lastSeenBefore: cutoff) {
             expired.append(self.registry.installation(atSlot: slot)!)
             self.deleteSlot(slot)
         }
-        return self.logged(expired, when: !expired.isEmpty, .pruneExpiredInstallations(self.id, at: now))
+        return expired
     }
 
     // MARK: - Topics
