@@ -201,8 +201,22 @@ public final class FanoutClient: Sendable {
         try await self.user(.getUser(project: project, user: user))
     }
 
-    public func cleanUpAnonymousUsers(in project: String = "default") async throws -> [String] {
-        try await self.names(.cleanUpAnonymousUsers(project: project))
+    public func cleanUpAnonymousUsers(in project: String = "default", dryRun: Bool = false) async throws -> [String] {
+        try await self.names(.cleanUpAnonymousUsers(project: project, dryRun: dryRun))
+    }
+
+    /// The project's users in id order after `startAfter` (empty: from the first), at most `limit` (1...1000).
+    public func users(after startAfter: String = "", limit: Int = 1000, in project: String = "default") async throws -> [UserSummary] {
+        try await self.request(.listUsers(project: project, startAfter: startAfter, limit: UInt32(clamping: limit))) {
+            if case .users(let users) = $0 { users } else { nil }
+        }
+    }
+
+    /// Turns the project's automatic anonymous clean-up on or off; returns since when it is on.
+    public func setAnonymousCleanUp(_ enabled: Bool, in project: String = "default") async throws -> Timestamp? {
+        try await self.request(.setAnonymousCleanUp(project: project, enabled: enabled)) {
+            if case .anonymousCleanUp(let since) = $0 { since } else { nil }
+        }
     }
 
     // MARK: - Topics

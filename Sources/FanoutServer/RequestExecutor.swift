@@ -89,8 +89,21 @@ struct RequestExecutor: Sendable {
             ))
         case .getUser(let project, let user):
             return .user(opcode, try self.engine.user(try Self.parse(user, "user", UserID.init), in: try Self.project(project)))
-        case .cleanUpAnonymousUsers(let project):
-            return .names(opcode, try changes.cleanUpAnonymousUsers(in: try Self.project(project)).map(\.value))
+        case .cleanUpAnonymousUsers(let project, let dryRun):
+            let id = try Self.project(project)
+            let users = dryRun ? try self.engine.anonymousUsersDueForCleanUp(in: id) : try changes.cleanUpAnonymousUsers(in: id)
+            return .names(opcode, users.map(\.value))
+        case .listUsers(let project, let startAfter, let limit):
+            guard (1...1000).contains(limit) else {
+                throw FanoutError(.invalidArgument, "limit must be in 1...1000", field: "limit")
+            }
+            let after = startAfter.isEmpty ? nil : try Self.parse(startAfter, "startAfter", UserID.init)
+            let users = try self.engine.users(after: after, limit: Int(limit), in: try Self.project(project))
+            return .users(users.map {
+                UserSummary(id: $0.id.value, isAnonymous: $0.isAnonymous, createdAt: $0.createdAt, lastActive: $0.lastActive, devices: $0.devices.count)
+            })
+        case .setAnonymousCleanUp(let project, let enabled):
+            return .anonymousCleanUp(try changes.setAnonymousCleanUp(enabled, in: try Self.project(project)))
         case .subscribe(let project, let topic, let registrations):
             let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
             return .itemResults(opcode, batch.results(try changes.subscribe(

@@ -99,7 +99,7 @@ public struct WireSamples {
 
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...35) {
+        switch self.int(0...37) {
         case 0:
             let credential: Hello.Credential = self.bool() ? .apiKey(self.bytes()) : .installationAuthToken(self.bytes())
             return .hello(Hello(role: self.bool() ? .admin : .consumer, credential: credential, clientName: self.string(maximum: 10)))
@@ -120,7 +120,7 @@ public struct WireSamples {
         case 14: return .signOut(project: project, user: self.string(), registration: self.string())
         case 15: return .linkUser(project: project, anonymous: self.string(), permanent: self.string())
         case 16: return .getUser(project: project, user: self.string())
-        case 17: return .cleanUpAnonymousUsers(project: project)
+        case 17: return .cleanUpAnonymousUsers(project: project, dryRun: self.bool())
         case 18: return .subscribe(project: project, topic: self.string(), registrations: self.strings())
         case 19: return .unsubscribe(project: project, topic: self.string(), registrations: self.strings())
         case 20: return .topicsOf(project: project, registration: self.string())
@@ -139,12 +139,14 @@ public struct WireSamples {
         case 32: return .registerBatch(project: project, (0..<self.int(0...4)).map { _ in self.registrationFields() })
         case 33: return .setAPNsToken(project: project, registration: self.string(), apnsToken: self.optionalString())
         case 34: return .installationByAPNsToken(project: project, apnsToken: self.string())
+        case 35: return .listUsers(project: project, startAfter: self.string(), limit: self.u32())
+        case 36: return .setAnonymousCleanUp(project: project, enabled: self.bool())
         default: return .detach
         }
     }
 
     public mutating func message() -> ServerMessage {
-        switch self.int(0...18) {
+        switch self.int(0...20) {
         case 0:
             return .welcome(Welcome(
                 version: 1, maximumPayloadSize: self.u32(), idleTimeoutMilliseconds: self.u32(), maximumCredit: self.u32(),
@@ -161,7 +163,8 @@ public struct WireSamples {
         case 7: return .count([.pruneExpired, .installationCount, .subscriberCount, .audience, .expireDeliveries, .acknowledge][self.int(0...5)], self.u64())
         case 8:
             return .user(self.bool() ? .linkUser : .getUser, User(
-                id: UserID("u-\(self.u32())")!, isAnonymous: self.bool(), devices: (0..<self.int(0...3)).map { _ in self.installation() }, lastActive: self.timestamp()
+                id: UserID("u-\(self.u32())")!, isAnonymous: self.bool(), devices: (0..<self.int(0...3)).map { _ in self.installation() }, lastActive: self.timestamp(),
+                createdAt: self.timestamp()
             ))
         case 9: return .itemResults(self.bool() ? .subscribe : .unsubscribe, self.itemResults())
         case 10: return .topics((0..<self.int(0...4)).map { _ in TopicCount(topic: self.string(), subscribers: self.u64()) })
@@ -189,6 +192,11 @@ public struct WireSamples {
                     ? .registered(RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool(), isExisting: self.bool()))
                     : .failed(self.error())
             })
+        case 17:
+            return .users((0..<self.int(0...3)).map { _ in
+                UserSummary(id: "u-\(self.u32())", isAnonymous: self.bool(), createdAt: self.timestamp(), lastActive: self.timestamp(), devices: self.int(0...9))
+            })
+        case 18: return .anonymousCleanUp(self.bool() ? self.timestamp() : nil)
         default:
             return .error(self.error())
         }

@@ -29,7 +29,12 @@ public enum ClientRequest: WireMessage {
     case signOut(project: String, user: String, registration: String)
     case linkUser(project: String, anonymous: String, permanent: String)
     case getUser(project: String, user: String)
-    case cleanUpAnonymousUsers(project: String)
+    /// `dryRun`: list who would be removed, remove no one.
+    case cleanUpAnonymousUsers(project: String, dryRun: Bool = false)
+    /// Users in id order after `startAfter` (empty: from the first).
+    case listUsers(project: String, startAfter: String, limit: UInt32)
+    /// Turns the project's automatic anonymous clean-up on or off.
+    case setAnonymousCleanUp(project: String, enabled: Bool)
     case subscribe(project: String, topic: String, registrations: [String])
     case unsubscribe(project: String, topic: String, registrations: [String])
     case topicsOf(project: String, registration: String)
@@ -71,6 +76,8 @@ public enum ClientRequest: WireMessage {
         case .linkUser: return .linkUser
         case .getUser: return .getUser
         case .cleanUpAnonymousUsers: return .cleanUpAnonymousUsers
+        case .listUsers: return .listUsers
+        case .setAnonymousCleanUp: return .setAnonymousCleanUp
         case .subscribe: return .subscribe
         case .unsubscribe: return .unsubscribe
         case .topicsOf: return .topicsOf
@@ -98,7 +105,8 @@ public enum ClientRequest: WireMessage {
             .setAPNsToken(let project, _, _), .installationByAPNsToken(let project, _),
             .deleteInstallation(let project, _), .staleInstallations(let project, _), .pruneExpired(let project),
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
-            .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project),
+            .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project, _),
+            .listUsers(let project, _, _), .setAnonymousCleanUp(let project, _),
             .subscribe(let project, _, _), .unsubscribe(let project, _, _), .topicsOf(let project, _),
             .listTopics(let project, _, _), .subscriberCount(let project, _), .audience(let project, _), .send(let project, _, _),
             .pending(let project, _), .expireDeliveries(let project), .stats(let project),
@@ -126,8 +134,15 @@ public enum ClientRequest: WireMessage {
             try buffer.writeWireBytes(bytes, field: "credential")
             try buffer.writeWireString(hello.clientName, field: "clientName")
         case .ping, .listProjects, .snapshot, .detach, .createProject, .deleteProject, .pruneExpired, .installationCount,
-            .cleanUpAnonymousUsers, .expireDeliveries, .stats:
+            .expireDeliveries, .stats:
             break
+        case .cleanUpAnonymousUsers(_, let dryRun):
+            buffer.writeInteger(dryRun ? 1 : 0, as: UInt8.self)
+        case .listUsers(_, let startAfter, let limit):
+            try buffer.writeWireString(startAfter, field: "startAfter")
+            buffer.writeInteger(limit)
+        case .setAnonymousCleanUp(_, let enabled):
+            buffer.writeWireBool(enabled)
         case .register(_, let fields):
             try buffer.writeWireRegistrationFields(fields)
         case .registerBatch(_, let items):
@@ -249,7 +264,7 @@ public enum ClientRequest: WireMessage {
         case .createProject, .deleteProject, .register, .registerBatch, .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken,
             .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
-            .cleanUpAnonymousUsers, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
+            .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
             .pending, .expireDeliveries, .stats, .attach:
             project = try reader.string("project")
         default:
@@ -287,7 +302,12 @@ public enum ClientRequest: WireMessage {
         case .linkUser:
             return .linkUser(project: project, anonymous: try reader.string("anonymousUser"), permanent: try reader.string("permanentUser"))
         case .getUser: return .getUser(project: project, user: try reader.string("user"))
-        case .cleanUpAnonymousUsers: return .cleanUpAnonymousUsers(project: project)
+        case .cleanUpAnonymousUsers:
+            let flags = try reader.u8("flags")
+            guard flags & ~1 == 0 else { throw reader.error("clean-up flags \(flags) has bits this version does not define") }
+            return .cleanUpAnonymousUsers(project: project, dryRun: flags & 1 != 0)
+        case .listUsers: return .listUsers(project: project, startAfter: try reader.string("startAfter"), limit: try reader.u32("limit"))
+        case .setAnonymousCleanUp: return .setAnonymousCleanUp(project: project, enabled: try reader.bool("enabled"))
         case .subscribe:
             return .subscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
         case .unsubscribe:

@@ -29,6 +29,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let linkUser = Opcode(rawValue: 0x32)
     public static let getUser = Opcode(rawValue: 0x33)
     public static let cleanUpAnonymousUsers = Opcode(rawValue: 0x34)
+    public static let listUsers = Opcode(rawValue: 0x35)
+    public static let setAnonymousCleanUp = Opcode(rawValue: 0x36)
     public static let subscribe = Opcode(rawValue: 0x40)
     public static let unsubscribe = Opcode(rawValue: 0x41)
     public static let topicsOf = Opcode(rawValue: 0x42)

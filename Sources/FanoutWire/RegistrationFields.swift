@@ -150,3 +150,21 @@ public struct TopicCount: Hashable, Sendable {
         self.subscribers = subscribers
     }
 }
+
+/// One user in LIST_USERS's reply.
+public struct UserSummary: Hashable, Sendable {
+    public var id: String
+    public var isAnonymous: Bool
+    public var createdAt: Timestamp
+    public var lastActive: Timestamp
+    /// How many devices are bound to it.
+    public var devices: Int
+
+    public init(id: String, isAnonymous: Bool, createdAt: Timestamp, lastActive: Timestamp, devices: Int) {
+        self.id = id
+        self.isAnonymous = isAnonymous
+        self.createdAt = createdAt
+        self.lastActive = lastActive
+        self.devices = devices
+    }
+}

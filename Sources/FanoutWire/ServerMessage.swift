@@ -21,6 +21,10 @@ public enum ServerMessage: WireMessage {
     case count(Opcode, UInt64)
     /// LINK_USER, GET_USER.
     case user(Opcode, User)
+    /// LIST_USERS: each user's id, kind, creation, last activity and device count.
+    case users([UserSummary])
+    /// SET_ANONYMOUS_CLEANUP: since when automatic clean-up is on, or `nil`: off.
+    case anonymousCleanUp(Timestamp?)
     /// SUBSCRIBE, UNSUBSCRIBE: one result per registration.
     case itemResults(Opcode, [BatchItemResult])
     case topics([TopicCount])
@@ -45,6 +49,8 @@ public enum ServerMessage: WireMessage {
         case .sent: return Opcode.send.reply
         case .pending: return Opcode.pending.reply
         case .stats: return Opcode.stats.reply
+        case .users: return Opcode.listUsers.reply
+        case .anonymousCleanUp: return Opcode.setAnonymousCleanUp.reply
         case .delivery: return .delivery
         case .goAway: return .goAway
         case .error: return .error
@@ -54,7 +60,7 @@ public enum ServerMessage: WireMessage {
     /// The reply layout of each request.
     enum ReplyLayout {
         case welcome, pong, done, names, registered, registeredBatch, installation, staleInstallations, count, user, itemResults
-        case topics, sent, pending, stats
+        case topics, sent, pending, stats, users, anonymousCleanUp
 
         init?(request: Opcode) {
             switch request {
@@ -74,6 +80,8 @@ public enum ServerMessage: WireMessage {
             case .send: self = .sent
             case .pending: self = .pending
             case .stats: self = .stats
+            case .listUsers: self = .users
+            case .setAnonymousCleanUp: self = .anonymousCleanUp
             default: return nil
             }
         }
@@ -113,8 +121,21 @@ public enum ServerMessage: WireMessage {
             try buffer.writeWireString(user.id.value, field: "user")
             buffer.writeWireBool(user.isAnonymous)
             buffer.writeWireTimestamp(user.lastActive)
+            buffer.writeWireTimestamp(user.createdAt)
             try buffer.writeWireCount(user.devices.count, field: "devices")
             for device in user.devices { try buffer.writeWireInstallation(device) }
+        case .users(let users):
+            try buffer.writeWireCount(users.count, field: "users")
+            for user in users {
+                try buffer.writeWireString(user.id, field: "user")
+                buffer.writeWireBool(user.isAnonymous)
+                buffer.writeWireTimestamp(user.createdAt)
+                buffer.writeWireTimestamp(user.lastActive)
+                buffer.writeInteger(UInt32(clamping: user.devices))
+            }
+        case .anonymousCleanUp(let since):
+            buffer.writeWireBool(since != nil)
+            if let since { buffer.writeWireTimestamp(since) }
         case .itemResults(_, let results):
             try buffer.writeWireItemResults(results)
         case .topics(let topics):
@@ -205,7 +226,18 @@ public enum ServerMessage: WireMessage {
             let id = try reader.model("user", UserID.init)
             let anonymous = try reader.bool("anonymous")
             let lastActive = try reader.timestamp("last active")
-            return .user(request, User(id: id, isAnonymous: anonymous, devices: try reader.installations("devices"), lastActive: lastActive))
+            let createdAt = try reader.timestamp("created at")
+            return .user(request, User(id: id, isAnonymous: anonymous, devices: try reader.installations("devices"), lastActive: lastActive, createdAt: createdAt))
+        case .users:
+            return .users(try reader.list("users", minimumElementSize: 23) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                UserSummary(
+                    id: try reader.string(field() + ".id"), isAnonymous: try reader.bool(field() + ".anonymous"),
+                    createdAt: try reader.timestamp(field() + ".created at"), lastActive: try reader.timestamp(field() + ".last active"),
+                    devices: Int(try reader.u32(field() + ".devices"))
+                )
+            })
+        case .anonymousCleanUp:
+            return .anonymousCleanUp(try reader.bool("enabled") ? try reader.timestamp("since") : nil)
         case .itemResults: return .itemResults(request, try reader.itemResults("results"))
         case .topics:
             return .topics(try reader.list("topics", minimumElementSize: 10) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in

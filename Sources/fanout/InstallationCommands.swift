@@ -111,8 +111,8 @@ struct InstallationCommand: AsyncParsableCommand {
 struct UserCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
-        abstract: "Bind devices to users, sign out, link anonymous users, list a user's devices.",
-        subcommands: [Bind.self, SignOut.self, Link.self, Devices.self, CleanUp.self]
+        abstract: "Bind devices to users, sign out, link anonymous users, list users and a user's devices, clean up anonymous users.",
+        subcommands: [Bind.self, SignOut.self, Link.self, Devices.self, List.self, CleanUp.self, AutoCleanUp.self]
     )
 
     struct Bind: AsyncParsableCommand {
@@ -161,13 +161,71 @@ struct UserCommand: ParsableCommand {
     struct CleanUp: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "cleanup",
-            abstract: "Remove anonymous users idle for 30 days (their devices stay, unbound)."
+            abstract: "Remove anonymous users created more than 30 days ago (their devices stay, unbound).",
+            discussion: """
+                Firebase Auth's rule: 30 days (fanoutd --anonymous-user-lifetime) after the user \
+                was created, counted for users older than the project's automatic clean-up from \
+                when it was turned on (user auto-cleanup). Prints the users removed, or with \
+                --dry-run those that would be.
+                """
         )
         @OptionGroup var server: ServerOptions
+        @Flag(name: .customLong("dry-run"), help: "List who would be removed; remove no one.") var dryRun = false
 
         func run() async throws {
-            let users = try await self.server.withClient(command: "user cleanup") { try await $0.cleanUpAnonymousUsers(in: self.server.project) }
+            let users = try await self.server.withClient(command: "user cleanup") {
+                try await $0.cleanUpAnonymousUsers(in: self.server.project, dryRun: self.dryRun)
+            }
             self.server.print(names: users)
+        }
+    }
+
+    struct AutoCleanUp: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "auto-cleanup",
+            abstract: "Turn the project's automatic anonymous clean-up on or off (off by default).",
+            discussion: "While on, fanoutd removes anonymous users as `user cleanup` does, at start and then hourly."
+        )
+        @OptionGroup var server: ServerOptions
+        @Argument(help: "on or off.") var state: String
+
+        func run() async throws {
+            guard self.state == "on" || self.state == "off" else { throw ValidationError("give on or off") }
+            let since = try await self.server.withClient(command: "user auto-cleanup") {
+                try await $0.setAnonymousCleanUp(self.state == "on", in: self.server.project)
+            }
+            if self.server.json {
+                printJSON(.object(JSONObject([.init(key: "enabledSince", value: since.map { .string($0.iso8601) } ?? .null)])))
+            } else {
+                print(since.map { "automatic anonymous clean-up on since \($0.iso8601)" } ?? "automatic anonymous clean-up off")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The project's users, in id order.")
+        @OptionGroup var server: ServerOptions
+        @Option(help: "Start after this user id.") var after = ""
+        @Option(help: "At most this many (1-1000).") var limit = 1000
+
+        func run() async throws {
+            let users = try await self.server.withClient(command: "user list") {
+                try await $0.users(after: self.after, limit: self.limit, in: self.server.project)
+            }
+            for user in users {
+                if self.server.json {
+                    printJSON(.object(JSONObject([
+                        .init(key: "user", value: .string(user.id)),
+                        .init(key: "anonymous", value: .bool(user.isAnonymous)),
+                        .init(key: "createdAt", value: .string(user.createdAt.iso8601)),
+                        .init(key: "lastActive", value: .string(user.lastActive.iso8601)),
+                        .init(key: "devices", value: jsonNumber(user.devices)),
+                    ])))
+                } else {
+                    let kind = user.isAnonymous ? " (anonymous)" : ""
+                    print("\(user.id)\(kind) devices=\(user.devices) created=\(user.createdAt.iso8601) last-active=\(user.lastActive.iso8601)")
+                }
+            }
         }
     }
 

@@ -52,12 +52,27 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("stale-after"), help: "Days without activity after which an installation is stale (listed, and skipped by sends that ask).")
+    var staleAfterDays = 30
+
+    @Option(name: .customLong("expire-after"), help: "Days without activity after which an installation expires and is deleted (at start, then hourly).")
+    var expireAfterDays = 270
+
+    @Option(name: .customLong("anonymous-user-lifetime"), help: "Days after its creation an anonymous user is cleaned up (automatically in projects that turned it on).")
+    var anonymousUserLifetimeDays = 30
+
     mutating func run() async throws {
         guard let level = Logger.Level(rawValue: self.logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         let durability = try Self.durability(self.durability)
         let (host, port) = try Self.hostAndPort(self.listen)
+        for (name, days) in [("--stale-after", self.staleAfterDays), ("--expire-after", self.expireAfterDays), ("--anonymous-user-lifetime", self.anonymousUserLifetimeDays)]
+        where !(1...36_500).contains(days) {
+            throw ValidationError("\(name) must be 1 to 36500 days, got \(days)")
+        }
+        // Before anything is created: a taken address must not leave a new data directory and key.
+        try ListenCheck.check(host: host, port: port)
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -67,6 +82,9 @@ struct Fanoutd: AsyncParsableCommand {
 
         var engineConfiguration = EngineConfiguration()
         engineConfiguration.logRetention = self.keepPreviousLog ? .sincePreviousSnapshot : .sinceNewestSnapshot
+        engineConfiguration.staleAfter = .seconds(self.staleAfterDays * 86_400)
+        engineConfiguration.expireAfter = .seconds(self.expireAfterDays * 86_400)
+        engineConfiguration.anonymousUserLifetime = .seconds(self.anonymousUserLifetimeDays * 86_400)
         let engine = try Engine(directory: self.dataDirectory, durability: durability, configuration: engineConfiguration, logger: logger)
         if let recovery = engine.recovery {
             logger.info("recovered", metadata: ["report": "\(recovery)"])
@@ -74,7 +92,13 @@ struct Fanoutd: AsyncParsableCommand {
         let keys = try self.loadKeys(logger: logger)
         var configuration = ServerConfiguration(host: host, port: port)
         configuration.idleTimeout = .seconds(self.idleTimeout)
-        let server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: configuration, logger: logger)
+        let server: FanoutServer
+        do {
+            server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: configuration, logger: logger)
+        } catch {
+            try? engine.close()
+            throw ListenError(description: "cannot listen on \(host):\(port): \(error)")
+        }
         logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
         if let readyFile = self.readyFile {
             let temporary = readyFile + ".tmp"

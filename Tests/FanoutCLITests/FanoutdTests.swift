@@ -172,4 +172,51 @@ struct FanoutdTests {
         #expect(restarted.status == 0)
         #expect(!restarted.output.contains(key))
     }
+
+    @Test func aTakenAddressFailsBeforeAnythingIsCreated() throws {
+        let directory = TemporaryDirectory.path("fanoutd-taken")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let holder = try Daemon(directory: directory + "-holder")
+        defer {
+            _ = holder.stop()
+            try? FileManager.default.removeItem(atPath: directory + "-holder")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanoutd")
+        process.arguments = ["--data-dir", directory, "--listen", "127.0.0.1:\(holder.port)"]
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1)
+        #expect(message.contains("cannot listen on 127.0.0.1:\(holder.port): Address already in use"), "\(message)")
+        #expect(printed.isEmpty, "no key printed")
+        #expect(!FileManager.default.fileExists(atPath: directory), "no data directory created")
+    }
+
+    @Test func usersAreListedAndAnonymousCleanUpCanBeTriedAndTurnedOn() throws {
+        let directory = TemporaryDirectory.path("fanoutd-users")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory)
+        defer { _ = daemon.stop() }
+        let keyFile = try String(contentsOfFile: directory + "/api-keys", encoding: .utf8)
+        let key = String(try #require(keyFile.split(separator: "\n").first { $0.hasSuffix(" admin *") }).split(separator: " ")[0])
+        #expect(try self.fanout(daemon.port, key, "register", "--platform", "web", "--app-id", "1:1:web:a", "--token", "w1").status == 0)
+        #expect(try self.fanout(daemon.port, key, "user", "bind", "w1", "guest-1", "--anonymous").status == 0)
+        let listed = try self.fanout(daemon.port, key, "user", "list", "--json")
+        #expect(listed.status == 0, "\(listed.error)")
+        let user = try #require(try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [String: Any])
+        #expect(user["user"] as? String == "guest-1" && user["anonymous"] as? Bool == true && user["devices"] as? Int == 1)
+        #expect((user["createdAt"] as? String)?.hasSuffix("Z") == true)
+        #expect(try self.fanout(daemon.port, key, "user", "list").output.hasPrefix("guest-1 (anonymous) devices=1 created=20"))
+        #expect(try self.fanout(daemon.port, key, "user", "cleanup", "--dry-run").output == "", "created just now: not due")
+        let on = try self.fanout(daemon.port, key, "user", "auto-cleanup", "on")
+        #expect(on.output.hasPrefix("automatic anonymous clean-up on since 20"), "\(on.output) \(on.error)")
+        #expect(try self.fanout(daemon.port, key, "user", "auto-cleanup", "off", "--json").output == #"{"enabledSince":null}"# + "\n")
+        #expect(try self.fanout(daemon.port, key, "user", "auto-cleanup", "maybe").status == 2)
+    }
 }
