@@ -50,6 +50,21 @@ public struct FanoutError: Error, Hashable, Sendable, CustomStringConvertible {
         public var name: String { self.wrapped.rawValue }
         public var description: String { self.wrapped.rawValue }
 
+        /// The HTTP status FCM answers with for this code (its error object's `code`): 400, 401,
+        /// 403, 404, 409, 429, 500 or 503.
+        public var httpStatus: Int {
+            switch self.wrapped {
+            case .invalidArgument, .tooManyTopics, .failedPrecondition: return 400
+            case .unauthenticated: return 401
+            case .permissionDenied: return 403
+            case .notFound, .unregistered: return 404
+            case .alreadyExists: return 409
+            case .resourceExhausted: return 429
+            case .unavailable: return 503
+            case .internal: return 500
+            }
+        }
+
         /// The code for a canonical name, or `nil` for an unknown one.
         public init?(name: String) {
             guard let wrapped = Wrapped(rawValue: name) else { return nil }

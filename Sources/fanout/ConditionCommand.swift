@@ -20,12 +20,17 @@ struct ConditionCommand: ParsableCommand {
         @Argument(help: "The condition, e.g. \"'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)\".")
         var expression: String
 
+        @Flag(help: "Print JSON: {\"valid\":true,\"condition\":...} or FCM's error object.") var json = false
+
         func run() throws {
+            var parsed: String?
+            var message: String?
             do {
-                print(try Condition(parsing: self.expression))
+                parsed = try Condition(parsing: self.expression).description
             } catch {
-                throw invalid(error.message)
+                message = error.message
             }
+            try printCheck(json: self.json, key: "condition", value: parsed ?? "", line: parsed ?? "", error: message, field: "condition")
         }
     }
 }

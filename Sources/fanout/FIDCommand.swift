@@ -16,6 +16,8 @@ struct FIDCommand: ParsableCommand {
         @Option(name: .shortAndLong, help: "How many FIDs to print (1...1000000).")
         var count = 1
 
+        @Flag(help: "Print a JSON array of the FIDs.") var json = false
+
         func validate() throws {
             guard (1...1_000_000).contains(self.count) else {
                 throw ValidationError("--count must be between 1 and 1000000")
@@ -23,6 +25,10 @@ struct FIDCommand: ParsableCommand {
         }
 
         func run() throws {
+            if self.json {
+                printJSON(.array(try (0..<self.count).map { _ in .string(try FID.generate().string) }))
+                return
+            }
             var output = ""
             for _ in 0..<self.count {
                 output += try FID.generate().string
@@ -44,11 +50,14 @@ struct FIDCommand: ParsableCommand {
         @Argument(help: "The FID to check.")
         var fid: String
 
+        @Flag(help: "Print JSON: {\"valid\":true,\"fid\":...} or FCM's error object.") var json = false
+
         func run() throws {
-            guard let fid = FID(self.fid) else {
-                throw invalid("invalid FID: expected 22 characters of [A-Za-z0-9_-] starting with c, d, e or f")
-            }
-            print("valid FID \(fid)")
+            let fid = FID(self.fid)
+            try printCheck(
+                json: self.json, key: "fid", value: fid?.string ?? "", line: "valid FID \(self.fid)",
+                error: fid == nil ? "invalid FID: expected 22 characters of [A-Za-z0-9_-] starting with c, d, e or f" : nil, field: "fid"
+            )
         }
     }
 }

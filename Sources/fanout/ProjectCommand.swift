@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanoutClient
+import FanoutCore
 import FanoutWire
 
 struct ProjectCommand: ParsableCommand {
@@ -16,7 +17,11 @@ struct ProjectCommand: ParsableCommand {
 
         func run() async throws {
             try await self.server.withClient(command: "project create") { try await $0.createProject(self.id) }
-            if !self.server.json { print("created \(self.id)") }
+            if self.server.json {
+                printJSON(.object(JSONObject([.init(key: "project", value: .string(self.id)), .init(key: "created", value: .bool(true))])))
+            } else {
+                print("created \(self.id)")
+            }
         }
     }
 
@@ -27,7 +32,11 @@ struct ProjectCommand: ParsableCommand {
 
         func run() async throws {
             try await self.server.withClient(command: "project delete") { try await $0.deleteProject(self.id) }
-            if !self.server.json { print("deleted \(self.id)") }
+            if self.server.json {
+                printJSON(.object(JSONObject([.init(key: "project", value: .string(self.id)), .init(key: "deleted", value: .bool(true))])))
+            } else {
+                print("deleted \(self.id)")
+            }
         }
     }
 

@@ -196,11 +196,22 @@ struct PendingCommand: AsyncParsableCommand {
             }.map { ($0.id, $0.platform, $0.expiry, $0.payload.count, $0.isDeletedMessagesMarker) }
         }
         for delivery in deliveries {
-            let kind = delivery.marker ? " deleted-messages-marker" : ""
             let messageID = "projects/\(self.server.project)/messages/\(delivery.id.messageSequence)"
-            print("\(delivery.id) \(messageID) \(delivery.platform) expires=\(delivery.expiry) bytes=\(delivery.bytes)\(kind)")
+            if self.server.json {
+                printJSON(.object(JSONObject([
+                    .init(key: "id", value: .string(delivery.id.description)),
+                    .init(key: "message", value: .string(messageID)),
+                    .init(key: "platform", value: .string(delivery.platform.rawValue)),
+                    .init(key: "expiry", value: .string(delivery.expiry.iso8601)),
+                    .init(key: "bytes", value: jsonNumber(delivery.bytes)),
+                    .init(key: "deletedMessages", value: .bool(delivery.marker)),
+                ])))
+            } else {
+                let kind = delivery.marker ? " deleted-messages-marker" : ""
+                print("\(delivery.id) \(messageID) \(delivery.platform) expires=\(delivery.expiry.iso8601) bytes=\(delivery.bytes)\(kind)")
+            }
         }
-        print("# \(deliveries.count) pending")
+        if !self.server.json { print("# \(deliveries.count) pending") }
     }
 }
 

@@ -34,8 +34,9 @@ struct ServerOptions: ParsableArguments {
         do {
             client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, apiKey: key, role: role, clientName: "fanout \(command)")
         } catch let error as FanoutError {
-            writeToStandardError("fanout \(command): \(error)\n")
-            throw ExitCode(2)
+            // A refused key or role is the server's answer (1); anything else, the connection (2).
+            self.report(error, command: command)
+            throw ExitCode(error.code == .unauthenticated || error.code == .permissionDenied ? 1 : 2)
         } catch {
             writeToStandardError("fanout \(command): cannot connect to \(address): \(error)\n")
             throw ExitCode(2)
@@ -59,17 +60,7 @@ struct ServerOptions: ParsableArguments {
     /// A server error: FCM's error object with --json, a line otherwise.
     func report(_ error: FanoutError, command: String) {
         if self.json {
-            var members: [JSONObject.Member] = [
-                .init(key: "status", value: .string(error.code.name)),
-                .init(key: "message", value: .string(error.message)),
-            ]
-            if let field = error.field { members.append(.init(key: "field", value: .string(field))) }
-            if !error.violations.isEmpty {
-                members.append(.init(key: "details", value: .array(error.violations.map {
-                    .object(JSONObject([.init(key: "field", value: .string($0.field)), .init(key: "description", value: .string($0.description))]))
-                })))
-            }
-            printJSON(.object(JSONObject([.init(key: "error", value: .object(JSONObject(members)))])))
+            printJSON(error.json)
         } else {
             writeToStandardError("fanout \(command): \(error)\n")
             for violation in error.violations {
@@ -94,6 +85,39 @@ func printJSON(_ value: JSONValue) {
 }
 
 func jsonNumber(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
+
+extension FanoutError {
+    /// FCM's error object: `{"error":{"code":HTTP status,"status","message","field","details":[violations]}}`.
+    var json: JSONValue {
+        var members: [JSONObject.Member] = [
+            .init(key: "code", value: jsonNumber(self.code.httpStatus)),
+            .init(key: "status", value: .string(self.code.name)),
+            .init(key: "message", value: .string(self.message)),
+        ]
+        if let field = self.field { members.append(.init(key: "field", value: .string(field))) }
+        members.append(.init(key: "details", value: .array(self.violations.map {
+            .object(JSONObject([.init(key: "field", value: .string($0.field)), .init(key: "description", value: .string($0.description))]))
+        })))
+        return .object(JSONObject([.init(key: "error", value: .object(JSONObject(members)))]))
+    }
+}
+
+/// An offline check's result: with `json`, `{"valid":true,KEY:VALUE}` or FCM's error object on
+/// stdout; otherwise `line` on stdout, or the error on stderr. Invalid input exits 1.
+func printCheck(json: Bool, key: String, value: String, line: String, error message: String?, field: String) throws {
+    if let message {
+        if json {
+            printJSON(FanoutError(.invalidArgument, message, field: field).json)
+            throw ExitCode(1)
+        }
+        throw invalid(message)
+    }
+    if json {
+        printJSON(.object(JSONObject([.init(key: "valid", value: .bool(true)), .init(key: key, value: .string(value))])))
+    } else {
+        print(line)
+    }
+}
 
 extension Installation {
     /// Tokens appear only in JSON output (for programs), never in the human form.

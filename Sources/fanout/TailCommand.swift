@@ -1,5 +1,5 @@
 import ArgumentParser
-import Dispatch
+import Foundation
 import FanoutClient
 import FanoutCore
 import FanoutModel
@@ -98,33 +98,46 @@ struct TailCommand: AsyncParsableCommand {
 
 /// SIGINT and SIGTERM, caught while tail runs. The first sets `isStopping`, and calls `onWait`
 /// if tail is waiting for deliveries (between `beginWaiting` and `endWaiting`), or else lets the
-/// batch being printed finish.
+/// batch being printed finish. The handler is installed with `sigaction` at once (a dispatch
+/// source arms later, and a signal before then would be lost); it writes a byte to a pipe that a
+/// thread of this class reads.
 private final class StopSignals: @unchecked Sendable {
     private struct State {
         var stopping = false
         var waiting = false
     }
 
-    private let sources: [any DispatchSourceSignal]
     private let state = Locked(State())
+    private let pipe: (read: Int32, write: Int32)
 
     init(onWait: @escaping @Sendable () -> Void) {
-        var sources: [any DispatchSourceSignal] = []
-        let state = self.state
+        var descriptors: [Int32] = [-1, -1]
+        _ = Glibc.pipe(&descriptors)
+        self.pipe = (descriptors[0], descriptors[1])
+        stopSignalPipe = descriptors[1]
         for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number)
-            source.setEventHandler {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = { _ in
+                var byte: UInt8 = 1
+                _ = Glibc.write(stopSignalPipe, &byte, 1)
+            }
+            sigaction(number, &action, nil)
+        }
+        let state = self.state
+        let readEnd = self.pipe.read
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while true {
+                let count = Glibc.read(readEnd, &byte, 1)
+                if count < 0 && errno == EINTR { continue }
+                guard count == 1 else { return }  // closed by `cancel`
                 let interrupts = state.withLock { state in
                     defer { state.stopping = true }
                     return !state.stopping && state.waiting
                 }
                 if interrupts { onWait() }
             }
-            source.resume()
-            sources.append(source)
         }
-        self.sources = sources
     }
 
     var isStopping: Bool { self.state.withLock { $0.stopping } }
@@ -146,10 +159,15 @@ private final class StopSignals: @unchecked Sendable {
         }
     }
 
+    /// Ends the reading thread; a signal from now on is ignored.
     func cancel() {
-        for source in self.sources { source.cancel() }
+        for number in [SIGINT, SIGTERM] { signal(number, SIG_IGN) }
+        close(self.pipe.write)
     }
 }
+
+/// The write end of `StopSignals`' pipe, for the signal handler (which cannot capture).
+nonisolated(unsafe) private var stopSignalPipe: Int32 = -1
 
 /// Standard output written with `write(2)`, unbuffered, so that a line counts as printed only
 /// once the system took all of it (and, into a pipe, once the reader took it out).

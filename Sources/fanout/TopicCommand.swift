@@ -16,13 +16,15 @@ struct TopicCommand: ParsableCommand {
         @Argument(help: "The topic name to check.")
         var name: String
 
+        @Flag(help: "Print JSON: {\"valid\":true,\"topic\":...} or FCM's error object.") var json = false
+
         func run() throws {
-            guard let topic = TopicName(self.name) else {
-                throw invalid(
-                    "invalid topic name: expected 1...900 characters of [a-zA-Z0-9-_.~%], optionally after one /topics/"
-                )
-            }
-            print(topic.value)
+            let topic = TopicName(self.name)
+            try printCheck(
+                json: self.json, key: "topic", value: topic?.value ?? "", line: topic?.value ?? "",
+                error: topic == nil ? "invalid topic name: expected 1...900 characters of [a-zA-Z0-9-_.~%], optionally after one /topics/" : nil,
+                field: "topic"
+            )
         }
     }
 }

@@ -66,6 +66,19 @@ struct FanoutCLITests {
         #expect(try self.fanout("fid", "check", "ccccccccccc").status == 1)
     }
 
+    @Test func offlineChecksHonourJSON() throws {
+        let fid = try self.fanout("fid", "check", "cAECAwQFBgcICQoLDA0ODx", "--json")
+        #expect(fid.status == 0 && fid.output == #"{"valid":true,"fid":"cAECAwQFBgcICQoLDA0ODx"}"# + "\n")
+        let badFID = try self.fanout("fid", "check", "nope", "--json")
+        #expect(badFID.status == 1 && badFID.output.hasPrefix(#"{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"invalid FID"#))
+        #expect(try self.fanout("topic", "check", "/topics/news", "--json").output == #"{"valid":true,"topic":"news"}"# + "\n")
+        #expect(try self.fanout("condition", "check", "'a' in topics", "--json").output == #"{"valid":true,"condition":"'a' in topics"}"# + "\n")
+        let badCondition = try self.fanout("condition", "check", "'a' in", "--json")
+        #expect(badCondition.status == 1 && badCondition.output.contains(#""field":"condition""#))
+        let generated = try self.fanout("fid", "generate", "--count", "2", "--json")
+        #expect(generated.output.hasPrefix("[\"") && generated.output.split(separator: ",").count == 2)
+    }
+
     @Test func topicCheckStripsThePrefix() throws {
         let valid = try self.fanout("topic", "check", "/topics/news")
         #expect(valid.status == 0 && valid.output == "news\n")

@@ -154,7 +154,17 @@ struct FanoutdTests {
         #expect(printed.contains(#""deliveredToken": "python-token""#))
         #expect(printed.contains(#""headers": {"TTL": "2419200"}"#))
 
-        #expect(try self.fanout(port, "wrong-key-000000000000", "stats").status == 2)
+        // A refused key is the server's answer: exit 1, and FCM's error object under --json.
+        #expect(try self.fanout(port, "wrong-key-000000000000", "stats").status == 1)
+        let refusedKey = try self.fanout(port, "wrong-key-000000000000", "stats", "--json")
+        #expect(refusedKey.status == 1)
+        #expect(refusedKey.output.hasPrefix(#"{"error":{"code":401,"status":"UNAUTHENTICATED","message":"#), "\(refusedKey.output)")
+        let missing = try self.fanout(port, key, "installation", "no-such-token", "--json")
+        #expect(missing.status == 1 && missing.output.hasPrefix(#"{"error":{"code":404,"status":"NOT_FOUND","#), "\(missing.output)")
+        #expect(try self.fanout(port, key, "project", "create", "json-project", "--json").output == #"{"project":"json-project","created":true}"# + "\n")
+        let pendingJSON = try self.fanout(port, key, "pending", "cli-ios-token", "--json")
+        #expect(pendingJSON.output.hasPrefix(#"{"id":"#) && pendingJSON.output.contains(#""platform":"ios","expiry":"20"#), "\(pendingJSON.output)")
+        #expect(try self.fanout(0, key, "stats").status == 2, "no server there: a connection error")
         #expect(try self.fanout(port, key, "installation", "no-such-token").status == 1)
 
         let stopped = daemon.stop()
