@@ -51,6 +51,16 @@ extension ProjectState {
     /// Drops the mailbox of an installation that is being deleted, and detaches it from its
     /// device consumer.
     mutating func dropMailbox(_ slot: UInt32) {
+        self.dropPendingDeliveries(slot)
+        if let consumer = self.deliveries.consumers.deviceConsumer.removeValue(forKey: slot) {
+            self.deliveries.consumers.byID[consumer]?.slots.remove(slot)
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, false, slot)
+        }
+    }
+
+    /// Drops every delivery waiting for an installation (counted as dropped): it is being deleted,
+    /// or has lost its token (sign-out), so no worker could push them.
+    mutating func dropPendingDeliveries(_ slot: UInt32) {
         guard let platform = self.registry.platform(ofSlot: slot) else { return }
         var dropped = 0
         var index = self.deliveries.mailboxes.first(in: slot)
@@ -61,10 +71,6 @@ extension ProjectState {
             index = next
         }
         self.deliveries.counters.dropped += dropped
-        if let consumer = self.deliveries.consumers.deviceConsumer.removeValue(forKey: slot) {
-            self.deliveries.consumers.byID[consumer]?.slots.remove(slot)
-            self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, false, slot)
-        }
     }
 
     /// The deliveries waiting for one installation, oldest first (expired ones are left out).

@@ -31,8 +31,8 @@ extension ProjectState {
         return self.logged(installation, .bindDevice(self.id, fid: installation.fid, user: user, anonymous: anonymous, at: now))
     }
 
-    /// Signs `user` out on one device: the device is unbound and its token is dropped (it is
-    /// `UNREGISTERED` from now on) before this returns.
+    /// Signs `user` out on one device: the device is unbound, its token is dropped (it is
+    /// `UNREGISTERED` from now on) and so are the deliveries waiting for it, before this returns.
     /// - Throws: `PERMISSION_DENIED` when the installation is not one of `user`'s devices.
     mutating func signOut(_ user: UserID, on address: RegistrationAddress) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: address)
@@ -41,6 +41,7 @@ extension ProjectState {
         }
         self.unbind(slot)
         self.registry.dropToken(atSlot: slot)
+        self.dropPendingDeliveries(slot)
         let installation = self.registry.installation(atSlot: slot)!
         return self.logged(installation, .signOut(self.id, user: user, fid: installation.fid))
     }
