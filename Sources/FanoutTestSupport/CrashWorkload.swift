@@ -147,7 +147,7 @@ public struct CrashWorkload {
         for case .register(let fid, _, _) in self.operations.prefix(count) {
             guard let installation = try? engine.installation(.fid(FID(fid)!)) else { continue }
             let topics = (try? engine.topics(of: .fid(installation.fid)))?.map(\.value).sorted() ?? []
-            let pending = (try? engine.pendingDeliveries(for: .fid(installation.fid)))?.map { "\($0.id.messageSequence)\($0.isDeletedMessagesMarker ? "m" : "")" } ?? []
+            let pending = (try? engine.pendingDeliveries(for: .fid(installation.fid)))?.map { "\($0.id.messageSequence & ~DeliveryID.markerBit)\($0.isDeletedMessagesMarker ? "m" : "")" } ?? []
             result[fid] = "\(installation.token?.value ?? "-") \(installation.user?.value ?? "-") \(topics) \(pending)"
         }
         return result

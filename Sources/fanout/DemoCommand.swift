@@ -108,7 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
         )
         print("\(multicast.messageID) per recipient: \(multicast.recipients)")
         for delivery in try engine.pendingDeliveries(for: .fid(phone.fid), in: project) {
-            print("phone mailbox: \(delivery.messageID), \(delivery.payload.count)-byte APNs body")
+            print("phone mailbox: \(delivery.messageID ?? "deleted messages"), \(delivery.payload.count)-byte APNs body")
         }
         let worker = try engine.attachConsumer(.platform(.ios), credit: 10, in: project)
         let taken = worker.poll()

@@ -208,8 +208,9 @@ struct DeliveryTests {
         #expect(try self.pending(a).count == 101)
         _ = try await self.toFID(a)
         let left = try self.pending(a)
-        #expect(left.map(\.id.messageSequence) == [1, 102])
-        #expect(left[1].isDeletedMessagesMarker)
+        #expect(left.map(\.id.messageSequence) == [1, 102 | DeliveryID.markerBit])
+        #expect(left[1].isDeletedMessagesMarker && left[1].id.isDeletedMessagesMarker)
+        #expect(left[1].messageID == nil, "the marker is no message: an id of its own, not message 102's")
         #expect(left[1].payload == Delivery.deletedMessagesPayload)
         #expect(try self.engine.deliveryStatistics().dropped == 101)
         // The count starts again; a second overflow does not queue a second marker.
@@ -217,6 +218,14 @@ struct DeliveryTests {
         #expect(try self.pending(a).filter(\.isDeletedMessagesMarker).count == 1)
         #expect(try self.pending(a).count == 2)
         #expect(try self.engine.deliveryStatistics().messages == 2)
+
+        // A consumer acknowledges the marker by its own id, and only it goes.
+        let consumer = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 10)
+        let held = consumer.poll()
+        #expect(held.map(\.id) == left.map(\.id))
+        #expect(try await consumer.acknowledge([DeliveryID(messageSequence: 102, slot: a.slot)]) == 0, "message 102's id is not the marker's")
+        #expect(try await consumer.acknowledge([left[1].id]) == 1)
+        #expect(try self.pending(a).map(\.id) == [left[0].id])
     }
 
     @Test func deletionDropsTheMailboxAndRotationKeepsIt() async throws {

@@ -89,7 +89,7 @@ extension ProjectState {
 
     func delivery(of node: MailboxTable.Node, entry: MessageEntry, slot: UInt32, platform: Platform) -> Delivery {
         Delivery(
-            id: DeliveryID(messageSequence: entry.sequence, slot: slot),
+            id: node.isMarker ? DeliveryID(markerOf: entry.sequence, slot: slot) : DeliveryID(messageSequence: entry.sequence, slot: slot),
             project: self.id,
             fid: self.registry.fid(ofSlot: slot)!,
             token: self.registry.token(ofSlot: slot),

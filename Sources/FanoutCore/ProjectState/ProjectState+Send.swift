@@ -254,6 +254,11 @@ extension ProjectState {
 
     /// The node of delivery `id` and the node before it, if it is pending.
     func find(_ id: DeliveryID) -> (index: UInt32, previous: UInt32)? {
-        self.deliveries.mailboxes.first(in: id.slot) { self.deliveries.entries[Int($0.entry)]!.sequence == id.messageSequence }
+        // A mailbox holds at most one node per message (the marker replaces the delivery of the send
+        // that overflowed it), so a plain id matches by sequence alone, as logs written before
+        // markers had ids of their own acknowledged them; a marker's id matches only the marker.
+        let isMarker = id.isDeletedMessagesMarker
+        let sequence = id.messageSequence & ~DeliveryID.markerBit
+        return self.deliveries.mailboxes.first(in: id.slot) { ($0.isMarker || !isMarker) && self.deliveries.entries[Int($0.entry)]!.sequence == sequence }
     }
 }

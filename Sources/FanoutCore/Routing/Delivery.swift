@@ -22,8 +22,8 @@ public struct Delivery: Sendable {
     /// Whether a consumer holds it unacknowledged (only in `pendingDeliveries` listings).
     public var isInFlight: Bool
 
-    /// `projects/{project}/messages/{sequence}`.
-    public var messageID: String { SendResult.messageID(project: self.project, sequence: self.id.messageSequence) }
+    /// `projects/{project}/messages/{sequence}`; `nil` for the "deleted messages" marker.
+    public var messageID: String? { self.id.messageNumber.map { SendResult.messageID(project: self.project, sequence: $0) } }
 
     /// Whether this is the "deleted messages" marker rather than a message.
     public var isDeletedMessagesMarker: Bool { self.message == nil }
