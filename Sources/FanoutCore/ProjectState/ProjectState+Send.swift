@@ -106,7 +106,7 @@ extension ProjectState {
                 return .failed(FanoutError(.failedPrecondition, "the installation has no registration token (signed out, or none given yet)", field: field))
             }
             if let staleCutoff, let lastSeen = self.registry.lastSeen(ofSlot: slot), lastSeen.millisecondsSinceEpoch < staleCutoff {
-                return .failed(FanoutError(.failedPrecondition, "the installation is stale (last seen \(lastSeen)) and the send skips stale installations", field: field))
+                return .failed(FanoutError(.failedPrecondition, "the installation is stale (last seen \(lastSeen.iso8601)) and the send skips stale installations", field: field))
             }
             if let refusal = reports[platform].refusal {
                 var error = FanoutError(.invalidArgument, refusal.description, field: field)
