@@ -20,13 +20,24 @@ struct SnapshotCommand: AsyncParsableCommand {
     func run() async throws {
         guard let directory = self.directory else {
             let file = try await self.server.withClient(command: "snapshot") { try await $0.snapshot() }
-            print("wrote \(file)")
+            if self.server.json {
+                printJSON(.object(JSONObject([.init(key: "snapshot", value: .string(file))])))
+            } else {
+                print("wrote \(file)")
+            }
             return
         }
         do {
             let engine = try Engine(directory: directory, durability: .always)
             let path = try engine.snapshot()
             try engine.close()
+            if self.server.json {
+                printJSON(.object(JSONObject([
+                    .init(key: "snapshot", value: .string(path)),
+                    .init(key: "recoveredRecords", value: jsonNumber(engine.recovery?.records ?? 0)),
+                ])))
+                return
+            }
             if let recovery = engine.recovery {
                 print("recovered \(recovery.records) log records in \(recovery.duration)")
             }

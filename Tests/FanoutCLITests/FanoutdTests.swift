@@ -135,6 +135,7 @@ struct FanoutdTests {
         #expect(try self.fanout(port, key, "audience", "--topic", "news", "--user", "alice").status == 2)
         let snapshot = try self.fanout(port, key, "snapshot")
         #expect(snapshot.status == 0 && snapshot.output.hasPrefix("wrote "), "\(snapshot.error)")
+        #expect(try self.fanout(port, key, "snapshot", "--json").output.hasPrefix(#"{"snapshot":"snapshot-"#))
 
         // A client written from docs/wire-protocol.md alone (Python, standard library only).
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/wire-client-example.py").standardized.path
