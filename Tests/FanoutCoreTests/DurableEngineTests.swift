@@ -89,6 +89,42 @@ struct DurableEngineTests {
         }
     }
 
+    /// Opening and closing a directory without a change leaves no empty segment behind (offline
+    /// commands open it); a crash after the manifest forgot the empty segment but before the file
+    /// went leaves an unlisted empty segment, which opens cleanly.
+    @Test func openingAndClosingLeavesNoEmptySegment() async throws {
+        try await TemporaryDirectory.with { directory in
+            func segments() throws -> [String] {
+                try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted()
+            }
+            var engine = try Engine(directory: directory, durability: .always)
+            let phone = try await engine.register(RegistrationRequest(token: RegistrationToken("t"), platform: .web, appID: AppID("app")!)).installation
+            try engine.close()
+            let written = try segments()
+            for _ in 0..<3 {
+                engine = try Engine(directory: directory, durability: .always)
+                #expect(try engine.installation(.fid(phone.fid)).token == RegistrationToken("t"))
+                try engine.close()
+                #expect(try segments() == written, "no empty segment left")
+                #expect(try WALDirectory.examine(directory).problems.isEmpty)
+            }
+            // The crash window: the empty segment still on disk, no longer in the manifest.
+            engine = try Engine(directory: directory, durability: .always)
+            let opened = try #require(try segments().last)
+            let header = try Data(contentsOf: URL(fileURLWithPath: "\(directory)/\(opened)"))
+            try engine.close()
+            try header.write(to: URL(fileURLWithPath: "\(directory)/\(opened)"))
+            engine = try Engine(directory: directory, durability: .always)
+            #expect(try engine.installation(.fid(phone.fid)).token == RegistrationToken("t"))
+            _ = try await engine.touch(.fid(phone.fid))
+            try engine.close()
+            engine = try Engine(directory: directory, durability: .always)
+            #expect(try engine.installation(.fid(phone.fid)).lastSeen >= phone.lastSeen)
+            try engine.close()
+            #expect(try WALDirectory.examine(directory).problems.isEmpty)
+        }
+    }
+
     @Test func snapshotsAreLZ4FramesAndReplaceTheLog() async throws {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, segmentSize: 4096)

@@ -142,6 +142,18 @@ final class WALManifestKeeper: Sendable {
         }
     }
 
+    /// Forgets segment `index` when it is the open one and not the only one (it holds no record:
+    /// the engine closes without having written any); returns whether it did. The segment before
+    /// it stays closed where it was.
+    func segmentDiscarded(index: UInt64) throws(FileIO.Error) -> Bool {
+        try self.manifest.withLock { (manifest: inout WALManifest) throws(FileIO.Error) -> Bool in
+            guard manifest.segments.count > 1, let last = manifest.segments.last, last.index == index, last.end == nil else { return false }
+            manifest.segments.removeLast()
+            try manifest.write(directory: self.directory)
+            return true
+        }
+    }
+
     /// Records that the log now keeps `snapshots` and the segments from `firstSegment` on.
     func retain(snapshots: [UInt64], segmentsFrom firstSegment: UInt64) throws(FileIO.Error) {
         try self.manifest.withLock { (manifest: inout WALManifest) throws(FileIO.Error) in

@@ -214,6 +214,19 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
             self.descriptor = -1
         }
         if let failure { throw failure }
+        self.discardEmptySegment()
+    }
+
+    /// A segment that received no record goes with the close, so that opening and closing a
+    /// directory (an offline command, a read-only look) leaves no empty segment behind. The
+    /// manifest forgets it first: a crash before the file is gone leaves an unlisted, empty newest
+    /// segment, which recovery reads as a segment with nothing in it.
+    private func discardEmptySegment() {
+        guard self.segmentBytes == WALFormat.segmentHeaderSize,
+            (try? self.manifest.segmentDiscarded(index: self.segmentIndex)) == true
+        else { return }
+        _ = unlink(self.segmentPath)
+        try? FileIO.syncDirectory(self.directory)
     }
 
     // MARK: - The writer thread
