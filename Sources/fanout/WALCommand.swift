@@ -16,8 +16,27 @@ struct WALCommand: ParsableCommand {
         @Argument(help: "The data directory.")
         var directory: String
 
+        @Flag(help: "Print JSON lines: one per segment, then one per record ({\"lsn\",\"record\"}).") var json = false
+
         func run() throws {
             let scan = try examine(self.directory)
+            if self.json {
+                for segment in scan.segments {
+                    let damage = (segment.contents?.damage ?? segment.unreadable).map { JSONValue.string("\($0)") } ?? .null
+                    printJSON(.object(JSONObject([
+                        .init(key: "segment", value: .string(segment.name)), .init(key: "bytes", value: jsonNumber(segment.size)),
+                        .init(key: "damage", value: damage),
+                    ])))
+                    for batch in segment.contents?.batches ?? [] {
+                        for (offset, record) in batch.records.enumerated() {
+                            printJSON(.object(JSONObject([
+                                .init(key: "lsn", value: jsonNumber(Int(batch.firstLSN) + offset)), .init(key: "record", value: .string(record.summary)),
+                            ])))
+                        }
+                    }
+                }
+                return
+            }
             for segment in scan.segments {
                 print("# \(segment.name) (\(segment.size) bytes)")
                 for batch in segment.contents?.batches ?? [] {
@@ -40,12 +59,27 @@ struct WALCommand: ParsableCommand {
         @Argument(help: "The data directory.")
         var directory: String
 
+        @Flag(help: "Print one JSON object: clean, the counts, the problems and what start-up does.") var json = false
+
         func run() throws {
             let scan = try examine(self.directory)
             let problems = scan.problems
             let plan = scan.plan()
             let records = scan.segments.reduce(0) { total, segment in
                 total + (segment.contents?.batches.reduce(0) { $0 + $1.count } ?? 0)
+            }
+            if self.json {
+                printJSON(.object(JSONObject([
+                    .init(key: "clean", value: .bool(problems.isEmpty)),
+                    .init(key: "segments", value: jsonNumber(scan.segments.count)),
+                    .init(key: "records", value: jsonNumber(records)),
+                    .init(key: "snapshots", value: jsonNumber(scan.snapshots.count)),
+                    .init(key: "problems", value: .array(problems.map { .string("\($0)") })),
+                    .init(key: "startsAsIs", value: .bool(scan.allowsStart)),
+                    .init(key: "loss", value: .string(plan.lossDescription)),
+                ])))
+                if !problems.isEmpty { throw ExitCode(1) }
+                return
             }
             guard !problems.isEmpty else {
                 print("clean: \(scan.segments.count) segments, \(records) records, \(scan.snapshots.count) snapshots, LSNs \(plan.baseLSN)..<\(plan.endLSN) after the base")
@@ -75,6 +109,8 @@ struct WALCommand: ParsableCommand {
         @Flag(help: "Required when the repair drops acknowledged records (the dry run says so).")
         var truncateAtCorruption = false
 
+        @Flag(help: "Print one JSON object: the actions, whether they were applied, what is lost.") var json = false
+
         func run() throws {
             let repair: WALDirectory.Repair
             do {
@@ -82,6 +118,15 @@ struct WALCommand: ParsableCommand {
             } catch {
                 writeToStandardError("fanout wal repair: \(error.message)\n")
                 throw ExitCode(2)
+            }
+            if self.json {
+                printJSON(.object(JSONObject([
+                    .init(key: "actions", value: .array(repair.actions.map { .string("\($0)") })),
+                    .init(key: "applied", value: .bool(repair.applied)),
+                    .init(key: "loss", value: .string(repair.plan.lossDescription)),
+                ])))
+                if !self.dryRun && !repair.actions.isEmpty && !repair.applied { throw ExitCode(1) }
+                return
             }
             guard !repair.actions.isEmpty else {
                 print("nothing to repair: the log is clean")

@@ -140,6 +140,10 @@ struct FanoutCLITests {
         #expect(inspect.output.contains("0 register default fid="))
         #expect(!inspect.output.contains("APA91b"), "tokens are redacted")
         #expect(try self.fanout("wal", "verify", directory).output.contains("40 records"))
+        let inspectJSON = try self.fanout("wal", "inspect", directory, "--json").output.split(separator: "\n")
+        #expect(inspectJSON.first?.hasPrefix(#"{"segment":"segment-"#) == true)
+        #expect(inspectJSON.contains { $0.hasPrefix(#"{"lsn":0,"record":"register default fid="#) })
+        #expect(try self.fanout("wal", "verify", directory, "--json").output.hasPrefix(#"{"clean":true,"segments":"#))
 
         // Flip a bit in the middle of the log.
         let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted().first)
@@ -150,6 +154,10 @@ struct FanoutCLITests {
         let damaged = try self.fanout("wal", "verify", directory)
         #expect(damaged.status == 1)
         #expect(damaged.output.contains("checksum"))
+        let damagedJSON = try self.fanout("wal", "verify", directory, "--json")
+        #expect(damagedJSON.status == 1 && damagedJSON.output.hasPrefix(#"{"clean":false,"#) && damagedJSON.output.contains("checksum"))
+        let dryJSON = try self.fanout("wal", "repair", directory, "--dry-run", "--json")
+        #expect(dryJSON.status == 0 && dryJSON.output.contains(#""applied":false"#), "\(dryJSON.output)")
 
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         let dry = try self.fanout("wal", "repair", directory, "--dry-run")
