@@ -251,7 +251,7 @@ struct StatsCommand: AsyncParsableCommand {
         let fields: [(String, Int)] = [
             ("installations", Int(stats.installations)), ("sends", d.sends), ("enqueued", d.enqueued),
             ("delivered", d.delivered), ("acknowledged", d.acknowledged), ("expired", d.expired),
-            ("collapsed", d.collapsed), ("dropped", d.dropped), ("rejected", d.rejected),
+            ("collapsed", d.collapsed), ("dropped", d.dropped), ("rejected", d.rejected), ("skipped", d.skipped),
             ("pending", d.pending), ("messages", d.messages), ("consumers", d.consumers),
             ("logRecords", stats.log.records), ("logBatches", stats.log.batches), ("logSyncs", stats.log.syncs),
             ("logBytes", stats.log.bytes),

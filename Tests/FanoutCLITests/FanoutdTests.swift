@@ -124,6 +124,7 @@ struct FanoutdTests {
         let stats = try self.fanout(port, key, "stats", "--json")
         #expect(stats.output.contains(#""installations":2"#))
         #expect(stats.output.contains(#""acknowledged":1"#))
+        #expect(stats.output.contains(#""rejected":0,"skipped":0,"#), "\(stats.output)")
 
         // The rest of the operations.
         #expect(try self.fanout(port, key, "touch", "cli-ios-token").output.contains("user=alice"))
