@@ -32,6 +32,18 @@ struct ModelTypeTests {
         #expect(FID(string) == nil)
     }
 
+    /// ISO 8601 in UTC with milliseconds, as the CLI prints times; before 1970 too.
+    @Test(arguments: [
+        (0, "1970-01-01T00:00:00.000Z"),
+        (1_767_225_600_000, "2026-01-01T00:00:00.000Z"),
+        (1_772_323_199_999, "2026-02-28T23:59:59.999Z"),
+        (951_782_400_123, "2000-02-29T00:00:00.123Z"),
+        (-1, "1969-12-31T23:59:59.999Z"),
+    ] as [(Int64, String)])
+    func timestampsPrintAsISO8601(milliseconds: Int64, expected: String) {
+        #expect(Timestamp(millisecondsSinceEpoch: milliseconds).iso8601 == expected)
+    }
+
     @Test func fidDerivationMatchesTheFirebaseSDKs() {
         // Expected strings computed with Python's base64.urlsafe_b64encode after forcing the 0111 header.
         let vectors: [([UInt8], String)] = [
