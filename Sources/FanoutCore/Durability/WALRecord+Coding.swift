@@ -210,11 +210,7 @@ extension WALRecord {
             } catch {
                 throw BinaryReader.Error(offset: reader.position, reason: "invalid device details")
             }
-            // Lowercase hex, as written: a log holds each value in one spelling only.
-            let apns = try reader.readOptionalString(limit: 200)
-                .map { (value: String) throws(BinaryReader.Error) in
-                    try reader.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, "APNs token")
-                }
+            let apns = try reader.readOptionalAPNsToken()
             let at = try reader.readTimestamp()
             record = .register(
                 project,
@@ -229,11 +225,7 @@ extension WALRecord {
             record = .touch(project, fid: fid, at: try reader.readTimestamp())
         case .setAPNsToken:
             let fid = try reader.readFID()
-            let token = try reader.readOptionalString(limit: 200)
-                .map { (value: String) throws(BinaryReader.Error) in
-                    try reader.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, "APNs token")
-                }
-            record = .setAPNsToken(project, fid: fid, token: token)
+            record = .setAPNsToken(project, fid: fid, token: try reader.readOptionalAPNsToken())
         case .deleteInstallation:
             record = .deleteInstallation(project, fid: try reader.readFID())
         case .bindDevice:
@@ -427,5 +419,12 @@ extension BinaryReader {
 
     mutating func readUser() throws(Error) -> UserID {
         try self.validated(UserID(try self.readString(limit: UserID.maximumLength)), "user")
+    }
+
+    /// An optional APNs token in lowercase hex, as written: a log holds each value in one spelling only.
+    mutating func readOptionalAPNsToken() throws(Error) -> APNsDeviceToken? {
+        try self.readOptionalString(limit: 200).map { (value: String) throws(Error) in
+            try self.validated(APNsDeviceToken(value).flatMap { $0.hex == value ? $0 : nil }, "APNs token")
+        }
     }
 }

@@ -251,7 +251,7 @@ struct InstallationRegistry {
         }
         self.platformCodes[Int(slot)] = request.platform.code | (request.token == nil ? Self.tokenlessBit : 0)
         self.liveSlots.insert(slot)
-        if let apnsToken = request.apnsToken { self.mapAPNsToken(apnsToken, to: slot) }
+        if let apnsToken = request.apnsToken { self.indexAPNsToken(apnsToken, at: slot) }
         // Force-unwrap is safe: the slot was just filled.
         return RegistrationResult(installation: self.installation(atSlot: slot)!, fidWasAssigned: assigned)
     }
@@ -285,21 +285,22 @@ struct InstallationRegistry {
             throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
         }
         if let current = self.apnsToken(ofSlot: slot) { self.slotByAPNsToken[current] = nil }
-        self.setExtras(device: self.records[Int(slot)].extras?.device ?? DeviceDetails(), apnsToken: nil, atSlot: slot)
-        if let token { self.mapAPNsToken(token, to: slot) }
+        self.setAPNsTokenOfRecord(token, atSlot: slot)
+        if let token { self.indexAPNsToken(token, at: slot) }
     }
 
-    /// Gives `slot` the APNs token, taking it from the installation that had it.
-    private mutating func mapAPNsToken(_ token: APNsDeviceToken, to slot: UInt32) {
-        if let holder = self.slotByAPNsToken[token], holder != slot {
-            self.setExtras(device: self.records[Int(holder)].extras?.device ?? DeviceDetails(), apnsToken: nil, atSlot: holder)
+    /// Records in the index that `slot`, whose record has the token, holds it; the installation
+    /// that held it before loses it from its record.
+    private mutating func indexAPNsToken(_ token: APNsDeviceToken, at slot: UInt32) {
+        if let holder = self.slotByAPNsToken.updateValue(slot, forKey: token), holder != slot {
+            self.setAPNsTokenOfRecord(nil, atSlot: holder)
         }
-        self.slotByAPNsToken[token] = slot
-        self.setExtras(device: self.records[Int(slot)].extras?.device ?? DeviceDetails(), apnsToken: token, atSlot: slot)
     }
 
-    private mutating func setExtras(device: DeviceDetails, apnsToken: APNsDeviceToken?, atSlot slot: UInt32) {
-        self.records[Int(slot)].extras = (device == DeviceDetails() && apnsToken == nil) ? nil : Extras(device: device, apnsToken: apnsToken)
+    /// The record's APNs token, its device details kept (no extras when both are empty).
+    private mutating func setAPNsTokenOfRecord(_ token: APNsDeviceToken?, atSlot slot: UInt32) {
+        let device = self.records[Int(slot)].extras?.device ?? DeviceDetails()
+        self.records[Int(slot)].extras = (device == DeviceDetails() && token == nil) ? nil : Extras(device: device, apnsToken: token)
     }
 
     /// Retires the token of `slot`, if it has one (sign-out and rotation).
