@@ -309,7 +309,7 @@ extension Engine {
                     audience: 0,
                     enqueued: 0,
                     recipients: [],
-                    platforms: RenderedMessage(request.message, acceptedAt: now).emptyReports
+                    platforms: RenderedMessage(request.message, acceptedAt: now).sizeReports
                 )
             }
             let staleCutoff = options.skipStaleInstallations ? now.advanced(by: .zero - self.engine.configuration.staleAfter) : nil

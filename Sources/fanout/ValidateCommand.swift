@@ -61,23 +61,18 @@ struct ValidateCommand: ParsableCommand {
             .init(key: "limitBytes", value: .number(JSONNumber(text: String(message.payloadLimit)))),
         ]
         if let platform = self.platform {
-            let rendered = RenderedMessage(message, acceptedAt: SystemWallClock().now())
-            let size = rendered.payload(for: platform).count
-            if !rendered.fits(platform) {
-                let error = MessageError(violations: [
-                    FieldViolation(
-                        field: "message",
-                        description: "Message too big: the rendered \(platform) payload is \(size) bytes, over its limit of \(rendered.limit(for: platform) ?? 0) bytes"
-                    )
-                ])
+            let report = RenderedMessage(message, acceptedAt: SystemWallClock().now()).sizeReport(for: platform)
+            if let refusal = report.refusal {
+                // The send's wording, on the whole message (a dry run has no recipient).
+                let error = MessageError(violations: [FieldViolation(field: "message", description: refusal.description)])
                 print(String(decoding: JSONWriter.encode(error.json), as: UTF8.self))
                 throw ExitCode(1)
             }
             var platformObject = JSONObject([
                 .init(key: "name", value: .string(platform.rawValue)),
-                .init(key: "payloadBytes", value: .number(JSONNumber(text: String(size)))),
+                .init(key: "payloadBytes", value: .number(JSONNumber(text: String(report.renderedBytes)))),
             ])
-            if let limit = rendered.limit(for: platform) {
+            if let limit = report.limit {
                 platformObject.members.append(.init(key: "limitBytes", value: .number(JSONNumber(text: String(limit)))))
             }
             members.append(.init(key: "platform", value: .object(platformObject)))

@@ -33,7 +33,7 @@ extension ProjectState {
         let (audience, addressed) = self.resolveAudience(of: rendered.target)
         let fits = PerPlatform { rendered.fits($0) }
         let staleCutoff = rendered.options.skipLastSeenBefore?.millisecondsSinceEpoch
-        var reports = PerPlatform { PlatformSendReport(platform: $0, renderedBytes: rendered.payload(for: $0).count, limit: rendered.limit(for: $0)) }
+        var reports = PerPlatform { rendered.sizeReport(for: $0) }
         let entry = MessageEntry(sequence: sequence, rendered: rendered, audience: audience)
         let collapseKey = entry.collapseKey
         let isNowOrNever = entry.isNowOrNever
@@ -42,16 +42,12 @@ extension ProjectState {
         for slot in audience {
             guard let (platform, hasToken) = self.registry.deliveryTarget(ofSlot: slot) else { continue }
             reports[platform].audience += 1
-            guard hasToken else {
-                reports[platform].skippedWithoutToken += 1
-                continue
-            }
-            if let staleCutoff, let lastSeen = self.registry.lastSeen(ofSlot: slot), lastSeen.millisecondsSinceEpoch < staleCutoff {
-                reports[platform].skippedStale += 1
-                continue
-            }
-            guard fits[platform] else {
-                reports[platform].refused += 1
+            if let refusal = self.refusal(of: slot, hasToken: hasToken, fits: fits[platform], staleCutoff: staleCutoff) {
+                switch refusal {
+                case .noToken: reports[platform].skippedWithoutToken += 1
+                case .stale: reports[platform].skippedStale += 1
+                case .overLimit: reports[platform].refused += 1
+                }
                 continue
             }
             // What the mailbox rules did, from the counters they move (three loads, no copy).
@@ -83,9 +79,28 @@ extension ProjectState {
             sequence: sequence,
             audience: audience.count,
             enqueued: all.reduce(0) { $0 + $1.enqueued },
-            recipients: addressed.map { self.recipientResults($0, of: rendered.target, reports: reports, staleCutoff: staleCutoff) } ?? [],
+            recipients: addressed.map { self.recipientResults($0, of: rendered.target, fits: fits, reports: reports, staleCutoff: staleCutoff) } ?? [],
             platforms: all
         )
+    }
+
+    /// Why a recipient of a send gets no delivery, before the mailbox rules: the send's rules in
+    /// one place, for the fan-out and for the per-recipient results.
+    enum Refusal {
+        /// It has no registration token (signed out, or none given yet).
+        case noToken
+        /// It was last seen then, before the send's stale cutoff.
+        case stale(Timestamp)
+        /// Its platform's payload is over the limit.
+        case overLimit
+    }
+
+    func refusal(of slot: UInt32, hasToken: Bool, fits: Bool, staleCutoff: Int64?) -> Refusal? {
+        guard hasToken else { return .noToken }
+        if let staleCutoff, let lastSeen = self.registry.lastSeen(ofSlot: slot), lastSeen.millisecondsSinceEpoch < staleCutoff {
+            return .stale(lastSeen)
+        }
+        return fits ? nil : .overLimit
     }
 
     /// One result per address of a token, FID or multicast target, with the reason a recipient
@@ -93,6 +108,7 @@ extension ProjectState {
     private func recipientResults(
         _ slots: [UInt32?],
         of target: Message.Target,
+        fits: PerPlatform<Bool>,
         reports: PerPlatform<PlatformSendReport>,
         staleCutoff: Int64?
     ) -> [RecipientResult] {
@@ -102,18 +118,20 @@ extension ProjectState {
             guard let slot, let (platform, hasToken) = self.registry.deliveryTarget(ofSlot: slot) else {
                 return .failed(FanoutError(.unregistered, "no installation has this registration (unknown, deleted, rotated away or signed out)", field: field))
             }
-            guard hasToken else {
+            switch self.refusal(of: slot, hasToken: hasToken, fits: fits[platform], staleCutoff: staleCutoff) {
+            case nil:
+                return .ok
+            case .noToken:
                 return .failed(FanoutError(.failedPrecondition, "the installation has no registration token (signed out, or none given yet)", field: field))
-            }
-            if let staleCutoff, let lastSeen = self.registry.lastSeen(ofSlot: slot), lastSeen.millisecondsSinceEpoch < staleCutoff {
+            case .stale(let lastSeen):
                 return .failed(FanoutError(.failedPrecondition, "the installation is stale (last seen \(lastSeen.iso8601)) and the send skips stale installations", field: field))
-            }
-            if let refusal = reports[platform].refusal {
-                var error = FanoutError(.invalidArgument, refusal.description, field: field)
-                error.violations = [refusal]
+            case .overLimit:
+                // The report says why: the rendered size against the limit.
+                let violation = reports[platform].refusal ?? FieldViolation(field: "message.\(platform.configName)", description: "Message too big")
+                var error = FanoutError(.invalidArgument, violation.description, field: field)
+                error.violations = [violation]
                 return .failed(error)
             }
-            return .ok
         }
     }
 

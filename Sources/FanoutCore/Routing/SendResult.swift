@@ -37,8 +37,12 @@ public struct SendOptions: Hashable, Sendable {
 }
 
 extension RenderedMessage {
-    /// Each platform's rendered size against its limit, with no recipients yet.
-    var emptyReports: [PlatformSendReport] {
-        Platform.allCases.map { PlatformSendReport(platform: $0, renderedBytes: self.payload(for: $0).count, limit: self.limit(for: $0)) }
+    /// A platform's rendered size against its limit, with no recipients yet (a send's report
+    /// starts from it; `refusal` says whether the platform's recipients are refused).
+    public func sizeReport(for platform: Platform) -> PlatformSendReport {
+        PlatformSendReport(platform: platform, renderedBytes: self.payload(for: platform).count, limit: self.limit(for: platform))
     }
+
+    /// Each platform's `sizeReport`, android, ios and web.
+    var sizeReports: [PlatformSendReport] { Platform.allCases.map(self.sizeReport(for:)) }
 }
