@@ -196,7 +196,7 @@ struct PendingCommand: AsyncParsableCommand {
             }.map { ($0.id, $0.platform, $0.expiry, $0.payload.count, $0.isDeletedMessagesMarker) }
         }
         for delivery in deliveries {
-            let messageID = delivery.id.messageNumber.map { "projects/\(self.server.project)/messages/\($0)" } ?? "deleted-messages"
+            let messageID = messageName(of: delivery.id, in: self.server.project)
             if self.server.json {
                 printJSON(.object(JSONObject([
                     .init(key: "id", value: .string(delivery.id.description)),

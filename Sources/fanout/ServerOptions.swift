@@ -86,20 +86,9 @@ func printJSON(_ value: JSONValue) {
 
 func jsonNumber(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
 
-extension FanoutError {
-    /// FCM's error object: `{"error":{"code":HTTP status,"status","message","field","details":[violations]}}`.
-    var json: JSONValue {
-        var members: [JSONObject.Member] = [
-            .init(key: "code", value: jsonNumber(self.code.httpStatus)),
-            .init(key: "status", value: .string(self.code.name)),
-            .init(key: "message", value: .string(self.message)),
-        ]
-        if let field = self.field { members.append(.init(key: "field", value: .string(field))) }
-        members.append(.init(key: "details", value: .array(self.violations.map {
-            .object(JSONObject([.init(key: "field", value: .string($0.field)), .init(key: "description", value: .string($0.description))]))
-        })))
-        return .object(JSONObject([.init(key: "error", value: .object(JSONObject(members)))]))
-    }
+/// `projects/{project}/messages/{number}` of a delivery's message, or `deleted-messages` for the marker.
+func messageName(of id: DeliveryID, in project: String) -> String {
+    id.messageNumber.map { "projects/\(project)/messages/\($0)" } ?? "deleted-messages"
 }
 
 /// An offline check's result: with `json`, `{"valid":true,KEY:VALUE}` or FCM's error object on

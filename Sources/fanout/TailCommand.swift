@@ -75,7 +75,7 @@ struct TailCommand: AsyncParsableCommand {
     }
 
     private func line(_ delivery: WireDelivery) -> String {
-        let messageID = delivery.id.messageNumber.map { "projects/\(self.server.project)/messages/\($0)" } ?? "deleted-messages"
+        let messageID = messageName(of: delivery.id, in: self.server.project)
         let payload = String(decoding: delivery.payload, as: UTF8.self)
         guard self.server.json else {
             let headers = delivery.headers.map { " \($0.name)=\($0.value)" }.joined()

@@ -18,29 +18,10 @@ public struct MessageError: Error, Sendable, CustomStringConvertible {
 
     /// `{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"...","details":[{"field":...,"description":...}]}}`
     package var json: JSONValue {
-        let details = self.violations.map { violation in
-            JSONValue.object(
-                JSONObject([
-                    .init(key: "field", value: .string(violation.field)),
-                    .init(key: "description", value: .string(violation.description)),
-                ])
-            )
-        }
-        return .object(
-            JSONObject([
-                .init(
-                    key: "error",
-                    value: .object(
-                        JSONObject([
-                            .init(key: "code", value: .number(JSONNumber(text: "400"))),
-                            .init(key: "status", value: .string("INVALID_ARGUMENT")),
-                            .init(key: "message", value: .string(self.message)),
-                            .init(key: "details", value: .array(details)),
-                        ])
-                    )
-                )
-            ])
-        )
+        // Not `FanoutError(self)`: FCM's object for a refused message names no single field.
+        var error = FanoutError(.invalidArgument, self.message)
+        error.violations = self.violations
+        return error.json
     }
 }
 
@@ -49,5 +30,20 @@ extension FanoutError {
     public init(_ error: MessageError) {
         self.init(.invalidArgument, error.message, field: error.violations.first?.field)
         self.violations = error.violations
+    }
+
+    /// FCM's error object: `{"error":{"code":HTTP status,"status","message","field","details":[violations]}}`
+    /// (`field` only when there is one).
+    package var json: JSONValue {
+        var members: [JSONObject.Member] = [
+            .init(key: "code", value: .number(JSONNumber(self.code.httpStatus))),
+            .init(key: "status", value: .string(self.code.name)),
+            .init(key: "message", value: .string(self.message)),
+        ]
+        if let field = self.field { members.append(.init(key: "field", value: .string(field))) }
+        members.append(.init(key: "details", value: .array(self.violations.map {
+            .object(JSONObject([.init(key: "field", value: .string($0.field)), .init(key: "description", value: .string($0.description))]))
+        })))
+        return .object(JSONObject([.init(key: "error", value: .object(JSONObject(members)))]))
     }
 }
