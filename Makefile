@@ -24,7 +24,7 @@ build: deps
 	swift build
 
 # `run` serves ./fanout-data on 127.0.0.1:7400 (release build). The first start prints an admin
-# API key and stores it in ./fanout-data/api-keys, where the `fanout` CLI finds it.
+# API key and leaves it in ./fanout-data/admin-key, where the `fanout` CLI finds it.
 run: deps
 	swift build -c release --product fanoutd
 	swift build -c release --product fanout

@@ -1,8 +1,8 @@
-internal import CFanoutOpenSSL
 public import FanoutWire
 
-/// A credential the server accepts: the key, the role it carries and the projects it may use.
-public struct APIKey: Sendable, CustomStringConvertible {
+/// A key the server accepts, as its key file holds it: a name, the role it carries, the projects it
+/// may use, and the SHA-256 of the key (the key itself is never stored; docs/security.md).
+public struct APIKey: Hashable, Sendable, CustomStringConvertible {
     /// The projects a key covers.
     public enum Projects: Hashable, Sendable {
         case all
@@ -26,121 +26,61 @@ public struct APIKey: Sendable, CustomStringConvertible {
 
     /// Shortest accepted key, in bytes.
     public static let minimumLength = 16
+    /// Longest key name, in bytes.
+    public static let maximumNameLength = 64
 
-    public let key: [UInt8]
+    /// Names the key in listings, logs and `fanout key revoke`; not secret.
+    public let name: String
+    /// `admin`, `sender` or `consumer`.
     public let role: Hello.Role
     public let projects: Projects
+    /// SHA-256 of the key's bytes.
+    public let digest: [UInt8]
 
-    public init(key: [UInt8], role: Hello.Role, projects: Projects) {
-        self.key = key
+    public init(name: String, role: Hello.Role, projects: Projects, digest: [UInt8]) {
+        self.name = name
         self.role = role
         self.projects = projects
+        self.digest = digest
     }
 
-    /// A fresh random key, `fk_` and 48 hex digits from the system CSPRNG (OpenSSL `RAND_bytes`).
+    /// The entry for a key whose clear bytes are `secret` (for embedders that hold their keys elsewhere).
+    public init(name: String, role: Hello.Role, projects: Projects, secret: some Collection<UInt8>) {
+        self.init(name: name, role: role, projects: projects, digest: SHA256.hash(secret))
+    }
+
+    /// The roles a key may carry (a device proves itself with an installation token, not a key).
+    public static let keyRoles: [Hello.Role] = [.admin, .sender, .consumer]
+
+    /// Whether a key of this role may open a connection in `role`: an admin key in any key role,
+    /// the others only in their own.
+    public func mayConnect(as role: Hello.Role) -> Bool {
+        guard Self.keyRoles.contains(role) else { return false }
+        return self.role == .admin || self.role == role
+    }
+
+    /// Whether `name` may name a key: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+    public static func isValidName(_ name: some StringProtocol) -> Bool {
+        let utf8 = name.utf8
+        return (1...Self.maximumNameLength).contains(utf8.count) && utf8.allSatisfy { c in
+            (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z"))
+                || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-")
+        }
+    }
+
+    /// A fresh random key, `fk_` and 48 hex digits from the system CSPRNG: the clear key (shown once)
+    /// and the entry the key file keeps.
     /// - Throws: when the CSPRNG fails.
-    public static func generate(role: Hello.Role, projects: Projects) throws -> APIKey {
-        var random = [UInt8](repeating: 0, count: 24)
-        let status = random.withUnsafeMutableBytes { buffer in
-            RAND_bytes(buffer.baseAddress, Int32(buffer.count))
-        }
-        guard status == 1 else {
-            throw APIKeyFileError(line: 0, message: "the system CSPRNG (RAND_bytes) failed")
-        }
-        let digits = Array("0123456789abcdef".utf8)
-        var key = Array("fk_".utf8)
-        for byte in random {
-            key.append(digits[Int(byte >> 4)])
-            key.append(digits[Int(byte & 0x0F)])
-        }
-        return APIKey(key: key, role: role, projects: projects)
+    public static func generate(name: String, role: Hello.Role, projects: Projects) throws -> (secret: String, key: APIKey) {
+        let secret = "fk_" + SHA256.hex(try SecureRandom.bytes(24))
+        return (secret, APIKey(name: name, role: role, projects: projects, digest: SHA256.hash(secret.utf8)))
     }
 
     /// The key file line for this key (see `APIKeyStore`).
     public var line: String {
-        let projects = self.projects.names.joined(separator: ",")
-        return "\(String(decoding: self.key, as: UTF8.self)) \(self.role) \(projects)"
+        "\(self.name) \(self.role) \(self.projects.names.joined(separator: ",")) sha256:\(SHA256.hex(self.digest))"
     }
 
-    /// Never the key itself.
-    public var description: String { "<\(self.role) key for \(self.projects.names.joined(separator: ","))>" }
-}
-
-/// A line of a key file that cannot be read.
-public struct APIKeyFileError: Error, CustomStringConvertible {
-    public var line: Int
-    public var message: String
-
-    public var description: String { self.line > 0 ? "line \(self.line): \(self.message)" : self.message }
-}
-
-/// The keys a server accepts, read from a key file. One key per line, `#` starts a comment:
-///
-/// ```
-/// # key                                              role      projects
-/// fk_2b7e151628aed2a6abf7158809cf4f3c762e7160f38b4da5 admin     *
-/// fk_6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c consumer  shop,news
-/// ```
-///
-/// A key is at least 16 printable ASCII characters without spaces; the role is `admin` or
-/// `consumer`; projects are comma-separated project ids, or `*` for every project.
-public struct APIKeyStore: Sendable {
-    public private(set) var keys: [APIKey]
-
-    public init(_ keys: [APIKey]) {
-        self.keys = keys
-    }
-
-    /// Parses a key file's text.
-    public init(parsing text: String) throws(APIKeyFileError) {
-        var keys: [APIKey] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
-            if fields.isEmpty { continue }
-            guard fields.count == 3 else {
-                throw APIKeyFileError(line: index + 1, message: "expected `key role projects`, found \(fields.count) fields")
-            }
-            let key = Array(fields[0].utf8)
-            guard key.count >= APIKey.minimumLength, key.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw APIKeyFileError(line: index + 1, message: "a key is at least \(APIKey.minimumLength) printable ASCII characters")
-            }
-            let role: Hello.Role
-            switch fields[1] {
-            case "admin": role = .admin
-            case "consumer": role = .consumer
-            default: throw APIKeyFileError(line: index + 1, message: "the role is `admin` or `consumer`, not `\(fields[1])`")
-            }
-            let projects: APIKey.Projects
-            if fields[2] == "*" {
-                projects = .all
-            } else {
-                let names = fields[2].split(separator: ",").map(String.init)
-                guard !names.isEmpty, names.allSatisfy({ !$0.isEmpty && $0 != "*" }) else {
-                    throw APIKeyFileError(line: index + 1, message: "projects are `*` or a comma-separated list")
-                }
-                projects = .only(Set(names))
-            }
-            keys.append(APIKey(key: key, role: role, projects: projects))
-        }
-        self.keys = keys
-    }
-
-    /// The key matching `credential`, compared with every configured key in constant time
-    /// (OpenSSL `CRYPTO_memcmp`; only the lengths are compared directly).
-    public func authenticate(_ credential: [UInt8]) -> APIKey? {
-        var match: APIKey?
-        for key in self.keys where key.key.count == credential.count {
-            let equal = key.key.withUnsafeBytes { a in
-                credential.withUnsafeBytes { b in CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0 }
-            }
-            if equal, match == nil { match = key }
-        }
-        return match
-    }
-
-    /// The file text of the store.
-    public var text: String {
-        "# fanoutd API keys: key role projects (see docs/operations.md)\n" + self.keys.map(\.line).joined(separator: "\n") + "\n"
-    }
+    /// Never the key or its digest.
+    public var description: String { "<\(self.role) key \(self.name) for \(self.projects.names.joined(separator: ","))>" }
 }

@@ -6,7 +6,7 @@ internal import NIOCore
 /// front of it, it sends GOAWAY and closes; when the channel stays unwritable (output buffered
 /// above the high-water mark: a peer that does not read) for `stallTimeout`, it closes.
 ///
-/// On `StopReading` (a graceful shutdown) it passes no more frames on and passes the event on (the
+/// On `StopReading` (a graceful shutdown, a revoked key) it passes no more frames on and passes the event on (the
 /// `ConnectionHandler` ends its input), at a frame boundary: frames already passed on are applied and answered, the rest
 /// (complete or not) are dropped unapplied, without an error. It keeps draining the socket, so
 /// that once the server has shut its output (after GOAWAY) the close is a lingering one: it closes
@@ -16,8 +16,11 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     typealias InboundIn = ClientFrame
     typealias InboundOut = ClientFrame
 
-    /// The user event that stops reading requests.
-    struct StopReading: Sendable {}
+    /// The user event that stops reading requests; the peer is told `goAway` once the replies of
+    /// what was applied have left.
+    struct StopReading: Sendable {
+        var goAway: ServerMessage = .goAway(.unavailable, "shutting down")
+    }
 
     static let lingerTimeout = TimeAmount.seconds(2)
 

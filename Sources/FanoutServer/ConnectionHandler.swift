@@ -10,7 +10,7 @@ internal import NIOPosix
 /// What every connection of a server shares.
 struct ConnectionSettings: Sendable {
     let executor: RequestExecutor
-    let keys: APIKeyStore
+    let keys: KeyRing
     let welcome: Welcome
     let maximumInFlight: Int
     let logger: Logger
@@ -28,8 +28,8 @@ struct ConnectionSettings: Sendable {
 ///
 /// Past `maximumInFlight` replies waiting (for the log, or a snapshot) the connection is not read
 /// until some leave. The input ends when the peer shuts its side, a frame is malformed, or a
-/// graceful shutdown stops reading (`ConnectionGuardHandler.StopReading`): the replies of what was
-/// applied go out, then GOAWAY (on a shutdown) and the close.
+/// graceful shutdown or a revoked key stops reading (`ConnectionGuardHandler.StopReading`): the
+/// replies of what was applied go out, then GOAWAY (on a stop) and the close.
 final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = ClientFrame
     typealias OutboundIn = ByteBuffer
@@ -60,7 +60,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     init(settings: ConnectionSettings) {
         self.settings = settings
-        self.state = ConnectionState(keys: settings.keys, welcome: settings.welcome)
+        self.state = ConnectionState(keys: settings.keys.current, welcome: settings.welcome)
     }
 
     private var engine: Engine { self.settings.executor.engine }
@@ -89,10 +89,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
-        case is ConnectionGuardHandler.StopReading:
-            self.endInput(shuttingDown: true, context: context)
+        case let stop as ConnectionGuardHandler.StopReading:
+            self.endInput(goAway: stop.goAway, context: context)
         case ChannelEvent.inputClosed:
-            self.endInput(shuttingDown: false, context: context)
+            self.endInput(goAway: nil, context: context)
+        case let reload as KeyRing.Reloaded:
+            // From the head of the pipeline, so that the guard stops reading first.
+            if let goAway = self.state.keysReloaded(reload.keys) {
+                context.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading(goAway: goAway))
+            }
         default:
             context.fireUserInboundEventTriggered(event)
         }
@@ -105,7 +110,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             guard self.ending == nil else { return }
             self.settings.logger.debug("protocol error", metadata: ["error": "\(error)"])
             self.write(ServerFrame(requestID: error.requestID, message: .error(error.fanoutError)), context: context)
-            self.endInput(shuttingDown: false, context: context)
+            self.endInput(goAway: nil, context: context)
             return
         }
         self.settings.logger.debug("connection ended", metadata: ["error": "\(error)"])
@@ -311,9 +316,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     // MARK: - The end
 
-    private func endInput(shuttingDown: Bool, context: ChannelHandlerContext) {
+    private func endInput(goAway: ServerMessage?, context: ChannelHandlerContext) {
         guard self.ending == nil else { return }
-        let ending = self.state.inputEnded(shuttingDown: shuttingDown)
+        let ending = self.state.inputEnded(goAway: goAway)
         self.ending = ending
         if ending.detach {
             self.attachment?.consumer.detach()

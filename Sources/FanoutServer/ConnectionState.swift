@@ -57,6 +57,13 @@ struct ConnectionState {
         return nil
     }
 
+    /// The keys were reloaded (SIGHUP): when this connection's key is no longer among them as it
+    /// was (revoked, or its role or projects changed), how the connection ends.
+    func keysReloaded(_ keys: APIKeyStore) -> ServerMessage? {
+        guard let key = self.key, !keys.keys.contains(key) else { return nil }
+        return .goAway(.unauthenticated, "the API key was revoked or changed")
+    }
+
     private var maximumCredit: Int { Int(self.welcome.maximumCredit) }
 
     /// The engine attached the consumer with `credit`.
@@ -69,13 +76,11 @@ struct ConnectionState {
         self.attachedCredit = (self.attachedCredit ?? 0) + credit
     }
 
-    /// The input ended: the peer closed, or a graceful shutdown stopped reading at a frame
-    /// boundary (`shuttingDown`), in which case the peer is told GOAWAY. Nothing is received after.
-    mutating func inputEnded(shuttingDown: Bool) -> Ending {
-        let ending = Ending(
-            detach: self.attachedCredit != nil,
-            goAway: shuttingDown ? .goAway(.unavailable, "shutting down") : nil
-        )
+    /// The input ended: the peer closed, or the server stopped reading at a frame boundary (a
+    /// graceful shutdown, a revoked key), in which case the peer is told `goAway`. Nothing is
+    /// received after.
+    mutating func inputEnded(goAway: ServerMessage?) -> Ending {
+        let ending = Ending(detach: self.attachedCredit != nil, goAway: goAway)
         self.phase = .ended
         self.attachedCredit = nil
         return ending
@@ -94,8 +99,8 @@ struct ConnectionState {
             if case .hello = request {
                 return .fail(.error(FanoutError(.invalidArgument, "HELLO was sent twice")))
             }
-            if role == .consumer, !Self.consumerMaySend(request.opcode) {
-                return .reply(.error(FanoutError(.permissionDenied, "a consumer connection may not send \(request.opcode)")))
+            guard Permissions.allows(role, request.opcode) else {
+                return .reply(.error(FanoutError(.permissionDenied, "a \(role) connection may not send \(request.opcode)")))
             }
             if case .snapshot = request, key.projects != .all {
                 return .reply(.error(FanoutError(.permissionDenied, "a snapshot covers every project: it needs a key for all of them")))
@@ -147,20 +152,12 @@ struct ConnectionState {
         }
     }
 
-    /// What a consumer connection may send: the handshake, PING and its delivery stream.
-    static func consumerMaySend(_ opcode: Opcode) -> Bool {
-        switch opcode {
-        case .hello, .ping, .attach, .grant, .acknowledge, .detach: return true
-        default: return false
-        }
-    }
-
     private mutating func authenticate(_ hello: Hello) -> Action {
         let credential: [UInt8]
         switch hello.credential {
         case .apiKey(let key):
             credential = key
-        case .installationAuthToken:
+        case .installationAuthToken, .installationRefreshToken:
             return .fail(.error(FanoutError(.unauthenticated, "installation auth tokens are not supported yet; use an API key")))
         case .unknown(let kind, _):
             return .fail(.error(FanoutError(.unauthenticated, "credential kind \(kind) is unknown")))
@@ -168,8 +165,8 @@ struct ConnectionState {
         guard let key = self.keys.authenticate(credential) else {
             return .fail(.error(FanoutError(.unauthenticated, "the API key is not valid")))
         }
-        guard key.role == .admin || hello.role == .consumer else {
-            return .fail(.error(FanoutError(.unauthenticated, "a consumer key cannot connect as admin")))
+        guard key.mayConnect(as: hello.role) else {
+            return .fail(.error(FanoutError(.unauthenticated, "a \(key.role) key cannot connect as \(hello.role)")))
         }
         self.phase = .ready(key: key, role: hello.role)
         var welcome = self.welcome

@@ -15,14 +15,27 @@ public import ServiceLifecycle
 public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     private let listener: any Channel
     private let connections: OpenConnections
+    private let keys: KeyRing
 
     /// The port the server listens on (the one picked when the configuration said 0).
     public let localPort: Int
 
-    private init(listener: any Channel, connections: OpenConnections) {
+    private init(listener: any Channel, connections: OpenConnections, keys: KeyRing) {
         self.listener = listener
         self.connections = connections
+        self.keys = keys
         self.localPort = listener.localAddress?.port ?? 0
+    }
+
+    /// Replaces the keys the server accepts. New connections authenticate against `keys`; an open
+    /// connection whose key is no longer among them as it was (revoked, or its role or projects
+    /// changed) answers what it applied, gets GOAWAY `UNAUTHENTICATED` and is closed. The others
+    /// carry on undisturbed.
+    public func reloadKeys(_ keys: APIKeyStore) {
+        self.keys.replace(with: keys)
+        for channel in self.connections.open() {
+            channel.pipeline.fireUserInboundEventTriggered(KeyRing.Reloaded(keys: keys))
+        }
     }
 
     /// Opens the listening socket.
@@ -44,9 +57,10 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             maximumInFlight: UInt32(clamping: configuration.maximumInFlight),
             projects: []
         )
+        let keyRing = KeyRing(keys)
         let settings = ConnectionSettings(
             executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize),
-            keys: keys,
+            keys: keyRing,
             welcome: welcome,
             maximumInFlight: configuration.maximumInFlight,
             logger: logger
@@ -71,7 +85,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             }
             .bind(host: configuration.host, port: configuration.port)
             .get()
-        return FanoutServer(listener: listener, connections: connections)
+        return FanoutServer(listener: listener, connections: connections, keys: keyRing)
     }
 
     public var description: String { "FanoutServer(port: \(self.localPort))" }
@@ -117,6 +131,11 @@ private final class OpenConnections: Sendable {
             channel.closeFuture.whenComplete { _ in self.state.withLock { _ = $0.channels.removeValue(forKey: key) } }
         }
         return added
+    }
+
+    /// The open connections.
+    func open() -> [any Channel] {
+        self.state.withLock { Array($0.channels.values) }
     }
 
     /// Refuses new connections; returns the open ones.

@@ -128,6 +128,7 @@ public enum ClientRequest: WireMessage {
             switch hello.credential {
             case .apiKey(let key): (kind, bytes) = (1, key)
             case .installationAuthToken(let token): (kind, bytes) = (2, token)
+            case .installationRefreshToken(let token): (kind, bytes) = (3, token)
             case .unknown(let other, let credential): (kind, bytes) = (other, credential)
             }
             buffer.writeInteger(kind)
@@ -236,6 +237,7 @@ public enum ClientRequest: WireMessage {
             switch kind {
             case 1: credential = .apiKey(bytes)
             case 2: credential = .installationAuthToken(bytes)
+            case 3: credential = .installationRefreshToken(bytes)
             default: credential = .unknown(kind: kind, bytes)
             }
             let name = try reader.string("clientName")

@@ -1,15 +1,21 @@
 /// The first frame of a connection: who the client is and how it proves it (docs/wire-protocol.md section 4).
 public struct Hello: Hashable, Sendable {
     public enum Role: UInt8, Hashable, Sendable, CustomStringConvertible {
-        /// Management and sends.
+        /// Everything in the key's projects.
         case admin = 1
-        /// Delivery workers and devices: attach, grant, acknowledge, detach.
+        /// Delivery workers: attach, grant, acknowledge, detach.
         case consumer = 2
+        /// Sends, audiences and read-only lookups.
+        case sender = 3
+        /// One installation, proven by its auth token (or its refresh token, to get an auth token).
+        case device = 4
 
         public var description: String {
             switch self {
             case .admin: return "admin"
             case .consumer: return "consumer"
+            case .sender: return "sender"
+            case .device: return "device"
             }
         }
     }
@@ -17,8 +23,10 @@ public struct Hello: Hashable, Sendable {
     public enum Credential: Hashable, Sendable {
         /// An API key from the server's key file.
         case apiKey([UInt8])
-        /// An installation auth token (reserved: refused by version 1 servers).
+        /// An installation auth token (an ES256 JWT): a device acting as its installation.
         case installationAuthToken([UInt8])
+        /// An installation refresh token: a device that may only get a new auth token or delete itself.
+        case installationRefreshToken([UInt8])
         /// A credential kind this side does not know.
         case unknown(kind: UInt8, [UInt8])
     }

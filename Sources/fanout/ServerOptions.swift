@@ -10,8 +10,11 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "host:port of fanoutd (default: $FANOUT_SERVER, else 127.0.0.1:7400).")
     var server: String?
 
-    @Option(name: .customLong("api-key"), help: "The API key (default: $FANOUT_API_KEY, else the first admin key in ./fanout-data/api-keys).")
+    @Option(name: .customLong("api-key"), help: "The API key (default: $FANOUT_API_KEY, else the key in ./fanout-data/admin-key that fanoutd's first start leaves there).")
     var apiKey: String?
+
+    @Option(help: "Connect in this role: admin, sender or consumer (default: $FANOUT_ROLE, else what the command needs: consumer for tail, admin otherwise). A sender key connects as sender.")
+    var role: String?
 
     @Option(help: "The project.")
     var project = ProjectID.default.value
@@ -28,6 +31,11 @@ struct ServerOptions: ParsableArguments {
         }
         guard let key = self.apiKey ?? ProcessInfo.processInfo.environment["FANOUT_API_KEY"] ?? Self.keyFromDataDirectory() else {
             writeToStandardError("fanout \(command): no API key: pass --api-key or set FANOUT_API_KEY\n")
+            throw ExitCode(2)
+        }
+        let roleName = self.role ?? ProcessInfo.processInfo.environment["FANOUT_ROLE"]
+        guard let role = roleName.map({ name in APIKey.keyRoles.first { "\($0)" == name } }) ?? role else {
+            writeToStandardError("fanout \(command): --role must be admin, sender or consumer\n")
             throw ExitCode(2)
         }
         let client: FanoutClient
@@ -69,12 +77,11 @@ struct ServerOptions: ParsableArguments {
         }
     }
 
-    /// The first admin key of ./fanout-data/api-keys, where `make run` keeps it.
+    /// The admin key fanoutd's first start leaves in ./fanout-data/admin-key (where `make run` keeps it).
     private static func keyFromDataDirectory() -> String? {
-        guard let text = try? String(contentsOfFile: "./fanout-data/api-keys", encoding: .utf8),
-            let key = (try? APIKeyStore(parsing: text))?.keys.first(where: { $0.role == .admin })
-        else { return nil }
-        return String(decoding: key.key, as: UTF8.self)
+        guard let text = try? String(contentsOfFile: "./fanout-data/admin-key", encoding: .utf8) else { return nil }
+        let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return key.isEmpty ? nil : key
     }
 }
 

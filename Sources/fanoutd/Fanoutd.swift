@@ -89,7 +89,7 @@ struct Fanoutd: AsyncParsableCommand {
         if let recovery = engine.recovery {
             logger.info("recovered", metadata: ["report": "\(recovery)"])
         }
-        let keys = try self.loadKeys(logger: logger)
+        let (keys, keyFile) = try self.loadKeys(logger: logger)
         var configuration = ServerConfiguration(host: host, port: port)
         configuration.idleTimeout = .seconds(self.idleTimeout)
         let server: FanoutServer
@@ -114,7 +114,7 @@ struct Fanoutd: AsyncParsableCommand {
             logger: logger
         )
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [.init(service: server), .init(service: maintenance)],
+            services: [.init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger))],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
@@ -129,29 +129,45 @@ struct Fanoutd: AsyncParsableCommand {
         logger.info("stopped; the log is synced")
     }
 
-    /// The key file: the one given, or DATA_DIR/api-keys, created with a fresh admin key.
-    private func loadKeys(logger: Logger) throws -> APIKeyStore {
-        let path = self.apiKeys ?? (self.dataDirectory as NSString).appendingPathComponent("api-keys")
+    /// The key file: the one given, or DATA_DIR/api-keys. On the first start (no DATA_DIR/api-keys)
+    /// it is created with a fresh admin key, which is printed once and also left in DATA_DIR/admin-key
+    /// (0600) for the CLI on this machine. Keys a file holds in clear are rewritten as hashes.
+    private func loadKeys(logger: Logger) throws -> (APIKeyStore, path: String) {
+        let path = self.keyFilePath
         if FileManager.default.fileExists(atPath: path) {
-            let text = try String(contentsOfFile: path, encoding: .utf8)
-            let keys = try APIKeyStore(parsing: text)
+            let keys = try APIKeyFile.read(path)
             guard !keys.keys.isEmpty else {
                 throw ValidationError("\(path) holds no keys")
             }
-            return keys
+            if keys.clearKeyLines > 0 {
+                // The CLI found its admin key in the old file: leave it where the CLI now looks.
+                if self.apiKeys == nil, let admin = keys.firstClearAdminKey, !FileManager.default.fileExists(atPath: self.adminKeyPath) {
+                    try APIKeyFile.writeSecret(admin + "\n", to: self.adminKeyPath)
+                }
+                try APIKeyFile.write(keys, to: path)
+                logger.notice("the key file held keys in clear; it now holds their SHA-256 only", metadata: ["file": "\(path)", "keys": "\(keys.clearKeyLines)"])
+            }
+            return (keys, path)
         }
         guard self.apiKeys == nil else {
             throw ValidationError("the key file \(path) does not exist")
         }
-        let key = try APIKey.generate(role: .admin, projects: .all)
+        let (secret, key) = try APIKey.generate(name: "admin", role: .admin, projects: .all)
         let store = APIKeyStore([key])
-        guard FileManager.default.createFile(atPath: path, contents: Data(store.text.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw ValidationError("cannot write \(path)")
-        }
-        print("fanoutd: created an admin API key for every project; it is stored in \(path) and shown only now:")
-        print(String(decoding: key.key, as: UTF8.self))
+        try APIKeyFile.writeSecret(secret + "\n", to: self.adminKeyPath)
+        try APIKeyFile.write(store, to: path)
+        print("fanoutd: created the admin API key `admin` for every project. \(path) keeps its hash; the key is shown now and left in \(self.adminKeyPath) for the CLI on this machine (delete that file once you keep the key elsewhere):")
+        print(secret)
         fflush(nil)
-        return store
+        return (store, path)
+    }
+
+    private var adminKeyPath: String {
+        (self.dataDirectory as NSString).appendingPathComponent("admin-key")
+    }
+
+    private var keyFilePath: String {
+        self.apiKeys ?? (self.dataDirectory as NSString).appendingPathComponent("api-keys")
     }
 
     static func durability(_ text: String) throws -> Durability {

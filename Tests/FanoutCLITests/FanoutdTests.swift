@@ -36,6 +36,16 @@ struct FanoutdTests {
             }
         }
 
+        /// Reads the daemon's log until the `occurrence`th line containing `text`; false if it exits first.
+        func waitForLogLine(containing text: String, occurrence: Int = 1) -> Bool {
+            while self.errorText.components(separatedBy: "\n").filter({ $0.contains(text) }).count < occurrence {
+                let data = self.standardError.fileHandleForReading.availableData
+                guard !data.isEmpty else { return false }
+                self.errorText += String(decoding: data, as: UTF8.self)
+            }
+            return true
+        }
+
         /// Sends SIGTERM and waits; returns the exit status and everything it wrote.
         func stop() -> (status: Int32, output: String, error: String) {
             self.process.terminate()
@@ -50,14 +60,21 @@ struct FanoutdTests {
         try FanoutCLITests.fanout(arguments + ["--server", "127.0.0.1:\(port)", "--api-key", key], input: input)
     }
 
+    /// The admin key a first start leaves in DATA_DIR/admin-key (the key file keeps only its hash).
+    static func adminKey(in directory: String) throws -> String {
+        let keyFile = try String(contentsOfFile: directory + "/api-keys", encoding: .utf8)
+        #expect(keyFile.contains("admin admin * sha256:"), "the key file holds the key's hash")
+        let key = try String(contentsOfFile: directory + "/admin-key", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!keyFile.contains(key), "never the key itself")
+        return key
+    }
+
     @Test func everyNetworkedSubcommandAgainstARunningServer() throws {
         let directory = TemporaryDirectory.path("fanoutd")
         defer { try? FileManager.default.removeItem(atPath: directory) }
 
         let daemon = try Daemon(directory: directory)
-        let keyFile = try String(contentsOfFile: directory + "/api-keys", encoding: .utf8)
-        let keyLine = try #require(keyFile.split(separator: "\n").first { $0.hasSuffix(" admin *") })
-        let key = String(keyLine.split(separator: " ")[0])
+        let key = try Self.adminKey(in: directory)
         let port = daemon.port
 
         #expect(try self.fanout(port, key, "project", "create", "shop-app").status == 0)
@@ -210,13 +227,49 @@ struct FanoutdTests {
         #expect(!FileManager.default.fileExists(atPath: directory), "no data directory created")
     }
 
+    /// `fanout key` edits the key file; SIGHUP makes fanoutd use it: a created sender key works
+    /// within its role, a revoked key stops working, and the admin's connection is not disturbed.
+    @Test func keysAreCreatedAndRevokedAndSIGHUPAppliesThem() throws {
+        let directory = TemporaryDirectory.path("fanoutd-keys")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory)
+        defer { _ = daemon.stop() }
+        let admin = try Self.adminKey(in: directory)
+        let file = ["--file", directory + "/api-keys"]
+
+        let created = try FanoutCLITests.fanout(["key", "create", "--name", "billing", "--role", "sender", "--projects", "default", "--json"] + file)
+        #expect(created.status == 0, "\(created.error)")
+        let entry = try #require(try JSONSerialization.jsonObject(with: Data(created.output.utf8)) as? [String: Any])
+        let sender = try #require(entry["key"] as? String)
+        #expect(entry["role"] as? String == "sender" && entry["projects"] as? [String] == ["default"])
+        #expect(!(try String(contentsOfFile: directory + "/api-keys", encoding: .utf8)).contains(sender), "the file keeps the hash")
+        #expect(try FanoutCLITests.fanout(["key", "create", "--name", "billing", "--role", "admin"] + file).status == 1, "a taken name")
+        #expect(try FanoutCLITests.fanout(["key", "list"] + file).output == "admin\tadmin\t*\nbilling\tsender\tdefault\n")
+
+        #expect(try self.fanout(daemon.port, sender, "stats", "--role", "sender").status == 1, "not loaded before SIGHUP")
+        kill(daemon.process.processIdentifier, SIGHUP)
+        // The reload is asynchronous: wait for its log line (the daemon's stderr).
+        #expect(daemon.waitForLogLine(containing: "keys reloaded"))
+        let stats = try self.fanout(daemon.port, sender, "stats", "--role", "sender")
+        #expect(stats.status == 0, "\(stats.error)")
+        let refused = try self.fanout(daemon.port, sender, "project", "create", "news", "--role", "sender", "--json")
+        #expect(refused.status == 1 && refused.output.contains("PERMISSION_DENIED"), "\(refused)")
+
+        #expect(try FanoutCLITests.fanout(["key", "revoke", "billing"] + file).status == 0)
+        #expect(try FanoutCLITests.fanout(["key", "revoke", "billing"] + file).status == 1, "no such key")
+        kill(daemon.process.processIdentifier, SIGHUP)
+        #expect(daemon.waitForLogLine(containing: "keys reloaded", occurrence: 2))
+        let revoked = try self.fanout(daemon.port, sender, "stats", "--role", "sender", "--json")
+        #expect(revoked.status == 1 && revoked.output.contains("UNAUTHENTICATED"), "\(revoked)")
+        #expect(try self.fanout(daemon.port, admin, "stats").status == 0)
+    }
+
     @Test func usersAreListedAndAnonymousCleanUpCanBeTriedAndTurnedOn() throws {
         let directory = TemporaryDirectory.path("fanoutd-users")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let daemon = try Daemon(directory: directory)
         defer { _ = daemon.stop() }
-        let keyFile = try String(contentsOfFile: directory + "/api-keys", encoding: .utf8)
-        let key = String(try #require(keyFile.split(separator: "\n").first { $0.hasSuffix(" admin *") }).split(separator: " ")[0])
+        let key = try Self.adminKey(in: directory)
         #expect(try self.fanout(daemon.port, key, "register", "--platform", "web", "--app-id", "1:1:web:a", "--token", "w1").status == 0)
         #expect(try self.fanout(daemon.port, key, "user", "bind", "w1", "guest-1", "--anonymous").status == 0)
         let listed = try self.fanout(daemon.port, key, "user", "list", "--json")

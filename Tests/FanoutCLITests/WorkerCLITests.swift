@@ -19,9 +19,7 @@ struct WorkerCLITests {
         init() throws {
             self.directory = TemporaryDirectory.path("fanout-worker")
             self.daemon = try FanoutdTests.Daemon(directory: self.directory)
-            let keyFile = try String(contentsOfFile: self.directory + "/api-keys", encoding: .utf8)
-            let keyLine = try #require(keyFile.split(separator: "\n").first { $0.hasSuffix(" admin *") })
-            self.key = String(keyLine.split(separator: " ")[0])
+            self.key = try FanoutdTests.adminKey(in: self.directory)
         }
 
         var connection: [String] { ["--server", "127.0.0.1:\(self.daemon.port)", "--api-key", self.key] }

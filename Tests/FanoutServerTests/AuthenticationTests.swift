@@ -1,5 +1,6 @@
 import FanoutClient
 import FanoutCore
+import FanoutKeys
 import FanoutServer
 import FanoutWire
 import NIOCore
@@ -98,6 +99,49 @@ struct AuthenticationTests {
                     _ = try await consumer.attach(.platform(.web), credit: 4)
                 }
                 try await consumer.close()
+            }
+        }
+    }
+
+    /// SIGHUP's reload: a revoked key's connection answers what it applied, gets GOAWAY
+    /// UNAUTHENTICATED and is closed; the others carry on; the revoked key cannot connect again,
+    /// and a key added by the reload can.
+    @Test func reloadingTheKeysClosesExactlyTheRevokedKeysConnections() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await LoopbackServer.withServer(directory: directory) { server, _ in
+                let port = server.localPort
+                let admin = try await LoopbackServer.connect(port)
+                let shop = try await LoopbackServer.connect(port, key: LoopbackServer.shopAdminKey)
+                let raw = try await RawConnection.open(port)
+
+                let senderSecret = "reloaded-sender-key-000001"
+                var keys = LoopbackServer.keys
+                let removed = keys.remove(named: "shop-admin")
+                #expect(removed)
+                try keys.add(APIKey(name: "sender", role: .sender, projects: .all, secret: Array(senderSecret.utf8)))
+
+                // The raw view of a revoked connection: GOAWAY UNAUTHENTICATED, then the close.
+                let frames = try await raw.channel.executeThenClose { inbound, outbound in
+                    try await outbound.write(try RawConnection.hello(key: LoopbackServer.shopAdminKey))
+                    var iterator = inbound.makeAsyncIterator()
+                    var frames = try await RawConnection.frames(1, from: &iterator)
+                    server.reloadKeys(keys)
+                    while let frame = try? await iterator.next() { frames.append(frame) }
+                    return frames
+                }
+                #expect(frames.map(\.message.opcode) == [Opcode.hello.reply, .goAway])
+                #expect(frames.last?.message == .goAway(.unauthenticated, "the API key was revoked or changed"))
+                await #expect(throws: (any Error).self) { _ = try await shop.listProjects() }
+
+                #expect(try await admin.listProjects() == ["default"], "an unchanged key's connection carries on")
+                await #expect(throws: FanoutError(.unauthenticated, "")) {
+                    _ = try await LoopbackServer.connect(port, key: LoopbackServer.shopAdminKey)
+                }
+                let sender = try await LoopbackServer.connect(port, key: senderSecret, role: .sender)
+                #expect(try await sender.installationCount(in: "default") == 0)
+                await #expect(throws: FanoutError(.permissionDenied, "")) { try await sender.createProject("news") }
+                try await sender.close()
+                try await admin.close()
             }
         }
     }

@@ -29,7 +29,7 @@ struct ConnectionHandlerTests {
         let engine = Engine(log: log)
         let settings = ConnectionSettings(
             executor: RequestExecutor(engine: engine, maximumPayloadSize: 1 << 20),
-            keys: LoopbackServer.keys,
+            keys: KeyRing(LoopbackServer.keys),
             welcome: Welcome(maximumPayloadSize: 1 << 20, idleTimeoutMilliseconds: 60_000, maximumCredit: 100, maximumInFlight: UInt32(maximumInFlight), projects: []),
             maximumInFlight: maximumInFlight,
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })

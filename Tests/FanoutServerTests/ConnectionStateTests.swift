@@ -8,18 +8,21 @@ import Testing
 /// handshake, roles, project permissions, the attachment and its credit.
 @Suite("Connection state machine")
 struct ConnectionStateTests {
-    static let adminKey = APIKey(key: Array("admin-key-0123456789".utf8), role: .admin, projects: .all)
-    static let consumerKey = APIKey(key: Array("consumer-key-0123456789".utf8), role: .consumer, projects: .all)
-    static let newsKey = APIKey(key: Array("news-only-key-0123456789".utf8), role: .admin, projects: .only(["news"]))
+    static let adminSecret = Array("admin-key-0123456789".utf8)
+    static let consumerSecret = Array("consumer-key-0123456789".utf8)
+    static let newsSecret = Array("news-only-key-0123456789".utf8)
+    static let adminKey = APIKey(name: "admin", role: .admin, projects: .all, secret: adminSecret)
+    static let consumerKey = APIKey(name: "consumer", role: .consumer, projects: .all, secret: consumerSecret)
+    static let newsKey = APIKey(name: "news", role: .admin, projects: .only(["news"]), secret: newsSecret)
     static let welcome = Welcome(maximumPayloadSize: 1 << 20, idleTimeoutMilliseconds: 60_000, maximumCredit: 100, maximumInFlight: 64, projects: [])
 
     static func state() -> ConnectionState {
         ConnectionState(keys: APIKeyStore([Self.adminKey, Self.consumerKey, Self.newsKey]), welcome: Self.welcome)
     }
 
-    static func connected(_ key: APIKey, as role: Hello.Role) -> ConnectionState {
+    static func connected(_ secret: [UInt8], as role: Hello.Role) -> ConnectionState {
         var state = Self.state()
-        _ = state.receive(.hello(Hello(role: role, credential: .apiKey(key.key))))
+        _ = state.receive(.hello(Hello(role: role, credential: .apiKey(secret))))
         return state
     }
 
@@ -40,36 +43,36 @@ struct ConnectionStateTests {
         var bad = Self.state()
         #expect(Self.code(bad.receive(.hello(Hello(role: .admin, credential: .apiKey(Array("wrong-key-0123456789".utf8)))))) == .unauthenticated)
         var consumerAsAdmin = Self.state()
-        #expect(Self.code(consumerAsAdmin.receive(.hello(Hello(role: .admin, credential: .apiKey(Self.consumerKey.key))))) == .unauthenticated)
+        #expect(Self.code(consumerAsAdmin.receive(.hello(Hello(role: .admin, credential: .apiKey(Self.consumerSecret))))) == .unauthenticated)
 
         var good = Self.state()
-        guard case .reply(.welcome(let welcome)) = good.receive(.hello(Hello(role: .admin, credential: .apiKey(Self.adminKey.key)))) else {
+        guard case .reply(.welcome(let welcome)) = good.receive(.hello(Hello(role: .admin, credential: .apiKey(Self.adminSecret)))) else {
             Issue.record("a valid HELLO is welcomed")
             return
         }
         #expect(welcome.projects == ["*"])
         #expect(good.receive(.ping) == .reply(.pong), "PING is answered without the engine")
-        guard case .fail = good.receive(.hello(Hello(role: .admin, credential: .apiKey(Self.adminKey.key)))) else {
+        guard case .fail = good.receive(.hello(Hello(role: .admin, credential: .apiKey(Self.adminSecret)))) else {
             Issue.record("a second HELLO closes the connection")
             return
         }
     }
 
     @Test func rolesAndProjectsLimitWhatIsPerformed() {
-        var consumer = Self.connected(Self.consumerKey, as: .consumer)
+        var consumer = Self.connected(Self.consumerSecret, as: .consumer)
         #expect(Self.code(consumer.receive(.subscribe(project: "default", topic: "news", registrations: ["t"]))) == .permissionDenied)
         #expect(consumer.receive(.ping) == .reply(.pong), "the connection survives a refusal")
 
-        var news = Self.connected(Self.newsKey, as: .admin)
+        var news = Self.connected(Self.newsSecret, as: .admin)
         #expect(Self.code(news.receive(.createProject(project: "other"))) == .permissionDenied)
         #expect(news.receive(.createProject(project: "news")) == .perform(.createProject(project: "news")))
         #expect(Self.code(news.receive(.snapshot)) == .permissionDenied, "a snapshot covers every project")
-        var admin = Self.connected(Self.adminKey, as: .admin)
+        var admin = Self.connected(Self.adminSecret, as: .admin)
         #expect(admin.receive(.snapshot) == .snapshot)
     }
 
     @Test func anAttachmentHoldsCreditWithinTheMaximum() {
-        var state = Self.connected(Self.consumerKey, as: .consumer)
+        var state = Self.connected(Self.consumerSecret, as: .consumer)
         #expect(Self.code(state.receive(.grant(credit: 1))) == .failedPrecondition)
         #expect(Self.code(state.receive(.acknowledge([]))) == .failedPrecondition)
         #expect(Self.code(state.receive(.detach)) == .failedPrecondition)
@@ -92,7 +95,7 @@ struct ConnectionStateTests {
 
     /// A refused ATTACH (the engine said no) leaves the connection without an attachment.
     @Test func aRefusedAttachLeavesNoAttachment() {
-        var state = Self.connected(Self.consumerKey, as: .consumer)
+        var state = Self.connected(Self.consumerSecret, as: .consumer)
         #expect(state.receive(.attach(project: "default", scope: .installations(["nobody"]), credit: 5)) == .attach(project: "default", scope: .installations(["nobody"]), credit: 5))
         // The connection does not call `attached` when the engine refuses.
         #expect(state.attachedCredit == nil)
@@ -102,21 +105,21 @@ struct ConnectionStateTests {
     /// The end of the input ends the connection: an attachment is detached, a graceful shutdown
     /// says GOAWAY (after the replies), and nothing is received after.
     @Test func theInputEndingEndsTheConnection() {
-        var attached = Self.connected(Self.consumerKey, as: .consumer)
+        var attached = Self.connected(Self.consumerSecret, as: .consumer)
         guard case .attach(_, _, let credit) = attached.receive(.attach(project: "default", scope: .platform(.android), credit: 10)) else {
             Issue.record("attach")
             return
         }
         attached.attached(credit: credit)
-        #expect(attached.inputEnded(shuttingDown: true) == .init(detach: true, goAway: .goAway(.unavailable, "shutting down")))
+        #expect(attached.inputEnded(goAway: .goAway(.unavailable, "shutting down")) == .init(detach: true, goAway: .goAway(.unavailable, "shutting down")))
         #expect(attached.attachedCredit == nil)
         guard case .fail = attached.receive(.ping) else {
             Issue.record("nothing is received after the input ended")
             return
         }
 
-        var admin = Self.connected(Self.adminKey, as: .admin)
-        #expect(admin.inputEnded(shuttingDown: false) == .init(detach: false, goAway: nil), "the peer closed: nothing to say")
+        var admin = Self.connected(Self.adminSecret, as: .admin)
+        #expect(admin.inputEnded(goAway: nil) == .init(detach: false, goAway: nil), "the peer closed: nothing to say")
     }
 }
 

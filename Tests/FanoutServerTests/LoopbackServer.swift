@@ -26,9 +26,9 @@ enum LoopbackServer {
     static let configuration = ServerConfiguration(port: 0, idleTimeout: .seconds(900))
 
     static let keys = APIKeyStore([
-        APIKey(key: Array(adminKey.utf8), role: .admin, projects: .all),
-        APIKey(key: Array(shopAdminKey.utf8), role: .admin, projects: .only(["shop-app"])),
-        APIKey(key: Array(consumerKey.utf8), role: .consumer, projects: .all),
+        APIKey(name: "admin", role: .admin, projects: .all, secret: Array(adminKey.utf8)),
+        APIKey(name: "shop-admin", role: .admin, projects: .only(["shop-app"]), secret: Array(shopAdminKey.utf8)),
+        APIKey(name: "consumer", role: .consumer, projects: .all, secret: Array(consumerKey.utf8)),
     ])
 
     /// Opens the engine on `directory`, serves it while `body` runs, then stops the server and
@@ -37,6 +37,17 @@ enum LoopbackServer {
         directory: String,
         configuration: ServerConfiguration = LoopbackServer.configuration,
         _ body: (_ port: Int, _ engine: Engine) async throws -> T
+    ) async throws -> T {
+        try await Self.withServer(directory: directory, configuration: configuration) { server, engine in
+            try await body(server.localPort, engine)
+        }
+    }
+
+    /// `serve`, handing `body` the server itself.
+    static func withServer<T>(
+        directory: String,
+        configuration: ServerConfiguration = LoopbackServer.configuration,
+        _ body: (_ server: FanoutServer, _ engine: Engine) async throws -> T
     ) async throws -> T {
         let engine = try Engine(directory: directory)
         defer { try? engine.close() }
@@ -47,7 +58,7 @@ enum LoopbackServer {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
             defer { group.cancelAll() }
-            return try await body(server.localPort, engine)
+            return try await body(server, engine)
         }
     }
 

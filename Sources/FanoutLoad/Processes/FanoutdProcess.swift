@@ -30,14 +30,11 @@ public final class FanoutdProcess: @unchecked Sendable {
         self.dataDirectory = dataDirectory
         self.durability = durability
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        let admin = try APIKey.generate(role: .admin, projects: .all)
-        let consumer = try APIKey.generate(role: .consumer, projects: .all)
-        self.adminKey = String(decoding: admin.key, as: UTF8.self)
-        self.consumerKey = String(decoding: consumer.key, as: UTF8.self)
-        let keys = APIKeyStore([admin, consumer]).text
-        guard FileManager.default.createFile(atPath: self.keyFile, contents: Data(keys.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw LoadError("cannot write \(self.keyFile)")
-        }
+        let admin = try APIKey.generate(name: "load-admin", role: .admin, projects: .all)
+        let consumer = try APIKey.generate(name: "load-consumer", role: .consumer, projects: .all)
+        self.adminKey = admin.secret
+        self.consumerKey = consumer.secret
+        try APIKeyFile.write(APIKeyStore([admin.key, consumer.key]), to: self.keyFile)
     }
 
     private var keyFile: String { "\(self.dataDirectory)/load-api-keys" }
