@@ -1,8 +1,9 @@
 # The README's two commands: `make run` and `make test`. Both install the system libraries
 # (liblz4-dev, libssl-dev, pkg-config) with apt only when pkg-config does not find them, and the
 # lz4 command-line tool (the tests check snapshot files with `lz4 -t`), python3 (a test runs a
-# client written from docs/wire-protocol.md in Python) and redis-server (fanout-load compares with
-# it, in the tests too) when they are missing.
+# client written from docs/wire-protocol.md in Python), redis-server (fanout-load compares with
+# it, in the tests too) and the openssl command (a TLS test handshakes with `openssl s_client`)
+# when they are missing.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 .PHONY: deps build run demo test benchmark benchmark-check benchmark-thresholds load compare clean
@@ -15,6 +16,7 @@ deps:
 	command -v lz4 >/dev/null 2>&1 || missing="$$missing lz4"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \

@@ -12,6 +12,8 @@ let nioTestUtils: Target.Dependency = .product(name: "NIOTestUtils", package: "s
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
+let nioTLS: Target.Dependency = .product(name: "NIOTLS", package: "swift-nio")
+let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 
 // MARK: - Compile-time flags
@@ -40,6 +42,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
@@ -79,11 +82,11 @@ let package = Package(
         ),
         .target(
             name: "FanoutServer",
-            dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, logging, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, serviceLifecycle]
         ),
         .target(
             name: "FanoutClient",
-            dependencies: ["FanoutModel", "FanoutWire", dequeModule, nioCore, nioPosix]
+            dependencies: ["FanoutModel", "FanoutWire", dequeModule, nioCore, nioPosix, nioSSL, nioTLS]
         ),
         // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
         .target(
@@ -98,11 +101,11 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", "FanoutKeys", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals]
+            dependencies: ["FanoutCore", "FanoutServer", "FanoutKeys", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals, nioSSL]
         ),
         .executableTarget(
             name: "fanout",
-            dependencies: ["FanoutCore", "FanoutClient", "FanoutKeys", "FanoutWire", argumentParser]
+            dependencies: ["FanoutCore", "FanoutClient", "FanoutKeys", "FanoutWire", argumentParser, nioSSL]
         ),
         .executableTarget(
             name: "fanout-load",
@@ -129,7 +132,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, logging, serviceLifecycle]
+            dependencies: ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

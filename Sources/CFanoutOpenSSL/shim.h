@@ -9,5 +9,16 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+// Function-like macros are not imported by Swift: wrap the ones needed.
+static inline long CFanoutOpenSSL_BIO_get_mem_data(BIO *b, char **pp) {
+    return BIO_get_mem_data(b, pp);
+}
 
 #endif

@@ -2,6 +2,7 @@ public import FanoutModel
 public import FanoutWire
 public import NIOCore
 public import NIOPosix
+internal import NIOSSL
 
 /// An async client of `fanoutd` (docs/wire-protocol.md). One connection, any number of
 /// concurrent calls: calls from many tasks are pipelined on it and their replies matched by
@@ -24,28 +25,65 @@ public final class FanoutClient: Sendable {
         self.welcome = welcome
     }
 
-    /// Connects and says HELLO.
-    /// - Throws: `FanoutError` `UNAUTHENTICATED` for a key the server refuses, or the connect error.
+    /// Connects with an API key and says HELLO.
+    /// - Throws: `FanoutError` `UNAUTHENTICATED` for a key the server refuses, or the connect error
+    ///   (a TLS handshake that fails included).
     public static func connect(
         host: String,
         port: Int,
         apiKey: String,
         role: Hello.Role = .admin,
+        tls: TLS? = nil,
         clientName: String = "FanoutClient",
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> FanoutClient {
-        let channel = try await ClientBootstrap(group: eventLoopGroup)
+        try await Self.connect(
+            host: host, port: port, credential: .apiKey(Array(apiKey.utf8)), role: role, tls: tls,
+            clientName: clientName, eventLoopGroup: eventLoopGroup
+        )
+    }
+
+    /// Connects with any credential (an API key, an installation's auth or refresh token) and says HELLO.
+    public static func connect(
+        host: String,
+        port: Int,
+        credential: Hello.Credential,
+        role: Hello.Role,
+        tls: TLS? = nil,
+        clientName: String = "FanoutClient",
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> FanoutClient {
+        let sslContext = try tls.map { try NIOSSLContext(configuration: $0.configuration) }
+        let serverHostname = tls.map { $0.serverHostname ?? host }
+        let (channel, handshake) = try await ClientBootstrap(group: eventLoopGroup)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
+                    var handshake: EventLoopFuture<Void>?
+                    if let sslContext {
+                        // SNI takes names only: an IP address is verified against the certificate's IP SANs.
+                        let name = serverHostname.flatMap { TLS.isIPAddress($0) ? nil : $0 }
+                        let promise = channel.eventLoop.makePromise(of: Void.self)
+                        try pipeline.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: name))
+                        try pipeline.addHandler(TLSHandshakeWaiter(promise: promise))
+                        handshake = promise.futureResult
+                    }
                     try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ServerMessage>(maximumPayloadSize: 64 * 1024 * 1024)))
                     try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ClientRequest>(maximumPayloadSize: 64 * 1024 * 1024)))
                     try pipeline.addHandler(ClientHandler())
-                    return channel
+                    return (channel, handshake)
                 }
             }
-        let hello = Hello(role: role, credential: .apiKey(Array(apiKey.utf8)), clientName: String(clientName.utf8.prefix(Hello.maximumClientNameLength)) ?? "")
+        if let handshake {
+            do {
+                try await handshake.get()
+            } catch {
+                try? await channel.close()
+                throw error
+            }
+        }
+        let hello = Hello(role: role, credential: credential, clientName: String(clientName.utf8.prefix(Hello.maximumClientNameLength)) ?? "")
         let reply: ServerMessage
         do {
             reply = try await Self.request(.hello(hello), on: channel)

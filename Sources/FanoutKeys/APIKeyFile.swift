@@ -1,8 +1,6 @@
 import Foundation
 
-/// Reading and writing a key file (`APIKeyStore`'s text). Writes go to a temporary file in the same
-/// directory, made 0600 and fsynced, then renamed over the old one: a reader sees the old file or
-/// the new one, never half of either.
+/// Reading and writing a key file (`APIKeyStore`'s text), as a `SecretFile`.
 public enum APIKeyFile {
     /// The keys in the file at `path`.
     public static func read(_ path: String) throws -> APIKeyStore {
@@ -21,11 +19,16 @@ public enum APIKeyFile {
 
     /// Replaces the file at `path` with `keys`, every key hashed.
     public static func write(_ keys: APIKeyStore, to path: String) throws {
-        try Self.writeSecret(keys.text, to: path)
+        try SecretFile.write(keys.text, to: path)
     }
+}
 
+/// A file only its owner may read: written to a temporary file in the same directory, made 0600
+/// and fsynced, then renamed over the old one, so a reader sees the old file or the new one, never
+/// half of either.
+public enum SecretFile {
     /// Writes `text` to `path` readable and writable by its owner only (0600), atomically.
-    public static func writeSecret(_ text: String, to path: String) throws {
+    public static func write(_ text: String, to path: String) throws {
         let temporary = path + ".tmp"
         unlink(temporary)
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

@@ -5,6 +5,7 @@ internal import FanoutWire
 public import Logging
 public import NIOCore
 public import NIOPosix
+internal import NIOSSL
 public import ServiceLifecycle
 
 /// The fanout TCP server (docs/wire-protocol.md): a `Service` serving one engine. `bind` opens the
@@ -65,6 +66,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             maximumInFlight: configuration.maximumInFlight,
             logger: logger
         )
+        let tls = try configuration.tls.map(NIOSSLContext.init(configuration:))
         let connections = OpenConnections()
         let listener = try await ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -77,6 +79,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
                 channel.eventLoop.makeCompletedFuture {
                     guard connections.add(channel) else { throw ChannelError.ioOnClosedChannel }  // shutting down
                     let pipeline = channel.pipeline.syncOperations
+                    if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
                     try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientRequest>(maximumPayloadSize: maximumPayloadSize)))
                     try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
                     try pipeline.addHandler(ConnectionGuardHandler(stallTimeout: stallTimeout))

@@ -1,4 +1,5 @@
 public import FanoutWire
+public import NIOSSL
 
 /// How a `FanoutServer` listens and the limits it announces in WELCOME.
 public struct ServerConfiguration: Sendable {
@@ -17,6 +18,9 @@ public struct ServerConfiguration: Sendable {
     public var writeBufferHighWaterMark: Int
     /// ... and a connection that stays unwritable this long is closed (a consumer that stopped reading).
     public var stallTimeout: Duration
+    /// TLS for every connection (nil: plain TCP). `ServerConfiguration.tls(certificate:privateKey:clientCA:)`
+    /// builds the usual one from PEM files.
+    public var tls: TLSConfiguration?
 
     public init(
         host: String = "127.0.0.1",
@@ -36,5 +40,22 @@ public struct ServerConfiguration: Sendable {
         self.maximumInFlight = maximumInFlight
         self.writeBufferHighWaterMark = writeBufferHighWaterMark
         self.stallTimeout = stallTimeout
+    }
+}
+
+extension ServerConfiguration {
+    /// A server TLS configuration from PEM files: the certificate chain (leaf first) and its private
+    /// key, TLS 1.2 or 1.3; with `clientCA`, clients must present a certificate that CA signed (mTLS).
+    public static func tls(certificate: String, privateKey: String, clientCA: String? = nil) throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: privateKey, format: .pem))
+        )
+        configuration.minimumTLSVersion = .tlsv12
+        if let clientCA {
+            configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(clientCA))
+            configuration.certificateVerification = .noHostnameVerification
+        }
+        return configuration
     }
 }

@@ -16,6 +16,21 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "Connect in this role: admin, sender or consumer (default: $FANOUT_ROLE, else what the command needs: consumer for tail, admin otherwise). A sender key connects as sender.")
     var role: String?
 
+    @Flag(help: "Speak TLS to fanoutd (default: $FANOUT_TLS=1; implied by --tls-ca). Without --tls-ca, the system's trust roots.")
+    var tls = false
+
+    @Option(name: .customLong("tls-ca"), help: "TLS: trust the CA certificates of this PEM file (default: $FANOUT_TLS_CA).")
+    var tlsCA: String?
+
+    @Option(name: .customLong("tls-server-name"), help: "TLS: the name the server's certificate must carry (default: the --server host).")
+    var tlsServerName: String?
+
+    @Option(name: .customLong("tls-cert"), help: "TLS: a client certificate, PEM, for a server that requires one (default: $FANOUT_TLS_CERT).")
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: "TLS: the client certificate's private key, PEM (default: $FANOUT_TLS_KEY).")
+    var tlsKey: String?
+
     @Option(help: "The project.")
     var project = ProjectID.default.value
 
@@ -38,9 +53,16 @@ struct ServerOptions: ParsableArguments {
             writeToStandardError("fanout \(command): --role must be admin, sender or consumer\n")
             throw ExitCode(2)
         }
+        let tls: FanoutClient.TLS?
+        do {
+            tls = try self.clientTLS()
+        } catch {
+            writeToStandardError("fanout \(command): cannot load the TLS files: \(error)\n")
+            throw ExitCode(2)
+        }
         let client: FanoutClient
         do {
-            client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, apiKey: key, role: role, clientName: "fanout \(command)")
+            client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, apiKey: key, role: role, tls: tls, clientName: "fanout \(command)")
         } catch let error as FanoutError {
             // A refused key or role is the server's answer (1); anything else, the connection (2).
             self.report(error, command: command)
@@ -63,6 +85,19 @@ struct ServerOptions: ParsableArguments {
             writeToStandardError("fanout \(command): \(error)\n")
             throw ExitCode(2)
         }
+    }
+
+    /// The TLS the options and environment ask for; nil for plain TCP.
+    func clientTLS() throws -> FanoutClient.TLS? {
+        let environment = ProcessInfo.processInfo.environment
+        let ca = self.tlsCA ?? environment["FANOUT_TLS_CA"]
+        let certificate = self.tlsCertificate ?? environment["FANOUT_TLS_CERT"]
+        let key = self.tlsKey ?? environment["FANOUT_TLS_KEY"]
+        guard self.tls || environment["FANOUT_TLS"] == "1" || ca != nil || certificate != nil else { return nil }
+        guard (certificate == nil) == (key == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        return try FanoutClient.TLS.make(trustRootsFile: ca, serverHostname: self.tlsServerName, clientCertificateFile: certificate, clientKeyFile: key)
     }
 
     /// A server error: FCM's error object with --json, a line otherwise.

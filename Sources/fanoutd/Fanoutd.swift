@@ -7,6 +7,7 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 import FanoutWire
+import NIOSSL
 
 /// `fanoutd`: the fanout engine on a data directory, served over TCP (docs/wire-protocol.md).
 /// Configuration and a ServiceGroup, nothing else.
@@ -30,6 +31,18 @@ struct Fanoutd: AsyncParsableCommand {
 
     @Option(help: "always (fdatasync before every reply), interval:MS, or none.")
     var durability = "always"
+
+    @Option(name: .customLong("tls-cert"), help: "TLS: the certificate chain, PEM (leaf first). With --tls-key, every connection is TLS 1.2 or 1.3.")
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: "TLS: the certificate's private key, PEM.")
+    var tlsKey: String?
+
+    @Option(name: .customLong("tls-client-ca"), help: "TLS: require client certificates signed by this CA (PEM): mutual TLS.")
+    var tlsClientCA: String?
+
+    @Flag(name: .customLong("insecure-plaintext"), help: "Allow plain TCP on an address other than loopback (without it, fanoutd refuses to).")
+    var insecurePlaintext = false
 
     @Option(name: .customLong("api-keys"), help: "The API key file (default: DATA_DIR/api-keys, created with one admin key when missing).")
     var apiKeys: String?
@@ -71,6 +84,7 @@ struct Fanoutd: AsyncParsableCommand {
         where !(1...36_500).contains(days) {
             throw ValidationError("\(name) must be 1 to 36500 days, got \(days)")
         }
+        let tls = try self.tlsConfiguration(host: host)
         // Before anything is created: a taken address must not leave a new data directory and key.
         try ListenCheck.check(host: host, port: port)
         LoggingSystem.bootstrap { label in
@@ -92,6 +106,7 @@ struct Fanoutd: AsyncParsableCommand {
         let (keys, keyFile) = try self.loadKeys(logger: logger)
         var configuration = ServerConfiguration(host: host, port: port)
         configuration.idleTimeout = .seconds(self.idleTimeout)
+        configuration.tls = tls
         let server: FanoutServer
         do {
             server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: configuration, logger: logger)
@@ -99,7 +114,7 @@ struct Fanoutd: AsyncParsableCommand {
             try? engine.close()
             throw ListenError(description: "cannot listen on \(host):\(port): \(error)")
         }
-        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
+        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(tls != nil ? (self.tlsClientCA != nil ? "mutual" : "on") : "off")", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
         if let readyFile = self.readyFile {
             let temporary = readyFile + ".tmp"
             guard FileManager.default.createFile(atPath: temporary, contents: Data("\(host):\(server.localPort)\n".utf8)),
@@ -142,7 +157,7 @@ struct Fanoutd: AsyncParsableCommand {
             if keys.clearKeyLines > 0 {
                 // The CLI found its admin key in the old file: leave it where the CLI now looks.
                 if self.apiKeys == nil, let admin = keys.firstClearAdminKey, !FileManager.default.fileExists(atPath: self.adminKeyPath) {
-                    try APIKeyFile.writeSecret(admin + "\n", to: self.adminKeyPath)
+                    try SecretFile.write(admin + "\n", to: self.adminKeyPath)
                 }
                 try APIKeyFile.write(keys, to: path)
                 logger.notice("the key file held keys in clear; it now holds their SHA-256 only", metadata: ["file": "\(path)", "keys": "\(keys.clearKeyLines)"])
@@ -154,7 +169,7 @@ struct Fanoutd: AsyncParsableCommand {
         }
         let (secret, key) = try APIKey.generate(name: "admin", role: .admin, projects: .all)
         let store = APIKeyStore([key])
-        try APIKeyFile.writeSecret(secret + "\n", to: self.adminKeyPath)
+        try SecretFile.write(secret + "\n", to: self.adminKeyPath)
         try APIKeyFile.write(store, to: path)
         print("fanoutd: created the admin API key `admin` for every project. \(path) keeps its hash; the key is shown now and left in \(self.adminKeyPath) for the CLI on this machine (delete that file once you keep the key elsewhere):")
         print(secret)
@@ -168,6 +183,31 @@ struct Fanoutd: AsyncParsableCommand {
 
     private var keyFilePath: String {
         self.apiKeys ?? (self.dataDirectory as NSString).appendingPathComponent("api-keys")
+    }
+
+    /// The server's TLS from the options; nil for plain TCP, which only a loopback address gets
+    /// without --insecure-plaintext.
+    private func tlsConfiguration(host: String) throws -> TLSConfiguration? {
+        switch (self.tlsCertificate, self.tlsKey) {
+        case (let certificate?, let key?):
+            do {
+                return try ServerConfiguration.tls(certificate: certificate, privateKey: key, clientCA: self.tlsClientCA)
+            } catch {
+                throw ValidationError("cannot load the TLS certificate, key or client CA: \(error)")
+            }
+        case (nil, nil):
+            guard self.tlsClientCA == nil else { throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key") }
+            guard Self.isLoopback(host) || self.insecurePlaintext else {
+                throw ValidationError("refusing to listen in plain text on \(host), which is not a loopback address: give --tls-cert and --tls-key, or --insecure-plaintext")
+            }
+            return nil
+        default:
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
     static func durability(_ text: String) throws -> Durability {

@@ -16,10 +16,10 @@ struct FanoutdTests {
         private(set) var printedKey: String?
         private var errorText = ""
 
-        init(directory: String) throws {
+        init(directory: String, arguments: [String] = []) throws {
             let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             self.process.executableURL = binaries.appendingPathComponent("fanoutd")
-            self.process.arguments = ["--data-dir", directory, "--listen", "127.0.0.1:0", "--snapshot-every", "0"]
+            self.process.arguments = ["--data-dir", directory, "--listen", "127.0.0.1:0", "--snapshot-every", "0"] + arguments
             self.process.standardOutput = self.standardOutput
             self.process.standardError = self.standardError
             try self.process.run()
@@ -58,6 +58,22 @@ struct FanoutdTests {
 
     func fanout(_ port: Int, _ key: String, _ arguments: String..., input: String = "") throws -> FanoutCLITests.Outcome {
         try FanoutCLITests.fanout(arguments + ["--server", "127.0.0.1:\(port)", "--api-key", key], input: input)
+    }
+
+    /// Runs fanoutd to its exit (for starts that fail).
+    static func fanoutd(_ arguments: [String]) throws -> FanoutCLITests.Outcome {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanoutd")
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return FanoutCLITests.Outcome(status: process.terminationStatus, output: printed, error: message)
     }
 
     /// The admin key a first start leaves in DATA_DIR/admin-key (the key file keeps only its hash).
@@ -210,20 +226,10 @@ struct FanoutdTests {
             _ = holder.stop()
             try? FileManager.default.removeItem(atPath: directory + "-holder")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanoutd")
-        process.arguments = ["--data-dir", directory, "--listen", "127.0.0.1:\(holder.port)"]
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 1)
-        #expect(message.contains("cannot listen on 127.0.0.1:\(holder.port): Address already in use"), "\(message)")
-        #expect(printed.isEmpty, "no key printed")
+        let outcome = try Self.fanoutd(["--data-dir", directory, "--listen", "127.0.0.1:\(holder.port)"])
+        #expect(outcome.status == 1)
+        #expect(outcome.error.contains("cannot listen on 127.0.0.1:\(holder.port): Address already in use"), "\(outcome.error)")
+        #expect(outcome.output.isEmpty, "no key printed")
         #expect(!FileManager.default.fileExists(atPath: directory), "no data directory created")
     }
 
@@ -262,6 +268,34 @@ struct FanoutdTests {
         let revoked = try self.fanout(daemon.port, sender, "stats", "--role", "sender", "--json")
         #expect(revoked.status == 1 && revoked.output.contains("UNAUTHENTICATED"), "\(revoked)")
         #expect(try self.fanout(daemon.port, admin, "stats").status == 0)
+    }
+
+    /// `fanout tls dev-cert`, fanoutd with --tls-cert/--tls-key, and the CLI with --tls-ca (and
+    /// FANOUT_TLS_CA); plain TCP is refused off loopback unless asked for.
+    @Test func tlsFromADevelopmentCertificateToTheCLI() throws {
+        let directory = TemporaryDirectory.path("fanoutd-tls")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let certificates = directory + "/tls"
+        let made = try FanoutCLITests.fanout(["tls", "dev-cert", certificates, "--json"])
+        #expect(made.status == 0, "\(made.error)")
+        let key = try FileManager.default.attributesOfItem(atPath: certificates + "/key.pem")
+        #expect((key[.posixPermissions] as? Int) == 0o600)
+        #expect(try FanoutCLITests.fanout(["tls", "dev-cert", certificates]).status == 1, "no overwrite without --force")
+
+        let daemon = try Daemon(directory: directory + "/data", arguments: ["--tls-cert", certificates + "/cert.pem", "--tls-key", certificates + "/key.pem"])
+        defer { _ = daemon.stop() }
+        let admin = try Self.adminKey(in: directory + "/data")
+        let secure = try self.fanout(daemon.port, admin, "project", "create", "shop-app", "--tls-ca", certificates + "/cert.pem")
+        #expect(secure.status == 0, "\(secure.error)")
+        let plain = try self.fanout(daemon.port, admin, "project", "list")
+        #expect(plain.status == 2, "plain TCP to a TLS port: \(plain)")
+        let system = try self.fanout(daemon.port, admin, "project", "list", "--tls")
+        #expect(system.status == 2 && system.error.contains("CERTIFICATE_VERIFY_FAILED"), "the system's roots do not know a dev certificate: \(system)")
+
+        // Off loopback, plain TCP needs --insecure-plaintext.
+        let refused = try Self.fanoutd(["--data-dir", directory + "/other", "--listen", "0.0.0.0:0"])
+        #expect(refused.status != 0 && refused.error.contains("--insecure-plaintext"), "\(refused)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/other"), "refused before anything is created")
     }
 
     @Test func usersAreListedAndAnonymousCleanUpCanBeTriedAndTurnedOn() throws {
