@@ -75,10 +75,11 @@ let package = Package(
             name: "FanoutWire",
             dependencies: ["FanoutModel", dequeModule, nioCore]
         ),
-        // The API-key file: what the daemon accepts, what the CLI and the load harness read.
+        // Credentials: the API-key file, installation refresh and auth tokens (ES256 JWTs) and their
+        // signing keys, development certificates.
         .target(
             name: "FanoutKeys",
-            dependencies: ["FanoutWire", "CFanoutOpenSSL"]
+            dependencies: ["FanoutCore", "FanoutWire", "CFanoutOpenSSL"]
         ),
         .target(
             name: "FanoutServer",

@@ -20,5 +20,8 @@
 static inline long CFanoutOpenSSL_BIO_get_mem_data(BIO *b, char **pp) {
     return BIO_get_mem_data(b, pp);
 }
+static inline void CFanoutOpenSSL_OPENSSL_free(void *p) {
+    OPENSSL_free(p);
+}
 
 #endif

@@ -212,6 +212,13 @@ extension Engine {
             try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.setAPNsToken(token, of: address) }
         }
 
+        /// Gives an installation credentials: `digest` is the SHA-256 of its new refresh token.
+        /// The refresh token before it, and the auth tokens issued with that, stop working.
+        @discardableResult
+        public mutating func setCredential(_ digest: [UInt8], of address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.setCredential(digest, of: address) }
+        }
+
         /// Records that the installation was seen now.
         @discardableResult
         public mutating func touch(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {

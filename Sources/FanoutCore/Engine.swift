@@ -28,7 +28,8 @@ public final class Engine: Sendable {
     }
 
     public let configuration: EngineConfiguration
-    let clock: any WallClock
+    /// Where the engine reads the time.
+    public let clock: any WallClock
     let projects: Locked<[ProjectID: ProjectBox]>
     /// Where changes go (nil for an in-memory engine, which logs nothing).
     let log: (any ChangeLog)?
@@ -201,6 +202,12 @@ public final class Engine: Sendable {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
             try state.installation(forAPNsToken: token)
         }
+    }
+
+    /// The live installation with this FID and the SHA-256 of its refresh token; nil when it was
+    /// deleted, never existed, has no credentials, or the project does not exist.
+    public func credential(of fid: FID, in project: ProjectID) -> (installation: Installation, digest: [UInt8])? {
+        try? self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in state.credential(of: fid) }
     }
 
     public func installation(_ address: RegistrationAddress, in project: ProjectID = .default) throws(FanoutError) -> Installation {

@@ -14,6 +14,8 @@ struct ConnectionSettings: Sendable {
     let welcome: Welcome
     let maximumInFlight: Int
     let logger: Logger
+    /// The open device connections, told to check their credentials after changes that can revoke them.
+    var devices = DeviceConnections()
 }
 
 /// Serves one connection on its event loop (docs/wire-protocol.md). Each request is applied to the
@@ -57,10 +59,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var output: ByteBuffer?
     /// A delivery pump is scheduled or waiting for the sink's call.
     private var pumpScheduled = false
+    /// A device connection's end when its auth token expires.
+    private var expiry: Scheduled<Void>?
 
     init(settings: ConnectionSettings) {
         self.settings = settings
-        self.state = ConnectionState(keys: settings.keys.current, welcome: settings.welcome)
+        self.state = ConnectionState(keys: settings.keys.current, welcome: settings.welcome, tokens: settings.executor.tokens, clock: settings.executor.engine.clock)
     }
 
     private var engine: Engine { self.settings.executor.engine }
@@ -93,6 +97,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.endInput(goAway: stop.goAway, context: context)
         case ChannelEvent.inputClosed:
             self.endInput(goAway: nil, context: context)
+        case is DeviceConnections.Recheck:
+            if let principal = self.state.principal, !DeviceScope.isLive(principal, engine: self.engine) {
+                context.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading(goAway: .goAway(.unauthenticated, "the installation was deleted or its credentials were replaced")))
+            }
         case let reload as KeyRing.Reloaded:
             // From the head of the pipeline, so that the guard stops reading first.
             if let goAway = self.state.keysReloaded(reload.keys) {
@@ -127,6 +135,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         self.isClosing = true
+        self.expiry?.cancel()
+        self.expiry = nil
+        self.settings.devices.remove(context.channel)
         self.attachment?.consumer.detach()
         self.attachment = nil
         context.fireChannelInactive()
@@ -135,8 +146,23 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Every action answers in the order received, except the engine's changes (answered once
     /// durable) and SNAPSHOT (answered when written).
     private func handle(_ frame: ClientFrame, context: ChannelHandlerContext) {
-        let id = frame.requestID
-        switch self.state.receive(frame.request) {
+        self.handle(self.state.receive(frame.request), id: frame.requestID, context: context)
+    }
+
+    private func handle(_ action: ConnectionState.Action, id: UInt32, context: ChannelHandlerContext) {
+        switch action {
+        case .verify(let principal):
+            let live = DeviceScope.isLive(principal, engine: self.engine)
+            if live, let (project, _) = principal.installation {
+                self.settings.devices.add(context.channel, project: project)
+                if let expiresAt = principal.expiresAt {
+                    let remaining = max(0, expiresAt - self.state.seconds)
+                    self.expiry = context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(remaining)) {
+                        context.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading(goAway: .goAway(.unauthenticated, "the auth token has expired")))
+                    }
+                }
+            }
+            self.handle(self.state.verified(live), id: id, context: context)
         case .reply(let message):
             self.write(ServerFrame(requestID: id, message: message), context: context)
         case .fail(let message):
@@ -147,11 +173,30 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.isClosing = true
             self.flush(context: context).whenComplete { _ in context.close(promise: nil) }
         case .perform(let request):
-            guard let key = self.state.key else { return }
+            guard let principal = self.state.principal else { return }
+            if principal.installation != nil {
+                guard DeviceScope.isLive(principal, engine: self.engine) else {
+                    self.handle(.fail(.error(FanoutError(.unauthenticated, "the installation was deleted or its credentials were replaced"))), id: id, context: context)
+                    return
+                }
+                do throws(FanoutError) {
+                    try DeviceScope.check(request, of: principal, engine: self.engine)
+                } catch {
+                    self.write(ServerFrame(requestID: id, message: .error(error)), context: context)
+                    return
+                }
+            }
             let executor = self.settings.executor
             self.answer(id, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
-                try executor.execute(request, key: key, changes: &changes)
+                try executor.execute(request, principal: principal, changes: &changes)
             }, context: context)
+            // Changes that can revoke installation credentials: open device connections check theirs.
+            switch request {
+            case .deleteInstallation(let project, _), .deleteProject(let project), .pruneExpired(let project), .issueCredentials(let project, _):
+                self.settings.devices.recheck(project: project)
+            default:
+                break
+            }
         case .acknowledge(let ids):
             guard let consumer = self.attachment?.consumer else {
                 self.write(ServerFrame(requestID: id, message: .error(FanoutError(.internal, "no consumer for the attachment"))), context: context)
@@ -162,6 +207,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }, context: context)
         case .attach(let project, let scope, let credit):
             do throws(FanoutError) {
+                if let principal = self.state.principal { try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine) }
                 let consumer = try self.engine.attachConsumer(
                     try RequestExecutor.scope(scope),
                     credit: credit,

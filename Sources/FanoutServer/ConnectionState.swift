@@ -24,6 +24,9 @@ struct ConnectionState {
         case detach
         /// Write a snapshot off the connection's task, answer when written.
         case snapshot
+        /// A device's credential is well formed and signed: check with the engine that its
+        /// installation lives with these credentials, then call `verified`.
+        case verify(Principal)
     }
 
     /// How the connection ends once its input has (the replies of what was applied go first).
@@ -36,7 +39,9 @@ struct ConnectionState {
 
     private enum Phase {
         case awaitingHello
-        case ready(key: APIKey, role: Hello.Role)
+        /// A device's credential waits for the engine's word (`verified`).
+        case verifying(Principal)
+        case ready(Principal)
         case ended
     }
 
@@ -45,16 +50,46 @@ struct ConnectionState {
     private(set) var attachedCredit: Int?
     let keys: APIKeyStore
     let welcome: Welcome
+    /// Verifies installation auth tokens; nil when the server issues none.
+    let tokens: InstallationTokens?
+    /// Where auth tokens' expiry is read against.
+    let clock: any WallClock
 
-    init(keys: APIKeyStore, welcome: Welcome) {
+    init(keys: APIKeyStore, welcome: Welcome, tokens: InstallationTokens? = nil, clock: any WallClock = SystemWallClock()) {
         self.keys = keys
         self.welcome = welcome
+        self.tokens = tokens
+        self.clock = clock
     }
 
-    /// The key the connection authenticated with, once it has.
-    var key: APIKey? {
-        if case .ready(let key, _) = self.phase { return key }
+    /// UNIX seconds now.
+    var seconds: Int64 { self.clock.now().millisecondsSinceEpoch / 1000 }
+
+    /// Who the connection speaks for, once it is known.
+    var principal: Principal? {
+        if case .ready(let principal) = self.phase { return principal }
         return nil
+    }
+
+    /// The key the connection authenticated with, if it did with a key.
+    var key: APIKey? {
+        if case .key(let key, _)? = self.principal { return key }
+        return nil
+    }
+
+    /// The engine's word on a device's credential (see `Action.verify`).
+    mutating func verified(_ live: Bool) -> Action {
+        guard case .verifying(let principal) = self.phase else {
+            return .fail(.error(FanoutError(.internal, "no credential waits for verification")))
+        }
+        guard live else {
+            self.phase = .ended
+            return .fail(.error(FanoutError(.unauthenticated, "the installation was deleted or its credentials were replaced")))
+        }
+        self.phase = .ready(principal)
+        var welcome = self.welcome
+        welcome.projects = principal.projects.names
+        return .reply(.welcome(welcome))
     }
 
     /// The keys were reloaded (SIGHUP): when this connection's key is no longer among them as it
@@ -95,18 +130,25 @@ struct ConnectionState {
                 return .fail(.error(FanoutError(.unauthenticated, "the first frame must be HELLO")))
             }
             return self.authenticate(hello)
-        case .ready(let key, let role):
+        case .verifying:
+            return .fail(.error(FanoutError(.unauthenticated, "requests before WELCOME")))
+        case .ready(let principal):
             if case .hello = request {
                 return .fail(.error(FanoutError(.invalidArgument, "HELLO was sent twice")))
             }
-            guard Permissions.allows(role, request.opcode) else {
-                return .reply(.error(FanoutError(.permissionDenied, "a \(role) connection may not send \(request.opcode)")))
+            if let expiresAt = principal.expiresAt, self.seconds >= expiresAt {
+                self.phase = .ended
+                return .fail(.error(FanoutError(.unauthenticated, "the auth token has expired")))
             }
-            if case .snapshot = request, key.projects != .all {
-                return .reply(.error(FanoutError(.permissionDenied, "a snapshot covers every project: it needs a key for all of them")))
+            let kind = principal.kind
+            guard Permissions.allows(kind, request.opcode) else {
+                return .reply(.error(FanoutError(.permissionDenied, "a \(kind) connection may not send \(request.opcode)")))
             }
-            if let project = request.project, !key.projects.contains(project) {
-                return .reply(.error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project")))
+            if [.snapshot, .rotateSigningKey].contains(request.opcode), principal.projects != .all {
+                return .reply(.error(FanoutError(.permissionDenied, "\(request.opcode == .snapshot ? "a snapshot" : "the signing key") covers every project: it needs a key for all of them")))
+            }
+            if let project = request.project, !principal.projects.contains(project) {
+                return .reply(.error(FanoutError(.permissionDenied, "the credential does not cover this project", field: "project")))
             }
             // PING touches nothing: answered here, without the engine.
             if case .ping = request { return .reply(.pong) }
@@ -157,8 +199,11 @@ struct ConnectionState {
         switch hello.credential {
         case .apiKey(let key):
             credential = key
-        case .installationAuthToken, .installationRefreshToken:
-            return .fail(.error(FanoutError(.unauthenticated, "installation auth tokens are not supported yet; use an API key")))
+        case .installationAuthToken(let token):
+            let now = self.seconds
+            return self.authenticateDevice(hello.role) { tokens throws(CredentialError) in .device(try tokens.verify(token, now: now)) }
+        case .installationRefreshToken(let token):
+            return self.authenticateDevice(hello.role) { _ throws(CredentialError) in .refresh(try RefreshToken(parsing: token)) }
         case .unknown(let kind, _):
             return .fail(.error(FanoutError(.unauthenticated, "credential kind \(kind) is unknown")))
         }
@@ -168,9 +213,27 @@ struct ConnectionState {
         guard key.mayConnect(as: hello.role) else {
             return .fail(.error(FanoutError(.unauthenticated, "a \(key.role) key cannot connect as \(hello.role)")))
         }
-        self.phase = .ready(key: key, role: hello.role)
+        self.phase = .ready(.key(key, role: hello.role))
         var welcome = self.welcome
         welcome.projects = key.projects.names
         return .reply(.welcome(welcome))
+    }
+
+    /// An installation's credential: read and checked here (signature, expiry), then by the engine.
+    private mutating func authenticateDevice(_ role: Hello.Role, _ read: (InstallationTokens) throws(CredentialError) -> Principal) -> Action {
+        guard role == .device else {
+            return .fail(.error(FanoutError(.unauthenticated, "an installation credential connects as device")))
+        }
+        guard let tokens = self.tokens else {
+            return .fail(.error(FanoutError(.unauthenticated, "this server issues no installation credentials")))
+        }
+        do throws(CredentialError) {
+            let principal = try read(tokens)
+            self.phase = .verifying(principal)
+            return .verify(principal)
+        } catch {
+            self.phase = .ended
+            return .fail(.error(FanoutError(.unauthenticated, error.description)))
+        }
     }
 }

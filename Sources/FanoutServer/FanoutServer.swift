@@ -17,14 +17,16 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     private let listener: any Channel
     private let connections: OpenConnections
     private let keys: KeyRing
+    private let devices: DeviceConnections
 
     /// The port the server listens on (the one picked when the configuration said 0).
     public let localPort: Int
 
-    private init(listener: any Channel, connections: OpenConnections, keys: KeyRing) {
+    private init(listener: any Channel, connections: OpenConnections, keys: KeyRing, devices: DeviceConnections) {
         self.listener = listener
         self.connections = connections
         self.keys = keys
+        self.devices = devices
         self.localPort = listener.localAddress?.port ?? 0
     }
 
@@ -39,10 +41,12 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Opens the listening socket.
+    /// Opens the listening socket. With `tokens`, the server issues installation credentials and
+    /// accepts devices (docs/security.md); without, it refuses them.
     public static func bind(
         engine: Engine,
         keys: APIKeyStore,
+        tokens: InstallationTokens? = nil,
         configuration: ServerConfiguration = ServerConfiguration(),
         logger: Logger = Logger(label: "fanoutd"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -60,7 +64,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         )
         let keyRing = KeyRing(keys)
         let settings = ConnectionSettings(
-            executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize),
+            executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize, tokens: tokens),
             keys: keyRing,
             welcome: welcome,
             maximumInFlight: configuration.maximumInFlight,
@@ -88,7 +92,13 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             }
             .bind(host: configuration.host, port: configuration.port)
             .get()
-        return FanoutServer(listener: listener, connections: connections, keys: keyRing)
+        return FanoutServer(listener: listener, connections: connections, keys: keyRing, devices: settings.devices)
+    }
+
+    /// After changes made outside the server (a prune by the maintenance service), every open
+    /// device connection checks that its installation and credentials still live.
+    public func recheckDeviceCredentials() {
+        self.devices.recheckAll()
     }
 
     public var description: String { "FanoutServer(port: \(self.localPort))" }

@@ -9,10 +9,60 @@ internal import FanoutWire
 struct RequestExecutor: Sendable {
     let engine: Engine
     let maximumPayloadSize: Int
+    /// Issues and verifies installation credentials; nil when the server issues none.
+    var tokens: InstallationTokens? = nil
 
-    func execute(_ request: ClientRequest, key: APIKey, changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage {
+    func execute(_ request: ClientRequest, principal: Principal, changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage {
         let opcode = request.opcode
         switch request {
+        case .jwks:
+            do {
+                return .names(opcode, [try self.credentialTokens().keys.jwks()])
+            } catch {
+                throw FanoutError(.internal, "the JWK Set could not be written")
+            }
+        case .rotateSigningKey:
+            let tokens = try self.credentialTokens()
+            do {
+                let id = try tokens.keys.rotate(now: self.seconds)
+                try tokens.keys.prune(now: self.seconds, tokenLifetime: tokens.lifetime)
+                return .names(opcode, [id])
+            } catch {
+                throw FanoutError(.unavailable, "the new signing key could not be written")
+            }
+        case .issueCredentials(let project, let registration):
+            let tokens = try self.credentialTokens()
+            let id = try Self.project(project)
+            let installation = try self.engine.installation(try Self.address(registration), in: id)
+            let refresh: (token: String, refresh: RefreshToken)
+            let auth: (token: String, claims: InstallationClaims)
+            do {
+                refresh = try RefreshToken.generate(project: project, fid: installation.fid.description)
+                auth = try tokens.issue(project: project, appID: installation.appID.value, fid: installation.fid.description, credentialID: refresh.refresh.credentialID, now: self.seconds)
+            } catch {
+                throw FanoutError(.internal, "the credentials could not be made")
+            }
+            try changes.setCredential(refresh.refresh.digest, of: .fid(installation.fid), in: id)
+            return .credentials(InstallationCredentials(
+                fid: installation.fid.description, refreshToken: refresh.token,
+                authToken: AuthToken(token: auth.token, expiresAt: Timestamp(millisecondsSinceEpoch: auth.claims.expiresAt * 1000))
+            ))
+        case .generateAuthToken(let project, let fid):
+            let tokens = try self.credentialTokens()
+            let id = try Self.project(project)
+            let fid = try Self.parse(fid, "fid", FID.init)
+            guard let (installation, digest) = self.engine.credential(of: fid, in: id) else {
+                throw FanoutError(.notFound, "the installation has no credentials (ISSUE_CREDENTIALS gives it some)", field: "fid")
+            }
+            if case .refresh(let presented) = principal, !SHA256.constantTimeEqual(presented.digest, digest) {
+                throw FanoutError(.unauthenticated, "the refresh token was replaced")
+            }
+            do {
+                let auth = try tokens.issue(project: project, appID: installation.appID.value, fid: fid.description, credentialID: RefreshToken.credentialID(of: digest), now: self.seconds)
+                return .authToken(AuthToken(token: auth.token, expiresAt: Timestamp(millisecondsSinceEpoch: auth.claims.expiresAt * 1000)))
+            } catch {
+                throw FanoutError(.internal, "the auth token could not be signed")
+            }
         case .createProject(let project):
             try changes.createProject(try Self.project(project))
             return .done(opcode)
@@ -20,7 +70,7 @@ struct RequestExecutor: Sendable {
             try changes.deleteProject(try Self.project(project))
             return .done(opcode)
         case .listProjects:
-            return .names(opcode, self.engine.projectIDs().map(\.value).filter { key.projects.contains($0) })
+            return .names(opcode, self.engine.projectIDs().map(\.value).filter { principal.projects.contains($0) })
         case .register(let project, let fields):
             return .registered(try changes.register(try Self.registration(fields), in: try Self.project(project)))
         case .registerBatch(let project, let items):
@@ -161,6 +211,15 @@ struct RequestExecutor: Sendable {
             throw FanoutError(.internal, "\(opcode) is handled by the connection")
         }
     }
+
+    private func credentialTokens() throws(FanoutError) -> InstallationTokens {
+        guard let tokens = self.tokens else {
+            throw FanoutError(.failedPrecondition, "this server issues no installation credentials")
+        }
+        return tokens
+    }
+
+    private var seconds: Int64 { self.engine.clock.now().millisecondsSinceEpoch / 1000 }
 
     /// A page of topics after `startAfter`, at most `limit` and small enough for one frame.
     private func page(_ topics: [(name: TopicName, subscribers: Int)], after startAfter: String, limit: Int) -> [TopicCount] {

@@ -99,10 +99,10 @@ public struct WireSamples {
 
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...37) {
+        switch self.int(0...41) {
         case 0:
-            let credential: Hello.Credential = self.bool() ? .apiKey(self.bytes()) : .installationAuthToken(self.bytes())
-            return .hello(Hello(role: self.bool() ? .admin : .consumer, credential: credential, clientName: self.string(maximum: 10)))
+            let credential: Hello.Credential = [.apiKey(self.bytes()), .installationAuthToken(self.bytes()), .installationRefreshToken(self.bytes())][self.int(0...2)]
+            return .hello(Hello(role: [.admin, .consumer, .sender, .device][self.int(0...3)], credential: credential, clientName: self.string(maximum: 10)))
         case 1: return .ping
         case 2: return .createProject(project: project)
         case 3: return .deleteProject(project: project)
@@ -141,12 +141,16 @@ public struct WireSamples {
         case 34: return .installationByAPNsToken(project: project, apnsToken: self.string())
         case 35: return .listUsers(project: project, startAfter: self.string(), limit: self.u32())
         case 36: return .setAnonymousCleanUp(project: project, enabled: self.bool())
+        case 37: return .issueCredentials(project: project, registration: self.string())
+        case 38: return .generateAuthToken(project: project, fid: self.string())
+        case 39: return .jwks
+        case 40: return .rotateSigningKey
         default: return .detach
         }
     }
 
     public mutating func message() -> ServerMessage {
-        switch self.int(0...20) {
+        switch self.int(0...22) {
         case 0:
             return .welcome(Welcome(
                 version: 1, maximumPayloadSize: self.u32(), idleTimeoutMilliseconds: self.u32(), maximumCredit: self.u32(),
@@ -197,6 +201,9 @@ public struct WireSamples {
                 UserSummary(id: "u-\(self.u32())", isAnonymous: self.bool(), createdAt: self.timestamp(), lastActive: self.timestamp(), devices: self.int(0...9))
             })
         case 18: return .anonymousCleanUp(self.bool() ? self.timestamp() : nil)
+        case 19:
+            return .credentials(InstallationCredentials(fid: self.string(), refreshToken: self.string(), authToken: AuthToken(token: self.string(), expiresAt: self.timestamp())))
+        case 20: return .authToken(AuthToken(token: self.string(), expiresAt: self.timestamp()))
         default:
             return .error(self.error())
         }

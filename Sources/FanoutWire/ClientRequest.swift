@@ -11,6 +11,10 @@ public enum ClientRequest: WireMessage {
     case listProjects
     /// Writes a snapshot of every project (a key for all projects only).
     case snapshot
+    /// The public keys that verify installation auth tokens, as a JWK Set (JSON).
+    case jwks
+    /// A new key signs auth tokens from now on; the one before still verifies its tokens.
+    case rotateSigningKey
     case register(project: String, RegistrationFields)
     /// Up to 1000 registrations, each applied on its own (one result per item).
     case registerBatch(project: String, [RegistrationFields])
@@ -20,6 +24,10 @@ public enum ClientRequest: WireMessage {
     case setAPNsToken(project: String, registration: String, apnsToken: String?)
     /// The installation an APNs device token (hex) belongs to.
     case installationByAPNsToken(project: String, apnsToken: String)
+    /// New credentials for an installation: a refresh token and an auth token (the ones before stop working).
+    case issueCredentials(project: String, registration: String)
+    /// A new auth token for an installation (a device proves itself with its refresh token).
+    case generateAuthToken(project: String, fid: String)
     case getInstallation(project: String, registration: String)
     case deleteInstallation(project: String, fid: String)
     case staleInstallations(project: String, limit: UInt32)
@@ -60,6 +68,10 @@ public enum ClientRequest: WireMessage {
         case .deleteProject: return .deleteProject
         case .listProjects: return .listProjects
         case .snapshot: return .snapshot
+        case .jwks: return .jwks
+        case .rotateSigningKey: return .rotateSigningKey
+        case .issueCredentials: return .issueCredentials
+        case .generateAuthToken: return .generateAuthToken
         case .register: return .register
         case .registerBatch: return .registerBatch
         case .refreshToken: return .refreshToken
@@ -98,11 +110,12 @@ public enum ClientRequest: WireMessage {
     /// The project a request is about, for the ones scoped to a project.
     public var project: String? {
         switch self {
-        case .hello, .ping, .listProjects, .snapshot, .grant, .acknowledge, .detach:
+        case .hello, .ping, .listProjects, .snapshot, .jwks, .rotateSigningKey, .grant, .acknowledge, .detach:
             return nil
         case .createProject(let project), .deleteProject(let project), .register(let project, _), .registerBatch(let project, _),
             .refreshToken(let project, _, _), .touch(let project, _), .getInstallation(let project, _),
             .setAPNsToken(let project, _, _), .installationByAPNsToken(let project, _),
+            .issueCredentials(let project, _), .generateAuthToken(let project, _),
             .deleteInstallation(let project, _), .staleInstallations(let project, _), .pruneExpired(let project),
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
             .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project, _),
@@ -134,9 +147,13 @@ public enum ClientRequest: WireMessage {
             buffer.writeInteger(kind)
             try buffer.writeWireBytes(bytes, field: "credential")
             try buffer.writeWireString(hello.clientName, field: "clientName")
-        case .ping, .listProjects, .snapshot, .detach, .createProject, .deleteProject, .pruneExpired, .installationCount,
-            .expireDeliveries, .stats:
+        case .ping, .listProjects, .snapshot, .jwks, .rotateSigningKey, .detach, .createProject, .deleteProject, .pruneExpired,
+            .installationCount, .expireDeliveries, .stats:
             break
+        case .issueCredentials(_, let registration):
+            try buffer.writeWireString(registration, field: "registration")
+        case .generateAuthToken(_, let fid):
+            try buffer.writeWireString(fid, field: "fid")
         case .cleanUpAnonymousUsers(_, let dryRun):
             buffer.writeInteger(dryRun ? 1 : 0, as: UInt8.self)
         case .listUsers(_, let startAfter, let limit):
@@ -248,6 +265,8 @@ public enum ClientRequest: WireMessage {
         case .ping: return .ping
         case .listProjects: return .listProjects
         case .snapshot: return .snapshot
+        case .jwks: return .jwks
+        case .rotateSigningKey: return .rotateSigningKey
         case .detach: return .detach
         case .grant: return .grant(credit: try reader.u32("credit"))
         case .acknowledge:
@@ -264,7 +283,7 @@ public enum ClientRequest: WireMessage {
         let project: String
         switch opcode {
         case .createProject, .deleteProject, .register, .registerBatch, .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken,
-            .getInstallation, .deleteInstallation,
+            .issueCredentials, .generateAuthToken, .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
             .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
             .pending, .expireDeliveries, .stats, .attach:
@@ -288,6 +307,8 @@ public enum ClientRequest: WireMessage {
         case .setAPNsToken:
             return .setAPNsToken(project: project, registration: try reader.string("registration"), apnsToken: try reader.optionalString("apnsToken"))
         case .installationByAPNsToken: return .installationByAPNsToken(project: project, apnsToken: try reader.string("apnsToken"))
+        case .issueCredentials: return .issueCredentials(project: project, registration: try reader.string("registration"))
+        case .generateAuthToken: return .generateAuthToken(project: project, fid: try reader.string("fid"))
         case .getInstallation: return .getInstallation(project: project, registration: try reader.string("registration"))
         case .deleteInstallation: return .deleteInstallation(project: project, fid: try reader.string("fid"))
         case .staleInstallations: return .staleInstallations(project: project, limit: try reader.u32("limit"))

@@ -25,6 +25,10 @@ public enum ServerMessage: WireMessage {
     case users([UserSummary])
     /// SET_ANONYMOUS_CLEANUP: since when automatic clean-up is on, or `nil`: off.
     case anonymousCleanUp(Timestamp?)
+    /// ISSUE_CREDENTIALS's answer.
+    case credentials(InstallationCredentials)
+    /// GENERATE_AUTH_TOKEN's answer.
+    case authToken(AuthToken)
     /// SUBSCRIBE, UNSUBSCRIBE: one result per registration.
     case itemResults(Opcode, [BatchItemResult])
     case topics([TopicCount])
@@ -51,6 +55,8 @@ public enum ServerMessage: WireMessage {
         case .stats: return Opcode.stats.reply
         case .users: return Opcode.listUsers.reply
         case .anonymousCleanUp: return Opcode.setAnonymousCleanUp.reply
+        case .credentials: return Opcode.issueCredentials.reply
+        case .authToken: return Opcode.generateAuthToken.reply
         case .delivery: return .delivery
         case .goAway: return .goAway
         case .error: return .error
@@ -60,14 +66,14 @@ public enum ServerMessage: WireMessage {
     /// The reply layout of each request.
     enum ReplyLayout {
         case welcome, pong, done, names, registered, registeredBatch, installation, staleInstallations, count, user, itemResults
-        case topics, sent, pending, stats, users, anonymousCleanUp
+        case topics, sent, pending, stats, users, anonymousCleanUp, credentials, authToken
 
         init?(request: Opcode) {
             switch request {
             case .hello: self = .welcome
             case .ping: self = .pong
             case .createProject, .deleteProject, .attach, .grant, .detach: self = .done
-            case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot: self = .names
+            case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot, .jwks, .rotateSigningKey: self = .names
             case .register: self = .registered
             case .registerBatch: self = .registeredBatch
             case .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken, .getInstallation, .deleteInstallation, .bindDevice, .signOut:
@@ -82,6 +88,8 @@ public enum ServerMessage: WireMessage {
             case .stats: self = .stats
             case .listUsers: self = .users
             case .setAnonymousCleanUp: self = .anonymousCleanUp
+            case .issueCredentials: self = .credentials
+            case .generateAuthToken: self = .authToken
             default: return nil
             }
         }
@@ -136,6 +144,14 @@ public enum ServerMessage: WireMessage {
         case .anonymousCleanUp(let since):
             buffer.writeWireBool(since != nil)
             if let since { buffer.writeWireTimestamp(since) }
+        case .credentials(let credentials):
+            try buffer.writeWireString(credentials.fid, field: "fid")
+            try buffer.writeWireString(credentials.refreshToken, field: "refreshToken")
+            try buffer.writeWireString(credentials.authToken.token, field: "authToken")
+            buffer.writeWireTimestamp(credentials.authToken.expiresAt)
+        case .authToken(let token):
+            try buffer.writeWireString(token.token, field: "authToken")
+            buffer.writeWireTimestamp(token.expiresAt)
         case .itemResults(_, let results):
             try buffer.writeWireItemResults(results)
         case .topics(let topics):
@@ -238,6 +254,14 @@ public enum ServerMessage: WireMessage {
             })
         case .anonymousCleanUp:
             return .anonymousCleanUp(try reader.bool("enabled") ? try reader.timestamp("since") : nil)
+        case .credentials:
+            let fid = try reader.string("fid")
+            let refreshToken = try reader.string("refreshToken")
+            let token = try reader.string("authToken")
+            return .credentials(InstallationCredentials(fid: fid, refreshToken: refreshToken, authToken: AuthToken(token: token, expiresAt: try reader.timestamp("expiresAt"))))
+        case .authToken:
+            let token = try reader.string("authToken")
+            return .authToken(AuthToken(token: token, expiresAt: try reader.timestamp("expiresAt")))
         case .itemResults: return .itemResults(request, try reader.itemResults("results"))
         case .topics:
             return .topics(try reader.list("topics", minimumElementSize: 10) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
@@ -281,5 +305,30 @@ public enum ServerMessage: WireMessage {
             log.bytes = try reader.count64("log bytes")
             return .stats(ProjectStatistics(installations: installations, deliveries: d, log: log))
         }
+    }
+}
+
+/// An installation auth token and when it expires.
+public struct AuthToken: Hashable, Sendable {
+    public var token: String
+    public var expiresAt: Timestamp
+
+    public init(token: String, expiresAt: Timestamp) {
+        self.token = token
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What ISSUE_CREDENTIALS gives an installation: its refresh token (shown once; the server keeps
+/// its hash) and a first auth token.
+public struct InstallationCredentials: Hashable, Sendable {
+    public var fid: String
+    public var refreshToken: String
+    public var authToken: AuthToken
+
+    public init(fid: String, refreshToken: String, authToken: AuthToken) {
+        self.fid = fid
+        self.refreshToken = refreshToken
+        self.authToken = authToken
     }
 }

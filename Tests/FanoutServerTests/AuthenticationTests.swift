@@ -45,7 +45,7 @@ struct AuthenticationTests {
         }
     }
 
-    @Test func installationAuthTokensAreNotSupportedYet() async throws {
+    @Test func aServerThatIssuesNoCredentialsRefusesDeviceTokens() async throws {
         try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
                 let hello = Hello(role: .consumer, credential: .installationAuthToken(Array("eyJhbGciOiJFUzI1NiJ9.e30.sig".utf8)))

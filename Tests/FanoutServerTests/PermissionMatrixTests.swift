@@ -9,25 +9,26 @@ import Testing
 /// own: a new opcode fails `theTableCoversEveryRequestOpcode` until it gets a row.
 @Suite("Permission matrix")
 struct PermissionMatrixTests {
-    /// Who may send each opcode: a admin, s sender, c consumer, d device (its own installation only).
+    /// Who may send each opcode: a admin, s sender, c consumer, d device (its own installation
+    /// only, by its auth token), r device by its refresh token.
     static let table: [UInt8: String] = [
-        0x02: "ascd",  // PING
-        0x10: "a", 0x11: "a", 0x12: "as", 0x13: "a",  // projects, snapshot
-        0x20: "a", 0x21: "ad", 0x22: "ad", 0x23: "asd", 0x24: "ad", 0x25: "as", 0x26: "a", 0x27: "as",
-        0x28: "a", 0x29: "ad", 0x2A: "as",  // installations
+        0x02: "ascdr",  // PING
+        0x10: "a", 0x11: "a", 0x12: "as", 0x13: "a", 0x14: "ascdr", 0x15: "a",  // projects, snapshot, signing keys
+        0x20: "a", 0x21: "ad", 0x22: "ad", 0x23: "asd", 0x24: "adr", 0x25: "as", 0x26: "a", 0x27: "as",
+        0x28: "a", 0x29: "ad", 0x2A: "as", 0x2B: "a", 0x2C: "ar",  // installations, credentials
         0x30: "a", 0x31: "ad", 0x32: "a", 0x33: "asd", 0x34: "a", 0x35: "as", 0x36: "a",  // users
         0x40: "ad", 0x41: "ad", 0x42: "asd", 0x43: "as", 0x44: "as", 0x45: "as",  // topics
         0x50: "as", 0x51: "asd", 0x52: "a", 0x53: "as",  // sends
         0x60: "acd", 0x61: "acd", 0x62: "acd", 0x63: "acd",  // consumers
     ]
 
-    static let letters: [Hello.Role: Character] = [.admin: "a", .sender: "s", .consumer: "c", .device: "d"]
+    static let letters: [Permissions.Principal: Character] = [.admin: "a", .sender: "s", .consumer: "c", .device: "d", .refresh: "r"]
 
     /// One sample request of every opcode but HELLO.
     static func samples() -> [Opcode: ClientRequest] {
         var samples = WireSamples(seed: 5)
         var byOpcode: [Opcode: ClientRequest] = [:]
-        for _ in 0..<20_000 where byOpcode.count < 37 {
+        for _ in 0..<20_000 where byOpcode.count < 41 {
             let request = samples.request()
             if request.opcode != .hello, byOpcode[request.opcode] == nil { byOpcode[request.opcode] = request }
         }
@@ -36,13 +37,13 @@ struct PermissionMatrixTests {
 
     @Test func theTableCoversEveryRequestOpcode() {
         let samples = Self.samples()
-        #expect(samples.count == 37, "every request opcode but HELLO was generated")
+        #expect(samples.count == 41, "every request opcode but HELLO was generated")
         #expect(Set(samples.keys.map(\.rawValue)) == Set(Self.table.keys))
         #expect(Set(Permissions.requestOpcodes.filter { $0 != .hello }.map(\.rawValue)) == Set(Self.table.keys))
     }
 
-    @Test(arguments: [Hello.Role.admin, .sender, .consumer, .device])
-    func eachRoleMaySendWhatTheTableSays(role: Hello.Role) throws {
+    @Test(arguments: Permissions.Principal.allCases)
+    func eachPrincipalMaySendWhatTheTableSays(role: Permissions.Principal) throws {
         let letter = try #require(Self.letters[role])
         for opcode in Self.samples().keys {
             let allowed = try #require(Self.table[opcode.rawValue]).contains(letter)
@@ -56,7 +57,7 @@ struct PermissionMatrixTests {
     @Test(arguments: [Hello.Role.admin, .sender, .consumer])
     func aKeyConnectionIsRefusedExactlyWhatItsRoleMayNotSend(role: Hello.Role) throws {
         let secret = Array("matrix-key-0123456789".utf8)
-        let letter = try #require(Self.letters[role])
+        let letter = try #require(Self.letters[Permissions.Principal(role: role)])
         for (opcode, request) in Self.samples() {
             var state = ConnectionState(
                 keys: APIKeyStore([APIKey(name: "k", role: role, projects: .all, secret: secret)]),

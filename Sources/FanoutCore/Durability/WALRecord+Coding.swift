@@ -39,6 +39,11 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(fid)
             writer.write(token?.hex)
+        case .setCredential(let project, let fid, let digest):
+            writer.write(Kind.setCredential.rawValue)
+            writer.write(project.value)
+            writer.write(fid)
+            for byte in digest { writer.write(byte) }
         case .deleteInstallation(let project, let fid):
             writer.write(Kind.deleteInstallation.rawValue)
             writer.write(project.value)
@@ -226,6 +231,9 @@ extension WALRecord {
         case .setAPNsToken:
             let fid = try reader.readFID()
             record = .setAPNsToken(project, fid: fid, token: try reader.readOptionalAPNsToken())
+        case .setCredential:
+            let fid = try reader.readFID()
+            record = .setCredential(project, fid: fid, digest: Array(try reader.readBytes(32)))
         case .deleteInstallation:
             record = .deleteInstallation(project, fid: try reader.readFID())
         case .bindDevice:

@@ -23,6 +23,8 @@ extension ProjectState {
             _ = try self.touch(.fid(fid), now: at)
         case .setAPNsToken(_, let fid, let token):
             _ = try self.setAPNsToken(token, of: .fid(fid))
+        case .setCredential(_, let fid, let digest):
+            _ = try self.setCredential(digest, of: .fid(fid))
         case .deleteInstallation(_, let fid):
             _ = try self.delete(fid)
         case .bindDevice(_, let fid, let user, let anonymous, let at):
@@ -113,7 +115,7 @@ extension ProjectState {
     }
 
     /// Records that rebuild this project's state exactly (for a snapshot): the slot layout,
-    /// installations (in their slots) with their creation and last-seen times, users with their
+    /// installations (in their slots) with their creation and last-seen times and credentials, users with their
     /// kind and last activity, bindings, subscriptions, the tombstones of deleted FIDs and retired
     /// tokens, and the messages with pending deliveries.
     func snapshotRecords() -> [WALRecord] {
@@ -131,6 +133,7 @@ extension ProjectState {
                 )
             )
             if i.lastSeen != i.createdAt { records.append(.touch(project, fid: i.fid, at: i.lastSeen)) }
+            if let digest = self.registry.credentialDigest(ofSlot: slot) { records.append(.setCredential(project, fid: i.fid, digest: digest)) }
             if let user = i.user { boundUsers.append((slot, user)) }
         }
         for (user, record) in self.users.sorted(by: { $0.key < $1.key }) {
@@ -165,7 +168,7 @@ extension WALRecord {
     var project: ProjectID {
         switch self {
         case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
-            .touch(let p, _, _), .setAPNsToken(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
+            .touch(let p, _, _), .setAPNsToken(let p, _, _), .setCredential(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .removeAnonymousUsers(let p, _), .pruneLastSeenBefore(let p, _), .setAnonymousCleanup(let p, _), .restoreUserCreated(let p, _, _, _, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .subscribeFIDs(let p, _, _), .unsubscribeFIDs(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),

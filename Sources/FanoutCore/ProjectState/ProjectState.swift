@@ -115,6 +115,24 @@ struct ProjectState {
         return self.logged(installation, .setAPNsToken(self.id, fid: installation.fid, token: token))
     }
 
+    /// Gives an installation credentials: the SHA-256 of its new refresh token (the one before,
+    /// and every auth token issued with it, stop working).
+    mutating func setCredential(_ digest: [UInt8], of address: RegistrationAddress) throws(FanoutError) -> Logged<Installation> {
+        guard digest.count == 32 else { throw .invalidArgument("a credential digest is 32 bytes", field: "credential") }
+        let slot = try self.slot(for: address)
+        self.registry.setCredentialDigest(digest, atSlot: slot)
+        let installation = self.registry.installation(atSlot: slot)!
+        return self.logged(installation, .setCredential(self.id, fid: installation.fid, digest: digest))
+    }
+
+    /// The installation with this FID and the SHA-256 of its refresh token, if it is live and has credentials.
+    func credential(of fid: FID) -> (installation: Installation, digest: [UInt8])? {
+        guard let slot = self.registry.slot(forFID: fid), let digest = self.registry.credentialDigest(ofSlot: slot),
+            let installation = self.registry.installation(atSlot: slot)
+        else { return nil }
+        return (installation, digest)
+    }
+
     /// The installation an APNs device token belongs to.
     /// - Throws: `NOT_FOUND` (field `apnsToken`) when none has it.
     func installation(forAPNsToken token: APNsDeviceToken) throws(FanoutError) -> Installation {

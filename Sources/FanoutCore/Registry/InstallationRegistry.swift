@@ -40,6 +40,8 @@ struct InstallationRegistry {
     /// The installation each APNs device token belongs to: at most one per project (FCM's APNs
     /// token mapping). Only iOS installations that gave one are here.
     private var slotByAPNsToken: [APNsDeviceToken: UInt32] = [:]
+    /// SHA-256 of each installation's refresh token, for the installations that have credentials.
+    private var credentialDigests: [UInt32: [UInt8]] = [:]
     /// FIDs of deleted installations: never reassigned.
     private var retiredFIDs: Set<FID> = []
     /// Stable 64-bit hashes of tokens that were rotated away, signed out or deleted.
@@ -136,6 +138,16 @@ struct InstallationRegistry {
     func apnsToken(ofSlot slot: UInt32) -> APNsDeviceToken? {
         guard Int(slot) < self.records.count else { return nil }
         return self.records[Int(slot)].extras?.apnsToken
+    }
+
+    /// The SHA-256 of the installation's refresh token, when it has credentials.
+    func credentialDigest(ofSlot slot: UInt32) -> [UInt8]? {
+        self.credentialDigests[slot]
+    }
+
+    /// Gives the installation credentials (replacing any it had) or, with nil, removes them.
+    mutating func setCredentialDigest(_ digest: [UInt8]?, atSlot slot: UInt32) {
+        self.credentialDigests[slot] = digest
     }
 
     func user(ofSlot slot: UInt32) -> UserID? {
@@ -328,6 +340,7 @@ struct InstallationRegistry {
         guard let fid = self.records[Int(slot)].fid else { return }
         self.dropToken(atSlot: slot)
         if let apnsToken = self.apnsToken(ofSlot: slot) { self.slotByAPNsToken[apnsToken] = nil }
+        self.credentialDigests[slot] = nil  // its refresh and auth tokens stop working
         self.slotByFID.remove(hash: fid.hashValue, slot: slot)
         self.retiredFIDs.insert(fid)
         self.records[Int(slot)].fid = nil
