@@ -167,6 +167,33 @@ public final class FanoutClient: Sendable {
         try await self.request(.snapshot) { if case .names(_, let names) = $0, let name = names.first { name } else { nil } }
     }
 
+    // MARK: - Installation credentials
+
+    /// Gives an installation (FID or token) new credentials: a refresh token (shown only now; the
+    /// server keeps its hash) and a first auth token. The credentials it had stop working.
+    public func issueCredentials(for registration: String, in project: String = "default") async throws -> InstallationCredentials {
+        try await self.request(.issueCredentials(project: project, registration: registration)) {
+            if case .credentials(let credentials) = $0 { credentials } else { nil }
+        }
+    }
+
+    /// A new auth token for an installation: on a connection opened with its refresh token, or by an admin.
+    public func generateAuthToken(for fid: String, in project: String = "default") async throws -> AuthToken {
+        try await self.request(.generateAuthToken(project: project, fid: fid)) {
+            if case .authToken(let token) = $0 { token } else { nil }
+        }
+    }
+
+    /// The public keys that verify auth tokens, as a JWK Set (JSON text).
+    public func jwks() async throws -> String {
+        try await self.request(.jwks) { if case .names(_, let names) = $0, let json = names.first { json } else { nil } }
+    }
+
+    /// Makes a new signing key current (a key for all projects only); returns its id (`kid`).
+    public func rotateSigningKey() async throws -> String {
+        try await self.request(.rotateSigningKey) { if case .names(_, let names) = $0, let id = names.first { id } else { nil } }
+    }
+
     // MARK: - Installations
 
     public func register(_ fields: RegistrationFields, in project: String = "default") async throws -> RegistrationResult {

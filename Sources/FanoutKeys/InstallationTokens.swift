@@ -26,7 +26,7 @@ public struct InstallationClaims: Hashable, Sendable {
 public struct CredentialError: Error, Equatable, CustomStringConvertible {
     public var description: String
 
-    init(_ description: String) {
+    public init(_ description: String) {
         self.description = description
     }
 }

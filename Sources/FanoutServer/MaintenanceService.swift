@@ -1,4 +1,5 @@
 public import FanoutCore
+public import FanoutKeys
 public import Logging
 internal import NIOPosix
 public import ServiceLifecycle
@@ -7,13 +8,19 @@ public import ServiceLifecycle
 /// `expiryInterval`); pruning installations past `expireAfter` and removing the anonymous users
 /// due in projects that turned automatic clean-up on (at start, then every `pruneInterval`); and,
 /// when `snapshotInterval` is set, writing a snapshot (on the NIO thread pool: it does file I/O).
-/// Ends on cancellation or graceful shutdown.
+/// With `tokens`, it also rotates the signing key once it is `signingKeyLifetime` old and deletes
+/// retired keys no token needs (with the prune). `afterPrune` runs after a prune deleted
+/// installations (fanoutd closes their device connections). Ends on cancellation or graceful shutdown.
 public struct MaintenanceService: Service, CustomStringConvertible {
     public var engine: Engine
     public var expiryInterval: Duration
     public var pruneInterval: Duration
     public var snapshotInterval: Duration?
     public var logger: Logger
+    public var tokens: InstallationTokens?
+    /// Seconds a signing key signs before a new one replaces it; nil: only when asked.
+    public var signingKeyLifetime: Int64?
+    public var afterPrune: (@Sendable () -> Void)?
 
     public init(
         engine: Engine,
@@ -50,6 +57,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
                 nextPrune = clock.now.advanced(by: self.pruneInterval)
                 await self.pruneInstallations()
                 await self.cleanUpAnonymousUsers()
+                self.maintainSigningKeys()
             }
             if let due = nextSnapshot, clock.now >= due, let interval = self.snapshotInterval {
                 nextSnapshot = clock.now.advanced(by: interval)
@@ -77,6 +85,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
                 let pruned = try await self.engine.pruneExpiredInstallations(in: project)
                 if !pruned.isEmpty {
                     self.logger.info("pruned expired installations", metadata: ["project": "\(project)", "count": "\(pruned.count)"])
+                    self.afterPrune?()
                 }
             } catch {
                 self.logger.warning("pruning installations failed", metadata: ["project": "\(project)", "error": "\(error)"])
@@ -95,6 +104,24 @@ public struct MaintenanceService: Service, CustomStringConvertible {
             } catch {
                 self.logger.warning("anonymous clean-up failed", metadata: ["project": "\(project)", "error": "\(error)"])
             }
+        }
+    }
+
+    /// Rotates the signing key when it is due and deletes the retired keys no token needs.
+    func maintainSigningKeys() {
+        guard let tokens = self.tokens else { return }
+        let now = self.engine.clock.now().millisecondsSinceEpoch / 1000
+        do {
+            if let lifetime = self.signingKeyLifetime, now - tokens.keys.current.createdAt >= lifetime {
+                let id = try tokens.keys.rotate(now: now)
+                self.logger.notice("rotated the signing key", metadata: ["kid": "\(id)"])
+            }
+            let dropped = try tokens.keys.prune(now: now, tokenLifetime: tokens.lifetime)
+            if !dropped.isEmpty {
+                self.logger.info("deleted retired signing keys", metadata: ["kids": "\(dropped.joined(separator: ","))"])
+            }
+        } catch {
+            self.logger.warning("signing key maintenance failed", metadata: ["error": "\(error)"])
         }
     }
 

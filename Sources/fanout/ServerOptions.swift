@@ -16,6 +16,12 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "Connect in this role: admin, sender or consumer (default: $FANOUT_ROLE, else what the command needs: consumer for tail, admin otherwise). A sender key connects as sender.")
     var role: String?
 
+    @Option(name: .customLong("auth-token"), help: "Act as a device: the installation auth token from `fanout auth issue` (default: $FANOUT_AUTH_TOKEN). The device may act only on its own installation.")
+    var authToken: String?
+
+    @Option(name: .customLong("refresh-token"), help: "Act as a device by its refresh token, which only gets a new auth token (`fanout auth token`) or deletes the installation (default: $FANOUT_REFRESH_TOKEN).")
+    var refreshToken: String?
+
     @Flag(help: "Speak TLS to fanoutd (default: $FANOUT_TLS=1; implied by --tls-ca). Without --tls-ca, the system's trust roots.")
     var tls = false
 
@@ -44,11 +50,20 @@ struct ServerOptions: ParsableArguments {
             writeToStandardError("fanout \(command): --server must be host:port\n")
             throw ExitCode(2)
         }
-        guard let key = self.apiKey ?? ProcessInfo.processInfo.environment["FANOUT_API_KEY"] ?? Self.keyFromDataDirectory() else {
+        let environment = ProcessInfo.processInfo.environment
+        let credential: Hello.Credential
+        var role = role
+        if let token = self.authToken ?? environment["FANOUT_AUTH_TOKEN"] {
+            (credential, role) = (.installationAuthToken(Array(token.utf8)), .device)
+        } else if let token = self.refreshToken ?? environment["FANOUT_REFRESH_TOKEN"] {
+            (credential, role) = (.installationRefreshToken(Array(token.utf8)), .device)
+        } else if let key = self.apiKey ?? environment["FANOUT_API_KEY"] ?? Self.keyFromDataDirectory() {
+            credential = .apiKey(Array(key.utf8))
+        } else {
             writeToStandardError("fanout \(command): no API key: pass --api-key or set FANOUT_API_KEY\n")
             throw ExitCode(2)
         }
-        let roleName = self.role ?? ProcessInfo.processInfo.environment["FANOUT_ROLE"]
+        let roleName = role == .device ? nil : self.role ?? environment["FANOUT_ROLE"]
         guard let role = roleName.map({ name in APIKey.keyRoles.first { "\($0)" == name } }) ?? role else {
             writeToStandardError("fanout \(command): --role must be admin, sender or consumer\n")
             throw ExitCode(2)
@@ -62,7 +77,7 @@ struct ServerOptions: ParsableArguments {
         }
         let client: FanoutClient
         do {
-            client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, apiKey: key, role: role, tls: tls, clientName: "fanout \(command)")
+            client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, credential: credential, role: role, tls: tls, clientName: "fanout \(command)")
         } catch let error as FanoutError {
             // A refused key or role is the server's answer (1); anything else, the connection (2).
             self.report(error, command: command)

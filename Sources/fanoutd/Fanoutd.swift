@@ -44,6 +44,12 @@ struct Fanoutd: AsyncParsableCommand {
     @Flag(name: .customLong("insecure-plaintext"), help: "Allow plain TCP on an address other than loopback (without it, fanoutd refuses to).")
     var insecurePlaintext = false
 
+    @Option(name: .customLong("auth-token-lifetime"), help: "Seconds an installation auth token is valid (default 604800: 7 days, as Firebase Installations).")
+    var authTokenLifetime = 604_800
+
+    @Option(name: .customLong("signing-key-lifetime"), help: "Days the key that signs auth tokens signs before a new one replaces it (0: only `fanout auth rotate`). Tokens it signed stay valid until they expire.")
+    var signingKeyLifetimeDays = 90
+
     @Option(name: .customLong("api-keys"), help: "The API key file (default: DATA_DIR/api-keys, created with one admin key when missing).")
     var apiKeys: String?
 
@@ -84,6 +90,12 @@ struct Fanoutd: AsyncParsableCommand {
         where !(1...36_500).contains(days) {
             throw ValidationError("\(name) must be 1 to 36500 days, got \(days)")
         }
+        guard (60...31_536_000).contains(self.authTokenLifetime) else {
+            throw ValidationError("--auth-token-lifetime must be 60 to 31536000 seconds")
+        }
+        guard (0...36_500).contains(self.signingKeyLifetimeDays) else {
+            throw ValidationError("--signing-key-lifetime must be 0 to 36500 days")
+        }
         let tls = try self.tlsConfiguration(host: host)
         // Before anything is created: a taken address must not leave a new data directory and key.
         try ListenCheck.check(host: host, port: port)
@@ -104,12 +116,17 @@ struct Fanoutd: AsyncParsableCommand {
             logger.info("recovered", metadata: ["report": "\(recovery)"])
         }
         let (keys, keyFile) = try self.loadKeys(logger: logger)
+        let signingKeys = try SigningKeys.open(
+            directory: (self.dataDirectory as NSString).appendingPathComponent("signing-keys"),
+            now: engine.clock.now().millisecondsSinceEpoch / 1000
+        )
+        let tokens = InstallationTokens(keys: signingKeys, lifetime: Int64(self.authTokenLifetime))
         var configuration = ServerConfiguration(host: host, port: port)
         configuration.idleTimeout = .seconds(self.idleTimeout)
         configuration.tls = tls
         let server: FanoutServer
         do {
-            server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: configuration, logger: logger)
+            server = try await FanoutServer.bind(engine: engine, keys: keys, tokens: tokens, configuration: configuration, logger: logger)
         } catch {
             try? engine.close()
             throw ListenError(description: "cannot listen on \(host):\(port): \(error)")
@@ -123,11 +140,14 @@ struct Fanoutd: AsyncParsableCommand {
                 throw ValidationError("cannot write the ready file \(readyFile)")
             }
         }
-        let maintenance = MaintenanceService(
+        var maintenance = MaintenanceService(
             engine: engine,
             snapshotInterval: self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil,
             logger: logger
         )
+        maintenance.tokens = tokens
+        maintenance.signingKeyLifetime = self.signingKeyLifetimeDays > 0 ? Int64(self.signingKeyLifetimeDays) * 86_400 : nil
+        maintenance.afterPrune = { [server] in server.recheckDeviceCredentials() }
         var groupConfiguration = ServiceGroupConfiguration(
             services: [.init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger))],
             gracefulShutdownSignals: [.sigterm, .sigint],

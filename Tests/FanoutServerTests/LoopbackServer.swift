@@ -43,23 +43,31 @@ enum LoopbackServer {
         }
     }
 
-    /// `serve`, handing `body` the server itself.
+    /// `serve`, handing `body` the server itself. With `tokens`, the server issues installation
+    /// credentials (`LoopbackServer.tokens(in:)` makes them).
     static func withServer<T>(
         directory: String,
         configuration: ServerConfiguration = LoopbackServer.configuration,
+        tokens: InstallationTokens? = nil,
+        clock: any WallClock = SystemWallClock(),
         _ body: (_ server: FanoutServer, _ engine: Engine) async throws -> T
     ) async throws -> T {
-        let engine = try Engine(directory: directory)
+        let engine = try Engine(directory: directory, clock: clock)
         defer { try? engine.close() }
         var configuration = configuration
         configuration.host = "127.0.0.1"
         configuration.port = 0
-        let server = try await FanoutServer.bind(engine: engine, keys: Self.keys, configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let server = try await FanoutServer.bind(engine: engine, keys: Self.keys, tokens: tokens, configuration: configuration, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
             defer { group.cancelAll() }
             return try await body(server, engine)
         }
+    }
+
+    /// Signing keys in `directory`/signing-keys and auth tokens valid for `lifetime` seconds.
+    static func tokens(in directory: String, lifetime: Int64 = 7 * 86_400, now: Int64 = SystemWallClock().now().millisecondsSinceEpoch / 1000) throws -> InstallationTokens {
+        InstallationTokens(keys: try SigningKeys.open(directory: directory + "/signing-keys", now: now), lifetime: lifetime)
     }
 
     static func connect(_ port: Int, key: String = adminKey, role: Hello.Role = .admin) async throws -> FanoutClient {
