@@ -16,6 +16,8 @@ struct ConnectionSettings: Sendable {
     let logger: Logger
     /// The open device connections, told to check their credentials after changes that can revoke them.
     var devices = DeviceConnections()
+    /// The handshake's limits and counters.
+    var strangers: StrangerLimits
 }
 
 /// Serves one connection on its event loop (docs/wire-protocol.md). Each request is applied to the
@@ -61,6 +63,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var pumpScheduled = false
     /// A device connection's end when its auth token expires.
     private var expiry: Scheduled<Void>?
+    /// The close of a connection that has not finished HELLO in time; nil once it has (or never admitted).
+    private var handshakeDeadline: Scheduled<Void>?
+    /// Whether this connection counts among those that have not finished HELLO.
+    private var awaitingHandshake = false
 
     init(settings: ConnectionSettings) {
         self.settings = settings
@@ -133,7 +139,33 @@ final class ConnectionHandler: ChannelDuplexHandler {
         context.fireChannelWritabilityChanged()
     }
 
+    func channelActive(context: ChannelHandlerContext) {
+        guard self.settings.strangers.admit() else {
+            self.isClosing = true
+            context.close(promise: nil)
+            return
+        }
+        self.awaitingHandshake = true
+        let strangers = self.settings.strangers
+        self.handshakeDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: strangers.configuration.handshakeTimeout) {
+            strangers.handshakeTimedOut()
+            self.handle(.fail(.error(FanoutError(.unauthenticated, "HELLO did not come in time"))), id: 0, context: context)
+        }
+        context.fireChannelActive()
+    }
+
+    /// HELLO is over (welcomed, or the connection ends): the connection stops counting as a stranger.
+    private func handshakeEnded() {
+        self.handshakeDeadline?.cancel()
+        self.handshakeDeadline = nil
+        if self.awaitingHandshake {
+            self.awaitingHandshake = false
+            self.settings.strangers.handshakeEnded()
+        }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        self.handshakeEnded()
         self.isClosing = true
         self.expiry?.cancel()
         self.expiry = nil
@@ -164,14 +196,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
             self.handle(self.state.verified(live), id: id, context: context)
         case .reply(let message):
+            if case .welcome = message { self.handshakeEnded() }
             self.write(ServerFrame(requestID: id, message: message), context: context)
         case .fail(let message):
+            guard !self.isClosing else { return }
             self.ending = ConnectionState.Ending(detach: true, goAway: nil)
             self.attachment?.consumer.detach()
             self.attachment = nil
-            self.write(ServerFrame(requestID: id, message: message), context: context)
-            self.isClosing = true
-            self.flush(context: context).whenComplete { _ in context.close(promise: nil) }
+            // A refused HELLO is answered later the more its address failed lately (a brute force slows down).
+            var delay = TimeAmount.zero
+            if self.awaitingHandshake, case .error(let error) = message, error.code == .unauthenticated {
+                self.handshakeDeadline?.cancel()
+                delay = self.settings.strangers.authenticationFailed(from: context.channel.remoteAddress?.ipAddress ?? "?")
+            }
+            let write = {
+                self.write(ServerFrame(requestID: id, message: message), context: context)
+                self.isClosing = true
+                self.flush(context: context).whenComplete { _ in context.close(promise: nil) }
+            }
+            if delay > .zero {
+                context.eventLoop.assumeIsolated().scheduleTask(in: delay, write)
+            } else {
+                write()
+            }
         case .perform(let request):
             guard let principal = self.state.principal else { return }
             if principal.installation != nil {

@@ -63,12 +63,17 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             projects: []
         )
         let keyRing = KeyRing(keys)
+        let strangers = StrangerLimits(.init(
+            handshakeTimeout: TimeAmount(configuration.handshakeTimeout),
+            maximumPendingHandshakes: configuration.maximumPendingHandshakes
+        ))
         let settings = ConnectionSettings(
-            executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize, tokens: tokens),
+            executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize, tokens: tokens, strangers: strangers),
             keys: keyRing,
             welcome: welcome,
             maximumInFlight: configuration.maximumInFlight,
-            logger: logger
+            logger: logger,
+            strangers: strangers
         )
         let tls = try configuration.tls.map(NIOSSLContext.init(configuration:))
         let connections = OpenConnections()

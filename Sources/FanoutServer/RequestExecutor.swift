@@ -11,6 +11,8 @@ struct RequestExecutor: Sendable {
     let maximumPayloadSize: Int
     /// Issues and verifies installation credentials; nil when the server issues none.
     var tokens: InstallationTokens? = nil
+    /// The server's connection counters, for STATS.
+    var strangers: StrangerLimits? = nil
 
     func execute(_ request: ClientRequest, principal: Principal, changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage {
         let opcode = request.opcode
@@ -205,7 +207,8 @@ struct RequestExecutor: Sendable {
             return .stats(ProjectStatistics(
                 installations: UInt64(try self.engine.installationCount(in: id)),
                 deliveries: try self.engine.deliveryStatistics(in: id),
-                log: self.engine.logStatistics ?? WALStatistics()
+                log: self.engine.logStatistics ?? WALStatistics(),
+                connections: self.strangers?.statistics ?? ConnectionStatistics()
             ))
         case .hello, .ping, .snapshot, .attach, .grant, .acknowledge, .detach:
             throw FanoutError(.internal, "\(opcode) is handled by the connection")

@@ -18,6 +18,10 @@ public struct ServerConfiguration: Sendable {
     public var writeBufferHighWaterMark: Int
     /// ... and a connection that stays unwritable this long is closed (a consumer that stopped reading).
     public var stallTimeout: Duration
+    /// A connection must finish HELLO (and the TLS handshake) within this, or it is closed.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// Connections that have not finished HELLO; past it, new ones are closed at once.
+    public var maximumPendingHandshakes: Int = 256
     /// TLS for every connection (nil: plain TCP). `ServerConfiguration.tls(certificate:privateKey:clientCA:)`
     /// builds the usual one from PEM files.
     public var tls: TLSConfiguration?

@@ -132,12 +132,31 @@ public struct ProjectStatistics: Hashable, Sendable {
     public var installations: UInt64
     public var deliveries: DeliveryStatistics
     public var log: WALStatistics
+    /// The server's connections (all projects).
+    public var connections: ConnectionStatistics
 
-    public init(installations: UInt64, deliveries: DeliveryStatistics, log: WALStatistics = WALStatistics()) {
+    public init(installations: UInt64, deliveries: DeliveryStatistics, log: WALStatistics = WALStatistics(), connections: ConnectionStatistics = ConnectionStatistics()) {
         self.installations = installations
         self.deliveries = deliveries
         self.log = log
+        self.connections = connections
     }
+}
+
+/// What the server did with its connections since it started (docs/security.md).
+public struct ConnectionStatistics: Hashable, Sendable {
+    /// Connections accepted.
+    public var accepted: UInt64 = 0
+    /// Closed at once: too many connections had not finished HELLO.
+    public var refusedOverPendingLimit: UInt64 = 0
+    /// Closed for not finishing HELLO (and TLS) in time.
+    public var handshakeTimeouts: UInt64 = 0
+    /// HELLOs refused as UNAUTHENTICATED.
+    public var authenticationFailures: UInt64 = 0
+    /// Of those, answered late because their address had failed shortly before.
+    public var delayedAuthentications: UInt64 = 0
+
+    public init() {}
 }
 
 /// One LIST_TOPICS entry.

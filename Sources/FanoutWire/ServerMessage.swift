@@ -179,6 +179,8 @@ public enum ServerMessage: WireMessage {
             buffer.writeMultipleIntegers(UInt64(d.dropped), UInt64(d.rejected), UInt64(d.skipped), UInt64(d.pending), UInt64(d.messages), UInt64(d.consumers))
             let log = stats.log
             buffer.writeMultipleIntegers(UInt64(log.records), UInt64(log.batches), UInt64(log.syncs), UInt64(log.bytes))
+            let c = stats.connections
+            buffer.writeMultipleIntegers(c.accepted, c.refusedOverPendingLimit, c.handshakeTimeouts, c.authenticationFailures, c.delayedAuthentications)
         case .delivery(let delivery):
             try buffer.writeWireDelivery(delivery)
         case .goAway(let code, let reason):
@@ -303,7 +305,13 @@ public enum ServerMessage: WireMessage {
             log.batches = try reader.count64("log batches")
             log.syncs = try reader.count64("log syncs")
             log.bytes = try reader.count64("log bytes")
-            return .stats(ProjectStatistics(installations: installations, deliveries: d, log: log))
+            var c = ConnectionStatistics()
+            c.accepted = try reader.u64("connections accepted")
+            c.refusedOverPendingLimit = try reader.u64("connections refused")
+            c.handshakeTimeouts = try reader.u64("handshake timeouts")
+            c.authenticationFailures = try reader.u64("authentication failures")
+            c.delayedAuthentications = try reader.u64("delayed authentications")
+            return .stats(ProjectStatistics(installations: installations, deliveries: d, log: log, connections: c))
         }
     }
 }

@@ -32,7 +32,8 @@ struct ConnectionHandlerTests {
             keys: KeyRing(LoopbackServer.keys),
             welcome: Welcome(maximumPayloadSize: 1 << 20, idleTimeoutMilliseconds: 60_000, maximumCredit: 100, maximumInFlight: UInt32(maximumInFlight), projects: []),
             maximumInFlight: maximumInFlight,
-            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+            strangers: StrangerLimits(.init(handshakeTimeout: .seconds(600), maximumPendingHandshakes: 16))
         )
         let reads = ReadCounter()
         let channel = EmbeddedChannel()
