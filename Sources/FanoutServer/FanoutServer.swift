@@ -1,7 +1,7 @@
 public import FanoutCore
 public import FanoutKeys
 internal import FanoutModel
-internal import FanoutWire
+public import FanoutWire
 public import Logging
 public import NIOCore
 public import NIOPosix
@@ -18,15 +18,17 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     private let connections: OpenConnections
     private let keys: KeyRing
     private let devices: DeviceConnections
+    private let strangers: StrangerLimits
 
     /// The port the server listens on (the one picked when the configuration said 0).
     public let localPort: Int
 
-    private init(listener: any Channel, connections: OpenConnections, keys: KeyRing, devices: DeviceConnections) {
+    private init(listener: any Channel, connections: OpenConnections, keys: KeyRing, devices: DeviceConnections, strangers: StrangerLimits) {
         self.listener = listener
         self.connections = connections
         self.keys = keys
         self.devices = devices
+        self.strangers = strangers
         self.localPort = listener.localAddress?.port ?? 0
     }
 
@@ -65,7 +67,9 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         let keyRing = KeyRing(keys)
         let strangers = StrangerLimits(.init(
             handshakeTimeout: TimeAmount(configuration.handshakeTimeout),
-            maximumPendingHandshakes: configuration.maximumPendingHandshakes
+            maximumPendingHandshakes: configuration.maximumPendingHandshakes,
+            failureDelay: TimeAmount(configuration.authenticationFailureDelay),
+            maximumFailureDelay: TimeAmount(configuration.maximumAuthenticationFailureDelay)
         ))
         let settings = ConnectionSettings(
             executor: RequestExecutor(engine: engine, maximumPayloadSize: maximumPayloadSize, tokens: tokens, strangers: strangers),
@@ -97,8 +101,11 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             }
             .bind(host: configuration.host, port: configuration.port)
             .get()
-        return FanoutServer(listener: listener, connections: connections, keys: keyRing, devices: settings.devices)
+        return FanoutServer(listener: listener, connections: connections, keys: keyRing, devices: settings.devices, strangers: strangers)
     }
+
+    /// What the server did with its connections since it started (STATS carries the same).
+    public var connectionStatistics: ConnectionStatistics { self.strangers.statistics }
 
     /// After changes made outside the server (a prune by the maintenance service), every open
     /// device connection checks that its installation and credentials still live.

@@ -22,6 +22,11 @@ public struct ServerConfiguration: Sendable {
     public var handshakeTimeout: Duration = .seconds(10)
     /// Connections that have not finished HELLO; past it, new ones are closed at once.
     public var maximumPendingHandshakes: Int = 256
+    /// A refused HELLO from an address that failed within the last minute is answered this much
+    /// later, doubling with each further failure ...
+    public var authenticationFailureDelay: Duration = .milliseconds(100)
+    /// ... up to this.
+    public var maximumAuthenticationFailureDelay: Duration = .seconds(5)
     /// TLS for every connection (nil: plain TCP). `ServerConfiguration.tls(certificate:privateKey:clientCA:)`
     /// builds the usual one from PEM files.
     public var tls: TLSConfiguration?

@@ -70,6 +70,9 @@ struct WorkloadOptions: ParsableArguments {
     @Flag(help: "Print the report as JSON.")
     var json = false
 
+    @Flag(help: "Start fanoutd with TLS (a development certificate) and connect every client over it, to measure TLS's cost (`run` only).")
+    var tls = false
+
     @Flag(help: "No progress on standard error.")
     var quiet = false
 
@@ -101,6 +104,7 @@ struct WorkloadOptions: ParsableArguments {
         options.batchConcurrency = self.batchConcurrency
         options.idleConnections = self.idleConnections
         options.quiet = self.quiet
+        options.tls = self.tls
         let workload = LoadWorkload(seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare)
         return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
     }

@@ -242,7 +242,7 @@ struct UserCommand: ParsableCommand {
 }
 
 struct StatsCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "stats", abstract: "A project's installation count and delivery counters.")
+    static let configuration = CommandConfiguration(commandName: "stats", abstract: "A project's installation count and delivery counters, the log's and the server's connections'.")
     @OptionGroup var server: ServerOptions
 
     func run() async throws {
@@ -255,6 +255,9 @@ struct StatsCommand: AsyncParsableCommand {
             ("pending", d.pending), ("messages", d.messages), ("consumers", d.consumers),
             ("logRecords", stats.log.records), ("logBatches", stats.log.batches), ("logSyncs", stats.log.syncs),
             ("logBytes", stats.log.bytes),
+            ("connectionsAccepted", Int(stats.connections.accepted)), ("connectionsRefused", Int(stats.connections.refusedOverPendingLimit)),
+            ("handshakeTimeouts", Int(stats.connections.handshakeTimeouts)), ("authenticationFailures", Int(stats.connections.authenticationFailures)),
+            ("delayedAuthentications", Int(stats.connections.delayedAuthentications)),
         ]
         if self.server.json {
             printJSON(.object(JSONObject(fields.map { .init(key: $0.0, value: jsonNumber($0.1)) })))

@@ -62,6 +62,12 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds of silence after which a connection is closed.")
     var idleTimeout = 60
 
+    @Option(name: .customLong("handshake-timeout"), help: "Seconds a new connection has to finish HELLO (and TLS) before it is closed.")
+    var handshakeTimeout = 10
+
+    @Option(name: .customLong("max-pending-handshakes"), help: "Connections that may be waiting for their HELLO at once; past it, new ones are closed at once.")
+    var maximumPendingHandshakes = 256
+
     @Option(name: .customLong("ready-file"), help: "Once listening, write host:port to this file (written to a temporary name, then renamed), for scripts and harnesses.")
     var readyFile: String?
 
@@ -123,6 +129,8 @@ struct Fanoutd: AsyncParsableCommand {
         let tokens = InstallationTokens(keys: signingKeys, lifetime: Int64(self.authTokenLifetime))
         var configuration = ServerConfiguration(host: host, port: port)
         configuration.idleTimeout = .seconds(self.idleTimeout)
+        configuration.handshakeTimeout = .seconds(max(1, self.handshakeTimeout))
+        configuration.maximumPendingHandshakes = max(1, self.maximumPendingHandshakes)
         configuration.tls = tls
         let server: FanoutServer
         do {

@@ -23,7 +23,15 @@ enum LoopbackServer {
     /// stall for over a minute while other tests' blocking work (subprocesses, file damage) holds
     /// both threads of the concurrency pool; with the 60 s default, the server then rightly
     /// closed those idle connections and unrelated tests failed.
-    static let configuration = ServerConfiguration(port: 0, idleTimeout: .seconds(900))
+    /// For the same reason the handshake deadline is as long, and the tests that refuse many HELLOs
+    /// in a row are not slowed down by the delay after failures (`StrangerLimitsTests` test both).
+    static let configuration: ServerConfiguration = {
+        var configuration = ServerConfiguration(port: 0, idleTimeout: .seconds(900))
+        configuration.handshakeTimeout = .seconds(900)
+        configuration.authenticationFailureDelay = .milliseconds(1)
+        configuration.maximumAuthenticationFailureDelay = .milliseconds(4)
+        return configuration
+    }()
 
     static let keys = APIKeyStore([
         APIKey(name: "admin", role: .admin, projects: .all, secret: Array(adminKey.utf8)),

@@ -15,10 +15,10 @@ public final class FanoutBackend: LoadBackend {
         self.clients = clients
     }
 
-    public static func connect(workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int) async throws -> FanoutBackend {
+    public static func connect(workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int, tls: FanoutClient.TLS? = nil) async throws -> FanoutBackend {
         var clients: [FanoutClient] = []
         for _ in 0..<max(1, connections) {
-            clients.append(try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, clientName: "fanout-load"))
+            clients.append(try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, tls: tls, clientName: "fanout-load"))
         }
         return FanoutBackend(workload: workload, clients: clients)
     }

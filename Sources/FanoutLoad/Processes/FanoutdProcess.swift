@@ -1,3 +1,4 @@
+public import FanoutClient
 import FanoutKeys
 import FanoutWire
 import Foundation
@@ -22,7 +23,10 @@ public final class FanoutdProcess: @unchecked Sendable {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanoutd").path
     }
 
-    public init(executable: String = FanoutdProcess.siblingExecutable, dataDirectory: String, durability: String) throws {
+    /// What clients need to speak TLS to it, when it was started with TLS.
+    public private(set) var clientTLS: FanoutClient.TLS?
+
+    public init(executable: String = FanoutdProcess.siblingExecutable, dataDirectory: String, durability: String, tls: Bool = false) throws {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw LoadError("no fanoutd at \(executable) (build it, or pass --fanoutd PATH)")
         }
@@ -35,9 +39,16 @@ public final class FanoutdProcess: @unchecked Sendable {
         self.adminKey = admin.secret
         self.consumerKey = consumer.secret
         try APIKeyFile.write(APIKeyStore([admin.key, consumer.key]), to: self.keyFile)
+        if tls {
+            let pair = try DevelopmentCertificate.generate()
+            try SecretFile.write(pair.privateKeyPEM, to: self.tlsFiles.key)
+            try SecretFile.write(pair.certificatePEM, to: self.tlsFiles.certificate)
+            self.clientTLS = try FanoutClient.TLS.make(trustRootsFile: self.tlsFiles.certificate)
+        }
     }
 
     private var keyFile: String { "\(self.dataDirectory)/load-api-keys" }
+    private var tlsFiles: (certificate: String, key: String) { ("\(self.dataDirectory)/load-cert.pem", "\(self.dataDirectory)/load-key.pem") }
     private var readyFile: String { "\(self.dataDirectory)/load-ready" }
 
     /// The process id of the running server.
@@ -54,7 +65,7 @@ public final class FanoutdProcess: @unchecked Sendable {
             "--data-dir", self.dataDirectory, "--listen", "127.0.0.1:0", "--durability", self.durability,
             "--api-keys", self.keyFile, "--ready-file", self.readyFile, "--log-level", "warning",
             "--snapshot-every", "0",
-        ]
+        ] + (self.clientTLS == nil ? [] : ["--tls-cert", self.tlsFiles.certificate, "--tls-key", self.tlsFiles.key])
         process.standardOutput = FileHandle.nullDevice
         let started = ContinuousClock.now
         try process.run()

@@ -18,14 +18,14 @@ final class DeliveryDrain: Sendable {
         self.consumers = consumers
     }
 
-    static func attach(count: Int, host: String, port: Int, adminKey: String, consumerKey: String) async throws -> DeliveryDrain {
+    static func attach(count: Int, host: String, port: Int, adminKey: String, consumerKey: String, tls: FanoutClient.TLS? = nil) async throws -> DeliveryDrain {
         let platforms: [Platform] = [.android, .ios, .web]
         var consumers: [(FanoutClient, DeliveryStream)] = []
         for index in 0..<max(1, count) {
-            let client = try await FanoutClient.connect(host: host, port: port, apiKey: consumerKey, role: .consumer, clientName: "fanout-load consumer")
+            let client = try await FanoutClient.connect(host: host, port: port, apiKey: consumerKey, role: .consumer, tls: tls, clientName: "fanout-load consumer")
             consumers.append((client, try await client.attach(.platform(platforms[index % platforms.count]), credit: 4096)))
         }
-        let admin = try await FanoutClient.connect(host: host, port: port, apiKey: adminKey, clientName: "fanout-load")
+        let admin = try await FanoutClient.connect(host: host, port: port, apiKey: adminKey, tls: tls, clientName: "fanout-load")
         return DeliveryDrain(admin: admin, consumers: consumers)
     }
 

@@ -15,6 +15,7 @@ enum IdleConnections {
         host: String,
         port: Int,
         apiKey: String,
+        tls: FanoutClient.TLS? = nil,
         serverResources: @Sendable () -> ProcessResources?
     ) async throws -> ConnectionFigures {
         try raiseOpenFileLimit(to: count + 1024)
@@ -26,7 +27,7 @@ enum IdleConnections {
             let wave = min(concurrency, count - next)
             let opened = try await withThrowingTaskGroup(of: FanoutClient.self) { group in
                 for _ in 0..<wave {
-                    group.addTask { try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, clientName: "fanout-load idle") }
+                    group.addTask { try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, tls: tls, clientName: "fanout-load idle") }
                 }
                 var opened: [FanoutClient] = []
                 for try await client in group { opened.append(client) }
@@ -38,7 +39,7 @@ enum IdleConnections {
         let after = serverResources()
 
         let start = ContinuousClock.now
-        let fresh = try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, clientName: "fanout-load fresh")
+        let fresh = try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, tls: tls, clientName: "fanout-load fresh")
         let connected = ContinuousClock.now - start
         var pings: [Duration] = []
         for _ in 0..<200 {

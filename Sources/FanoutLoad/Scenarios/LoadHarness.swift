@@ -67,21 +67,22 @@ public struct LoadHarness: Sendable {
         }
         let directory = TemporaryDirectory.path("fanout-load")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory, durability: self.durability)
+        let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory, durability: self.durability, tls: self.options.tls)
         if scenario == .connections {
             // Before the server starts: it inherits the limit on open files.
             try IdleConnections.raiseOpenFileLimit(to: self.options.idleConnections + 1024)
             try await server.start()
             report.idleConnections = try await IdleConnections.hold(
                 self.options.idleConnections, concurrency: 64, host: "127.0.0.1", port: server.port, apiKey: server.adminKey,
-                serverResources: { server.resources }
+                tls: server.clientTLS, serverResources: { server.resources }
             )
             server.stop()
             return report
         }
         try await server.start()
-        let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
-        let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
+        let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, tls: server.clientTLS, resources: { server.resources })
+        var drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
+        drain.tls = server.clientTLS
         try await self.run(scenario, on: session, drain: drain, report: &report)
         await session.backend.close()
         report.add(session)
@@ -160,8 +161,11 @@ public struct LoadHarness: Sendable {
         }
     }
 
-    private func fanoutSession(host: String, port: Int, adminKey: String, resources: @escaping @Sendable () -> ProcessResources?) async throws -> LoadSession {
-        let backend = try await FanoutBackend.connect(workload: self.workload, host: host, port: port, apiKey: adminKey, connections: self.options.connections)
+    private func fanoutSession(
+        host: String, port: Int, adminKey: String, tls: FanoutClient.TLS? = nil,
+        resources: @escaping @Sendable () -> ProcessResources?
+    ) async throws -> LoadSession {
+        let backend = try await FanoutBackend.connect(workload: self.workload, host: host, port: port, apiKey: adminKey, connections: self.options.connections, tls: tls)
         return LoadSession(
             backend: backend, workload: self.workload, options: self.options,
             serverResources: resources,
@@ -175,7 +179,7 @@ public struct LoadHarness: Sendable {
         server.kill()
         let start = ContinuousClock.now
         let listening = try await server.start()
-        let client = try await FanoutClient.connect(host: "127.0.0.1", port: server.port, apiKey: server.adminKey, clientName: "fanout-load")
+        let client = try await FanoutClient.connect(host: "127.0.0.1", port: server.port, apiKey: server.adminKey, tls: server.clientTLS, clientName: "fanout-load")
         try await client.ping()
         let serving = ContinuousClock.now - start
         let installations = try await client.installationCount()

@@ -21,6 +21,8 @@ public struct LoadOptions: Sendable {
     /// Round trips per phase in `latency` (one at a time).
     public var latencyRequests = 20_000
     public var quiet = false
+    /// Run the fanoutd the harness starts with TLS (a development certificate), and every client over it.
+    public var tls = false
 
     public init() {}
 }

@@ -1,3 +1,4 @@
+public import FanoutClient
 import FanoutCore
 import Foundation
 
@@ -198,7 +199,7 @@ public final class LoadSession: @unchecked Sendable {
         // fanout: consumers take and acknowledge every delivery while the sends go on; the
         // delivery phase lasts from the first send until nothing is pending.
         let consumers = try await DeliveryDrain.attach(
-            count: self.options.consumers, host: drain.host, port: drain.port, adminKey: drain.adminKey, consumerKey: drain.consumerKey
+            count: self.options.consumers, host: drain.host, port: drain.port, adminKey: drain.adminKey, consumerKey: drain.consumerKey, tls: drain.tls
         )
         let start = ContinuousClock.now
         async let delivered = consumers.run()
@@ -275,6 +276,7 @@ public struct DeliveryDrainTarget: Sendable {
     public var port: Int
     public var adminKey: String
     public var consumerKey: String
+    public var tls: FanoutClient.TLS? = nil
 
     public init(host: String, port: Int, adminKey: String, consumerKey: String) {
         self.host = host
