@@ -73,6 +73,9 @@ struct WorkloadOptions: ParsableArguments {
     @Flag(help: "Start fanoutd with TLS (a development certificate) and connect every client over it, to measure TLS's cost (`run` only).")
     var tls = false
 
+    @Flag(help: "In connections, each connection is a device with its own installation's auth token (`run` only).")
+    var devices = false
+
     @Flag(help: "No progress on standard error.")
     var quiet = false
 
@@ -105,6 +108,7 @@ struct WorkloadOptions: ParsableArguments {
         options.idleConnections = self.idleConnections
         options.quiet = self.quiet
         options.tls = self.tls
+        options.devices = self.devices
         let workload = LoadWorkload(seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare)
         return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
     }

@@ -24,6 +24,21 @@ struct AuthCommand: ParsableCommand {
         ]
     }
 
+    /// Credentials as `auth issue` and `register --credentials` print them.
+    static func show(_ credentials: InstallationCredentials, json: Bool) {
+        if json {
+            printJSON(.object(JSONObject([
+                .init(key: "fid", value: .string(credentials.fid)),
+                .init(key: "refreshToken", value: .string(credentials.refreshToken)),
+            ] + AuthCommand.json(credentials.authToken))))
+        } else {
+            Swift.print("fid:           \(credentials.fid)")
+            Swift.print("refresh token: \(credentials.refreshToken)")
+            Swift.print("auth token:    \(credentials.authToken.token)")
+            Swift.print("expires:       \(credentials.authToken.expiresAt.iso8601)")
+        }
+    }
+
     struct Issue: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "issue",
@@ -36,17 +51,7 @@ struct AuthCommand: ParsableCommand {
             let credentials = try await self.server.withClient(command: "auth issue") {
                 try await $0.issueCredentials(for: self.registration, in: self.server.project)
             }
-            if self.server.json {
-                printJSON(.object(JSONObject([
-                    .init(key: "fid", value: .string(credentials.fid)),
-                    .init(key: "refreshToken", value: .string(credentials.refreshToken)),
-                ] + AuthCommand.json(credentials.authToken))))
-            } else {
-                print("fid:           \(credentials.fid)")
-                print("refresh token: \(credentials.refreshToken)")
-                print("auth token:    \(credentials.authToken.token)")
-                print("expires:       \(credentials.authToken.expiresAt.iso8601)")
-            }
+            AuthCommand.show(credentials, json: self.server.json)
         }
     }
 
@@ -63,7 +68,7 @@ struct AuthCommand: ParsableCommand {
             if self.server.json {
                 printJSON(.object(JSONObject(AuthCommand.json(token))))
             } else {
-                print(token.token)
+                Swift.print(token.token)
             }
         }
     }
@@ -73,7 +78,7 @@ struct AuthCommand: ParsableCommand {
         @OptionGroup var server: ServerOptions
 
         func run() async throws {
-            print(try await self.server.withClient(command: "auth jwks") { try await $0.jwks() })
+            Swift.print(try await self.server.withClient(command: "auth jwks") { try await $0.jwks() })
         }
     }
 
@@ -89,7 +94,7 @@ struct AuthCommand: ParsableCommand {
             if self.server.json {
                 printJSON(.object(JSONObject([.init(key: "kid", value: .string(id))])))
             } else {
-                print("the signing key is now \(id)")
+                Swift.print("the signing key is now \(id)")
             }
         }
     }

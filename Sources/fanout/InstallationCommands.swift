@@ -27,6 +27,7 @@ struct RegisterCommand: AsyncParsableCommand {
     @Option(name: .customLong("apns-token"), help: "The APNs device token, hex (iOS).") var apnsToken: String?
     @Option(help: "Import registrations from this CSV or JSON-lines file (- for standard input).") var file: String?
     @Option(help: "Batches in flight at once (with --file).") var window = 8
+    @Flag(help: "Also issue the installation's credentials (a refresh token and an auth token, as Firebase Installations gives at registration) and print them.") var credentials = false
 
     func run() async throws {
         let platform = try self.platform.map { (name: String) throws -> Platform in
@@ -57,9 +58,14 @@ struct RegisterCommand: AsyncParsableCommand {
             deviceType: self.deviceType,
             apnsToken: self.apnsToken
         )
-        let result = try await self.server.withClient(command: "register") { try await $0.register(fields, in: self.server.project) }
+        let (result, credentials) = try await self.server.withClient(command: "register") { client in
+            let result = try await client.register(fields, in: self.server.project)
+            let fid = result.installation.fid.description
+            return (result, self.credentials ? try await client.issueCredentials(for: fid, in: self.server.project) : nil)
+        }
         if result.isExisting { writeToStandardError("already registered with these details: nothing changed\n") }
         self.server.print(result.installation)
+        if let credentials { AuthCommand.show(credentials, json: self.server.json) }
     }
 }
 

@@ -298,6 +298,39 @@ struct FanoutdTests {
         #expect(!FileManager.default.fileExists(atPath: directory + "/other"), "refused before anything is created")
     }
 
+    /// A device through the CLI: `register --credentials`, then subcommands with `--auth-token`
+    /// on its own installation only; a new auth token by `--refresh-token`; the JWK Set.
+    @Test func aDeviceActsOnItselfThroughTheCLI() throws {
+        let directory = TemporaryDirectory.path("fanoutd-device")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory)
+        defer { _ = daemon.stop() }
+        let admin = try Self.adminKey(in: directory)
+        let registered = try self.fanout(daemon.port, admin, "register", "--platform", "web", "--app-id", "1:1:web:a", "--token", "cli-device-1", "--credentials", "--json")
+        #expect(registered.status == 0, "\(registered.error)")
+        let lines = registered.output.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let credentials = try #require(lines.last ?? nil)
+        let fid = try #require(credentials["fid"] as? String)
+        let auth = try #require(credentials["authToken"] as? String)
+        let refresh = try #require(credentials["refreshToken"] as? String)
+        #expect(try self.fanout(daemon.port, admin, "register", "--platform", "web", "--app-id", "1:1:web:a", "--token", "cli-device-2").status == 0)
+
+        let device = ["--server", "127.0.0.1:\(daemon.port)", "--auth-token", auth]
+        #expect(try FanoutCLITests.fanout(["subscribe", "PUSH_RC", fid] + device).status == 0)
+        #expect(try FanoutCLITests.fanout(["topics", fid] + device).output == "PUSH_RC\n")
+        let other = try FanoutCLITests.fanout(["topics", "cli-device-2", "--json"] + device)
+        #expect(other.status == 1 && other.output.contains("PERMISSION_DENIED"), "\(other)")
+        let send = try FanoutCLITests.fanout(["send", "--json"] + device, input: #"{"message":{"topic":"PUSH_RC","data":{"a":"b"}}}"#)
+        #expect(send.status == 1 && send.output.contains("PERMISSION_DENIED"), "\(send)")
+
+        let renewed = try FanoutCLITests.fanout(["auth", "token", fid, "--server", "127.0.0.1:\(daemon.port)", "--refresh-token", refresh])
+        #expect(renewed.status == 0 && renewed.output.split(separator: ".").count == 3, "\(renewed)")
+        let jwks = try FanoutCLITests.fanout(["auth", "jwks"] + device)
+        #expect(jwks.status == 0 && jwks.output.contains(#""kty":"EC""#) && jwks.output.contains(#""alg":"ES256""#))
+        let forged = try FanoutCLITests.fanout(["topics", fid, "--server", "127.0.0.1:\(daemon.port)", "--auth-token", auth + "x", "--json"])
+        #expect(forged.status == 1 && forged.output.contains("UNAUTHENTICATED") && !forged.output.contains(auth), "\(forged)")
+    }
+
     @Test func usersAreListedAndAnonymousCleanUpCanBeTriedAndTurnedOn() throws {
         let directory = TemporaryDirectory.path("fanoutd-users")
         defer { try? FileManager.default.removeItem(atPath: directory) }

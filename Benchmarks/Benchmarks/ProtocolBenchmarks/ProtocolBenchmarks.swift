@@ -56,6 +56,64 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // Installation auth tokens: signing one, verifying one (what HELLO does before it asks the
+    // engine whether the installation still has those credentials).
+    Benchmark(
+        "Credentials.authToken.issue",
+        configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 20_000)
+    ) { benchmark in
+        await ProtocolLoad.report(benchmark) {
+            try ProtocolLoad.withTokens { tokens in
+                benchmark.startMeasurement()
+                for _ in benchmark.scaledIterations {
+                    blackHole(try tokens.issue(project: "default", appID: "1:1:android:a", fid: "eWkQ0JhLD2hnwthI-tkvWz", credentialID: "AAAAAAAAAAAAAAAA", now: ProtocolLoad.now))
+                }
+                benchmark.stopMeasurement()
+            }
+        }
+    }
+    Benchmark(
+        "Credentials.authToken.verify",
+        configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 20_000)
+    ) { benchmark in
+        await ProtocolLoad.report(benchmark) {
+            try ProtocolLoad.withTokens { tokens in
+                let token = Array(try tokens.issue(project: "default", appID: "1:1:android:a", fid: "eWkQ0JhLD2hnwthI-tkvWz", credentialID: "AAAAAAAAAAAAAAAA", now: ProtocolLoad.now).token.utf8)
+                benchmark.startMeasurement()
+                for _ in benchmark.scaledIterations {
+                    blackHole(try tokens.verify(token, now: ProtocolLoad.now))
+                }
+                benchmark.stopMeasurement()
+            }
+        }
+    }
+
+    // A new connection and its HELLO, with an API key and with an installation's auth token.
+    for device in [false, true] {
+        Benchmark(
+            "Protocol.connectAndHello.\(device ? "authToken" : "apiKey")",
+            configuration: .init(metrics: [.wallClock], scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 2_000)
+        ) { benchmark async in
+            await ProtocolLoad.report(benchmark) {
+                try await ProtocolLoad.withServer(installations: 1) { server, admin in
+                    let credential: Hello.Credential
+                    if device {
+                        let credentials = try await admin.issueCredentials(for: Fixtures.token(0))
+                        credential = .installationAuthToken(Array(credentials.authToken.token.utf8))
+                    } else {
+                        credential = .apiKey(Array(ProtocolLoad.key.utf8))
+                    }
+                    benchmark.startMeasurement()
+                    for _ in benchmark.scaledIterations {
+                        let client = try await FanoutClient.connect(host: "127.0.0.1", port: server.localPort, credential: credential, role: device ? .device : .admin)
+                        try await client.close()
+                    }
+                    benchmark.stopMeasurement()
+                }
+            }
+        }
+    }
+
     for consumers in [1, 10, 100] {
         for batched in [false, true] {
         Benchmark(
@@ -75,6 +133,7 @@ let benchmarks: @Sendable () -> Void = {
 
 enum ProtocolLoad {
     static let key = "benchmark-admin-key-000000001"
+    static var now: Int64 { SystemWallClock().now().millisecondsSinceEpoch / 1000 }
 
     /// Runs a measurement, reporting a failure as the benchmark's error.
     static func report(_ benchmark: Benchmark, _ body: () async throws -> Void) async {
@@ -83,6 +142,13 @@ enum ProtocolLoad {
         } catch {
             benchmark.error("\(error)")
         }
+    }
+
+    /// Signing keys in a temporary directory.
+    static func withTokens<T>(_ body: (InstallationTokens) throws -> T) throws -> T {
+        let directory = NSTemporaryDirectory() + "fanout-credentials-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        return try body(InstallationTokens(keys: try SigningKeys.open(directory: directory, now: Self.now)))
     }
 
     /// A durable engine on a temporary directory with `installations` Android installations
@@ -106,8 +172,9 @@ enum ProtocolLoad {
         if let topic {
             Fixtures.subscribe(0..<installations, to: TopicName(topic)!, in: engine)
         }
-        let keys = APIKeyStore([APIKey(key: Array(Self.key.utf8), role: .admin, projects: .all)])
-        let server = try await FanoutServer.bind(engine: engine, keys: keys, configuration: ServerConfiguration(port: 0))
+        let keys = APIKeyStore([APIKey(name: "admin", role: .admin, projects: .all, secret: Array(Self.key.utf8))])
+        let tokens = InstallationTokens(keys: try SigningKeys.open(directory: directory + "/signing-keys", now: Self.now))
+        let server = try await FanoutServer.bind(engine: engine, keys: keys, tokens: tokens, configuration: ServerConfiguration(port: 0))
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
             defer { group.cancelAll() }

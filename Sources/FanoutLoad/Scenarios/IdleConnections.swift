@@ -9,6 +9,8 @@ import Foundation
 enum IdleConnections {
     /// Opens `count` connections (HELLO answered on each), `concurrency` connects at a time; then
     /// measures a fresh connection's connect and HELLO, and its PING round trips; closes them all.
+    /// With `devices`, each connection is a device: `count` installations are registered and given
+    /// credentials first (not measured), and each connects with its own auth token.
     static func hold(
         _ count: Int,
         concurrency: Int,
@@ -16,9 +18,14 @@ enum IdleConnections {
         port: Int,
         apiKey: String,
         tls: FanoutClient.TLS? = nil,
+        devices: Bool = false,
         serverResources: @Sendable () -> ProcessResources?
     ) async throws -> ConnectionFigures {
         try raiseOpenFileLimit(to: count + 1024)
+        let credentials: [Hello.Credential] = devices
+            ? try await Self.deviceCredentials(count, host: host, port: port, apiKey: apiKey, tls: tls)
+            : Array(repeating: .apiKey(Array(apiKey.utf8)), count: count)
+        let role: Hello.Role = devices ? .device : .consumer
         let before = serverResources()
         var clients: [FanoutClient] = []
         clients.reserveCapacity(count)
@@ -26,8 +33,9 @@ enum IdleConnections {
         while next < count {
             let wave = min(concurrency, count - next)
             let opened = try await withThrowingTaskGroup(of: FanoutClient.self) { group in
-                for _ in 0..<wave {
-                    group.addTask { try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, role: .consumer, tls: tls, clientName: "fanout-load idle") }
+                for index in next..<(next + wave) {
+                    let credential = credentials[index]
+                    group.addTask { try await FanoutClient.connect(host: host, port: port, credential: credential, role: role, tls: tls, clientName: "fanout-load idle") }
                 }
                 var opened: [FanoutClient] = []
                 for try await client in group { opened.append(client) }
@@ -63,6 +71,33 @@ enum IdleConnections {
             freshPingP50Milliseconds: milliseconds(pings[pings.count / 2]),
             freshPingP99Milliseconds: milliseconds(pings[pings.count * 99 / 100])
         )
+    }
+
+    /// Registers `count` installations and issues each its credentials; returns their auth tokens.
+    static func deviceCredentials(_ count: Int, host: String, port: Int, apiKey: String, tls: FanoutClient.TLS?) async throws -> [Hello.Credential] {
+        let admin = try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, tls: tls, clientName: "fanout-load devices")
+        defer { Task { try? await admin.close() } }
+        var fids: [String] = []
+        for first in stride(from: 0, to: count, by: 1000) {
+            let batch = (first..<min(first + 1000, count)).map { RegistrationFields(token: "idle-device-\($0)", platform: .android, appID: "1:1:android:a") }
+            for outcome in try await admin.register(batch) {
+                guard case .registered(let result) = outcome else { throw LoadError("registering an idle device failed: \(outcome)") }
+                fids.append(result.installation.fid.description)
+            }
+        }
+        var credentials: [Hello.Credential] = []
+        for first in stride(from: 0, to: fids.count, by: 64) {
+            let wave = fids[first..<min(first + 64, fids.count)]
+            credentials += try await withThrowingTaskGroup(of: (Int, Hello.Credential).self) { group in
+                for (offset, fid) in wave.enumerated() {
+                    group.addTask { (offset, .installationAuthToken(Array(try await admin.issueCredentials(for: fid).authToken.token.utf8))) }
+                }
+                var issued: [(Int, Hello.Credential)] = []
+                for try await pair in group { issued.append(pair) }
+                return issued.sorted { $0.0 < $1.0 }.map(\.1)
+            }
+        }
+        return credentials
     }
 
     /// Raises this process's soft limit on open files (a child it starts inherits it).

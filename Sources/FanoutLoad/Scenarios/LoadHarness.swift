@@ -74,7 +74,7 @@ public struct LoadHarness: Sendable {
             try await server.start()
             report.idleConnections = try await IdleConnections.hold(
                 self.options.idleConnections, concurrency: 64, host: "127.0.0.1", port: server.port, apiKey: server.adminKey,
-                tls: server.clientTLS, serverResources: { server.resources }
+                tls: server.clientTLS, devices: self.options.devices, serverResources: { server.resources }
             )
             server.stop()
             return report

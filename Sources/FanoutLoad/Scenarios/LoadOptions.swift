@@ -23,6 +23,8 @@ public struct LoadOptions: Sendable {
     public var quiet = false
     /// Run the fanoutd the harness starts with TLS (a development certificate), and every client over it.
     public var tls = false
+    /// In `connections`, connect as devices (each with its own installation's auth token).
+    public var devices = false
 
     public init() {}
 }
