@@ -277,6 +277,12 @@ public final class FanoutClient: Sendable {
         }
     }
 
+    /// Lets the project accept legacy 11-character Instance IDs as FIDs (registrations' offered
+    /// FIDs, sends' `fid` and `fids`), or stops it.
+    public func setLegacyInstanceIDs(_ accepted: Bool, in project: String = "default") async throws {
+        _ = try await self.request(.setLegacyInstanceIDs(project: project, accepted: accepted))
+    }
+
     /// Turns the project's automatic anonymous clean-up on or off; returns since when it is on.
     public func setAnonymousCleanUp(_ enabled: Bool, in project: String = "default") async throws -> Timestamp? {
         try await self.request(.setAnonymousCleanUp(project: project, enabled: enabled)) {

@@ -275,6 +275,12 @@ extension Engine {
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.cleanUpAnonymousUsers(now: now) }
         }
 
+        /// Whether the project accepts legacy 11-character Instance IDs as FIDs (see `Engine.setLegacyInstanceIDs`).
+        @discardableResult
+        public mutating func setLegacyInstanceIDs(_ accepted: Bool, in project: ProjectID = .default) throws(FanoutError) -> Bool {
+            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.setLegacyInstanceIDs(accepted) }
+        }
+
         /// Turns automatic anonymous clean-up on or off (see `Engine.setAnonymousCleanUp`).
         @discardableResult
         public mutating func setAnonymousCleanUp(_ enabled: Bool, in project: ProjectID = .default) throws(FanoutError) -> Timestamp? {
@@ -308,8 +314,9 @@ extension Engine {
                 throw FanoutError(error)
             }
             let now = self.engine.clock.now()
+            let target = request.message.target
             if request.validateOnly {
-                try self.engine.withProject(project) { (_: inout ProjectState) throws(FanoutError) in }
+                try self.engine.withProject(project) { (state: inout ProjectState) throws(FanoutError) in try state.checkInstanceIDs(of: target) }
                 return SendResult(
                     messageID: "projects/\(project)/messages/\(SendResult.validateOnlyMessageID)",
                     sequence: 0,
@@ -322,7 +329,10 @@ extension Engine {
             let staleCutoff = options.skipStaleInstallations ? now.advanced(by: .zero - self.engine.configuration.staleAfter) : nil
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
             let rendered = RenderedMessage((consume request).message, acceptedAt: now, skippingLastSeenBefore: staleCutoff)
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.send(rendered, now: now) }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                try state.checkInstanceIDs(of: target)
+                return state.send(rendered, now: now)
+            }
         }
 
         /// Removes every delivery whose TTL has run out; returns how many.

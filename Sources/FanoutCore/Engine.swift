@@ -311,6 +311,18 @@ public final class Engine: Sendable {
         try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.setAnonymousCleanUp(enabled, in: project) }.durable()
     }
 
+    /// Lets a project accept legacy 11-character Instance IDs as FIDs, as apps migrated from
+    /// Instance ID offer them (off by default): in registrations' offered FIDs and in sends' `fid`
+    /// and `fids`. Installations registered with one stay addressable when it is turned off again.
+    public func setLegacyInstanceIDs(_ accepted: Bool, in project: ProjectID = .default) async throws(FanoutError) -> Bool {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.setLegacyInstanceIDs(accepted, in: project) }.durable()
+    }
+
+    /// Whether the project accepts legacy Instance IDs.
+    public func acceptsLegacyInstanceIDs(in project: ProjectID = .default) throws(FanoutError) -> Bool {
+        try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in state.acceptsLegacyInstanceIDs }
+    }
+
     /// Since when the project's automatic anonymous clean-up is on, or `nil` when it is off.
     public func anonymousCleanUpEnabledAt(in project: ProjectID = .default) throws(FanoutError) -> Timestamp? {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in

@@ -125,7 +125,7 @@ public struct RefreshToken: Hashable, Sendable {
         let parts = token.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0].elementsEqual("rt1".utf8),
             let project = ProjectID(String(decoding: parts[1], as: UTF8.self)),
-            let fid = FID(String(decoding: parts[2], as: UTF8.self)),
+            let fid = FID(String(decoding: parts[2], as: UTF8.self), allowingLegacy: true),
             let secret = Base64URL.decode(String(decoding: parts[3], as: UTF8.self)), secret.count == 32
         else { throw CredentialError("the refresh token is malformed") }
         self.init(project: project.value, fid: fid.description, digest: SHA256.hash(token))

@@ -1,13 +1,47 @@
 /// A Firebase Installation ID: 22 characters of URL-safe base64 whose first character is `c`, `d`,
-/// `e` or `f` (`^[cdef][A-Za-z0-9_-]{21}$`).
+/// `e` or `f` (`^[cdef][A-Za-z0-9_-]{21}$`), or, in projects that accept them, a legacy Instance ID
+/// that an app migrated to Firebase Installations kept as its FID: 11 characters of the same form
+/// (`^[cdef][A-Za-z0-9_-]{10}$`, fcm-rules.md section 6).
 ///
 /// Stored packed (132 bits in 18 bytes, no heap allocation), because the registry holds millions.
-/// Legacy 11-character Instance IDs are not FIDs here (fcm-rules.md section 9).
 public struct FID: Hashable, Sendable, CustomStringConvertible {
-    // Characters 0...9 (60 bits), 10...19 (60 bits) and 20...21 (12 bits), 6 bits each.
+    // Characters 0...9 (60 bits), 10...19 (60 bits) and 20...21 (12 bits), 6 bits each. A legacy
+    // Instance ID keeps characters 0...9 in `high`, character 10 in `middle`, and sets bit 15 of
+    // `low` (never set by a modern FID, whose `low` uses 12 bits).
     private var high: UInt64
     private var middle: UInt64
     private var low: UInt16
+
+    private static let legacyFlag: UInt16 = 0x8000
+
+    /// Whether this is an 11-character legacy Instance ID.
+    public var isLegacyInstanceID: Bool { self.low & Self.legacyFlag != 0 }
+
+    /// Validates `string` as a legacy 11-character Instance ID (`^[cdef][A-Za-z0-9_-]{10}$`).
+    public init?(legacyInstanceID string: String) {
+        let bytes = Array(string.utf8)
+        guard bytes.count == 11 else { return nil }
+        var high: UInt64 = 0
+        for index in 0..<10 {
+            guard let value = Self.sextet(of: bytes[index]), index != 0 || (28...31).contains(value) else { return nil }
+            high = high << 6 | UInt64(value)
+        }
+        guard let last = Self.sextet(of: bytes[10]) else { return nil }
+        self.high = high
+        self.middle = UInt64(last)
+        self.low = Self.legacyFlag
+    }
+
+    /// A modern FID, or when `allowingLegacy` a legacy Instance ID too.
+    public init?(_ string: String, allowingLegacy: Bool) {
+        if let fid = FID(string) {
+            self = fid
+        } else if allowingLegacy, let fid = FID(legacyInstanceID: string) {
+            self = fid
+        } else {
+            return nil
+        }
+    }
 
     /// Validates `string` as a modern FID; `nil` when it is not one.
     public init?(_ string: String) {
@@ -44,8 +78,11 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
 
     /// A FID from its packed form; `nil` when the bits are not a valid FID (header bits, ranges).
     package init?(packed: (high: UInt64, middle: UInt64, low: UInt16)) {
-        // Characters 0...9 and 10...19 use 60 bits each, 20...21 use 12; the first is c-f.
-        guard packed.high >> 60 == 0, packed.middle >> 60 == 0, packed.low >> 12 == 0,
+        // Characters 0...9 and 10...19 use 60 bits each, 20...21 use 12; the first is c-f. A
+        // legacy Instance ID: 60 bits, one character, the flag and nothing else.
+        let legacy = packed.low == Self.legacyFlag
+        guard packed.high >> 60 == 0, legacy ? packed.middle >> 6 == 0 : packed.middle >> 60 == 0,
+            legacy || packed.low >> 12 == 0,
             (28...31).contains(packed.high >> 54)
         else { return nil }
         self.high = packed.high
@@ -53,14 +90,26 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
         self.low = packed.low
     }
 
-    /// The 22-character string form.
+    /// The string form: 22 characters (11 for a legacy Instance ID).
     public var string: String {
         self.withUTF8 { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Calls `body` with the 22 characters' bytes, without allocating (for encoders).
+    /// Calls `body` with the characters' bytes (22, or 11 for a legacy Instance ID), without
+    /// allocating (for encoders).
     public func withUTF8<Result, Failure: Error>(_ body: (UnsafeBufferPointer<UInt8>) throws(Failure) -> Result) throws(Failure) -> Result {
         var characters: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of room on the stack
+        if self.isLegacyInstanceID {
+            return try withUnsafeMutableBytes(of: &characters) { (raw: UnsafeMutableRawBufferPointer) throws(Failure) -> Result in
+                var high = self.high
+                raw[10] = Self.alphabet[Int(self.middle & 0x3F)]
+                for index in stride(from: 9, through: 0, by: -1) {
+                    raw[index] = Self.alphabet[Int(high & 0x3F)]
+                    high >>= 6
+                }
+                return try body(UnsafeBufferPointer(start: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 11))
+            }
+        }
         return try withUnsafeMutableBytes(of: &characters) { (raw: UnsafeMutableRawBufferPointer) throws(Failure) -> Result in
             var high = self.high
             var middle = self.middle

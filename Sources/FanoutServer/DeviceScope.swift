@@ -9,7 +9,7 @@ enum DeviceScope {
     /// presented: not deleted, its credentials not replaced. Always true for a key.
     static func isLive(_ principal: Principal, engine: Engine) -> Bool {
         guard let (project, fid) = principal.installation else { return true }
-        guard let id = ProjectID(project), let fid = FID(fid), let (_, digest) = engine.credential(of: fid, in: id) else { return false }
+        guard let id = ProjectID(project), let fid = FID(fid, allowingLegacy: true), let (_, digest) = engine.credential(of: fid, in: id) else { return false }
         switch principal {
         case .device(let claims): return RefreshToken.credentialID(of: digest) == claims.credentialID
         case .refresh(let token): return SHA256.constantTimeEqual(token.digest, digest)
@@ -21,7 +21,7 @@ enum DeviceScope {
     /// installation or another user. A key's requests pass.
     static func check(_ request: ClientRequest, of principal: Principal, engine: Engine) throws(FanoutError) {
         guard let (project, fid) = principal.installation else { return }
-        guard let id = ProjectID(project), let own = FID(fid) else {
+        guard let id = ProjectID(project), let own = FID(fid, allowingLegacy: true) else {
             throw FanoutError(.unauthenticated, "the credential names no installation")
         }
         func isOwn(_ registration: String) -> Bool {
@@ -43,7 +43,7 @@ enum DeviceScope {
             .setAPNsToken(_, let registration, _), .topicsOf(_, let registration), .pending(_, let registration):
             guard isOwn(registration) else { throw denied("registration") }
         case .deleteInstallation(_, let fid), .generateAuthToken(_, let fid):
-            guard FID(fid) == own else { throw denied("fid") }
+            guard FID(fid, allowingLegacy: true) == own else { throw denied("fid") }
         case .subscribe(_, _, let registrations), .unsubscribe(_, _, let registrations):
             for (index, registration) in registrations.enumerated() where !isOwn(registration) {
                 throw denied("registrations[\(index)]")

@@ -38,7 +38,7 @@ enum Permissions {
         .register, .refreshToken, .touch, .getInstallation, .deleteInstallation, .staleInstallations,
         .pruneExpired, .installationCount, .registerBatch, .setAPNsToken, .installationByAPNsToken,
         .issueCredentials, .generateAuthToken,
-        .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp,
+        .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .setLegacyInstanceIDs,
         .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience,
         .send, .pending, .expireDeliveries, .stats,
         .attach, .grant, .acknowledge, .detach,

@@ -52,7 +52,7 @@ struct RequestExecutor: Sendable {
         case .generateAuthToken(let project, let fid):
             let tokens = try self.credentialTokens()
             let id = try Self.project(project)
-            let fid = try Self.parse(fid, "fid", FID.init)
+            let fid = try Self.fid(fid)
             guard let (installation, digest) = self.engine.credential(of: fid, in: id) else {
                 throw FanoutError(.notFound, "the installation has no credentials (ISSUE_CREDENTIALS gives it some)", field: "fid")
             }
@@ -109,7 +109,7 @@ struct RequestExecutor: Sendable {
         case .getInstallation(let project, let registration):
             return .installation(opcode, try self.engine.installation(try Self.address(registration), in: try Self.project(project)))
         case .deleteInstallation(let project, let fid):
-            return .installation(opcode, try changes.deleteInstallation(try Self.parse(fid, "fid", FID.init), in: try Self.project(project)))
+            return .installation(opcode, try changes.deleteInstallation(try Self.fid(fid), in: try Self.project(project)))
         case .staleInstallations(let project, let limit):
             guard (1...1000).contains(limit) else {
                 throw FanoutError(.invalidArgument, "limit must be in 1...1000", field: "limit")
@@ -154,6 +154,9 @@ struct RequestExecutor: Sendable {
             return .users(users.map {
                 UserSummary(id: $0.id.value, isAnonymous: $0.isAnonymous, createdAt: $0.createdAt, lastActive: $0.lastActive, devices: $0.devices.count)
             })
+        case .setLegacyInstanceIDs(let project, let accepted):
+            try changes.setLegacyInstanceIDs(accepted, in: try Self.project(project))
+            return .done(opcode)
         case .setAnonymousCleanUp(let project, let enabled):
             return .anonymousCleanUp(try changes.setAnonymousCleanUp(enabled, in: try Self.project(project)))
         case .subscribe(let project, let topic, let registrations):
@@ -244,6 +247,11 @@ struct RequestExecutor: Sendable {
             throw FanoutError(.invalidArgument, "\(field) is not valid", field: field)
         }
         return value
+    }
+
+    /// A FID, or a legacy Instance ID (which only exists where its project accepted it).
+    static func fid(_ string: String) throws(FanoutError) -> FID {
+        try Self.parse(string, "fid") { FID($0, allowingLegacy: true) }
     }
 
     static func project(_ string: String) throws(FanoutError) -> ProjectID {

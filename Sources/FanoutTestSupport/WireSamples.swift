@@ -99,7 +99,7 @@ public struct WireSamples {
 
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...41) {
+        switch self.int(0...42) {
         case 0:
             let credential: Hello.Credential = [.apiKey(self.bytes()), .installationAuthToken(self.bytes()), .installationRefreshToken(self.bytes())][self.int(0...2)]
             return .hello(Hello(role: [.admin, .consumer, .sender, .device][self.int(0...3)], credential: credential, clientName: self.string(maximum: 10)))
@@ -145,6 +145,7 @@ public struct WireSamples {
         case 38: return .generateAuthToken(project: project, fid: self.string())
         case 39: return .jwks
         case 40: return .rotateSigningKey
+        case 41: return .setLegacyInstanceIDs(project: project, accepted: self.bool())
         default: return .detach
         }
     }

@@ -43,6 +43,8 @@ public enum ClientRequest: WireMessage {
     case listUsers(project: String, startAfter: String, limit: UInt32)
     /// Turns the project's automatic anonymous clean-up on or off.
     case setAnonymousCleanUp(project: String, enabled: Bool)
+    /// Whether the project accepts legacy 11-character Instance IDs as FIDs.
+    case setLegacyInstanceIDs(project: String, accepted: Bool)
     case subscribe(project: String, topic: String, registrations: [String])
     case unsubscribe(project: String, topic: String, registrations: [String])
     case topicsOf(project: String, registration: String)
@@ -90,6 +92,7 @@ public enum ClientRequest: WireMessage {
         case .cleanUpAnonymousUsers: return .cleanUpAnonymousUsers
         case .listUsers: return .listUsers
         case .setAnonymousCleanUp: return .setAnonymousCleanUp
+        case .setLegacyInstanceIDs: return .setLegacyInstanceIDs
         case .subscribe: return .subscribe
         case .unsubscribe: return .unsubscribe
         case .topicsOf: return .topicsOf
@@ -119,7 +122,7 @@ public enum ClientRequest: WireMessage {
             .deleteInstallation(let project, _), .staleInstallations(let project, _), .pruneExpired(let project),
             .installationCount(let project), .bindDevice(let project, _, _, _), .signOut(let project, _, _),
             .linkUser(let project, _, _), .getUser(let project, _), .cleanUpAnonymousUsers(let project, _),
-            .listUsers(let project, _, _), .setAnonymousCleanUp(let project, _),
+            .listUsers(let project, _, _), .setAnonymousCleanUp(let project, _), .setLegacyInstanceIDs(let project, _),
             .subscribe(let project, _, _), .unsubscribe(let project, _, _), .topicsOf(let project, _),
             .listTopics(let project, _, _), .subscriberCount(let project, _), .audience(let project, _), .send(let project, _, _),
             .pending(let project, _), .expireDeliveries(let project), .stats(let project),
@@ -161,6 +164,8 @@ public enum ClientRequest: WireMessage {
             buffer.writeInteger(limit)
         case .setAnonymousCleanUp(_, let enabled):
             buffer.writeWireBool(enabled)
+        case .setLegacyInstanceIDs(_, let accepted):
+            buffer.writeWireBool(accepted)
         case .register(_, let fields):
             try buffer.writeWireRegistrationFields(fields)
         case .registerBatch(_, let items):
@@ -285,7 +290,7 @@ public enum ClientRequest: WireMessage {
         case .createProject, .deleteProject, .register, .registerBatch, .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken,
             .issueCredentials, .generateAuthToken, .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
-            .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
+            .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .setLegacyInstanceIDs, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
             .pending, .expireDeliveries, .stats, .attach:
             project = try reader.string("project")
         default:
@@ -331,6 +336,7 @@ public enum ClientRequest: WireMessage {
             return .cleanUpAnonymousUsers(project: project, dryRun: flags & 1 != 0)
         case .listUsers: return .listUsers(project: project, startAfter: try reader.string("startAfter"), limit: try reader.u32("limit"))
         case .setAnonymousCleanUp: return .setAnonymousCleanUp(project: project, enabled: try reader.bool("enabled"))
+        case .setLegacyInstanceIDs: return .setLegacyInstanceIDs(project: project, accepted: try reader.bool("accepted"))
         case .subscribe:
             return .subscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
         case .unsubscribe:

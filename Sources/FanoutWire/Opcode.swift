@@ -35,6 +35,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let cleanUpAnonymousUsers = Opcode(rawValue: 0x34)
     public static let listUsers = Opcode(rawValue: 0x35)
     public static let setAnonymousCleanUp = Opcode(rawValue: 0x36)
+    public static let setLegacyInstanceIDs = Opcode(rawValue: 0x37)
     public static let subscribe = Opcode(rawValue: 0x40)
     public static let unsubscribe = Opcode(rawValue: 0x41)
     public static let topicsOf = Opcode(rawValue: 0x42)

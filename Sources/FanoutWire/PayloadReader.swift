@@ -62,7 +62,7 @@ struct PayloadReader {
 
     /// A FID sent as a `string`, checked without making a `String`.
     mutating func fid(_ field: @autoclosure () -> String) throws(ProtocolError) -> FID {
-        try self.stringBytes(field, invalid: "not valid") { FID(utf8: $0) }
+        try self.stringBytes(field, invalid: "not valid") { FID(utf8: $0) ?? FID(legacyInstanceID: String(decoding: $0, as: UTF8.self)) }
     }
 
     mutating func bytes(_ field: @autoclosure () -> String) throws(ProtocolError) -> [UInt8] {

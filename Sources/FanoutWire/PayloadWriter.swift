@@ -17,10 +17,12 @@ extension ByteBuffer {
         self.writeString(string)
     }
 
-    /// A FID as a `string` (22 bytes), written from its packed form without a `String`.
+    /// A FID as a `string` (22 bytes; 11 for a legacy Instance ID), written from its packed form without a `String`.
     mutating func writeWireFID(_ fid: FID) {
-        self.writeInteger(UInt16(22))
-        fid.withUTF8 { self.writeBytes($0) }
+        fid.withUTF8 { bytes in
+            self.writeInteger(UInt16(bytes.count))
+            self.writeBytes(bytes)
+        }
     }
 
     mutating func writeWireOptionalString(_ string: String?, field: String) throws(ProtocolError) {

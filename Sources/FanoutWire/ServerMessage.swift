@@ -72,7 +72,7 @@ public enum ServerMessage: WireMessage {
             switch request {
             case .hello: self = .welcome
             case .ping: self = .pong
-            case .createProject, .deleteProject, .attach, .grant, .detach: self = .done
+            case .createProject, .deleteProject, .setLegacyInstanceIDs, .attach, .grant, .detach: self = .done
             case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot, .jwks, .rotateSigningKey: self = .names
             case .register: self = .registered
             case .registerBatch: self = .registeredBatch

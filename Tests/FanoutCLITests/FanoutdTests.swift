@@ -331,6 +331,25 @@ struct FanoutdTests {
         #expect(forged.status == 1 && forged.output.contains("UNAUTHENTICATED") && !forged.output.contains(auth), "\(forged)")
     }
 
+    /// `fanout project legacy-ids on`: a registration keeps its 11-character Instance ID, which
+    /// names it in later subcommands and in a send's `fid`.
+    @Test func legacyInstanceIDsAreAProjectSetting() throws {
+        let directory = TemporaryDirectory.path("fanoutd-legacy")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory)
+        defer { _ = daemon.stop() }
+        let admin = try Self.adminKey(in: directory)
+        let off = try self.fanout(daemon.port, admin, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "legacy-1", "--fid", "cAbCdEf0123", "--json")
+        #expect(off.status == 0 && !off.output.contains(#""fid":"cAbCdEf0123""#), "off: the server assigns a FID")
+        #expect(try self.fanout(daemon.port, admin, "project", "legacy-ids", "on").output == "default: legacy Instance IDs accepted\n")
+        let on = try self.fanout(daemon.port, admin, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "legacy-2", "--fid", "cAbCdEf0123", "--json")
+        #expect(on.status == 0 && on.output.contains(#""fid":"cAbCdEf0123""#), "\(on)")
+        #expect(try self.fanout(daemon.port, admin, "subscribe", "news", "cAbCdEf0123").status == 0)
+        #expect(try self.fanout(daemon.port, admin, "topics", "cAbCdEf0123").output == "news\n")
+        let sent = try self.fanout(daemon.port, admin, "send", "--json", input: #"{"message":{"fid":"cAbCdEf0123","data":{"k":"v"}}}"#)
+        #expect(sent.status == 0 && sent.output.contains(#""enqueued":1"#), "\(sent)")
+    }
+
     @Test func usersAreListedAndAnonymousCleanUpCanBeTriedAndTurnedOn() throws {
         let directory = TemporaryDirectory.path("fanoutd-users")
         defer { try? FileManager.default.removeItem(atPath: directory) }

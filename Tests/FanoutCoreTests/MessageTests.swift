@@ -164,7 +164,9 @@ struct MessageTests {
         (#"{"message":{"topic":"/topics/private/x"}}"#, ["message.topic"]),
         (#"{"message":{"topic":""}}"#, ["message.topic"]),
         (#"{"message":{"token":""}}"#, ["message.token"]),
-        (#"{"message":{"fid":"ccccccccccc"}}"#, ["message.fid"]),
+        // 11 characters starting with c-f are a legacy Instance ID: the project decides (LegacyInstanceIDTests).
+        (#"{"message":{"fid":"aaaaaaaaaaa"}}"#, ["message.fid"]),
+        (#"{"message":{"fid":"cccccccccccc"}}"#, ["message.fid"]),
         (#"{"message":{"condition":"'a' in topics &&"}}"#, ["message.condition"]),
         (#"{"message":{"condition":"TopicA in topics"}}"#, ["message.condition"]),
         (#"{"message":{"user":"has space"}}"#, ["message.user"]),

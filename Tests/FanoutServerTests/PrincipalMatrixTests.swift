@@ -78,6 +78,7 @@ struct PrincipalMatrixTests {
             case .cleanUpAnonymousUsers: request = .cleanUpAnonymousUsers(project: p, dryRun: true)
             case .listUsers: request = .listUsers(project: p, startAfter: "", limit: 10)
             case .setAnonymousCleanUp: request = .setAnonymousCleanUp(project: p, enabled: false)
+            case .setLegacyInstanceIDs: request = .setLegacyInstanceIDs(project: p, accepted: false)
             case .subscribe: request = .subscribe(project: p, topic: "news", registrations: [fid])
             case .unsubscribe: request = .unsubscribe(project: p, topic: "news", registrations: [fid])
             case .topicsOf: request = .topicsOf(project: p, registration: fid)

@@ -39,6 +39,10 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(fid)
             writer.write(token?.hex)
+        case .setLegacyInstanceIDs(let project, let accepted):
+            writer.write(Kind.setLegacyInstanceIDs.rawValue)
+            writer.write(project.value)
+            writer.write(accepted)
         case .setCredential(let project, let fid, let digest):
             writer.write(Kind.setCredential.rawValue)
             writer.write(project.value)
@@ -231,6 +235,8 @@ extension WALRecord {
         case .setAPNsToken:
             let fid = try reader.readFID()
             record = .setAPNsToken(project, fid: fid, token: try reader.readOptionalAPNsToken())
+        case .setLegacyInstanceIDs:
+            record = .setLegacyInstanceIDs(project, accepted: try reader.readBool())
         case .setCredential:
             let fid = try reader.readFID()
             record = .setCredential(project, fid: fid, digest: Array(try reader.readBytes(32)))

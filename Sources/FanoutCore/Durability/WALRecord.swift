@@ -10,6 +10,8 @@ package enum WALRecord: Hashable, Sendable {
     case touch(ProjectID, fid: FID, at: Timestamp)
     /// An installation's APNs device token set (taken from whoever had it) or cleared.
     case setAPNsToken(ProjectID, fid: FID, token: APNsDeviceToken?)
+    /// The project's acceptance of legacy 11-character Instance IDs turned on or off.
+    case setLegacyInstanceIDs(ProjectID, accepted: Bool)
     /// An installation's credentials issued or replaced: the SHA-256 of its refresh token.
     case setCredential(ProjectID, fid: FID, digest: [UInt8])
     case deleteInstallation(ProjectID, fid: FID)
@@ -133,6 +135,7 @@ package enum WALRecord: Hashable, Sendable {
         case setAnonymousCleanup = 31
         case restoreUserCreated = 32
         case setCredential = 33
+        case setLegacyInstanceIDs = 34
     }
 
     /// A one-line description with tokens redacted (for `fanout wal inspect`).
@@ -146,6 +149,7 @@ package enum WALRecord: Hashable, Sendable {
         case .touch(let project, let fid, let at): return "touch \(project) fid=\(fid) at=\(at)"
         case .setAPNsToken(let project, let fid, let token): return "setAPNsToken \(project) fid=\(fid) token=\(token?.description ?? "none")"
         case .setCredential(let project, let fid, _): return "setCredential \(project) fid=\(fid)"
+        case .setLegacyInstanceIDs(let project, let accepted): return "setLegacyInstanceIDs \(project) accepted=\(accepted)"
         case .deleteInstallation(let project, let fid): return "deleteInstallation \(project) fid=\(fid)"
         case .bindDevice(let project, let fid, let user, let anonymous, let at):
             return "bindDevice \(project) fid=\(fid) user=\(user) anonymous=\(anonymous) at=\(at)"

@@ -13,6 +13,23 @@ public struct Message: Sendable {
         /// Up to 500 tokens and FIDs (an engine target; FCM's SDKs send these one by one).
         case multicast([RegistrationAddress])
 
+        /// The field of the first legacy Instance ID the target names (`message.fid`,
+        /// `message.fids[i]`), if it names one.
+        public var legacyInstanceIDField: String? {
+            switch self {
+            case .fid(let fid): return fid.isLegacyInstanceID ? "message.fid" : nil
+            case .multicast(let addresses):
+                var fids = 0
+                for address in addresses {
+                    guard case .fid(let fid) = address else { continue }
+                    if fid.isLegacyInstanceID { return "message.fids[\(fids)]" }
+                    fids += 1
+                }
+                return nil
+            default: return nil
+            }
+        }
+
         /// `token`, `fid`, `topic`, `condition`, `user` or `multicast`.
         public var kind: String {
             switch self {

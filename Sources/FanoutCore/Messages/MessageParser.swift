@@ -186,7 +186,8 @@ public enum MessageParser {
             }
             return .token(token)
         case .fid:
-            guard let fid = FID(value) else {
+            // A legacy Instance ID parses here; the project decides whether it accepts one (`Engine.Changes.send`).
+            guard let fid = FID(value, allowingLegacy: true) else {
                 violations.add(reader.path(of: .fid), "not a valid Firebase Installation ID")
                 return nil
             }
@@ -237,7 +238,7 @@ public enum MessageParser {
                 total += 1
                 if field == .tokens, let token = RegistrationToken(value) {
                     addresses.append(.token(token))
-                } else if field == .fids, let fid = FID(value) {
+                } else if field == .fids, let fid = FID(value, allowingLegacy: true) {
                     addresses.append(.fid(fid))
                 } else {
                     violations.add(

@@ -23,6 +23,8 @@ extension ProjectState {
             _ = try self.touch(.fid(fid), now: at)
         case .setAPNsToken(_, let fid, let token):
             _ = try self.setAPNsToken(token, of: .fid(fid))
+        case .setLegacyInstanceIDs(_, let accepted):
+            _ = self.setLegacyInstanceIDs(accepted)
         case .setCredential(_, let fid, let digest):
             _ = try self.setCredential(digest, of: .fid(fid))
         case .deleteInstallation(_, let fid):
@@ -123,6 +125,7 @@ extension ProjectState {
         var records: [WALRecord] = [
             .restoreSlotLayout(project, capacity: UInt32(self.registry.slotCapacity), freeSlots: self.registry.freeSlotList)
         ]
+        if self.acceptsLegacyInstanceIDs { records.append(.setLegacyInstanceIDs(project, accepted: true)) }
         var boundUsers: [(UInt32, UserID)] = []
         self.registry.liveSlots.forEach { slot in
             guard let i = self.registry.installation(atSlot: slot) else { return }
@@ -168,7 +171,7 @@ extension WALRecord {
     var project: ProjectID {
         switch self {
         case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
-            .touch(let p, _, _), .setAPNsToken(let p, _, _), .setCredential(let p, _, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
+            .touch(let p, _, _), .setAPNsToken(let p, _, _), .setCredential(let p, _, _), .setLegacyInstanceIDs(let p, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .removeAnonymousUsers(let p, _), .pruneLastSeenBefore(let p, _), .setAnonymousCleanup(let p, _), .restoreUserCreated(let p, _, _, _, _),
             .subscribe(let p, _, _), .unsubscribe(let p, _, _), .subscribeFIDs(let p, _, _), .unsubscribeFIDs(let p, _, _), .restoreUser(let p, _, _, _), .retireFIDs(let p, _),

@@ -13,6 +13,8 @@ struct ProjectState {
     var users: [UserID: UserRecord] = [:]
     /// Since when the project's automatic anonymous clean-up is on (milliseconds), or `nil`: off.
     var anonymousCleanupEnabledAt: Int64?
+    /// Whether legacy 11-character Instance IDs are accepted as FIDs (off by default).
+    var acceptsLegacyInstanceIDs = false
     var deliveries = DeliveryState()
     /// Whether transitions make their log records: not while replaying, where the records are
     /// already in the log (building a million of them took a sixth of a recovery).
@@ -42,7 +44,8 @@ struct ProjectState {
     /// Whether an address named an installation once (a deleted FID, a rotated or deleted token).
     func isRetired(_ address: RegistrationAddress) -> Bool {
         switch address {
-        case .token(let token): return self.registry.isRetired(token)
+        case .token(let token):
+            return self.registry.isRetired(token) || InstallationRegistry.legacyInstanceID(token).map(self.registry.isRetired) == true
         case .fid(let fid): return self.registry.isRetired(fid) || RegistrationToken(fid.description).map(self.registry.isRetired) == true
         }
     }
@@ -51,7 +54,7 @@ struct ProjectState {
 
     /// Registers an installation, or finds the same registration already there (logged only when new).
     mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
-        let result = try self.registry.register(request, offering: offering, now: now)
+        let result = try self.registry.register(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs, now: now)
         guard !result.isExisting else { return (result, []) }
         let i = result.installation
         return self.logged(
@@ -113,6 +116,18 @@ struct ProjectState {
         try self.registry.setAPNsToken(token, atSlot: slot)
         let installation = self.registry.installation(atSlot: slot)!
         return self.logged(installation, .setAPNsToken(self.id, fid: installation.fid, token: token))
+    }
+
+    /// Turns the acceptance of legacy Instance IDs on or off.
+    mutating func setLegacyInstanceIDs(_ accepted: Bool) -> Logged<Bool> {
+        self.acceptsLegacyInstanceIDs = accepted
+        return self.logged(accepted, .setLegacyInstanceIDs(self.id, accepted: accepted))
+    }
+
+    /// Refuses a send target naming a legacy Instance ID in a project that does not accept them.
+    func checkInstanceIDs(of target: Message.Target) throws(FanoutError) {
+        guard !self.acceptsLegacyInstanceIDs, let field = target.legacyInstanceIDField else { return }
+        throw .invalidArgument("not a valid Firebase Installation ID (project \(self.id) does not accept legacy 11-character Instance IDs)", field: field)
     }
 
     /// Gives an installation credentials: the SHA-256 of its new refresh token (the one before,

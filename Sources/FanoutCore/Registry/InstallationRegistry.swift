@@ -61,12 +61,18 @@ struct InstallationRegistry {
     // MARK: - Lookups
 
     /// The slot an address names. A string shaped like a FID names the installation with that FID,
-    /// or, when there is none, the one whose token it is (a token may look like a FID).
+    /// or, when there is none, the one whose token it is (a token may look like a FID); the same
+    /// for an 11-character string shaped like a legacy Instance ID.
     func slot(for address: RegistrationAddress) -> UInt32? {
         switch address {
         case .fid(let fid): return self.slot(forFID: fid) ?? self.slot(forFIDShapedToken: fid)
-        case .token(let token): return self.slot(forToken: token)
+        case .token(let token): return Self.legacyInstanceID(token).flatMap { self.slot(forFID: $0) } ?? self.slot(forToken: token)
         }
+    }
+
+    /// The legacy Instance ID a token-shaped string also is, if it is one (11 characters, c-f first).
+    static func legacyInstanceID(_ token: RegistrationToken) -> FID? {
+        token.value.utf8.count == 11 ? FID(legacyInstanceID: token.value) : nil
     }
 
     private func slot(forFIDShapedToken fid: FID) -> UInt32? {
@@ -88,6 +94,7 @@ struct InstallationRegistry {
             case .fid(let fid):
                 return self.slotByFID.find(hash: hash) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
             case .token(let token):
+                if let legacy = Self.legacyInstanceID(token), let slot = self.slot(forFID: legacy) { return slot }
                 return self.slotByToken.find(hash: hash) { self.records[Int($0)].token == token }
             }
         }
@@ -206,8 +213,9 @@ struct InstallationRegistry {
     /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
     ///   when the token was retired or an APNs token is given for a platform other than iOS.
     /// `offering` is an offered FID already parsed (replay), in place of `request.offeredFID`.
-    mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> RegistrationResult {
-        let offered = offering ?? request.offeredFID.flatMap(FID.init)
+    /// `allowingLegacy`: an offered legacy Instance ID is kept (the project accepts them).
+    mutating func register(_ request: RegistrationRequest, offering: FID? = nil, allowingLegacy: Bool = false, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+        let offered = offering ?? request.offeredFID.flatMap { FID($0, allowingLegacy: allowingLegacy) }
         // Each key is hashed once: a token's hash reads all of its bytes (SipHash).
         let tokenHash = request.token?.hashValue
         let offeredHash = offered?.hashValue
