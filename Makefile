@@ -30,7 +30,7 @@ build: deps
 run: deps
 	swift build -c release --product fanoutd
 	swift build -c release --product fanout
-	.build/release/fanoutd --data-dir ./fanout-data --listen 127.0.0.1:7400
+	.build/release/fanoutd --data-dir ./fanout-data --listen 127.0.0.1:7400 --http 127.0.0.1:7401
 
 # The engine's demo (no server): registers, subscribes and sends into ./fanout-demo-data.
 demo: deps

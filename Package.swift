@@ -14,6 +14,8 @@ let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", pac
 let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swift-service-lifecycle")
 let nioTLS: Target.Dependency = .product(name: "NIOTLS", package: "swift-nio")
 let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
+let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
+let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting", package: "hummingbird")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 
 // MARK: - Compile-time flags
@@ -43,6 +45,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
@@ -85,6 +88,11 @@ let package = Package(
             name: "FanoutServer",
             dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, serviceLifecycle]
         ),
+        // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
+        .target(
+            name: "FanoutHTTP",
+            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, logging]
+        ),
         .target(
             name: "FanoutClient",
             dependencies: ["FanoutModel", "FanoutWire", dequeModule, nioCore, nioPosix, nioSSL, nioTLS]
@@ -102,7 +110,7 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", "FanoutKeys", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals, nioSSL]
+            dependencies: ["FanoutCore", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals, nioSSL, hummingbird]
         ),
         .executableTarget(
             name: "fanout",
@@ -133,7 +141,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle]
+            dependencies: ["FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle, hummingbirdTesting]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

@@ -16,7 +16,7 @@ public import ServiceLifecycle
 public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     private let listener: any Channel
     private let connections: OpenConnections
-    private let keys: KeyRing
+    private let keyRing: KeyRing
     private let devices: DeviceConnections
     private let strangers: StrangerLimits
 
@@ -26,7 +26,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     private init(listener: any Channel, connections: OpenConnections, keys: KeyRing, devices: DeviceConnections, strangers: StrangerLimits) {
         self.listener = listener
         self.connections = connections
-        self.keys = keys
+        self.keyRing = keys
         self.devices = devices
         self.strangers = strangers
         self.localPort = listener.localAddress?.port ?? 0
@@ -37,7 +37,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     /// changed) answers what it applied, gets GOAWAY `UNAUTHENTICATED` and is closed. The others
     /// carry on undisturbed.
     public func reloadKeys(_ keys: APIKeyStore) {
-        self.keys.replace(with: keys)
+        self.keyRing.replace(with: keys)
         for channel in self.connections.open() {
             channel.pipeline.fireUserInboundEventTriggered(KeyRing.Reloaded(keys: keys))
         }
@@ -103,6 +103,9 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             .get()
         return FanoutServer(listener: listener, connections: connections, keys: keyRing, devices: settings.devices, strangers: strangers)
     }
+
+    /// The API keys the server accepts now (after the last `reloadKeys`).
+    public var keys: APIKeyStore { self.keyRing.current }
 
     /// What the server did with its connections since it started (STATS carries the same).
     public var connectionStatistics: ConnectionStatistics { self.strangers.statistics }

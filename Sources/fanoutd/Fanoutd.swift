@@ -8,6 +8,8 @@ import ServiceLifecycle
 import UnixSignals
 import FanoutWire
 import NIOSSL
+import FanoutHTTP
+import Hummingbird
 
 /// `fanoutd`: the fanout engine on a data directory, served over TCP (docs/wire-protocol.md).
 /// Configuration and a ServiceGroup, nothing else.
@@ -31,6 +33,9 @@ struct Fanoutd: AsyncParsableCommand {
 
     @Option(help: "always (fdatasync before every reply), interval:MS, or none.")
     var durability = "always"
+
+    @Option(help: "host:port for the HTTP front (FCM's HTTP v1 send, health, the JWK Set; docs/http-api.md). Off unless given; `make run` uses 127.0.0.1:7401.")
+    var http: String?
 
     @Option(name: .customLong("tls-cert"), help: "TLS: the certificate chain, PEM (leaf first). With --tls-key, every connection is TLS 1.2 or 1.3.")
     var tlsCertificate: String?
@@ -103,6 +108,10 @@ struct Fanoutd: AsyncParsableCommand {
             throw ValidationError("--signing-key-lifetime must be 0 to 36500 days")
         }
         let tls = try self.tlsConfiguration(host: host)
+        let httpAddress = try self.http.map(Self.hostAndPort)
+        if let (httpHost, _) = httpAddress, !Self.isLoopback(httpHost), !self.insecurePlaintext {
+            throw ValidationError("refusing to serve HTTP in plain text on \(httpHost), which is not a loopback address (the HTTP front has no TLS yet): use a loopback address, or --insecure-plaintext")
+        }
         // Before anything is created: a taken address must not leave a new data directory and key.
         try ListenCheck.check(host: host, port: port)
         LoggingSystem.bootstrap { label in
@@ -156,8 +165,23 @@ struct Fanoutd: AsyncParsableCommand {
         maintenance.tokens = tokens
         maintenance.signingKeyLifetime = self.signingKeyLifetimeDays > 0 ? Int64(self.signingKeyLifetimeDays) * 86_400 : nil
         maintenance.afterPrune = { [server] in server.recheckDeviceCredentials() }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger)),
+        ]
+        if let (httpHost, httpPort) = httpAddress {
+            let router = HTTPFront.router(engine: engine, keys: { [server] in server.keys }, tokens: tokens)
+            let application = Application(
+                router: router,
+                configuration: .init(address: .hostname(httpHost, port: httpPort), serverName: "fanoutd"),
+                onServerRunning: { channel in
+                    logger.info("HTTP front listening", metadata: ["address": "\(httpHost):\(channel.localAddress?.port ?? httpPort)"])
+                },
+                logger: logger
+            )
+            services.append(.init(service: application))
+        }
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [.init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger))],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )

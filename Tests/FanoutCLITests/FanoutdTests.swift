@@ -36,6 +36,9 @@ struct FanoutdTests {
             }
         }
 
+        /// The log lines read so far.
+        var logLines: [String] { self.errorText.components(separatedBy: "\n") }
+
         /// Reads the daemon's log until the `occurrence`th line containing `text`; false if it exits first.
         func waitForLogLine(containing text: String, occurrence: Int = 1) -> Bool {
             while self.errorText.components(separatedBy: "\n").filter({ $0.contains(text) }).count < occurrence {
@@ -348,6 +351,50 @@ struct FanoutdTests {
         #expect(try self.fanout(daemon.port, admin, "topics", "cAbCdEf0123").output == "news\n")
         let sent = try self.fanout(daemon.port, admin, "send", "--json", input: #"{"message":{"fid":"cAbCdEf0123","data":{"k":"v"}}}"#)
         #expect(sent.status == 0 && sent.output.contains(#""enqueued":1"#), "\(sent)")
+    }
+
+    /// fanoutd --http: an HTTP client that is not ours (Python's urllib) sends through FCM's v1
+    /// path with an API key, and reads health; plain HTTP off loopback is refused.
+    @Test func theHTTPFrontServesFCMsSendPath() throws {
+        let directory = TemporaryDirectory.path("fanoutd-http")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory, arguments: ["--http", "127.0.0.1:0"])
+        defer { _ = daemon.stop() }
+        #expect(daemon.waitForLogLine(containing: "HTTP front listening"))
+        let line = try #require(daemon.logLines.first { $0.contains("HTTP front listening") })
+        let range = try #require(line.range(of: "address=127.0.0.1:"))
+        let httpPort = try #require(Int(line[range.upperBound...].prefix(while: \.isNumber)))
+        let admin = try Self.adminKey(in: directory)
+        #expect(try self.fanout(daemon.port, admin, "register", "--platform", "web", "--app-id", "1:1:web:a", "--token", "http-cli-1").status == 0)
+        let script = """
+            import json, sys, urllib.request, urllib.error
+            base = "http://127.0.0.1:%s" % sys.argv[1]
+            print(urllib.request.urlopen(base + "/healthz").status)
+            body = json.dumps({"message": {"token": "http-cli-1", "data": {"k": "v"}}}).encode()
+            request = urllib.request.Request(base + "/v1/projects/default/messages:send", data=body, method="POST",
+                headers={"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
+            print(json.load(urllib.request.urlopen(request))["name"])
+            request = urllib.request.Request(base + "/v1/projects/default/messages:send", data=body, method="POST")
+            try:
+                urllib.request.urlopen(request)
+            except urllib.error.HTTPError as error:
+                print(error.code, json.load(error)["error"]["status"])
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, "\(httpPort)", admin]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let lines = printed.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(printed)")
+        #expect(lines.first == "200")
+        #expect(lines.dropFirst().first?.hasPrefix("projects/default/messages/") == true)
+        #expect(lines.last == "401 UNAUTHENTICATED")
+        let refused = try Self.fanoutd(["--data-dir", directory + "/other", "--http", "0.0.0.0:0"])
+        #expect(refused.status != 0 && refused.error.contains("--insecure-plaintext"), "\(refused)")
     }
 
     @Test func usersAreListedAndAnonymousCleanUpCanBeTriedAndTurnedOn() throws {

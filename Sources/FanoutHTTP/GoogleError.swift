@@ -1,0 +1,64 @@
+internal import FanoutCore
+
+/// An error in Google's JSON shape, as FCM's HTTP v1 API answers (fcm-rules.md section 5):
+/// `{"error":{"code":HTTP status,"message","status":canonical code,"details":[FcmError, BadRequest]}}`.
+/// firebase-admin reads `details[].errorCode` of the `google.firebase.fcm.v1.FcmError` detail to
+/// pick its exception (`UnregisteredError`, `QuotaExceededError`, ...).
+enum GoogleError {
+    static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+    static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+
+    /// The canonical status FCM sends with each of the engine's codes.
+    static func status(of code: FanoutError.Code) -> String {
+        switch code {
+        case .unregistered: return "NOT_FOUND"
+        case .tooManyTopics: return "INVALID_ARGUMENT"
+        default: return code.name
+        }
+    }
+
+    /// FCM's `errorCode` for an engine code, when FCM has one.
+    static func fcmErrorCode(of code: FanoutError.Code) -> String? {
+        switch code {
+        case .unregistered, .notFound: return "UNREGISTERED"
+        case .invalidArgument, .tooManyTopics: return "INVALID_ARGUMENT"
+        case .resourceExhausted: return "QUOTA_EXCEEDED"
+        case .unavailable: return "UNAVAILABLE"
+        case .internal: return "INTERNAL"
+        case .permissionDenied: return "SENDER_ID_MISMATCH"
+        default: return nil
+        }
+    }
+
+    /// The HTTP status and the body of `error`.
+    static func body(_ error: FanoutError) -> (status: Int, body: [UInt8]) {
+        var details: [JSONValue] = []
+        if let errorCode = Self.fcmErrorCode(of: error.code) {
+            details.append(.object(JSONObject([
+                .init(key: "@type", value: .string(Self.fcmErrorType)),
+                .init(key: "errorCode", value: .string(errorCode)),
+            ])))
+        }
+        var violations = error.violations
+        if violations.isEmpty, let field = error.field, error.code == .invalidArgument {
+            violations = [FieldViolation(field: field, description: error.message)]
+        }
+        if !violations.isEmpty {
+            details.append(.object(JSONObject([
+                .init(key: "@type", value: .string(Self.badRequestType)),
+                .init(key: "fieldViolations", value: .array(violations.map {
+                    .object(JSONObject([.init(key: "field", value: .string($0.field)), .init(key: "description", value: .string($0.description))]))
+                })),
+            ])))
+        }
+        let object = JSONObject([
+            .init(key: "error", value: .object(JSONObject([
+                .init(key: "code", value: .number(JSONNumber(error.code.httpStatus))),
+                .init(key: "message", value: .string(error.message)),
+                .init(key: "status", value: .string(Self.status(of: error.code))),
+                .init(key: "details", value: .array(details)),
+            ]))),
+        ])
+        return (error.code.httpStatus, JSONWriter.encode(.object(object)))
+    }
+}

@@ -1,0 +1,105 @@
+public import FanoutCore
+public import FanoutKeys
+internal import FanoutWire
+public import Hummingbird
+public import Logging
+internal import NIOCore
+
+/// fanoutd's HTTP listener (docs/http-api.md), on Hummingbird 2: FCM's HTTP v1 send, so that an
+/// unmodified firebase-admin SDK can send through fanoutd; health and readiness; the JWK Set that
+/// verifies installation auth tokens. Requests authenticate with `Authorization: Bearer <API key>`
+/// (the key's role and projects, as on the TCP listener).
+public enum HTTPFront {
+    /// The largest request body read (FCM's send limit plus the envelope).
+    public static let maximumBodySize = 1 << 20 + 4096
+
+    /// The routes, serving `engine` with the keys `keys()` returns at each request (so that a
+    /// SIGHUP reload applies) and, when given, `tokens`' JWK Set.
+    public static func router(
+        engine: Engine,
+        keys: @escaping @Sendable () -> APIKeyStore,
+        tokens: InstallationTokens?
+    ) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("/healthz") { _, _ in Self.json(200, #"{"status":"ok"}"#) }
+        router.get("/readyz") { _, _ in
+            engine.logFailure == nil ? Self.json(200, #"{"status":"ready"}"#) : Self.json(503, #"{"status":"the log refuses changes"}"#)
+        }
+        router.get("/.well-known/jwks.json") { _, _ in
+            guard let tokens, let jwks = try? tokens.keys.jwks() else {
+                return Self.error(FanoutError(.notFound, "this server issues no installation credentials"))
+            }
+            return Self.json(200, jwks)
+        }
+        router.post("/v1/projects/:project/messages:send") { request, context in
+            do throws(FanoutError) {
+                let project = try Self.project(context.parameters.get("project"))
+                try Self.authorize(request, keys: keys(), project: project, roles: [.admin, .sender])
+                let body = try await Self.body(request)
+                let result = try await engine.send(body, in: project)
+                // One recipient (a token or FID target): its refusal is the answer, as FCM's.
+                if result.recipients.count == 1, case .failed(let error) = result.recipients[0] {
+                    return Self.error(error)
+                }
+                let name = JSONWriter.encode(.object(JSONObject([.init(key: "name", value: .string(result.messageID))])))
+                return Self.json(200, name)
+            } catch {
+                return Self.error(error)
+            }
+        }
+        return router
+    }
+
+    // MARK: - Pieces
+
+    static func project(_ value: String?) throws(FanoutError) -> ProjectID {
+        guard let value, let project = ProjectID(value) else {
+            throw FanoutError(.invalidArgument, "the project in the path is not valid", field: "project")
+        }
+        return project
+    }
+
+    /// The request's API key must be one of the server's, of one of `roles`, covering `project`.
+    static func authorize(_ request: Request, keys: APIKeyStore, project: ProjectID, roles: Set<Hello.Role>) throws(FanoutError) {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            throw FanoutError(.unauthenticated, "Request is missing required authentication credential: Authorization: Bearer <API key>")
+        }
+        guard let key = keys.authenticate(Array(header.dropFirst("Bearer ".count).utf8)) else {
+            throw FanoutError(.unauthenticated, "Request had invalid authentication credentials.")
+        }
+        guard roles.contains(key.role) else {
+            throw FanoutError(.permissionDenied, "a \(key.role) key may not do this")
+        }
+        guard key.projects.contains(project.value) else {
+            throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
+        }
+    }
+
+    static func body(_ request: Request) async throws(FanoutError) -> [UInt8] {
+        do {
+            let buffer = try await request.body.collect(upTo: Self.maximumBodySize)
+            return Array(buffer.readableBytesView)
+        } catch {
+            throw FanoutError(.invalidArgument, "the request body is larger than \(Self.maximumBodySize) bytes or could not be read", field: "body")
+        }
+    }
+
+    static func json(_ status: Int, _ text: String) -> Response {
+        Self.json(status, Array(text.utf8))
+    }
+
+    static func json(_ status: Int, _ bytes: [UInt8]) -> Response {
+        Response(
+            status: HTTPResponse.Status(code: status),
+            headers: [.contentType: "application/json; charset=UTF-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
+    }
+
+    static func error(_ error: FanoutError) -> Response {
+        let (status, body) = GoogleError.body(error)
+        var response = Self.json(status, body)
+        if error.code == .resourceExhausted { response.headers[.retryAfter] = "1" }
+        return response
+    }
+}

@@ -1,0 +1,129 @@
+import FanoutCore
+import FanoutHTTP
+import FanoutKeys
+import FanoutTestSupport
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// The HTTP front over real sockets (Hummingbird's live test client): FCM's v1 send with its
+/// answers and Google's error shape, authentication, health, the JWK Set.
+@Suite("HTTP front")
+struct HTTPFrontTests {
+    static func withFront(_ body: @Sendable (any TestClientProtocol, Engine) async throws -> Void) async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory)
+            defer { try? engine.close() }
+            let tokens = try LoopbackServer.tokens(in: directory)
+            _ = try await engine.register(RegistrationRequest(token: RegistrationToken("http-token-1")!, platform: .android, appID: AppID("1:1:android:a")!))
+            let router = HTTPFront.router(engine: engine, keys: { LoopbackServer.keys }, tokens: tokens)
+            let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await application.test(.live) { client in try await body(client, engine) }
+        }
+    }
+
+    static func bearer(_ key: String) -> HTTPFields { [.authorization: "Bearer \(key)", .contentType: "application/json"] }
+
+    static func json(_ buffer: ByteBuffer) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any])
+    }
+
+    /// The `error` object and the `errorCode` of its FcmError detail.
+    static func googleError(_ buffer: ByteBuffer) throws -> (error: [String: Any], errorCode: String?, violations: [String]) {
+        let error = try #require(try Self.json(buffer)["error"] as? [String: Any])
+        let details = error["details"] as? [[String: Any]] ?? []
+        let fcm = details.first { $0["@type"] as? String == "type.googleapis.com/google.firebase.fcm.v1.FcmError" }
+        let badRequest = details.first { $0["@type"] as? String == "type.googleapis.com/google.rpc.BadRequest" }
+        let violations = (badRequest?["fieldViolations"] as? [[String: Any]] ?? []).compactMap { $0["field"] as? String }
+        return (error, fcm?["errorCode"] as? String, violations)
+    }
+
+    @Test func aSendAnswersWithTheMessageNameAndQueuesTheDelivery() async throws {
+        try await Self.withFront { client, engine in
+            let body = ByteBuffer(string: #"{"message":{"token":"http-token-1","data":{"CONFIG_STATE":"STALE"}}}"#)
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: body)
+                #expect(response.status == .ok)
+                let name = try #require(try Self.json(response.body)["name"] as? String)
+                #expect(name.hasPrefix("projects/default/messages/"))
+            }
+            #expect(try engine.pendingDeliveries(for: .token(RegistrationToken("http-token-1")!)).count == 1)
+            // validate_only: FCM's fake id, nothing queued.
+            let dry = ByteBuffer(string: #"{"validate_only":true,"message":{"token":"http-token-1","data":{"k":"v"}}}"#)
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: dry)
+                #expect(try Self.json(response.body)["name"] as? String == "projects/default/messages/fake_message_id")
+            }
+            #expect(try engine.pendingDeliveries(for: .token(RegistrationToken("http-token-1")!)).count == 1)
+        }
+    }
+
+    @Test func errorsComeInGooglesShapeWithFCMsStatuses() async throws {
+        try await Self.withFront { client, _ in
+            let uri = "/v1/projects/default/messages:send"
+            let good = ByteBuffer(string: #"{"message":{"token":"http-token-1","data":{"k":"v"}}}"#)
+            // No credential, a wrong one, a role that may not send, another project.
+            do {
+                let response = try await client.execute(uri: uri, method: .post, body: good)
+                #expect(response.status == .unauthorized)
+                #expect(try Self.googleError(response.body).error["status"] as? String == "UNAUTHENTICATED")
+            }
+            do {
+                let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer("not-a-key-0000000000"), body: good)
+                #expect(response.status == .unauthorized)
+            }
+            do {
+                let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer(LoopbackServer.consumerKey), body: good)
+                #expect(response.status == .forbidden)
+                #expect(try Self.googleError(response.body).error["status"] as? String == "PERMISSION_DENIED")
+            }
+            do {
+                let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer(LoopbackServer.shopAdminKey), body: good)
+                #expect(response.status == .forbidden)
+            }
+            // An invalid message: 400, FcmError INVALID_ARGUMENT and the field violations.
+            let bad = ByteBuffer(string: #"{"message":{"token":"http-token-1","android":{"ttl":"-5s"},"data":{"from":"x"}}}"#)
+            do {
+                let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: bad)
+                #expect(response.status == .badRequest)
+                let (error, errorCode, violations) = try Self.googleError(response.body)
+                #expect(error["code"] as? Int == 400 && error["status"] as? String == "INVALID_ARGUMENT" && errorCode == "INVALID_ARGUMENT")
+                #expect(Set(violations) == ["message.android.ttl", "message.data.from"])
+            }
+            // An unknown token: 404 NOT_FOUND with errorCode UNREGISTERED (firebase-admin's UnregisteredError).
+            let unknown = ByteBuffer(string: #"{"message":{"token":"nobody-has-this","data":{"k":"v"}}}"#)
+            do {
+                let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: unknown)
+                #expect(response.status == .notFound)
+                let (error, errorCode, _) = try Self.googleError(response.body)
+                #expect(error["status"] as? String == "NOT_FOUND" && errorCode == "UNREGISTERED")
+            }
+            // A project that does not exist, and a malformed body.
+            do {
+                let response = try await client.execute(uri: "/v1/projects/no-such-app/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: good)
+                #expect(response.status == .notFound)
+            }
+            do {
+                let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: ByteBuffer(string: "{not json"))
+                #expect(response.status == .badRequest)
+                #expect(try Self.googleError(response.body).violations == ["body"])
+            }
+        }
+    }
+
+    @Test func healthReadinessAndTheJWKSet() async throws {
+        try await Self.withFront { client, _ in
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            do {
+                let response = try await client.execute(uri: "/.well-known/jwks.json", method: .get)
+                #expect(response.status == .ok)
+                let keys = try #require(try Self.json(response.body)["keys"] as? [[String: Any]])
+                #expect(keys.first?["kty"] as? String == "EC" && keys.first?["alg"] as? String == "ES256")
+            }
+            #expect(try await client.execute(uri: "/no/such/path", method: .get).status == .notFound)
+        }
+    }
+}
