@@ -47,6 +47,7 @@ public enum HTTPFront {
                 return Self.error(error)
             }
         }
+        Self.addTopicRoutes(to: router, engine: engine, keys: keys)
         return router
     }
 

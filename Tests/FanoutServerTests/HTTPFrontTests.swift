@@ -126,4 +126,68 @@ struct HTTPFrontTests {
             #expect(try await client.execute(uri: "/no/such/path", method: .get).status == .notFound)
         }
     }
+
+    /// FCM v1's topicSubscriptions (by token or FID) and the Instance ID batch calls and info, as
+    /// firebase-admin sends them.
+    @Test func topicsAreManagedAsTheSDKsDoIt() async throws {
+        try await Self.withFront { client, engine in
+            let token = RegistrationToken("http-token-1")!
+            let fid = try engine.installation(.token(token)).fid.description
+            let admin = Self.bearer(LoopbackServer.adminKey)
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/registrations/http-token-1/topicSubscriptions?topic_name=news", method: .post, headers: admin, body: ByteBuffer(string: "{}"))
+                #expect(response.status == .ok)
+            }
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/registrations/\(fid)/topicSubscriptions?topic_name=sports", method: .post, headers: admin, body: ByteBuffer(string: "{}"))
+                #expect(response.status == .ok)
+            }
+            #expect(try engine.topics(of: .token(token)).map(\.value) == ["news", "sports"])
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/registrations/nobody-token/topicSubscriptions?topic_name=news", method: .post, headers: admin, body: ByteBuffer(string: "{}"))
+                #expect(response.status == .notFound)
+                #expect(try Self.googleError(response.body).errorCode == "UNREGISTERED")
+            }
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/registrations/http-token-1/topicSubscriptions?topic_name=bad%20name", method: .post, headers: admin, body: ByteBuffer(string: "{}"))
+                #expect(response.status == .badRequest)
+            }
+            do {
+                let response = try await client.execute(uri: "/v1/projects/default/registrations/http-token-1/topicSubscriptions/sports?allow_missing=true", method: .delete, headers: admin)
+                #expect(response.status == .ok)
+            }
+            #expect(try engine.topics(of: .token(token)).map(\.value) == ["news"])
+
+            // The Instance ID form: results in input order.
+            let add = ByteBuffer(string: #"{"to":"/topics/weather","registration_tokens":["http-token-1","nobody-token"]}"#)
+            do {
+                let response = try await client.execute(uri: "/iid/v1:batchAdd", method: .post, headers: admin, body: add)
+                #expect(response.status == .ok)
+                let results = try #require(try Self.json(response.body)["results"] as? [[String: Any]])
+                #expect(results.count == 2 && results[0].isEmpty && results[1]["error"] as? String == "NOT_FOUND")
+            }
+            do {
+                let response = try await client.execute(uri: "/iid/info/http-token-1?details=true", method: .get, headers: admin)
+                let info = try Self.json(response.body)
+                #expect(info["platform"] as? String == "ANDROID" && info["application"] as? String == "1:1:android:a")
+                let topics = try #require((info["rel"] as? [String: Any])?["topics"] as? [String: Any])
+                #expect(Set(topics.keys) == ["news", "weather"])
+            }
+            do {
+                let remove = ByteBuffer(string: #"{"to":"weather","registration_tokens":["http-token-1"]}"#)
+                let response = try await client.execute(uri: "/iid/v1:batchRemove", method: .post, headers: admin, body: remove)
+                #expect(try #require(try Self.json(response.body)["results"] as? [[String: Any]]).first?.isEmpty == true)
+            }
+            #expect(try engine.topics(of: .token(token)).map(\.value) == ["news"])
+            do {
+                let response = try await client.execute(uri: "/iid/v1:batchAdd", method: .post, body: add)
+                #expect(response.status == .unauthorized)
+                #expect(try Self.json(response.body)["error"] as? String == "Unauthorized")
+            }
+            do {
+                let response = try await client.execute(uri: "/iid/v1:batchAdd", method: .post, headers: admin, body: ByteBuffer(string: #"{"to":"/topics/a"}"#))
+                #expect(response.status == .badRequest)
+            }
+        }
+    }
 }
