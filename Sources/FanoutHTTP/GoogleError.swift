@@ -17,10 +17,14 @@ enum GoogleError {
         }
     }
 
-    /// FCM's `errorCode` for an engine code, when FCM has one.
-    static func fcmErrorCode(of code: FanoutError.Code) -> String? {
-        switch code {
-        case .unregistered, .notFound: return "UNREGISTERED"
+    /// FCM's `errorCode` for an engine error, when FCM has one. NOT_FOUND is `UNREGISTERED` when it
+    /// is about a recipient (a token or FID), as FCM's; a missing project has no FCM code.
+    static func fcmErrorCode(of error: FanoutError) -> String? {
+        switch error.code {
+        case .notFound:
+            guard let field = error.field, field.hasPrefix("message.") || field == "registration" || field == "token" || field == "fid" else { return nil }
+            return "UNREGISTERED"
+        case .unregistered: return "UNREGISTERED"
         case .invalidArgument, .tooManyTopics: return "INVALID_ARGUMENT"
         case .resourceExhausted: return "QUOTA_EXCEEDED"
         case .unavailable: return "UNAVAILABLE"
@@ -33,7 +37,7 @@ enum GoogleError {
     /// The HTTP status and the body of `error`.
     static func body(_ error: FanoutError) -> (status: Int, body: [UInt8]) {
         var details: [JSONValue] = []
-        if let errorCode = Self.fcmErrorCode(of: error.code) {
+        if let errorCode = Self.fcmErrorCode(of: error) {
             details.append(.object(JSONObject([
                 .init(key: "@type", value: .string(Self.fcmErrorType)),
                 .init(key: "errorCode", value: .string(errorCode)),

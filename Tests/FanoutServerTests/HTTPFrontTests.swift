@@ -104,6 +104,7 @@ struct HTTPFrontTests {
             do {
                 let response = try await client.execute(uri: "/v1/projects/no-such-app/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: good)
                 #expect(response.status == .notFound)
+                #expect(try Self.googleError(response.body).errorCode == nil, "a missing project is not an unregistered token")
             }
             do {
                 let response = try await client.execute(uri: uri, method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: ByteBuffer(string: "{not json"))
