@@ -21,6 +21,7 @@ public enum HTTPFront {
         tokens: InstallationTokens?
     ) -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: GoogleErrorMiddleware())
         router.get("/healthz") { _, _ in Self.json(200, #"{"status":"ok"}"#) }
         router.get("/readyz") { _, _ in
             engine.logFailure == nil ? Self.json(200, #"{"status":"ready"}"#) : Self.json(503, #"{"status":"the log refuses changes"}"#)

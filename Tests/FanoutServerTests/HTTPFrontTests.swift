@@ -124,7 +124,20 @@ struct HTTPFrontTests {
                 let keys = try #require(try Self.json(response.body)["keys"] as? [[String: Any]])
                 #expect(keys.first?["kty"] as? String == "EC" && keys.first?["alg"] as? String == "ES256")
             }
-            #expect(try await client.execute(uri: "/no/such/path", method: .get).status == .notFound)
+            do {
+                // Unknown paths and methods, and a body over the limit: Google's shape, and the listener stays.
+                let response = try await client.execute(uri: "/no/such/path", method: .get)
+                #expect(response.status == .notFound)
+                #expect(try Self.googleError(response.body).error["status"] as? String == "NOT_FOUND")
+            }
+            #expect(try await client.execute(uri: "/healthz", method: .delete).status == .notFound)
+            do {
+                let huge = ByteBuffer(repeating: UInt8(ascii: "x"), count: HTTPFront.maximumBodySize + 1)
+                let response = try await client.execute(uri: "/v1/projects/default/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: huge)
+                #expect(response.status == .badRequest)
+                #expect(try Self.googleError(response.body).violations == ["body"])
+            }
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
         }
     }
 
