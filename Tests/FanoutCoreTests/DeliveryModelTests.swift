@@ -77,7 +77,9 @@ struct DeliveryHarness {
             let platform = Platform.allCases.randomElement(using: &self.random)!
             self.registered += 1
             let token = RegistrationToken("device-\(self.registered)")
-            let installation = try await self.engine.register(RegistrationRequest(token: token, platform: platform, appID: AppID("app")!)).installation
+            // The FID from the seed too: FIDs order the consumers' choices, so random ones made the run differ each time.
+            let offered = FID.make(fromRandomBytes: (0..<17).map { _ in UInt8.random(in: 0...255, using: &self.random) })
+            let installation = try await self.engine.register(RegistrationRequest(offeredFID: offered.string, token: token, platform: platform, appID: AppID("app")!)).installation
             self.fids.append(installation.fid)
             self.model.installations[installation.fid] = .init(fid: installation.fid, platform: platform)
             if Bool.random(using: &self.random) {
