@@ -61,8 +61,8 @@ public enum HTTPFront {
         return project
     }
 
-    /// The request's API key must be one of the server's, of one of `roles`, covering `project`.
-    static func authorize(_ request: Request, keys: APIKeyStore, project: ProjectID, roles: Set<Hello.Role>) throws(FanoutError) {
+    /// The request's API key (`Authorization: Bearer`): one of the server's, of one of `roles`.
+    static func apiKey(of request: Request, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
             throw FanoutError(.unauthenticated, "Request is missing required authentication credential: Authorization: Bearer <API key>")
         }
@@ -72,6 +72,12 @@ public enum HTTPFront {
         guard roles.contains(key.role) else {
             throw FanoutError(.permissionDenied, "a \(key.role) key may not do this")
         }
+        return key
+    }
+
+    /// The request's API key must be one of the server's, of one of `roles`, covering `project`.
+    static func authorize(_ request: Request, keys: APIKeyStore, project: ProjectID, roles: Set<Hello.Role>) throws(FanoutError) {
+        let key = try Self.apiKey(of: request, keys: keys, roles: roles)
         guard key.projects.contains(project.value) else {
             throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
         }

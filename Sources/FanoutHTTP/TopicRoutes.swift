@@ -36,7 +36,7 @@ extension HTTPFront {
         for (path, subscribing) in [("/iid/v1:batchAdd", true), ("/iid/v1:batchRemove", false)] {
             router.post(RouterPath(stringLiteral: path)) { request, _ in
                 do throws(FanoutError) {
-                    let key = try Self.iidKey(request, keys: keys(), roles: [.admin])
+                    let key = try Self.apiKey(of: request, keys: keys(), roles: [.admin])
                     let project = try Self.iidProject(of: key)
                     let (topic, tokens) = try Self.batch(try await Self.body(request))
                     let results = subscribing
@@ -56,7 +56,7 @@ extension HTTPFront {
         }
         router.get("/iid/info/:token") { request, context in
             do throws(FanoutError) {
-                let key = try Self.iidKey(request, keys: keys(), roles: [.admin, .sender])
+                let key = try Self.apiKey(of: request, keys: keys(), roles: [.admin, .sender])
                 let project = try Self.iidProject(of: key)
                 let address = try Self.address(context.parameters.get("token"))
                 let installation = try engine.installation(address, in: project)
@@ -128,15 +128,6 @@ extension HTTPFront {
             throw FanoutError(.invalidArgument, "registration_tokens holds 1 to 1000 tokens", field: "registration_tokens")
         }
         return (try Self.topic(to), tokens)
-    }
-
-    /// The Instance ID service authenticates the same keys.
-    static func iidKey(_ request: Request, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),
-            let key = keys.authenticate(Array(header.dropFirst("Bearer ".count).utf8))
-        else { throw FanoutError(.unauthenticated, "Request had invalid authentication credentials.") }
-        guard roles.contains(key.role) else { throw FanoutError(.permissionDenied, "a \(key.role) key may not do this") }
-        return key
     }
 
     /// The Instance ID API names no project: the key's only one, or `default` for a key of every project.

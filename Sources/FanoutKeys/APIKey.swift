@@ -1,3 +1,4 @@
+internal import FanoutCore
 public import FanoutWire
 
 /// A key the server accepts, as its key file holds it: a name, the role it carries, the projects it

@@ -1,3 +1,4 @@
+internal import FanoutCore
 internal import CFanoutOpenSSL
 
 /// A self-signed certificate and its P-256 key, for trying TLS out (`fanout tls dev-cert`), made

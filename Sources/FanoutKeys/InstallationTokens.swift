@@ -139,22 +139,14 @@ public struct RefreshToken: Hashable, Sendable {
 }
 
 extension JSONObject {
-    fileprivate func value(_ key: String) -> JSONValue? {
-        var found: JSONValue?
-        for member in self.members where member.key == key {
-            guard found == nil else { return nil }  // a repeated key is refused, not guessed
-            found = member.value
-        }
-        return found
-    }
-
+    // The parser refuses repeated keys, so `self[key]` is the only member of that name.
     fileprivate func string(_ key: String) -> String? {
-        if case .string(let value)? = self.value(key) { return value }
+        if case .string(let value)? = self[key] { return value }
         return nil
     }
 
     fileprivate func integer(_ key: String) -> Int64? {
-        if case .number(let number)? = self.value(key) { return number.int64 }
+        if case .number(let number)? = self[key] { return number.int64 }
         return nil
     }
 }

@@ -61,19 +61,3 @@ public enum SHA256 {
         return bytes
     }
 }
-
-/// Random bytes from the system CSPRNG (OpenSSL `RAND_bytes`).
-public enum SecureRandom {
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String { "the system CSPRNG (RAND_bytes) failed" }
-    }
-
-    public static func bytes(_ count: Int) throws(Failure) -> [UInt8] {
-        var random = [UInt8](repeating: 0, count: count)
-        let status = random.withUnsafeMutableBytes { buffer in
-            RAND_bytes(buffer.baseAddress, Int32(buffer.count))
-        }
-        guard status == 1 else { throw Failure() }
-        return random
-    }
-}

@@ -29,6 +29,13 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
         return Timestamp(millisecondsSinceEpoch: sum)
     }
 
+    /// Whole seconds since the epoch (JWT times, APNs expirations).
+    public var secondsSinceEpoch: Int64 { self.millisecondsSinceEpoch / 1000 }
+
+    public init(secondsSinceEpoch seconds: Int64) {
+        self.init(millisecondsSinceEpoch: seconds * 1000)
+    }
+
     public var description: String { "\(self.millisecondsSinceEpoch)ms" }
 
     /// ISO 8601 in UTC with milliseconds: `2026-01-01T00:00:00.000Z`.

@@ -105,7 +105,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.endInput(goAway: nil, context: context)
         case is DeviceConnections.Recheck:
             if let principal = self.state.principal, !DeviceScope.isLive(principal, engine: self.engine) {
-                context.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading(goAway: .goAway(.unauthenticated, "the installation was deleted or its credentials were replaced")))
+                context.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading(goAway: .goAway(DeviceScope.revoked.code, DeviceScope.revoked.message)))
             }
         case let reload as KeyRing.Reloaded:
             // From the head of the pipeline, so that the guard stops reading first.
@@ -223,7 +223,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             guard let principal = self.state.principal else { return }
             if principal.installation != nil {
                 guard DeviceScope.isLive(principal, engine: self.engine) else {
-                    self.handle(.fail(.error(FanoutError(.unauthenticated, "the installation was deleted or its credentials were replaced"))), id: id, context: context)
+                    self.handle(.fail(.error(DeviceScope.revoked)), id: id, context: context)
                     return
                 }
                 do throws(FanoutError) {

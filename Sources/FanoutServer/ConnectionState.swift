@@ -63,7 +63,7 @@ struct ConnectionState {
     }
 
     /// UNIX seconds now.
-    var seconds: Int64 { self.clock.now().millisecondsSinceEpoch / 1000 }
+    var seconds: Int64 { self.clock.now().secondsSinceEpoch }
 
     /// Who the connection speaks for, once it is known.
     var principal: Principal? {
@@ -84,7 +84,7 @@ struct ConnectionState {
         }
         guard live else {
             self.phase = .ended
-            return .fail(.error(FanoutError(.unauthenticated, "the installation was deleted or its credentials were replaced")))
+            return .fail(.error(DeviceScope.revoked))
         }
         self.phase = .ready(principal)
         var welcome = self.welcome

@@ -5,6 +5,9 @@ internal import FanoutWire
 /// What a device connection may name: its own installation, and the user that installation is
 /// bound to (docs/security.md). Checked against the engine before the request is performed.
 enum DeviceScope {
+    /// What a device connection is told when `isLive` says its credential no longer holds.
+    static let revoked = FanoutError(.unauthenticated, "the installation was deleted or its credentials were replaced")
+
     /// Whether the installation a device connection speaks for still lives with the credentials it
     /// presented: not deleted, its credentials not replaced. Always true for a key.
     static func isLive(_ principal: Principal, engine: Engine) -> Bool {

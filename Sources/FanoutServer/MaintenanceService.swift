@@ -110,7 +110,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
     /// Rotates the signing key when it is due and deletes the retired keys no token needs.
     func maintainSigningKeys() {
         guard let tokens = self.tokens else { return }
-        let now = self.engine.clock.now().millisecondsSinceEpoch / 1000
+        let now = self.engine.clock.now().secondsSinceEpoch
         do {
             if let lifetime = self.signingKeyLifetime, now - tokens.keys.current.createdAt >= lifetime {
                 let id = try tokens.keys.rotate(now: now)

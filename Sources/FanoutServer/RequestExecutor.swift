@@ -47,7 +47,7 @@ struct RequestExecutor: Sendable {
             try changes.setCredential(refresh.refresh.digest, of: .fid(installation.fid), in: id)
             return .credentials(InstallationCredentials(
                 fid: installation.fid.description, refreshToken: refresh.token,
-                authToken: AuthToken(token: auth.token, expiresAt: Timestamp(millisecondsSinceEpoch: auth.claims.expiresAt * 1000))
+                authToken: AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt))
             ))
         case .generateAuthToken(let project, let fid):
             let tokens = try self.credentialTokens()
@@ -61,7 +61,7 @@ struct RequestExecutor: Sendable {
             }
             do {
                 let auth = try tokens.issue(project: project, appID: installation.appID.value, fid: fid.description, credentialID: RefreshToken.credentialID(of: digest), now: self.seconds)
-                return .authToken(AuthToken(token: auth.token, expiresAt: Timestamp(millisecondsSinceEpoch: auth.claims.expiresAt * 1000)))
+                return .authToken(AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt)))
             } catch {
                 throw FanoutError(.internal, "the auth token could not be signed")
             }
@@ -225,7 +225,7 @@ struct RequestExecutor: Sendable {
         return tokens
     }
 
-    private var seconds: Int64 { self.engine.clock.now().millisecondsSinceEpoch / 1000 }
+    private var seconds: Int64 { self.engine.clock.now().secondsSinceEpoch }
 
     /// A page of topics after `startAfter`, at most `limit` and small enough for one frame.
     private func page(_ topics: [(name: TopicName, subscribers: Int)], after startAfter: String, limit: Int) -> [TopicCount] {

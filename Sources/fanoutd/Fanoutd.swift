@@ -133,7 +133,7 @@ struct Fanoutd: AsyncParsableCommand {
         let (keys, keyFile) = try self.loadKeys(logger: logger)
         let signingKeys = try SigningKeys.open(
             directory: (self.dataDirectory as NSString).appendingPathComponent("signing-keys"),
-            now: engine.clock.now().millisecondsSinceEpoch / 1000
+            now: engine.clock.now().secondsSinceEpoch
         )
         let tokens = InstallationTokens(keys: signingKeys, lifetime: Int64(self.authTokenLifetime))
         var configuration = ServerConfiguration(host: host, port: port)
