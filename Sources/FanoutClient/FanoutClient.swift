@@ -200,6 +200,18 @@ public final class FanoutClient: Sendable {
         return try await self.request(.register(project: project, fields)) { if case .registered(let result) = $0 { result } else { nil } }
     }
 
+    /// Registers an installation and answers its new credentials too (REGISTER with the credentials
+    /// option), as Firebase Installations' create does: the refresh token is shown only here. An
+    /// app key may register this way only, and only installations that do not exist yet.
+    public func registerWithCredentials(
+        _ fields: RegistrationFields,
+        in project: String = "default"
+    ) async throws -> (result: RegistrationResult, credentials: InstallationCredentials) {
+        try await self.request(.register(project: project, fields, issuingCredentials: true)) {
+            if case .registeredWithCredentials(let result, let credentials) = $0 { (result, credentials) } else { nil }
+        }
+    }
+
     /// Registers up to 1000 installations in one request (REGISTER_BATCH): one outcome per item,
     /// in order, each item checked and applied on its own (a refused item does not stop the others).
     public func register(_ batch: [RegistrationFields], in project: String = "default") async throws -> [RegistrationOutcome] {

@@ -51,7 +51,7 @@ public struct APIKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The roles a key may carry (a device proves itself with an installation token, not a key).
-    public static let keyRoles: [Hello.Role] = [.admin, .sender, .consumer]
+    public static let keyRoles: [Hello.Role] = [.admin, .sender, .consumer, .app]
 
     /// Whether a key of this role may open a connection in `role`: an admin key in any key role,
     /// the others only in their own.

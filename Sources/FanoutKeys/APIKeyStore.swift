@@ -84,7 +84,7 @@ public struct APIKeyStore: Sendable, Equatable {
 
     private static func role(_ field: Substring, line: Int) throws(APIKeyFileError) -> Hello.Role {
         guard let role = APIKey.keyRoles.first(where: { "\($0)" == field }) else {
-            throw APIKeyFileError(line: line, message: "the role is `admin`, `sender` or `consumer`, not `\(field)`")
+            throw APIKeyFileError(line: line, message: "the role is `admin`, `sender`, `consumer` or `app`, not `\(field)`")
         }
         return role
     }

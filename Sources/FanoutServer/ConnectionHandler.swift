@@ -239,7 +239,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }, context: context)
             // Changes that can revoke installation credentials: open device connections check theirs.
             switch request {
-            case .deleteInstallation(let project, _), .deleteProject(let project), .pruneExpired(let project), .issueCredentials(let project, _):
+            case .deleteInstallation(let project, _), .deleteProject(let project), .pruneExpired(let project), .issueCredentials(let project, _),
+                .register(let project, _, issuingCredentials: true):
                 self.settings.devices.recheck(project: project)
             default:
                 break

@@ -148,6 +148,10 @@ struct ConnectionState {
                 return .reply(.error(FanoutError(.permissionDenied, "\(request.opcode == .snapshot ? "a snapshot" : "the signing key") covers every project: it needs a key for all of them")))
             }
             if let project = request.project, !principal.projects.contains(project) {
+                // An installation's credential is valid in its own project only: elsewhere it proves nothing.
+                if principal.installation != nil {
+                    return .reply(.error(FanoutError(.unauthenticated, "the installation credential is for another project", field: "project")))
+                }
                 return .reply(.error(FanoutError(.permissionDenied, "the credential does not cover this project", field: "project")))
             }
             // PING touches nothing: answered here, without the engine.

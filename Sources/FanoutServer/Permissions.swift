@@ -7,6 +7,8 @@ enum Permissions {
     /// Who a connection speaks for.
     enum Principal: Hashable, CaseIterable, CustomStringConvertible {
         case admin, sender, consumer
+        /// An app's key: it registers installations with their credentials (Firebase Installations' create).
+        case app
         /// An installation, by its auth token.
         case device
         /// An installation, by its refresh token: it may only get an auth token or delete itself.
@@ -18,6 +20,7 @@ enum Permissions {
             case .sender: self = .sender
             case .consumer: self = .consumer
             case .device: self = .device
+            case .app: self = .app
             }
         }
 
@@ -27,6 +30,7 @@ enum Permissions {
             case .sender: return "sender"
             case .consumer: return "consumer"
             case .device: return "device"
+            case .app: return "app"
             case .refresh: return "refresh-token"
             }
         }
@@ -60,6 +64,10 @@ enum Permissions {
         .attach, .grant, .acknowledge, .detach,
     ]
 
+    /// An app's key: REGISTER, and only with the credentials option for a new installation
+    /// (`RequestExecutor` checks both).
+    private static let app: Set<Opcode> = [.ping, .jwks, .register]
+
     /// What a refresh token allows, as Firebase Installations: a new auth token, or deleting itself.
     private static let refresh: Set<Opcode> = [.ping, .jwks, .generateAuthToken, .deleteInstallation]
 
@@ -71,6 +79,7 @@ enum Permissions {
         case .consumer: return Self.consumer.contains(opcode)
         case .device: return Self.device.contains(opcode)
         case .refresh: return Self.refresh.contains(opcode)
+        case .app: return Self.app.contains(opcode)
         }
     }
 }

@@ -36,35 +36,13 @@ struct RequestExecutor: Sendable {
             let tokens = try self.credentialTokens()
             let id = try Self.project(project)
             let installation = try self.engine.installation(try Self.address(registration), in: id)
-            let refresh: (token: String, refresh: RefreshToken)
-            let auth: (token: String, claims: InstallationClaims)
-            do {
-                refresh = try RefreshToken.generate(project: project, fid: installation.fid.description)
-                auth = try tokens.issue(project: project, appID: installation.appID.value, fid: installation.fid.description, credentialID: refresh.refresh.credentialID, now: self.seconds)
-            } catch {
-                throw FanoutError(.internal, "the credentials could not be made")
-            }
-            try changes.setCredential(refresh.refresh.digest, of: .fid(installation.fid), in: id)
-            return .credentials(InstallationCredentials(
-                fid: installation.fid.description, refreshToken: refresh.token,
-                authToken: AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt))
-            ))
+            return .credentials(try tokens.issueCredentials(for: installation, in: id, changes: &changes, now: self.seconds))
         case .generateAuthToken(let project, let fid):
-            let tokens = try self.credentialTokens()
-            let id = try Self.project(project)
-            let fid = try Self.fid(fid)
-            guard let (installation, digest) = self.engine.credential(of: fid, in: id) else {
-                throw FanoutError(.notFound, "the installation has no credentials (ISSUE_CREDENTIALS gives it some)", field: "fid")
-            }
-            if case .refresh(let presented) = principal, !SHA256.constantTimeEqual(presented.digest, digest) {
-                throw FanoutError(.unauthenticated, "the refresh token was replaced")
-            }
-            do {
-                let auth = try tokens.issue(project: project, appID: installation.appID.value, fid: fid.description, credentialID: RefreshToken.credentialID(of: digest), now: self.seconds)
-                return .authToken(AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt)))
-            } catch {
-                throw FanoutError(.internal, "the auth token could not be signed")
-            }
+            var presented: RefreshToken? = nil
+            if case .refresh(let token) = principal { presented = token }
+            return .authToken(try self.credentialTokens().generateAuthToken(
+                for: try Self.fid(fid), in: try Self.project(project), engine: self.engine, presented: presented, now: self.seconds
+            ))
         case .createProject(let project):
             try changes.createProject(try Self.project(project))
             return .done(opcode)
@@ -73,8 +51,21 @@ struct RequestExecutor: Sendable {
             return .done(opcode)
         case .listProjects:
             return .names(opcode, self.engine.projectIDs().map(\.value).filter { principal.projects.contains($0) })
-        case .register(let project, let fields):
-            return .registered(try changes.register(try Self.registration(fields), in: try Self.project(project)))
+        case .register(let project, let fields, let issuingCredentials):
+            let isApp = principal.kind == .app
+            guard issuingCredentials else {
+                if isApp { throw FanoutError(.permissionDenied, "an app key registers with the credentials option (options bit 0)", field: "options") }
+                return .registered(try changes.register(try Self.registration(fields), in: try Self.project(project)))
+            }
+            let tokens = try self.credentialTokens()
+            let id = try Self.project(project)
+            let result = try changes.register(try Self.registration(fields), in: id)
+            // An app key creates installations; it may not take over one that exists (a repeat
+            // changed nothing, so refusing it leaves nothing half-applied).
+            if isApp, result.isExisting {
+                throw FanoutError(.alreadyExists, "the installation exists: its device gets new auth tokens with its refresh token", field: "token")
+            }
+            return .registeredWithCredentials(result, try tokens.issueCredentials(for: result.installation, in: id, changes: &changes, now: self.seconds))
         case .registerBatch(let project, let items):
             let id = try Self.project(project)
             guard !items.isEmpty else {

@@ -108,7 +108,7 @@ public struct WireSamples {
         case 3: return .deleteProject(project: project)
         case 4: return .listProjects
         case 5:
-            return .register(project: project, self.registrationFields())
+            return .register(project: project, self.registrationFields(), issuingCredentials: self.bool())
         case 6: return .refreshToken(project: project, registration: self.string(), token: self.string())
         case 7: return .touch(project: project, registration: self.string())
         case 8: return .getInstallation(project: project, registration: self.string())
@@ -160,7 +160,11 @@ public struct WireSamples {
         case 1: return .pong
         case 2: return .done([.createProject, .deleteProject, .attach, .grant, .detach][self.int(0...4)])
         case 3: return .names([.listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot][self.int(0...3)], self.strings())
-        case 4: return .registered(RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool()))
+        case 4:
+            let result = RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool(), isExisting: self.bool())
+            guard self.bool() else { return .registered(result) }
+            let authToken = AuthToken(token: self.string(), expiresAt: self.timestamp())
+            return .registeredWithCredentials(result, InstallationCredentials(fid: result.installation.fid.description, refreshToken: self.string(), authToken: authToken))
         case 5:
             let opcodes: [Opcode] = [.refreshToken, .touch, .getInstallation, .deleteInstallation, .bindDevice, .signOut, .setAPNsToken, .installationByAPNsToken]
             return .installation(opcodes[self.int(0...(opcodes.count - 1))], self.installation())

@@ -15,7 +15,9 @@ public enum ClientRequest: WireMessage {
     case jwks
     /// A new key signs auth tokens from now on; the one before still verifies its tokens.
     case rotateSigningKey
-    case register(project: String, RegistrationFields)
+    /// Registers an installation; with `issuingCredentials`, the reply carries new installation
+    /// credentials too (a refresh token and an auth token), as Firebase Installations' create does.
+    case register(project: String, RegistrationFields, issuingCredentials: Bool = false)
     /// Up to 1000 registrations, each applied on its own (one result per item).
     case registerBatch(project: String, [RegistrationFields])
     case refreshToken(project: String, registration: String, token: String)
@@ -61,6 +63,9 @@ public enum ClientRequest: WireMessage {
     case grant(credit: UInt32)
     case acknowledge([DeliveryID])
     case detach
+
+    /// REGISTER's options bit 0: answer with new installation credentials.
+    static let registerIssuesCredentials: UInt8 = 1
 
     public var opcode: Opcode {
         switch self {
@@ -115,7 +120,7 @@ public enum ClientRequest: WireMessage {
         switch self {
         case .hello, .ping, .listProjects, .snapshot, .jwks, .rotateSigningKey, .grant, .acknowledge, .detach:
             return nil
-        case .createProject(let project), .deleteProject(let project), .register(let project, _), .registerBatch(let project, _),
+        case .createProject(let project), .deleteProject(let project), .register(let project, _, _), .registerBatch(let project, _),
             .refreshToken(let project, _, _), .touch(let project, _), .getInstallation(let project, _),
             .setAPNsToken(let project, _, _), .installationByAPNsToken(let project, _),
             .issueCredentials(let project, _), .generateAuthToken(let project, _),
@@ -166,8 +171,10 @@ public enum ClientRequest: WireMessage {
             buffer.writeWireBool(enabled)
         case .setLegacyInstanceIDs(_, let accepted):
             buffer.writeWireBool(accepted)
-        case .register(_, let fields):
+        case .register(_, let fields, let issuingCredentials):
             try buffer.writeWireRegistrationFields(fields)
+            // The options byte may be left out when it is 0 (docs/wire-protocol.md).
+            if issuingCredentials { buffer.writeInteger(Self.registerIssuesCredentials) }
         case .registerBatch(_, let items):
             try buffer.writeWireCount(items.count, field: "registrations")
             for fields in items { try buffer.writeWireRegistrationFields(fields) }
@@ -300,7 +307,13 @@ public enum ClientRequest: WireMessage {
         case .createProject: return .createProject(project: project)
         case .deleteProject: return .deleteProject(project: project)
         case .register:
-            return .register(project: project, try reader.registrationFields(""))
+            let fields = try reader.registrationFields("")
+            guard !reader.isAtEnd else { return .register(project: project, fields) }
+            let options = try reader.u8("options")
+            guard options & ~Self.registerIssuesCredentials == 0 else {
+                throw reader.error("options has unknown bits (\(options))")
+            }
+            return .register(project: project, fields, issuingCredentials: options & Self.registerIssuesCredentials != 0)
         case .registerBatch:
             // Each item is at least 9 bytes: two absent optionals, a platform, an app id's length, four absent optionals.
             return .registerBatch(project: project, try reader.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in

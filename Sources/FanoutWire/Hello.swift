@@ -9,6 +9,9 @@ public struct Hello: Hashable, Sendable {
         case sender = 3
         /// One installation, proven by its auth token (or its refresh token, to get an auth token).
         case device = 4
+        /// The key an app ships with: registers new installations and gets their credentials,
+        /// as Firebase Installations' create does with an app's API key. Nothing else.
+        case app = 5
 
         public var description: String {
             switch self {
@@ -16,6 +19,7 @@ public struct Hello: Hashable, Sendable {
             case .consumer: return "consumer"
             case .sender: return "sender"
             case .device: return "device"
+            case .app: return "app"
             }
         }
     }

@@ -154,6 +154,9 @@ struct PayloadReader {
         return value
     }
 
+    /// Whether every byte of the payload was read (for a trailing field that may be left out).
+    var isAtEnd: Bool { self.buffer.readableBytes == 0 }
+
     /// Throws unless every byte of the payload was read.
     func finish() throws(ProtocolError) {
         guard self.buffer.readableBytes == 0 else {

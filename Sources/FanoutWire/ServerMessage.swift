@@ -11,6 +11,8 @@ public enum ServerMessage: WireMessage {
     /// A list of names: LIST_PROJECTS, CLEAN_UP_ANONYMOUS, TOPICS_OF, SNAPSHOT (the file's name).
     case names(Opcode, [String])
     case registered(RegistrationResult)
+    /// REGISTER with the credentials option: the result and the installation's new credentials.
+    case registeredWithCredentials(RegistrationResult, InstallationCredentials)
     /// REGISTER_BATCH: one outcome per item, in input order.
     case registeredBatch([RegistrationOutcome])
     /// REFRESH_TOKEN, TOUCH, GET_INSTALLATION, DELETE_INSTALLATION, BIND_DEVICE, SIGN_OUT.
@@ -46,7 +48,7 @@ public enum ServerMessage: WireMessage {
         case .done(let request), .names(let request, _), .installation(let request, _), .count(let request, _),
             .user(let request, _), .itemResults(let request, _):
             return request.reply
-        case .registered: return Opcode.register.reply
+        case .registered, .registeredWithCredentials: return Opcode.register.reply
         case .registeredBatch: return Opcode.registerBatch.reply
         case .staleInstallations: return Opcode.staleInstallations.reply
         case .topics: return Opcode.listTopics.reply
@@ -114,6 +116,8 @@ public enum ServerMessage: WireMessage {
             try buffer.writeWireStrings(names, field: "names")
         case .registered(let result):
             try buffer.writeWireRegistrationResult(result)
+        case .registeredWithCredentials(let result, let credentials):
+            try buffer.writeWireRegistrationResult(result, credentials: credentials)
         case .registeredBatch(let outcomes):
             try buffer.writeWireCount(outcomes.count, field: "results")
             for outcome in outcomes { try buffer.writeWireRegistrationOutcome(outcome) }
@@ -230,7 +234,12 @@ public enum ServerMessage: WireMessage {
         case .done: return .done(request)
         case .names: return .names(request, try reader.strings("names"))
         case .registered:
-            return .registered(try reader.registrationResult("registration"))
+            let (result, credentialsFollow) = try reader.registrationResult("registration", credentialsMayFollow: true)
+            guard credentialsFollow else { return .registered(result) }
+            let refreshToken = try reader.string("refreshToken")
+            let token = try reader.string("authToken")
+            let authToken = AuthToken(token: token, expiresAt: try reader.timestamp("expiresAt"))
+            return .registeredWithCredentials(result, InstallationCredentials(fid: result.installation.fid.description, refreshToken: refreshToken, authToken: authToken))
         case .registeredBatch:
             return .registeredBatch(try reader.list("results", minimumElementSize: 2) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
                 try reader.registrationOutcome(field())

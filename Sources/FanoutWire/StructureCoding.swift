@@ -65,10 +65,15 @@ extension ByteBuffer {
     }
 
     /// REGISTER's reply: flags, then the installation.
-    mutating func writeWireRegistrationResult(_ result: RegistrationResult) throws(ProtocolError) {
-        let flags = (result.fidWasAssigned ? 1 : 0) | (result.isExisting ? 2 : 0)
+    mutating func writeWireRegistrationResult(_ result: RegistrationResult, credentials: InstallationCredentials? = nil) throws(ProtocolError) {
+        let flags = (result.fidWasAssigned ? 1 : 0) | (result.isExisting ? 2 : 0) | (credentials != nil ? 4 : 0)
         self.writeInteger(UInt8(flags))
         try self.writeWireInstallation(result.installation)
+        if let credentials {
+            try self.writeWireString(credentials.refreshToken, field: "refreshToken")
+            try self.writeWireString(credentials.authToken.token, field: "authToken")
+            self.writeWireTimestamp(credentials.authToken.expiresAt)
+        }
     }
 
     /// `error`: status, message, field, violations.
@@ -200,13 +205,24 @@ extension PayloadReader {
     }
 
     mutating func registrationResult(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationResult {
+        try self.registrationResult(field(), credentialsMayFollow: false).result
+    }
+
+    /// REGISTER's reply: flags bit 2 (only where `credentialsMayFollow`) says credentials follow
+    /// the installation.
+    mutating func registrationResult(
+        _ field: @autoclosure () -> String,
+        credentialsMayFollow: Bool
+    ) throws(ProtocolError) -> (result: RegistrationResult, credentialsFollow: Bool) {
         let flags = try self.u8(field() + " flags")
-        guard flags & ~3 == 0 else { throw self.error("\(field()) flags has unknown bits (\(flags))") }
-        return RegistrationResult(
+        let known: UInt8 = credentialsMayFollow ? 7 : 3
+        guard flags & ~known == 0 else { throw self.error("\(field()) flags has unknown bits (\(flags))") }
+        let result = RegistrationResult(
             installation: try self.installation(field() + ".installation"),
             fidWasAssigned: flags & 1 != 0,
             isExisting: flags & 2 != 0
         )
+        return (result, flags & 4 != 0)
     }
 
     /// `error`, whose status was read already.

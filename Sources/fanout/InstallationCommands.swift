@@ -58,10 +58,10 @@ struct RegisterCommand: AsyncParsableCommand {
             deviceType: self.deviceType,
             apnsToken: self.apnsToken
         )
-        let (result, credentials) = try await self.server.withClient(command: "register") { client in
-            let result = try await client.register(fields, in: self.server.project)
-            let fid = result.installation.fid.description
-            return (result, self.credentials ? try await client.issueCredentials(for: fid, in: self.server.project) : nil)
+        let (result, credentials) = try await self.server.withClient(command: "register") { (client: FanoutClient) -> (RegistrationResult, InstallationCredentials?) in
+            guard self.credentials else { return (try await client.register(fields, in: self.server.project), nil) }
+            let registered = try await client.registerWithCredentials(fields, in: self.server.project)
+            return (registered.result, registered.credentials)
         }
         if result.isExisting { writeToStandardError("already registered with these details: nothing changed\n") }
         self.server.print(result.installation)

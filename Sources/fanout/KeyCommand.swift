@@ -58,7 +58,7 @@ struct KeyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "create", abstract: "Add a key and print it (only now).")
         @OptionGroup var options: FileOptions
         @Option(help: "A name for listings and `revoke`: 1 to 64 of A-Z a-z 0-9 . _ -.") var name: String
-        @Option(help: "admin, sender or consumer.") var role: String
+        @Option(help: "admin, sender, consumer or app (registers installations with their credentials, nothing else).") var role: String
         @Option(help: "Comma-separated project ids, or * for every project.") var projects = "*"
 
         func run() throws {
@@ -66,7 +66,7 @@ struct KeyCommand: ParsableCommand {
                 throw ValidationError("--name is 1 to \(APIKey.maximumNameLength) of A-Z a-z 0-9 . _ -")
             }
             guard let role = APIKey.keyRoles.first(where: { "\($0)" == self.role }) else {
-                throw ValidationError("--role is admin, sender or consumer")
+                throw ValidationError("--role is admin, sender, consumer or app")
             }
             let names = self.projects.split(separator: ",").map(String.init)
             guard self.projects == "*" || (!names.isEmpty && names.allSatisfy { ProjectID($0) != nil }) else {

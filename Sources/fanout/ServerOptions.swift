@@ -13,7 +13,7 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .customLong("api-key"), help: "The API key (default: $FANOUT_API_KEY, else the key in ./fanout-data/admin-key that fanoutd's first start leaves there).")
     var apiKey: String?
 
-    @Option(help: "Connect in this role: admin, sender or consumer (default: $FANOUT_ROLE, else what the command needs: consumer for tail, admin otherwise). A sender key connects as sender.")
+    @Option(help: "Connect in this role: admin, sender, consumer or app (default: $FANOUT_ROLE, else what the command needs: consumer for tail, admin otherwise). A sender key connects as sender.")
     var role: String?
 
     @Option(name: .customLong("auth-token"), help: "Act as a device: the installation auth token from `fanout auth issue` (default: $FANOUT_AUTH_TOKEN). The device may act only on its own installation.")
@@ -65,7 +65,7 @@ struct ServerOptions: ParsableArguments {
         }
         let roleName = role == .device ? nil : self.role ?? environment["FANOUT_ROLE"]
         guard let role = roleName.map({ name in APIKey.keyRoles.first { "\($0)" == name } }) ?? role else {
-            writeToStandardError("fanout \(command): --role must be admin, sender or consumer\n")
+            writeToStandardError("fanout \(command): --role must be admin, sender, consumer or app\n")
             throw ExitCode(2)
         }
         let tls: FanoutClient.TLS?

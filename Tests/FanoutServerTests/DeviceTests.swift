@@ -19,18 +19,33 @@ struct DeviceTests {
     static func auth(_ token: String) -> Hello.Credential { .installationAuthToken(Array(token.utf8)) }
     static func refresh(_ token: String) -> Hello.Credential { .installationRefreshToken(Array(token.utf8)) }
 
-    /// Register, get credentials, connect as itself, subscribe to PUSH_RC, receive the stale-config
-    /// message, refresh the auth token with the refresh token, be deleted and lose access.
+    /// Register itself with the app's key and get its credentials in the reply, connect as itself,
+    /// subscribe to PUSH_RC, receive the stale-config message, refresh the auth token with the
+    /// refresh token, be deleted and lose access.
     @Test func theSeedFlowAsADeviceRunsIt() async throws {
         try await TemporaryDirectory.with { directory in
             let tokens = try LoopbackServer.tokens(in: directory)
             try await LoopbackServer.withServer(directory: directory + "/data", tokens: tokens) { server, _ in
                 let port = server.localPort
                 let admin = try await LoopbackServer.connect(port)
-                let fid = try await admin.register(RegistrationFields(token: "device-token-1", platform: .android, appID: "1:1:android:a")).installation.fid.description
                 _ = try await admin.register(RegistrationFields(token: "device-token-2", platform: .android, appID: "1:1:android:a"))
-                let credentials = try await admin.issueCredentials(for: "device-token-1")
-                #expect(credentials.fid == fid && credentials.refreshToken.hasPrefix("rt1.default.\(fid)."))
+
+                // The device registers itself with the key its app ships with, and gets its credentials in the reply.
+                let app = try await LoopbackServer.connect(port, key: LoopbackServer.appKey, role: .app)
+                let fields = RegistrationFields(token: "device-token-1", platform: .android, appID: "1:1:android:a")
+                let (registered, credentials) = try await app.registerWithCredentials(fields)
+                let fid = registered.installation.fid.description
+                #expect(!registered.isExisting && credentials.fid == fid && credentials.refreshToken.hasPrefix("rt1.default.\(fid)."))
+                // The app's key creates installations and does nothing else: no takeover of one that exists.
+                await #expect(throws: FanoutError(.alreadyExists, "", field: "token")) { _ = try await app.registerWithCredentials(fields) }
+                await #expect(throws: FanoutError(.permissionDenied, "", field: "options")) {
+                    _ = try await app.register(RegistrationFields(token: "device-token-3", platform: .android, appID: "1:1:android:a"))
+                }
+                await #expect(throws: FanoutError(.permissionDenied, "")) { _ = try await app.installation(fid) }
+                await #expect(throws: FanoutError(.permissionDenied, "", field: "project")) { _ = try await app.registerWithCredentials(fields, in: "other-app") }
+                #expect(try await admin.installation("device-token-1").fid.description == fid)
+                #expect(try await admin.installationCount() == 2, "the refused registrations changed nothing")
+                try await app.close()
 
                 let device = try await Self.device(port, Self.auth(credentials.authToken.token))
                 #expect(device.welcome.projects == ["default"])
@@ -40,7 +55,7 @@ struct DeviceTests {
                     _ = try await device.subscribe([fid, "device-token-2"], to: "PUSH_RC")
                 }
                 await #expect(throws: FanoutError(.permissionDenied, "")) { _ = try await device.send(#"{"message":{"topic":"PUSH_RC","data":{"a":"b"}}}"#) }
-                await #expect(throws: FanoutError(.permissionDenied, "", field: "project")) { _ = try await device.topics(of: fid, in: "other-app") }
+                await #expect(throws: FanoutError(.unauthenticated, "", field: "project")) { _ = try await device.topics(of: fid, in: "other-app") }
                 await #expect(throws: FanoutError(.permissionDenied, "", field: "registration")) { _ = try await device.installation("device-token-2") }
                 #expect(try await device.topics(of: fid).sorted() == ["PUSH_RC", "news"])
 

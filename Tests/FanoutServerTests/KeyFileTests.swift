@@ -44,7 +44,7 @@ struct KeyFileTests {
 
     @Test(arguments: [
         ("a admin * sha256:00", 1, "64 hex digits"),
-        ("a root * sha256:" + String(repeating: "0", count: 64), 1, "`admin`, `sender` or `consumer`"),
+        ("a root * sha256:" + String(repeating: "0", count: 64), 1, "`admin`, `sender`, `consumer` or `app`"),
         ("a device * sha256:" + String(repeating: "0", count: 64), 1, "not `device`"),
         ("a/b admin * sha256:" + String(repeating: "0", count: 64), 1, "a key name"),
         ("a admin , sha256:" + String(repeating: "0", count: 64), 1, "projects are"),
@@ -91,8 +91,11 @@ struct KeyFileTests {
         let admin = try APIKey.generate(name: "a", role: .admin, projects: .all).key
         let sender = try APIKey.generate(name: "s", role: .sender, projects: .all).key
         let consumer = try APIKey.generate(name: "c", role: .consumer, projects: .all).key
-        #expect([Hello.Role.admin, .sender, .consumer, .device].map(admin.mayConnect(as:)) == [true, true, true, false])
-        #expect([Hello.Role.admin, .sender, .consumer, .device].map(sender.mayConnect(as:)) == [false, true, false, false])
-        #expect([Hello.Role.admin, .sender, .consumer, .device].map(consumer.mayConnect(as:)) == [false, false, true, false])
+        let app = try APIKey.generate(name: "p", role: .app, projects: .all).key
+        let roles: [Hello.Role] = [.admin, .sender, .consumer, .app, .device]
+        #expect(roles.map(admin.mayConnect(as:)) == [true, true, true, true, false])
+        #expect(roles.map(sender.mayConnect(as:)) == [false, true, false, false, false])
+        #expect(roles.map(consumer.mayConnect(as:)) == [false, false, true, false, false])
+        #expect(roles.map(app.mayConnect(as:)) == [false, false, false, true, false])
     }
 }

@@ -17,6 +17,8 @@ enum LoopbackServer {
     static let adminKey = "test-admin-key-0000000001"
     static let shopAdminKey = "shop-admin-key-0000000001"
     static let consumerKey = "consumer-key-000000000001"
+    /// An app's key for `default`: it registers installations with their credentials, nothing else.
+    static let appKey = "app-key-00000000000000001"
 
     /// The servers of these tests wait this long for a silent connection (the idle rule is tested
     /// on its own, with short timeouts). On a 2-core machine the test process's client tasks can
@@ -37,6 +39,7 @@ enum LoopbackServer {
         APIKey(name: "admin", role: .admin, projects: .all, secret: Array(adminKey.utf8)),
         APIKey(name: "shop-admin", role: .admin, projects: .only(["shop-app"]), secret: Array(shopAdminKey.utf8)),
         APIKey(name: "consumer", role: .consumer, projects: .all, secret: Array(consumerKey.utf8)),
+        APIKey(name: "app", role: .app, projects: .only(["default"]), secret: Array(appKey.utf8)),
     ])
 
     /// Opens the engine on `directory`, serves it while `body` runs, then stops the server and

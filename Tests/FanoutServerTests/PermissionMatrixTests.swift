@@ -10,11 +10,12 @@ import Testing
 @Suite("Permission matrix")
 struct PermissionMatrixTests {
     /// Who may send each opcode: a admin, s sender, c consumer, d device (its own installation
-    /// only, by its auth token), r device by its refresh token.
+    /// only, by its auth token), r device by its refresh token, p an app's key (REGISTER only with
+    /// the credentials option, and only a new installation).
     static let table: [UInt8: String] = [
-        0x02: "ascdr",  // PING
-        0x10: "a", 0x11: "a", 0x12: "as", 0x13: "a", 0x14: "ascdr", 0x15: "a",  // projects, snapshot, signing keys
-        0x20: "a", 0x21: "ad", 0x22: "ad", 0x23: "asd", 0x24: "adr", 0x25: "as", 0x26: "a", 0x27: "as",
+        0x02: "ascdrp",  // PING
+        0x10: "a", 0x11: "a", 0x12: "as", 0x13: "a", 0x14: "ascdrp", 0x15: "a",  // projects, snapshot, signing keys
+        0x20: "ap", 0x21: "ad", 0x22: "ad", 0x23: "asd", 0x24: "adr", 0x25: "as", 0x26: "a", 0x27: "as",
         0x28: "a", 0x29: "ad", 0x2A: "as", 0x2B: "a", 0x2C: "ar",  // installations, credentials
         0x30: "a", 0x31: "ad", 0x32: "a", 0x33: "asd", 0x34: "a", 0x35: "as", 0x36: "a", 0x37: "a",  // users, legacy IDs
         0x40: "ad", 0x41: "ad", 0x42: "asd", 0x43: "as", 0x44: "as", 0x45: "as",  // topics
@@ -22,7 +23,7 @@ struct PermissionMatrixTests {
         0x60: "acd", 0x61: "acd", 0x62: "acd", 0x63: "acd",  // consumers
     ]
 
-    static let letters: [Permissions.Principal: Character] = [.admin: "a", .sender: "s", .consumer: "c", .device: "d", .refresh: "r"]
+    static let letters: [Permissions.Principal: Character] = [.admin: "a", .sender: "s", .consumer: "c", .device: "d", .refresh: "r", .app: "p"]
 
     /// One sample request of every opcode but HELLO.
     static func samples() -> [Opcode: ClientRequest] {
@@ -54,7 +55,7 @@ struct PermissionMatrixTests {
 
     /// The key roles through the connection's state machine: a denied request is answered
     /// PERMISSION_DENIED and the connection stays; an allowed one goes on to the engine.
-    @Test(arguments: [Hello.Role.admin, .sender, .consumer])
+    @Test(arguments: [Hello.Role.admin, .sender, .consumer, .app])
     func aKeyConnectionIsRefusedExactlyWhatItsRoleMayNotSend(role: Hello.Role) throws {
         let secret = Array("matrix-key-0123456789".utf8)
         let letter = try #require(Self.letters[Permissions.Principal(role: role)])

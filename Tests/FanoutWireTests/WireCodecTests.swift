@@ -172,6 +172,29 @@ struct WireCodecTests {
         Self.expectError(optional, containing: "fid has an invalid optional tag (7)")
     }
 
+    /// REGISTER's options byte may be left out (as before it existed); present, bit 0 asks for
+    /// credentials and any other bit is refused.
+    @Test func registerOptionsAreOptionalAndChecked() throws {
+        let fields = RegistrationFields(token: "t-1", platform: .android, appID: "1:1:android:a")
+        let plain = try Self.encode(ClientFrame(requestID: 9, request: .register(project: "default", fields)))
+        let withCredentials = try Self.encode(ClientFrame(requestID: 9, request: .register(project: "default", fields, issuingCredentials: true)))
+        #expect(withCredentials.readableBytes == plain.readableBytes + 1, "one options byte, left out when 0")
+        #expect(try Self.decodeAll(plain, as: ClientRequest.self).map(\.message) == [.register(project: "default", fields, issuingCredentials: false)])
+        #expect(try Self.decodeAll(withCredentials, as: ClientRequest.self).map(\.message) == [.register(project: "default", fields, issuingCredentials: true)])
+        // An explicit 0 reads as left out; bit 1 is unknown.
+        for (options, accepted) in [(0 as UInt8, true), (2, false), (0x81, false)] {
+            var payload = plain.getSlice(at: plain.readerIndex + 12, length: plain.readableBytes - 12)!
+            payload.writeInteger(options)
+            var frame = Self.header(opcode: 0x20, length: UInt32(payload.readableBytes))
+            frame.writeImmutableBuffer(payload)
+            if accepted {
+                #expect(try Self.decodeAll(frame, as: ClientRequest.self).map(\.message) == [.register(project: "default", fields)])
+            } else {
+                Self.expectError(frame, containing: "options has unknown bits (\(options))")
+            }
+        }
+    }
+
     @Test func anEncodedFrameOverTheLimitIsNotWritten() throws {
         var buffer = ByteBuffer()
         buffer.writeString("kept")
