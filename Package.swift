@@ -17,6 +17,9 @@ let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl
 let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
 let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting", package: "hummingbird")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
+let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
+let metrics: Target.Dependency = .product(name: "Metrics", package: "swift-metrics")
+let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 
 // MARK: - Compile-time flags
 //
@@ -49,6 +52,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
     ],
     targets: [
         // MARK: - System libraries (imported `internal` only)
@@ -91,7 +97,7 @@ let package = Package(
         // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
         .target(
             name: "FanoutHTTP",
-            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, logging]
+            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, logging]
         ),
         .target(
             name: "FanoutClient",
@@ -141,7 +147,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle, hummingbirdTesting]
+            dependencies: ["FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle, hummingbirdTesting, httpTypes]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

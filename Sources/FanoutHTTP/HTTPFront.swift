@@ -1,14 +1,17 @@
 public import FanoutCore
 public import FanoutKeys
 internal import FanoutWire
+internal import HTTPTypes
 public import Hummingbird
 public import Logging
 internal import NIOCore
 
-/// fanoutd's HTTP listener (docs/http-api.md), on Hummingbird 2: FCM's HTTP v1 send, so that an
-/// unmodified firebase-admin SDK can send through fanoutd; health and readiness; the JWK Set that
+/// fanoutd's HTTP listener (docs/http-api.md), on Hummingbird 2: FCM's HTTP v1 send and topic
+/// management, so that an unmodified firebase-admin SDK can send through fanoutd; Firebase
+/// Installations' create, auth token and delete calls; health and readiness; the JWK Set that
 /// verifies installation auth tokens. Requests authenticate with `Authorization: Bearer <API key>`
-/// (the key's role and projects, as on the TCP listener).
+/// or `x-goog-api-key` (the key's role and projects, as on the TCP listener), or for an
+/// installation's own calls with `Authorization: FIS_v2 <refresh token>`.
 public enum HTTPFront {
     /// The largest request body read (FCM's send limit plus the envelope).
     public static let maximumBodySize = 1 << 20 + 4096
@@ -49,6 +52,7 @@ public enum HTTPFront {
             }
         }
         Self.addTopicRoutes(to: router, engine: engine, keys: keys)
+        Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens)
         return router
     }
 
@@ -61,12 +65,21 @@ public enum HTTPFront {
         return project
     }
 
-    /// The request's API key (`Authorization: Bearer`): one of the server's, of one of `roles`.
+    /// The header Google's APIs take an API key in (the Firebase SDKs send the app's key so).
+    static let googleAPIKey = HTTPField.Name("x-goog-api-key")!
+
+    /// The request's API key (`Authorization: Bearer`, or `x-goog-api-key`): one of the server's,
+    /// of one of `roles`.
     static func apiKey(of request: Request, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+        let presented: Substring
+        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
+            presented = header.dropFirst("Bearer ".count)
+        } else if let header = request.headers[Self.googleAPIKey] {
+            presented = header[...]
+        } else {
             throw FanoutError(.unauthenticated, "Request is missing required authentication credential: Authorization: Bearer <API key>")
         }
-        guard let key = keys.authenticate(Array(header.dropFirst("Bearer ".count).utf8)) else {
+        guard let key = keys.authenticate(Array(presented.utf8)) else {
             throw FanoutError(.unauthenticated, "Request had invalid authentication credentials.")
         }
         guard roles.contains(key.role) else {

@@ -30,6 +30,26 @@ extension InstallationTokens {
         )
     }
 
+    /// Registers an installation and issues its credentials in the same changes (REGISTER with
+    /// the credentials option; Firebase Installations' create). With `creatingOnly` (an app's key,
+    /// which must be taken as public), a registration that would answer an existing installation
+    /// is `ALREADY_EXISTS` and changes nothing: no one takes over an installation whose details
+    /// they learn.
+    public func register(
+        _ request: RegistrationRequest,
+        in project: ProjectID,
+        creatingOnly: Bool,
+        changes: inout Engine.Changes,
+        now: Int64
+    ) throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
+        let result = try changes.register(request, in: project)
+        // A repeat changed nothing, so refusing it leaves nothing half-applied.
+        if creatingOnly, result.isExisting {
+            throw FanoutError(.alreadyExists, "the installation exists: its device gets new auth tokens with its refresh token", field: request.token == nil ? "fid" : "token")
+        }
+        return (result, try self.issueCredentials(for: result.installation, in: project, changes: &changes, now: now))
+    }
+
     /// A new auth token for the installation `fid` of `engine`. With `presented`, the refresh
     /// token a device proved itself with, which must still be the installation's.
     /// - Throws: `NOT_FOUND` (field `fid`) when the installation has no credentials,

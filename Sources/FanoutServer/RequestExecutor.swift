@@ -57,15 +57,10 @@ struct RequestExecutor: Sendable {
                 if isApp { throw FanoutError(.permissionDenied, "an app key registers with the credentials option (options bit 0)", field: "options") }
                 return .registered(try changes.register(try Self.registration(fields), in: try Self.project(project)))
             }
-            let tokens = try self.credentialTokens()
-            let id = try Self.project(project)
-            let result = try changes.register(try Self.registration(fields), in: id)
-            // An app key creates installations; it may not take over one that exists (a repeat
-            // changed nothing, so refusing it leaves nothing half-applied).
-            if isApp, result.isExisting {
-                throw FanoutError(.alreadyExists, "the installation exists: its device gets new auth tokens with its refresh token", field: "token")
-            }
-            return .registeredWithCredentials(result, try tokens.issueCredentials(for: result.installation, in: id, changes: &changes, now: self.seconds))
+            let (result, credentials) = try self.credentialTokens().register(
+                try Self.registration(fields), in: try Self.project(project), creatingOnly: isApp, changes: &changes, now: self.seconds
+            )
+            return .registeredWithCredentials(result, credentials)
         case .registerBatch(let project, let items):
             let id = try Self.project(project)
             guard !items.isEmpty else {
