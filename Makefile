@@ -3,10 +3,14 @@
 # lz4 command-line tool (the tests check snapshot files with `lz4 -t`), python3 (a test runs a
 # client written from docs/wire-protocol.md in Python), redis-server (fanout-load compares with
 # it, in the tests too) and the openssl command (a TLS test handshakes with `openssl s_client`)
-# when they are missing.
+# when they are missing. `make test` also makes a Python virtual environment in .build/python-venv
+# with the pinned firebase-admin SDK (a test drives the HTTP front with it), from PyPI.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-.PHONY: deps build run demo test benchmark benchmark-check benchmark-thresholds load compare clean
+PYTHON_VENV := .build/python-venv
+PYTHON_PACKAGES := firebase-admin==7.7.0
+
+.PHONY: deps python-deps build run demo test benchmark benchmark-check benchmark-thresholds load compare clean
 
 deps:
 	@missing=""; \
@@ -17,9 +21,18 @@ deps:
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+# The SDKs the tests drive fanoutd with, pinned, in a virtual environment (made once).
+python-deps: deps
+	@if ! $(PYTHON_VENV)/bin/python3 -c "import firebase_admin" >/dev/null 2>&1; then \
+		echo "installing into $(PYTHON_VENV): $(PYTHON_PACKAGES)"; \
+		python3 -m venv $(PYTHON_VENV) && \
+		$(PYTHON_VENV)/bin/pip install --quiet --disable-pip-version-check $(PYTHON_PACKAGES); \
 	fi
 
 build: deps
@@ -37,7 +50,7 @@ demo: deps
 	swift build --product fanout
 	.build/debug/fanout demo --data-dir ./fanout-demo-data
 
-test: deps
+test: deps python-deps
 	swift build --build-tests
 	swift test --skip-build
 

@@ -39,6 +39,15 @@ struct FanoutdTests {
         /// The log lines read so far.
         var logLines: [String] { self.errorText.components(separatedBy: "\n") }
 
+        /// The HTTP front's port, from its `HTTP front listening` log line (with `--http 127.0.0.1:0`).
+        func httpPort() -> Int? {
+            guard self.waitForLogLine(containing: "HTTP front listening"),
+                let line = self.logLines.first(where: { $0.contains("HTTP front listening") }),
+                let range = line.range(of: "address=127.0.0.1:")
+            else { return nil }
+            return Int(line[range.upperBound...].prefix(while: \.isNumber))
+        }
+
         /// Reads the daemon's log until the `occurrence`th line containing `text`; false if it exits first.
         func waitForLogLine(containing text: String, occurrence: Int = 1) -> Bool {
             while self.errorText.components(separatedBy: "\n").filter({ $0.contains(text) }).count < occurrence {
@@ -360,10 +369,7 @@ struct FanoutdTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let daemon = try Daemon(directory: directory, arguments: ["--http", "127.0.0.1:0"])
         defer { _ = daemon.stop() }
-        #expect(daemon.waitForLogLine(containing: "HTTP front listening"))
-        let line = try #require(daemon.logLines.first { $0.contains("HTTP front listening") })
-        let range = try #require(line.range(of: "address=127.0.0.1:"))
-        let httpPort = try #require(Int(line[range.upperBound...].prefix(while: \.isNumber)))
+        let httpPort = try #require(daemon.httpPort())
         let admin = try Self.adminKey(in: directory)
         #expect(try self.fanout(daemon.port, admin, "register", "--platform", "web", "--app-id", "1:1:web:a", "--token", "http-cli-1").status == 0)
         let script = """

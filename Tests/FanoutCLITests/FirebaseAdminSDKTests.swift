@@ -1,0 +1,71 @@
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// The real firebase-admin Python SDK (from PyPI, in the virtual environment `make test` makes)
+/// against fanoutd's HTTP front: `scripts/firebase-admin-flow.py` sends and manages topics as a
+/// backend would and asserts what the SDK answers; here the deliveries it queued reach consumers.
+extension FanoutdTests {
+    static var repositoryRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    @Test func theFirebaseAdminSDKSendsAndManagesTopics() throws {
+        // `make test` installs firebase-admin here (`make python-deps`).
+        let python = Self.repositoryRoot.appendingPathComponent(".build/python-venv/bin/python3")
+        guard FileManager.default.isExecutableFile(atPath: python.path) else {
+            Issue.record("no \(python.path): `make test` installs firebase-admin into it (or run `make python-deps`)")
+            return
+        }
+        let directory = TemporaryDirectory.path("fanoutd-sdk")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory, arguments: ["--http", "127.0.0.1:0"])
+        defer { _ = daemon.stop() }
+        let httpPort = try #require(daemon.httpPort())
+        let key = try Self.adminKey(in: directory)
+        let android = try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-android-1", "--json")
+        let fid = try #require(try JSONSerialization.jsonObject(with: Data(android.output.utf8)) as? [String: Any])["fid"] as? String
+        #expect(try self.fanout(daemon.port, key, "register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "sdk-ios-1").status == 0)
+        #expect(try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-old").status == 0)
+        #expect(try self.fanout(daemon.port, key, "refresh", "sdk-old", "sdk-new").status == 0)
+
+        let process = Process()
+        process.executableURL = python
+        process.arguments = [Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-flow.py").path, "http://127.0.0.1:\(httpPort)", key, try #require(fid)]
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let complaints = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(printed)\(complaints)")
+        #expect(printed.contains("all steps answered as FCM answers them"), "\(printed)\(complaints)")
+
+        // What the SDK sent reached consumers, with the right payloads: Android got the token, FID,
+        // topic, condition, send_each and post-unsubscribe sends (not the dry run, not the refused
+        // ones); iOS the topic (an alert) and the condition (background), then it had left.
+        func steps(_ platform: String, _ count: Int) throws -> [String: [String: Any]] {
+            let tail = try self.fanout(daemon.port, key, "tail", "--platform", platform, "--count", "\(count)", "--json")
+            #expect(tail.status == 0, "\(tail.error)")
+            var byStep: [String: [String: Any]] = [:]
+            for line in tail.output.split(separator: "\n") {
+                let delivery = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                let text = try #require(delivery["payload"] as? String)
+                let payload = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+                let step = try #require((payload["data"] as? [String: Any])?["step"] as? String ?? payload["step"] as? String)
+                byStep[step] = payload
+            }
+            return byStep
+        }
+        let androidSteps = try steps("android", 6)
+        #expect(Set(androidSteps.keys) == ["token", "fid", "topic", "condition", "each", "after-unsubscribe"])
+        #expect((androidSteps["topic"]?["notification"] as? [String: Any])?["title"] as? String == "Hello")
+        let iosSteps = try steps("ios", 2)
+        #expect(Set(iosSteps.keys) == ["topic", "condition"])
+        #expect(((iosSteps["topic"]?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "Hello")
+        #expect(try self.fanout(daemon.port, key, "pending", "sdk-android-1").output == "# 0 pending\n", "nothing else was queued")
+        #expect(try self.fanout(daemon.port, key, "pending", "sdk-ios-1").output == "# 0 pending\n")
+    }
+}
