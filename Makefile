@@ -8,7 +8,7 @@
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PYTHON_VENV := .build/python-venv
-PYTHON_PACKAGES := firebase-admin==7.7.0
+PYTHON_PACKAGES := firebase-admin==7.7.0 prometheus-client==0.26.0
 
 .PHONY: deps python-deps build run demo test benchmark benchmark-check benchmark-thresholds load compare clean
 
@@ -29,7 +29,7 @@ deps:
 
 # The SDKs the tests drive fanoutd with, pinned, in a virtual environment (made once).
 python-deps: deps
-	@if ! $(PYTHON_VENV)/bin/python3 -c "import firebase_admin" >/dev/null 2>&1; then \
+	@if ! $(PYTHON_VENV)/bin/python3 -c "import firebase_admin, prometheus_client" >/dev/null 2>&1; then \
 		echo "installing into $(PYTHON_VENV): $(PYTHON_PACKAGES)"; \
 		python3 -m venv $(PYTHON_VENV) && \
 		$(PYTHON_VENV)/bin/pip install --quiet --disable-pip-version-check $(PYTHON_PACKAGES); \

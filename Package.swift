@@ -18,7 +18,7 @@ let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hum
 let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting", package: "hummingbird")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
-let metrics: Target.Dependency = .product(name: "Metrics", package: "swift-metrics")
+let metrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 
 // MARK: - Compile-time flags
@@ -76,7 +76,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutCore",
-            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", dequeModule, logging],
+            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", dequeModule, logging, metrics],
             swiftSettings: [internalChecks]
         ),
         // The TCP protocol's frames and messages, shared by the server and the client.
@@ -92,12 +92,12 @@ let package = Package(
         ),
         .target(
             name: "FanoutServer",
-            dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, metrics, serviceLifecycle]
         ),
         // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
         .target(
             name: "FanoutHTTP",
-            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, logging]
+            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, logging, metrics, prometheus]
         ),
         .target(
             name: "FanoutClient",
@@ -116,7 +116,7 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, serviceLifecycle, unixSignals, nioSSL, hummingbird]
+            dependencies: ["FanoutCore", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, metrics, prometheus, serviceLifecycle, unixSignals, nioSSL, hummingbird]
         ),
         .executableTarget(
             name: "fanout",
@@ -135,7 +135,7 @@ let package = Package(
         // MARK: - Tests
         .testTarget(
             name: "FanoutCoreTests",
-            dependencies: ["FanoutCore", "FanoutTestSupport", logging],
+            dependencies: ["FanoutCore", "FanoutTestSupport", logging, .product(name: "MetricsTestKit", package: "swift-metrics")],
             exclude: ["Fixtures/generate_firebase_admin_corpus.py"],
             resources: [.copy("Fixtures/firebase-admin"), .copy("Fixtures/wal"), .copy("Fixtures/wal-v1"), .copy("Fixtures/wal-v1.expected.txt")]
         ),

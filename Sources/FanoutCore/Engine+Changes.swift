@@ -152,6 +152,7 @@ extension Engine {
                 projects[id]?.state.withLock { $0.finishConsumers() }
                 projects[id] = nil
             }
+            self.engine.metrics.projectDeleted(id)
         }
 
         /// A change to the project map, under its lock: `check` refuses it, else `record` is logged
@@ -329,10 +330,12 @@ extension Engine {
             let staleCutoff = options.skipStaleInstallations ? now.advanced(by: .zero - self.engine.configuration.staleAfter) : nil
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
             let rendered = RenderedMessage((consume request).message, acceptedAt: now, skippingLastSeenBefore: staleCutoff)
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+            let result = try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
                 try state.checkInstanceIDs(of: target)
                 return state.send(rendered, now: now)
             }
+            self.engine.metrics.recordSend(audience: result.audience)
+            return result
         }
 
         /// Removes every delivery whose TTL has run out; returns how many.

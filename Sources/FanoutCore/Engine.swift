@@ -41,6 +41,8 @@ public final class Engine: Sendable {
     private let directoryLock: Mutex<Int32?>
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
+    /// The engine's swift-metrics handles (and the factory that made them).
+    public let metrics: EngineMetrics
     let logger: Logger
     /// Set when the state could not be rebuilt from the log after a log failure: every call then
     /// fails rather than answer from a state that may hold refused changes.
@@ -52,17 +54,21 @@ public final class Engine: Sendable {
     let handOuts = HandOutQueue()
 
     /// An in-memory engine with only the default project.
-    public convenience init(configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
-        self.init(log: nil, configuration: configuration, clock: clock)
+    public convenience init(
+        configuration: EngineConfiguration = EngineConfiguration(),
+        clock: any WallClock = SystemWallClock(),
+        metrics: EngineMetrics = EngineMetrics()
+    ) {
+        self.init(log: nil, configuration: configuration, clock: clock, metrics: metrics)
     }
 
     /// An engine with only the default project whose changes go to `log` (an `InMemoryChangeLog` in
     /// tests; a replicated log later). Nothing is replayed from it.
     package convenience init(log: any ChangeLog, configuration: EngineConfiguration = EngineConfiguration(), clock: any WallClock = SystemWallClock()) {
-        self.init(log: Optional(log), configuration: configuration, clock: clock)
+        self.init(log: Optional(log), configuration: configuration, clock: clock, metrics: EngineMetrics())
     }
 
-    private init(log: (any ChangeLog)?, configuration: EngineConfiguration, clock: any WallClock) {
+    private init(log: (any ChangeLog)?, configuration: EngineConfiguration, clock: any WallClock, metrics: EngineMetrics) {
         self.configuration = configuration
         self.clock = clock
         self.projects = Locked([.default: ProjectBox(ProjectState(id: .default, configuration: configuration))])
@@ -71,6 +77,7 @@ public final class Engine: Sendable {
         self.directory = nil
         self.directoryLock = Mutex(nil)
         self.recovery = nil
+        self.metrics = metrics
         self.logger = Logger(label: "fanout")
         if let log { self.observe(log) }
     }
@@ -83,6 +90,7 @@ public final class Engine: Sendable {
         directory: String,
         directoryLock: Int32,
         recovery: RecoveryReport,
+        metrics: EngineMetrics,
         logger: Logger
     ) {
         self.configuration = configuration
@@ -93,6 +101,7 @@ public final class Engine: Sendable {
         self.directory = directory
         self.directoryLock = Mutex(directoryLock)
         self.recovery = recovery
+        self.metrics = metrics
         self.logger = logger
         self.observe(wal)
     }
@@ -420,7 +429,9 @@ public final class Engine: Sendable {
             if handedOut { self.handOuts.release(through: self.log?.acknowledgedTicket ?? Self.everythingAcknowledged) }
         }
         return try box.state.withLock { (state: inout ProjectState) throws(FanoutError) -> Result in
+            let (counted, pending) = (state.deliveries.counters, state.deliveries.mailboxes.count)
             defer {
+                self.metrics.record(from: counted, to: state.deliveries.counters, pending: (pending, state.deliveries.mailboxes.count), in: id)
                 if !state.deliveries.handOuts.isEmpty {
                     // Queued under the lock, so one consumer gets them in the order they were made,
                     // behind every record appended so far (this change's own included).

@@ -5,6 +5,7 @@ internal import HTTPTypes
 public import Hummingbird
 public import Logging
 internal import NIOCore
+public import Prometheus
 
 /// fanoutd's HTTP listener (docs/http-api.md), on Hummingbird 2: FCM's HTTP v1 send and topic
 /// management, so that an unmodified firebase-admin SDK can send through fanoutd; Firebase
@@ -17,14 +18,26 @@ public enum HTTPFront {
     public static let maximumBodySize = 1 << 20 + 4096
 
     /// The routes, serving `engine` with the keys `keys()` returns at each request (so that a
-    /// SIGHUP reload applies) and, when given, `tokens`' JWK Set.
+    /// SIGHUP reload applies), when given `tokens`' credentials and JWK Set, and when given
+    /// `metrics`, that registry at `GET /metrics` in Prometheus's text format. Requests are
+    /// counted with the engine's metrics factory.
     public static func router(
         engine: Engine,
         keys: @escaping @Sendable () -> APIKeyStore,
-        tokens: InstallationTokens?
+        tokens: InstallationTokens?,
+        metrics: PrometheusCollectorRegistry? = nil
     ) -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: RequestMetricsMiddleware(factory: engine.metrics.factory))
         router.add(middleware: GoogleErrorMiddleware())
+        router.get("/metrics") { _, _ in
+            guard let metrics else { return Self.error(FanoutError(.notFound, "this server exports no metrics")) }
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer()))
+            )
+        }
         router.get("/healthz") { _, _ in Self.json(200, #"{"status":"ok"}"#) }
         router.get("/readyz") { _, _ in
             engine.logFailure == nil ? Self.json(200, #"{"status":"ready"}"#) : Self.json(503, #"{"status":"the log refuses changes"}"#)

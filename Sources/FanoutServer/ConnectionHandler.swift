@@ -18,6 +18,15 @@ struct ConnectionSettings: Sendable {
     var devices = DeviceConnections()
     /// The handshake's limits and counters.
     var strangers: StrangerLimits
+    /// Requests by operation and status, their latency, connections by role.
+    let metrics: ServerMetrics
+}
+
+/// A request being answered: its id, its opcode and when it arrived (for the request metrics).
+struct Exchange {
+    let id: UInt32
+    let opcode: Opcode
+    let started: NIODeadline
 }
 
 /// Serves one connection on its event loop (docs/wire-protocol.md). Each request is applied to the
@@ -49,6 +58,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// The replies of applied changes in the order applied, nil until durable; the first is
     /// number `firstWaitingReply`. They leave from the front, in order.
     private var waitingReplies = Deque<ServerFrame?>()
+    /// The request each waiting reply answers.
+    private var waitingExchanges = Deque<Exchange>()
     private var firstWaitingReply: UInt64 = 0
     /// Replies waiting for the log or a snapshot.
     private var inFlight = 0
@@ -67,6 +78,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var handshakeDeadline: Scheduled<Void>?
     /// Whether this connection counts among those that have not finished HELLO.
     private var awaitingHandshake = false
+    /// The role this connection counts under in the connection metrics, once welcomed.
+    private var countedRole: Permissions.Principal?
 
     init(settings: ConnectionSettings) {
         self.settings = settings
@@ -149,7 +162,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let strangers = self.settings.strangers
         self.handshakeDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: strangers.configuration.handshakeTimeout) {
             strangers.handshakeTimedOut()
-            self.handle(.fail(.error(FanoutError(.unauthenticated, "HELLO did not come in time"))), id: 0, context: context)
+            let exchange = Exchange(id: 0, opcode: .hello, started: .now())
+            self.handle(.fail(.error(FanoutError(.unauthenticated, "HELLO did not come in time"))), exchange: exchange, context: context)
         }
         context.fireChannelActive()
     }
@@ -172,16 +186,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.settings.devices.remove(context.channel)
         self.attachment?.consumer.detach()
         self.attachment = nil
+        if let role = self.countedRole {
+            self.settings.metrics.connection(role, opened: false)
+            self.countedRole = nil
+        }
         context.fireChannelInactive()
     }
 
     /// Every action answers in the order received, except the engine's changes (answered once
     /// durable) and SNAPSHOT (answered when written).
     private func handle(_ frame: ClientFrame, context: ChannelHandlerContext) {
-        self.handle(self.state.receive(frame.request), id: frame.requestID, context: context)
+        let exchange = Exchange(id: frame.requestID, opcode: frame.request.opcode, started: .now())
+        self.handle(self.state.receive(frame.request), exchange: exchange, context: context)
     }
 
-    private func handle(_ action: ConnectionState.Action, id: UInt32, context: ChannelHandlerContext) {
+    private func handle(_ action: ConnectionState.Action, exchange: Exchange, context: ChannelHandlerContext) {
         switch action {
         case .verify(let principal):
             let live = DeviceScope.isLive(principal, engine: self.engine)
@@ -194,10 +213,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     }
                 }
             }
-            self.handle(self.state.verified(live), id: id, context: context)
+            self.handle(self.state.verified(live), exchange: exchange, context: context)
         case .reply(let message):
-            if case .welcome = message { self.handshakeEnded() }
-            self.write(ServerFrame(requestID: id, message: message), context: context)
+            if case .welcome = message {
+                self.handshakeEnded()
+                if let role = self.state.principal?.kind {
+                    self.settings.metrics.connection(role, opened: true)
+                    self.countedRole = role
+                }
+            }
+            self.reply(exchange, message, context: context)
         case .fail(let message):
             guard !self.isClosing else { return }
             self.ending = ConnectionState.Ending(detach: true, goAway: nil)
@@ -210,7 +235,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 delay = self.settings.strangers.authenticationFailed(from: context.channel.remoteAddress?.ipAddress ?? "?")
             }
             let write = {
-                self.write(ServerFrame(requestID: id, message: message), context: context)
+                self.reply(exchange, message, context: context)
                 self.isClosing = true
                 self.flush(context: context).whenComplete { _ in context.close(promise: nil) }
             }
@@ -223,18 +248,18 @@ final class ConnectionHandler: ChannelDuplexHandler {
             guard let principal = self.state.principal else { return }
             if principal.installation != nil {
                 guard DeviceScope.isLive(principal, engine: self.engine) else {
-                    self.handle(.fail(.error(DeviceScope.revoked)), id: id, context: context)
+                    self.handle(.fail(.error(DeviceScope.revoked)), exchange: exchange, context: context)
                     return
                 }
                 do throws(FanoutError) {
                     try DeviceScope.check(request, of: principal, engine: self.engine)
                 } catch {
-                    self.write(ServerFrame(requestID: id, message: .error(error)), context: context)
+                    self.reply(exchange, .error(error), context: context)
                     return
                 }
             }
             let executor = self.settings.executor
-            self.answer(id, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+            self.answer(exchange, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
                 try executor.execute(request, principal: principal, changes: &changes)
             }, context: context)
             // Changes that can revoke installation credentials: open device connections check theirs.
@@ -247,10 +272,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
         case .acknowledge(let ids):
             guard let consumer = self.attachment?.consumer else {
-                self.write(ServerFrame(requestID: id, message: .error(FanoutError(.internal, "no consumer for the attachment"))), context: context)
+                self.reply(exchange, .error(FanoutError(.internal, "no consumer for the attachment")), context: context)
                 return
             }
-            self.answer(id, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+            self.answer(exchange, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
                 .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
             }, context: context)
         case .attach(let project, let scope, let credit):
@@ -261,25 +286,25 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     credit: credit,
                     in: try RequestExecutor.project(project)
                 )
-                self.attachment = (consumer, id)
+                self.attachment = (consumer, exchange.id)
                 self.state.attached(credit: credit)
-                self.write(ServerFrame(requestID: id, message: .done(.attach)), context: context)
+                self.reply(exchange, .done(.attach), context: context)
                 self.pumpDeliveries(context: context)
             } catch {
-                self.write(ServerFrame(requestID: id, message: .error(error)), context: context)
+                self.reply(exchange, .error(error), context: context)
             }
         case .grant(let credit):
             do throws(FanoutError) {
                 try self.attachment?.consumer.grant(credit)
                 self.state.granted(credit)
-                self.write(ServerFrame(requestID: id, message: .done(.grant)), context: context)
+                self.reply(exchange, .done(.grant), context: context)
             } catch {
-                self.write(ServerFrame(requestID: id, message: .error(error)), context: context)
+                self.reply(exchange, .error(error), context: context)
             }
         case .detach:
             self.attachment?.consumer.detach()
             self.attachment = nil
-            self.write(ServerFrame(requestID: id, message: .done(.detach)), context: context)
+            self.reply(exchange, .done(.detach), context: context)
         case .snapshot:
             // File I/O for seconds: on the NIO thread pool, answered when written.
             let engine = self.engine
@@ -298,7 +323,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                         reply = .error(FanoutError(.unavailable, "the snapshot could not be written"))
                     }
                     self.inFlight -= 1
-                    self.write(ServerFrame(requestID: id, message: reply), context: context)
+                    self.reply(exchange, reply, context: context)
                     self.flushIfNeeded(context: context)
                     self.afterReplies(context: context)
                 }
@@ -309,14 +334,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Answers an applied request: at once when nothing waits for the log, else when the log's
     /// writer says it is durable (the reply then joins the others of that batch).
-    private func answer(_ id: UInt32, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
+    private func answer(_ exchange: Exchange, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
         if let result = applied.completedResult {
-            self.write(ServerFrame(requestID: id, message: Self.message(result)), context: context)
+            self.reply(exchange, Self.message(result), context: context)
             return
         }
         self.inFlight += 1
         let number = self.firstWaitingReply + UInt64(self.waitingReplies.count)
+        let id = exchange.id
         self.waitingReplies.append(nil)
+        self.waitingExchanges.append(exchange)
         let replies = self.durableReplies
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         applied.whenDurable { result in
@@ -345,10 +372,23 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.waitingReplies.removeFirst()
             self.firstWaitingReply += 1
             self.inFlight -= 1
+            self.count(self.waitingExchanges.removeFirst(), frame.message)
             self.write(frame, context: context)
         }
         self.flushIfNeeded(context: context)
         self.afterReplies(context: context)
+    }
+
+    /// Answers `exchange`'s request with `message`, counting it in the request metrics.
+    private func reply(_ exchange: Exchange, _ message: ServerMessage, context: ChannelHandlerContext) {
+        self.count(exchange, message)
+        self.write(ServerFrame(requestID: exchange.id, message: message), context: context)
+    }
+
+    private func count(_ exchange: Exchange, _ message: ServerMessage) {
+        var error: FanoutError.Code? = nil
+        if case .error(let refusal) = message { error = refusal.code }
+        self.settings.metrics.answered(exchange.opcode, error: error, nanoseconds: Int64((NIODeadline.now() - exchange.started).nanoseconds))
     }
 
     /// Encodes `frame` into the output; a reply too large for a frame is answered with the error.

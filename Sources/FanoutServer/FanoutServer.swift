@@ -77,7 +77,8 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             welcome: welcome,
             maximumInFlight: configuration.maximumInFlight,
             logger: logger,
-            strangers: strangers
+            strangers: strangers,
+            metrics: ServerMetrics(factory: engine.metrics.factory)
         )
         let tls = try configuration.tls.map(NIOSSLContext.init(configuration:))
         let connections = OpenConnections()

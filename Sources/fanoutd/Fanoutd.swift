@@ -10,6 +10,8 @@ import FanoutWire
 import NIOSSL
 import FanoutHTTP
 import Hummingbird
+import CoreMetrics
+import Prometheus
 
 /// `fanoutd`: the fanout engine on a data directory, served over TCP (docs/wire-protocol.md).
 /// Configuration and a ServiceGroup, nothing else.
@@ -126,7 +128,17 @@ struct Fanoutd: AsyncParsableCommand {
         engineConfiguration.staleAfter = .seconds(self.staleAfterDays * 86_400)
         engineConfiguration.expireAfter = .seconds(self.expireAfterDays * 86_400)
         engineConfiguration.anonymousUserLifetime = .seconds(self.anonymousUserLifetimeDays * 86_400)
-        let engine = try Engine(directory: self.dataDirectory, durability: durability, configuration: engineConfiguration, logger: logger)
+        // Metrics go to one Prometheus registry, served at the HTTP front's /metrics.
+        let registry = PrometheusCollectorRegistry()
+        let metricsFactory = HTTPFront.prometheusFactory(registry: registry)
+        MetricsSystem.bootstrap(metricsFactory)
+        let engine = try Engine(
+            directory: self.dataDirectory,
+            durability: durability,
+            configuration: engineConfiguration,
+            metrics: EngineMetrics(factory: metricsFactory),
+            logger: logger
+        )
         if let recovery = engine.recovery {
             logger.info("recovered", metadata: ["report": "\(recovery)"])
         }
@@ -169,7 +181,7 @@ struct Fanoutd: AsyncParsableCommand {
             .init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger)),
         ]
         if let (httpHost, httpPort) = httpAddress {
-            let router = HTTPFront.router(engine: engine, keys: { [server] in server.keys }, tokens: tokens)
+            let router = HTTPFront.router(engine: engine, keys: { [server] in server.keys }, tokens: tokens, metrics: registry)
             let application = Application(
                 router: router,
                 configuration: .init(address: .hostname(httpHost, port: httpPort), serverName: "fanoutd"),

@@ -67,5 +67,57 @@ extension FanoutdTests {
         #expect(((iosSteps["topic"]?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "Hello")
         #expect(try self.fanout(daemon.port, key, "pending", "sdk-android-1").output == "# 0 pending\n", "nothing else was queued")
         #expect(try self.fanout(daemon.port, key, "pending", "sdk-ios-1").output == "# 0 pending\n")
+
+        // /metrics, read by prometheus_client's own text-format parser, counted what happened.
+        let metrics = try Self.prometheusSamples(python: python, url: "http://127.0.0.1:\(httpPort)/metrics")
+        func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
+            metrics[name]?.first { $0.labels == labels }?.value
+        }
+        let send = "POST /v1/projects/{project}/messages:send"
+        // 200s: token, dry run, FID, topic, condition, send_each's good one, after-unsubscribe.
+        #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "OK"]) == 7)
+        #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "NOT_FOUND"]) == 2, "the rotated token twice")
+        #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "INVALID_ARGUMENT"]) == 2)
+        // A 401 makes google-auth's session refresh its credential and retry, twice: 3 requests.
+        #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "UNAUTHENTICATED"]) == 3)
+        #expect(value("fanout_request_duration_seconds_count", ["listener": "http", "operation": send]) == 14)
+        #expect(value("fanout_deliveries_queued_total") == 8, "6 Android and 2 iOS deliveries")
+        #expect(value("fanout_deliveries_handed_out_total") == 8)
+        #expect(value("fanout_deliveries_acknowledged_total") == 8)
+        #expect(value("fanout_deliveries_pending", ["project": "default"]) == 0)
+        #expect(value("fanout_requests_total", ["listener": "tcp", "operation": "REGISTER", "status": "OK"]) == 3)
+        #expect(value("fanout_requests_total", ["listener": "tcp", "operation": "ACK", "status": "OK"]) ?? 0 >= 2)
+        #expect(value("fanout_log_records_total") ?? 0 > 0 && value("fanout_log_syncs_total") ?? 0 > 0)
+        #expect(value("fanout_log_failures_total") == 0)
+        #expect(value("fanout_sends_total") == value("fanout_send_audience_size_count"), "one audience per send")
+    }
+
+    /// Every sample of a /metrics page as prometheus_client's parser reads it (it refuses a page
+    /// that is not valid text format): by name, each with its labels and value.
+    static func prometheusSamples(python: URL, url: String) throws -> [String: [(labels: [String: String], value: Double)]] {
+        let script = """
+            import json, sys, urllib.request
+            from prometheus_client.parser import text_string_to_metric_families
+            text = urllib.request.urlopen(sys.argv[1]).read().decode()
+            samples = [{"name": s.name, "labels": s.labels, "value": s.value}
+                       for family in text_string_to_metric_families(text) for s in family.samples]
+            print(json.dumps(samples))
+            """
+        let process = Process()
+        process.executableURL = python
+        process.arguments = ["-c", script, url]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "prometheus_client parsed /metrics")
+        let samples = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+        var byName: [String: [(labels: [String: String], value: Double)]] = [:]
+        for sample in samples {
+            let name = try #require(sample["name"] as? String)
+            byName[name, default: []].append((sample["labels"] as? [String: String] ?? [:], try #require(sample["value"] as? Double)))
+        }
+        return byName
     }
 }

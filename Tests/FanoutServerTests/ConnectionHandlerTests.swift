@@ -33,7 +33,8 @@ struct ConnectionHandlerTests {
             welcome: Welcome(maximumPayloadSize: 1 << 20, idleTimeoutMilliseconds: 60_000, maximumCredit: 100, maximumInFlight: UInt32(maximumInFlight), projects: []),
             maximumInFlight: maximumInFlight,
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
-            strangers: StrangerLimits(.init(handshakeTimeout: .seconds(600), maximumPendingHandshakes: 16))
+            strangers: StrangerLimits(.init(handshakeTimeout: .seconds(600), maximumPendingHandshakes: 16)),
+            metrics: ServerMetrics(factory: engine.metrics.factory)
         )
         let reads = ReadCounter()
         let channel = EmbeddedChannel()

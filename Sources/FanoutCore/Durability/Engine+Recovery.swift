@@ -29,6 +29,7 @@ extension Engine {
         configuration: EngineConfiguration = EngineConfiguration(),
         clock: any WallClock = SystemWallClock(),
         logRetryInterval: Duration = .seconds(1),
+        metrics: EngineMetrics = EngineMetrics(),
         logger: Logger = Logger(label: "fanout")
     ) throws(FanoutError) {
         let started = ContinuousClock.now
@@ -53,9 +54,11 @@ extension Engine {
                 nextLSN: replay.report.nextLSN,
                 manifest: replay.manifest,
                 retryInterval: logRetryInterval,
+                metrics: metrics.log,
                 logger: logger
             )
             replay.report.duration = ContinuousClock.now - started
+            metrics.recordRecovery(duration: replay.report.duration)
             self.init(
                 configuration: configuration,
                 clock: clock,
@@ -64,6 +67,7 @@ extension Engine {
                 directory: directory,
                 directoryLock: lock,
                 recovery: replay.report,
+                metrics: metrics,
                 logger: logger
             )
         } catch {
@@ -245,6 +249,7 @@ extension Engine {
             throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
         }
         try wal.checkHealthy()
+        let started = ContinuousClock.now
         let (states, boundary) = self.projects.withLock { projects -> ([ProjectState], LogTicket) in
             let boxes = projects.sorted { $0.key < $1.key }.map(\.value)
             var states: [ProjectState] = []
@@ -270,6 +275,7 @@ extension Engine {
         } catch {
             throw FanoutError(.unavailable, "cannot write a snapshot: \(error)")
         }
+        self.metrics.recordSnapshot(duration: ContinuousClock.now - started, bytes: try? FileIO.size(of: path))
         do {
             try self.fileMaintenance.withLock { _ throws(FileIO.Error) in
                 try Self.removeFiles(coveredBy: lsn, retention: self.configuration.logRetention, manifest: wal.manifest, in: directory)

@@ -128,6 +128,13 @@ enum FileIO {
         guard Glibc.unlink(path) == 0 else { throw Error(operation: "unlink", path: path, code: errno) }
     }
 
+    /// The file's size in bytes.
+    static func size(of path: String) throws(Error) -> Int {
+        var status = stat()
+        guard stat(path, &status) == 0 else { throw Error(operation: "stat", path: path, code: errno) }
+        return Int(status.st_size)
+    }
+
     static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }

@@ -31,6 +31,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     let logger: Logger
     /// Milliseconds the writer waits between attempts to continue after a failure.
     let retryInterval: Int
+    let metrics: LogMetrics?
 
     private let shared: ConditionLocked<WALWriterState>
     /// False once the log fails or closes: lets `checkHealthy`, on every mutation's path, skip the
@@ -56,8 +57,10 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         nextLSN: UInt64,
         manifest: WALManifest,
         retryInterval: Duration = .seconds(1),
+        metrics: LogMetrics? = nil,
         logger: Logger
     ) throws(FanoutError) {
+        self.metrics = metrics
         self.retryInterval = max(1, Int(retryInterval.components.seconds * 1000 + retryInterval.components.attoseconds / 1_000_000_000_000_000))
         self.directory = directory
         self.durability = durability
@@ -231,9 +234,18 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
 
     // MARK: - The writer thread
 
+    /// `fdatasync`s the segment, timed, and counts the records it made durable.
+    private func sync(records: Int) throws(FileIO.Error) {
+        let started = ContinuousClock.now
+        try FileIO.dataSync(self.descriptor, path: self.segmentPath)
+        self.metrics?.synced(records: records, duration: ContinuousClock.now - started)
+    }
+
     private func run() {
         var lastSync = SystemWallClock().now()
         var unsynced = false
+        // Records written since the last sync (for the records-per-sync histogram).
+        var unsyncedRecords = 0
         while true {
             // With an interval durability and unsynced bytes, wait at most the interval.
             var interval: Int? = nil
@@ -258,11 +270,14 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                     }
                     try FileIO.writeAll(self.descriptor, batch, path: self.segmentPath)
                     self.segmentBytes += batch.count
+                    self.metrics?.wrote(records: work.records.count, bytes: batch.count)
                     unsynced = true
+                    unsyncedRecords += work.records.count
                     var synced = false
                     if self.durability == .always {
-                        try FileIO.dataSync(self.descriptor, path: self.segmentPath)
+                        try self.sync(records: unsyncedRecords)
                         unsynced = false
+                        unsyncedRecords = 0
                         synced = true
                     }
                     self.acknowledgedBytes = self.segmentBytes
@@ -279,15 +294,18 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                 if case .interval(let milliseconds) = self.durability, unsynced {
                     let now = SystemWallClock().now()
                     if work.closing || now.millisecondsSinceEpoch - lastSync.millisecondsSinceEpoch >= Int64(milliseconds) {
-                        try FileIO.dataSync(self.descriptor, path: self.segmentPath)
+                        try self.sync(records: unsyncedRecords)
                         unsynced = false
+                        unsyncedRecords = 0
                         lastSync = now
                         self.shared.withLock { $0.synced() }
                     }
                 }
             } catch {
+                self.metrics?.failed()
                 guard self.recover(from: error) else { return }
                 unsynced = false
+                unsyncedRecords = 0
                 continue
             }
             if work.closing && work.records.isEmpty {

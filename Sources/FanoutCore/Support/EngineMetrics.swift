@@ -1,0 +1,146 @@
+public import CoreMetrics
+import Synchronization
+
+/// The engine's metrics (docs/operations.md has the table), emitted through swift-metrics: into
+/// the backend the process bootstrapped (`MetricsSystem.bootstrap`), so that an app embedding the
+/// engine gets them in its own, or into the factory the engine was opened with. Each handle is made
+/// once; the hot paths add to them once per operation (a send, an acknowledgement, a log batch),
+/// never once per delivery.
+public final class EngineMetrics: Sendable {
+    /// The factory every handle was made with; the server and the HTTP front make theirs with it too.
+    public let factory: any MetricsFactory
+
+    let sends: Counter
+    let audience: Recorder
+    let enqueued: Counter
+    let delivered: Counter
+    let acknowledged: Counter
+    let expired: Counter
+    let collapsed: Counter
+    let dropped: Counter
+    let rejected: Counter
+    let skipped: Counter
+    let snapshotDuration: Timer
+    let snapshotSize: Gauge
+    let recoveryDuration: Gauge
+    let log: LogMetrics
+    /// `fanout_deliveries_pending{project}`, made on a project's first change.
+    private let pending = Mutex<[ProjectID: Gauge]>([:])
+
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        self.sends = Counter(label: "fanout_sends_total", factory: factory)
+        self.audience = Recorder(label: "fanout_send_audience_size", aggregate: true, factory: factory)
+        self.enqueued = Counter(label: "fanout_deliveries_queued_total", factory: factory)
+        self.delivered = Counter(label: "fanout_deliveries_handed_out_total", factory: factory)
+        self.acknowledged = Counter(label: "fanout_deliveries_acknowledged_total", factory: factory)
+        self.expired = Counter(label: "fanout_deliveries_expired_total", factory: factory)
+        self.collapsed = Counter(label: "fanout_deliveries_collapsed_total", factory: factory)
+        self.dropped = Counter(label: "fanout_deliveries_dropped_total", factory: factory)
+        self.rejected = Counter(label: "fanout_recipients_rejected_total", factory: factory)
+        self.skipped = Counter(label: "fanout_recipients_skipped_total", factory: factory)
+        self.snapshotDuration = Timer(label: "fanout_snapshot_duration_seconds", factory: factory)
+        self.snapshotSize = Gauge(label: "fanout_snapshot_size_bytes", factory: factory)
+        self.recoveryDuration = Gauge(label: "fanout_recovery_duration_seconds", factory: factory)
+        self.log = LogMetrics(factory: factory)
+    }
+
+    /// Adds what one operation on `project` changed in its delivery counters, and sets its
+    /// pending deliveries when they changed.
+    func record(from before: DeliveryStatistics, to after: DeliveryStatistics, pending: (before: Int, after: Int), in project: ProjectID) {
+        if pending.before != pending.after { self.pendingGauge(project).record(pending.after) }
+        guard before != after else { return }
+        Self.add(after.sends - before.sends, to: self.sends)
+        Self.add(after.enqueued - before.enqueued, to: self.enqueued)
+        Self.add(after.delivered - before.delivered, to: self.delivered)
+        Self.add(after.acknowledged - before.acknowledged, to: self.acknowledged)
+        Self.add(after.expired - before.expired, to: self.expired)
+        Self.add(after.collapsed - before.collapsed, to: self.collapsed)
+        Self.add(after.dropped - before.dropped, to: self.dropped)
+        Self.add(after.rejected - before.rejected, to: self.rejected)
+        Self.add(after.skipped - before.skipped, to: self.skipped)
+    }
+
+    /// A send's audience, for the audience-size histogram.
+    func recordSend(audience: Int) {
+        self.audience.record(audience)
+    }
+
+    func recordSnapshot(duration: Duration, bytes: Int?) {
+        self.snapshotDuration.recordNanoseconds(duration.nanoseconds)
+        if let bytes { self.snapshotSize.record(bytes) }
+    }
+
+    func recordRecovery(duration: Duration) {
+        self.recoveryDuration.record(duration.seconds)
+    }
+
+    /// A project's pending deliveries are none once it is deleted.
+    func projectDeleted(_ project: ProjectID) {
+        self.pending.withLock { $0.removeValue(forKey: project) }?.record(0)
+    }
+
+    private func pendingGauge(_ project: ProjectID) -> Gauge {
+        self.pending.withLock { gauges in
+            if let gauge = gauges[project] { return gauge }
+            let gauge = Gauge(label: "fanout_deliveries_pending", dimensions: [("project", project.value)], factory: self.factory)
+            gauges[project] = gauge
+            return gauge
+        }
+    }
+
+    private static func add(_ amount: Int, to counter: Counter) {
+        // Counters only grow; a state rebuilt after a log failure starts its counts again.
+        if amount > 0 { counter.increment(by: amount) }
+    }
+}
+
+/// The write-ahead log's metrics.
+struct LogMetrics: Sendable {
+    let records: Counter
+    let batches: Counter
+    let bytes: Counter
+    let syncs: Counter
+    let syncDuration: Timer
+    let recordsPerSync: Recorder
+    let failures: Counter
+
+    init(factory: any MetricsFactory) {
+        self.records = Counter(label: "fanout_log_records_total", factory: factory)
+        self.batches = Counter(label: "fanout_log_batches_total", factory: factory)
+        self.bytes = Counter(label: "fanout_log_bytes_total", factory: factory)
+        self.syncs = Counter(label: "fanout_log_syncs_total", factory: factory)
+        self.syncDuration = Timer(label: "fanout_log_sync_duration_seconds", factory: factory)
+        self.recordsPerSync = Recorder(label: "fanout_log_records_per_sync", aggregate: true, factory: factory)
+        self.failures = Counter(label: "fanout_log_failures_total", factory: factory)
+    }
+
+    /// One batch written (not yet synced).
+    func wrote(records: Int, bytes: Int) {
+        self.records.increment(by: records)
+        self.batches.increment()
+        self.bytes.increment(by: bytes)
+    }
+
+    /// One `fdatasync` that made `records` durable.
+    func synced(records: Int, duration: Duration) {
+        self.syncs.increment()
+        self.syncDuration.recordNanoseconds(duration.nanoseconds)
+        self.recordsPerSync.record(records)
+    }
+
+    func failed() {
+        self.failures.increment()
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds, for a swift-metrics `Timer`.
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    /// Seconds, for a gauge in Prometheus's base unit.
+    var seconds: Double { Double(self.nanoseconds) / 1e9 }
+}
