@@ -90,6 +90,16 @@ extension FanoutdTests {
         #expect(value("fanout_log_records_total") ?? 0 > 0 && value("fanout_log_syncs_total") ?? 0 > 0)
         #expect(value("fanout_log_failures_total") == 0)
         #expect(value("fanout_sends_total") == value("fanout_send_audience_size_count"), "one audience per send")
+
+        // Every metric docs/operations.md lists and the Grafana dashboard charts is served.
+        let served = Set(metrics.keys.map { $0.replacingOccurrences(of: "_bucket", with: "").replacingOccurrences(of: "_count", with: "").replacingOccurrences(of: "_sum", with: "") })
+        for document in ["docs/operations.md", "docs/grafana-dashboard.json"] {
+            let text = try String(contentsOf: Self.repositoryRoot.appendingPathComponent(document), encoding: .utf8)
+            let named = Set(text.matches(of: /fanout_[a-z_]+/).map { String($0.output) }
+                .map { $0.replacingOccurrences(of: "_bucket", with: "").replacingOccurrences(of: "_count", with: "").replacingOccurrences(of: "_sum", with: "") })
+            #expect(named.count >= 10, "\(document) names the metrics")
+            #expect(named.subtracting(served).isEmpty, "\(document) names metrics /metrics does not serve: \(named.subtracting(served).sorted())")
+        }
     }
 
     /// Every sample of a /metrics page as prometheus_client's parser reads it (it refuses a page
