@@ -2,8 +2,8 @@
 # (liblz4-dev, libssl-dev, pkg-config) with apt only when pkg-config does not find them, and the
 # lz4 command-line tool (the tests check snapshot files with `lz4 -t`), python3 (a test runs a
 # client written from docs/wire-protocol.md in Python), redis-server (fanout-load compares with
-# it, in the tests too) and the openssl command (a TLS test handshakes with `openssl s_client`)
-# when they are missing. `make test` also makes a Python virtual environment in .build/python-venv
+# it, in the tests too), the openssl command (a TLS test handshakes with `openssl s_client`) and
+# curl (it checks the HTTP front's TLS and HTTP/2) when they are missing. `make test` also makes a Python virtual environment in .build/python-venv
 # with the pinned firebase-admin SDK (a test drives the HTTP front with it), from PyPI.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
@@ -21,6 +21,7 @@ deps:
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \

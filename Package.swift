@@ -15,6 +15,7 @@ let unixSignals: Target.Dependency = .product(name: "UnixSignals", package: "swi
 let nioTLS: Target.Dependency = .product(name: "NIOTLS", package: "swift-nio")
 let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
 let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
+let hummingbirdHTTP2: Target.Dependency = .product(name: "HummingbirdHTTP2", package: "hummingbird")
 let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting", package: "hummingbird")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
@@ -116,7 +117,7 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, metrics, prometheus, serviceLifecycle, unixSignals, nioSSL, hummingbird]
+            dependencies: ["FanoutCore", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, metrics, prometheus, serviceLifecycle, unixSignals, nioSSL, hummingbird, hummingbirdHTTP2]
         ),
         .executableTarget(
             name: "fanout",

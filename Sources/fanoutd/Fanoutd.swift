@@ -10,6 +10,7 @@ import FanoutWire
 import NIOSSL
 import FanoutHTTP
 import Hummingbird
+import HummingbirdHTTP2
 import CoreMetrics
 import Prometheus
 
@@ -111,8 +112,8 @@ struct Fanoutd: AsyncParsableCommand {
         }
         let tls = try self.tlsConfiguration(host: host)
         let httpAddress = try self.http.map(Self.hostAndPort)
-        if let (httpHost, _) = httpAddress, !Self.isLoopback(httpHost), !self.insecurePlaintext {
-            throw ValidationError("refusing to serve HTTP in plain text on \(httpHost), which is not a loopback address (the HTTP front has no TLS yet): use a loopback address, or --insecure-plaintext")
+        if let (httpHost, _) = httpAddress, tls == nil, !Self.isLoopback(httpHost), !self.insecurePlaintext {
+            throw ValidationError("refusing to serve HTTP in plain text on \(httpHost), which is not a loopback address: give --tls-cert and --tls-key, or --insecure-plaintext")
         }
         // Before anything is created: a taken address must not leave a new data directory and key.
         try ListenCheck.check(host: host, port: port)
@@ -160,7 +161,8 @@ struct Fanoutd: AsyncParsableCommand {
             try? engine.close()
             throw ListenError(description: "cannot listen on \(host):\(port): \(error)")
         }
-        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(tls != nil ? (self.tlsClientCA != nil ? "mutual" : "on") : "off")", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
+        let tlsMode = tls != nil ? (self.tlsClientCA != nil ? "mutual" : "on") : "off"
+        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(tlsMode)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
         if let readyFile = self.readyFile {
             let temporary = readyFile + ".tmp"
             guard FileManager.default.createFile(atPath: temporary, contents: Data("\(host):\(server.localPort)\n".utf8)),
@@ -184,9 +186,11 @@ struct Fanoutd: AsyncParsableCommand {
             let router = HTTPFront.router(engine: engine, keys: { [server] in server.keys }, tokens: tokens, metrics: registry)
             let application = Application(
                 router: router,
+                // With the TCP listener's TLS: HTTP/2 for clients that offer it (ALPN), else HTTP/1.1.
+                server: try tls.map { try .http2Upgrade(tlsConfiguration: $0) } ?? .http1(),
                 configuration: .init(address: .hostname(httpHost, port: httpPort), serverName: "fanoutd"),
                 onServerRunning: { channel in
-                    logger.info("HTTP front listening", metadata: ["address": "\(httpHost):\(channel.localAddress?.port ?? httpPort)"])
+                    logger.info("HTTP front listening", metadata: ["address": "\(httpHost):\(channel.localAddress?.port ?? httpPort)", "tls": "\(tlsMode)"])
                 },
                 logger: logger
             )

@@ -310,6 +310,44 @@ struct FanoutdTests {
         #expect(!FileManager.default.fileExists(atPath: directory + "/other"), "refused before anything is created")
     }
 
+    /// The HTTP front with the TCP listener's TLS options: HTTP/2 by ALPN, HTTP/1.1 otherwise,
+    /// checked with curl (a client that is not ours); plain HTTP to it fails.
+    @Test func theHTTPFrontServesTLSWithHTTP2() throws {
+        let directory = TemporaryDirectory.path("fanoutd-https")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let certificates = directory + "/tls"
+        #expect(try FanoutCLITests.fanout(["tls", "dev-cert", certificates]).status == 0)
+        let daemon = try Daemon(directory: directory + "/data", arguments: [
+            "--tls-cert", certificates + "/cert.pem", "--tls-key", certificates + "/key.pem", "--http", "127.0.0.1:0",
+        ])
+        defer { _ = daemon.stop() }
+        let httpPort = try #require(daemon.httpPort())
+        #expect(daemon.logLines.contains { $0.contains("HTTP front listening") && $0.contains("tls=on") })
+        func curl(_ arguments: String...) throws -> FanoutCLITests.Outcome {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["curl", "--silent", "--show-error", "--max-time", "20"] + arguments
+            let output = Pipe()
+            let error = Pipe()
+            process.standardOutput = output
+            process.standardError = error
+            try process.run()
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let complaint = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return FanoutCLITests.Outcome(status: process.terminationStatus, output: printed, error: complaint)
+        }
+        let url = "https://localhost:\(httpPort)/healthz"
+        let h2 = try curl("--cacert", certificates + "/cert.pem", "--http2", "--write-out", " %{http_version} %{http_code}", url)
+        #expect(h2.output == #"{"status":"ok"} 2 200"#, "\(h2)")
+        let h1 = try curl("--cacert", certificates + "/cert.pem", "--http1.1", "--write-out", " %{http_version} %{http_code}", url)
+        #expect(h1.output == #"{"status":"ok"} 1.1 200"#, "\(h1)")
+        let untrusted = try curl(url)
+        #expect(untrusted.status != 0, "the system's roots do not know a dev certificate: \(untrusted)")
+        let plain = try curl("http://localhost:\(httpPort)/healthz")
+        #expect(plain.status != 0 || !plain.output.contains("ok"), "plain HTTP to the TLS port: \(plain)")
+    }
+
     /// A device through the CLI: `register --credentials`, then subcommands with `--auth-token`
     /// on its own installation only; a new auth token by `--refresh-token`; the JWK Set.
     @Test func aDeviceActsOnItselfThroughTheCLI() throws {
