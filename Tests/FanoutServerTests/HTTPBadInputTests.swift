@@ -1,0 +1,111 @@
+import FanoutCore
+import FanoutHTTP
+import FanoutTestSupport
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Bad HTTP from a raw socket, as a careless or hostile client sends it: requests that are not
+/// HTTP, headers and bodies too big, unknown paths and methods, wrong credentials. Each is refused
+/// clearly (in Google's error shape wherever a route is reached), without reading an oversized body
+/// whole, and the listener keeps serving.
+@Suite("HTTP front: bad input")
+struct HTTPBadInputTests {
+    /// Writes `bytes` (stopping quietly if the server closes first), then reads until the server
+    /// closes or `timeout` seconds pass; returns what came back.
+    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 5) throws -> String {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        var wait = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { break }
+            offset += sent
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received += buffer[..<count]
+            // One whole response is enough: its headers and the body Content-Length announces.
+            if let text = String(bytes: received, encoding: .utf8), let end = text.range(of: "\r\n\r\n"),
+                let length = text[..<end.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") })
+                    .flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
+                text.utf8.count - text[..<end.upperBound].utf8.count >= length
+            {
+                break
+            }
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+
+    static func request(_ head: String, body: [UInt8] = []) -> [UInt8] {
+        Array((head.replacingOccurrences(of: "\n", with: "\r\n") + "\r\n\r\n").utf8) + body
+    }
+
+    @Test func badRequestsAreRefusedAndTheListenerStaysUp() async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory)
+            defer { try? engine.close() }
+            let router = HTTPFront.router(engine: engine, keys: { LoopbackServer.keys }, tokens: nil)
+            let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await application.test(.live) { client in
+                let port = try #require(client.port)
+                let send = "POST /v1/projects/default/messages:send HTTP/1.1\nHost: fanout"
+                let admin = "Authorization: Bearer \(LoopbackServer.adminKey)"
+
+                // Not HTTP, and a header over the codec's limit: 400, the connection closed, before any route.
+                for bytes in [Array("HELLO THERE\r\n\r\n".utf8), Self.request("GET /healthz HTTP/1.1\nHost: fanout\nX-Big: " + String(repeating: "a", count: 200_000))] {
+                    let answer = try Self.exchange(port, bytes)
+                    #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("Connection: close"), "\(answer.prefix(200))")
+                }
+                // Unknown paths and methods, missing and wrong credentials: Google's shape.
+                let cases: [(String, String, String)] = [
+                    ("GET /nowhere HTTP/1.1\nHost: fanout", "404", "NOT_FOUND"),
+                    ("PATCH /healthz HTTP/1.1\nHost: fanout", "404", "NOT_FOUND"),
+                    ("\(send)\nContent-Length: 2", "401", "UNAUTHENTICATED"),
+                    ("\(send)\nAuthorization: Bearer not-a-key\nContent-Length: 2", "401", "UNAUTHENTICATED"),
+                    ("\(send)\nAuthorization: Basic YWRtaW46YWRtaW4=\nContent-Length: 2", "401", "UNAUTHENTICATED"),
+                    ("\(send)\n\(admin)\nContent-Length: 2", "400", "INVALID_ARGUMENT"),
+                ]
+                for (head, status, name) in cases {
+                    let answer = try Self.exchange(port, Self.request(head, body: Array("{}".utf8)))
+                    #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(head): \(answer.prefix(200))")
+                    #expect(answer.contains(#""status":"\#(name)""#) && answer.contains(#""error":{"code":\#(status)"#), "\(head): \(answer)")
+                }
+                // A body announced at 100 MB: refused once past the limit, without waiting for the rest.
+                let started = ContinuousClock.now
+                let huge = try Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: 100000000", body: [UInt8](repeating: 120, count: 2_000_000)))
+                #expect(huge.hasPrefix("HTTP/1.1 400") && huge.contains(#""field":"body""#), "\(huge.prefix(300))")
+                #expect(ContinuousClock.now - started < .seconds(5), "answered before the connection's read timeout, not after 100 MB")
+                // A body that is not JSON, or JSON of the wrong shape.
+                for body in ["\u{FF}\u{FE}", "[1,2]", #"{"message":"x"}"#] {
+                    let answer = try Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: \(body.utf8.count)", body: Array(body.utf8)))
+                    #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains(#""status":"INVALID_ARGUMENT""#), "\(body): \(answer.prefix(300))")
+                }
+                // Still serving.
+                let health = try Self.exchange(port, Self.request("GET /healthz HTTP/1.1\nHost: fanout"))
+                #expect(health.hasPrefix("HTTP/1.1 200") && health.hasSuffix(#"{"status":"ok"}"#))
+            }
+        }
+    }
+}
