@@ -107,7 +107,7 @@ let package = Package(
         // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
         .target(
             name: "FanoutLoad",
-            dependencies: ["FanoutCore", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix]
+            dependencies: ["FanoutCore", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix, .product(name: "NIOHTTP1", package: "swift-nio")]
         ),
         .target(
             name: "FanoutTestSupport",

@@ -55,6 +55,9 @@ struct WorkloadOptions: ParsableArguments {
     @Option(name: .customLong("latency-requests"), help: "Round trips per phase in latency (one at a time).")
     var latencyRequests = 20_000
 
+    @Option(name: .customLong("token-sends"), help: "Sends of each kind (binary protocol, HTTP front) in http-send.")
+    var tokenSends = 20_000
+
     @Option(help: "Operations per second in mixed (open loop).")
     var rate = 2000
 
@@ -81,7 +84,7 @@ struct WorkloadOptions: ParsableArguments {
 
     func validate() throws {
         guard self.installations > 0, self.topics > 0, self.concurrency > 0, self.connections > 0, self.sends > 0,
-            self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0, self.latencyRequests > 0,
+            self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0, self.latencyRequests > 0, self.tokenSends > 0,
             self.batchConcurrency > 0, self.idleConnections > 0
         else {
             throw ValidationError("sizes, counts, rates and durations must be positive")
@@ -104,6 +107,7 @@ struct WorkloadOptions: ParsableArguments {
         options.rate = self.rate
         options.duration = .seconds(self.duration)
         options.latencyRequests = self.latencyRequests
+        options.tokenSends = self.tokenSends
         options.batchConcurrency = self.batchConcurrency
         options.idleConnections = self.idleConnections
         options.quiet = self.quiet

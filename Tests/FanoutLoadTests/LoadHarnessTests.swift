@@ -19,6 +19,7 @@ struct LoadHarnessTests {
         options.latencyRequests = 200
         options.batchConcurrency = 2
         options.idleConnections = 300
+        options.tokenSends = 150
         options.quiet = true
         return LoadHarness(workload: LoadWorkload(seed: 3, installations: installations, topics: topics), options: options, durability: "always")
     }
@@ -74,6 +75,11 @@ struct LoadHarnessTests {
         case .registerBatch:
             let batches = try Self.phase(report, "fanout", "register-batch")
             #expect(batches.operations == 1 && batches.items == 600, "600 more installations in one request of 1000 at most")
+        case .httpSend:
+            for name in ["send-token tcp", "send-token http"] {
+                let phase = try Self.phase(report, "fanout", name)
+                #expect(phase.operations == 150 && phase.errors.isEmpty, "\(name): every send answered 200 / OK")
+            }
         case .register, .subscribe, .connections:
             break
         }

@@ -71,6 +71,11 @@ public final class FanoutBackend: LoadBackend {
         Int(try await self.client(worker).send(LoadWorkload.messageBody(target: #""topic":"\#(topic)""#)).audience)
     }
 
+    /// Sends `body` (FCM v1 JSON) and answers once it is durable.
+    func send(_ body: [UInt8], worker: Int) async throws {
+        _ = try await self.client(worker).send(body)
+    }
+
     public func sendToCondition(_ condition: LoadCondition, worker: Int) async throws -> Int {
         Int(try await self.client(worker).send(LoadWorkload.messageBody(target: #""condition":"\#(condition.expression)""#)).audience)
     }

@@ -16,6 +16,9 @@ public final class FanoutdProcess: @unchecked Sendable {
     public let consumerKey: String
     /// The port of the running server.
     public private(set) var port = 0
+    /// The port of its HTTP front, when started with one.
+    public private(set) var httpPort: Int?
+    private let http: Bool
     private var process: Process?
 
     /// The `fanoutd` next to this program's own executable (they are built together).
@@ -26,13 +29,14 @@ public final class FanoutdProcess: @unchecked Sendable {
     /// What clients need to speak TLS to it, when it was started with TLS.
     public private(set) var clientTLS: FanoutClient.TLS?
 
-    public init(executable: String = FanoutdProcess.siblingExecutable, dataDirectory: String, durability: String, tls: Bool = false) throws {
+    public init(executable: String = FanoutdProcess.siblingExecutable, dataDirectory: String, durability: String, tls: Bool = false, http: Bool = false) throws {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw LoadError("no fanoutd at \(executable) (build it, or pass --fanoutd PATH)")
         }
         self.executable = executable
         self.dataDirectory = dataDirectory
         self.durability = durability
+        self.http = http
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let admin = try APIKey.generate(name: "load-admin", role: .admin, projects: .all)
         let consumer = try APIKey.generate(name: "load-consumer", role: .consumer, projects: .all)
@@ -66,6 +70,11 @@ public final class FanoutdProcess: @unchecked Sendable {
             "--api-keys", self.keyFile, "--ready-file", self.readyFile, "--log-level", "warning",
             "--snapshot-every", "0",
         ] + (self.clientTLS == nil ? [] : ["--tls-cert", self.tlsFiles.certificate, "--tls-key", self.tlsFiles.key])
+        if self.http {
+            let httpPort = try Self.freeLoopbackPort()
+            self.httpPort = httpPort
+            process.arguments! += ["--http", "127.0.0.1:\(httpPort)"]
+        }
         process.standardOutput = FileHandle.nullDevice
         let started = ContinuousClock.now
         try process.run()
@@ -75,7 +84,44 @@ public final class FanoutdProcess: @unchecked Sendable {
             (try? String(contentsOfFile: self.readyFile, encoding: .utf8))
                 .flatMap { $0.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
         }
+        if let httpPort = self.httpPort {
+            // The HTTP front starts with the service group, just after the ready file.
+            _ = try await process.waitUntilReady("fanoutd's HTTP front", readiness: "listened", timeout: timeout, polling: .milliseconds(1)) {
+                Self.accepts(port: httpPort) ? httpPort : nil
+            }
+        }
         return ContinuousClock.now - started
+    }
+
+    /// A loopback port no one listens on now (the kernel's pick; free again when this returns).
+    static func freeLoopbackPort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = Self.loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        guard descriptor >= 0, bound else { throw LoadError("cannot find a free loopback port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Whether something accepts connections on the loopback `port`.
+    static func accepts(port: Int) -> Bool {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = Self.loopback(port: port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
     }
 
     /// SIGKILL, and wait until it is gone.

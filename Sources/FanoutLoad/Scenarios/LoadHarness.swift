@@ -44,8 +44,8 @@ public struct LoadHarness: Sendable {
     public func run(_ scenario: LoadScenario, against running: RunningServer? = nil) async throws -> LoadReport {
         var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
         if let running {
-            guard scenario != .recover else {
-                throw LoadError("recover kills the server, so it needs one the harness starts (leave out --server)")
+            guard scenario != .recover, scenario != .httpSend else {
+                throw LoadError("\(scenario.rawValue) needs a server the harness starts (leave out --server)")
             }
             let pid = running.pid
             if scenario == .connections {
@@ -67,7 +67,9 @@ public struct LoadHarness: Sendable {
         }
         let directory = TemporaryDirectory.path("fanout-load")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory, durability: self.durability, tls: self.options.tls)
+        let server = try FanoutdProcess(
+            executable: self.fanoutd, dataDirectory: directory, durability: self.durability, tls: self.options.tls, http: scenario == .httpSend
+        )
         if scenario == .connections {
             // Before the server starts: it inherits the limit on open files.
             try IdleConnections.raiseOpenFileLimit(to: self.options.idleConnections + 1024)
@@ -83,7 +85,8 @@ public struct LoadHarness: Sendable {
         let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, tls: server.clientTLS, resources: { server.resources })
         var drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
         drain.tls = server.clientTLS
-        try await self.run(scenario, on: session, drain: drain, report: &report)
+        let http = server.httpPort.map { HTTPFrontTarget(host: "127.0.0.1", port: $0, apiKey: server.adminKey) }
+        try await self.run(scenario, on: session, drain: drain, http: http, report: &report)
         await session.backend.close()
         report.add(session)
         if scenario == .recover {
@@ -138,7 +141,13 @@ public struct LoadHarness: Sendable {
         await session.registerBatches()
     }
 
-    private func run(_ scenario: LoadScenario, on session: LoadSession, drain: DeliveryDrainTarget?, report: inout LoadReport) async throws {
+    private func run(
+        _ scenario: LoadScenario,
+        on session: LoadSession,
+        drain: DeliveryDrainTarget?,
+        http: HTTPFrontTarget? = nil,
+        report: inout LoadReport
+    ) async throws {
         await session.register()
         if scenario.needsSubscriptions {
             await session.subscribe()
@@ -152,6 +161,9 @@ public struct LoadHarness: Sendable {
             await session.registerBatches()
         case .connections:
             break  // run before any session
+        case .httpSend:
+            guard let http else { throw LoadError("http-send needs fanoutd's HTTP front") }
+            try await session.sendToTokens(http: http)
         case .sendTopic:
             try await session.send(conditions: false, drain: drain)
         case .sendCondition:

@@ -20,6 +20,8 @@ public struct LoadOptions: Sendable {
     public var idleConnections = 10_000
     /// Round trips per phase in `latency` (one at a time).
     public var latencyRequests = 20_000
+    /// Sends of each kind in http-send.
+    public var tokenSends = 20_000
     public var quiet = false
     /// Run the fanoutd the harness starts with TLS (a development certificate), and every client over it.
     public var tls = false

@@ -14,8 +14,10 @@ public enum LoadScenario: String, CaseIterable, Sendable, Codable {
     /// Idle connections held open at once: the server's memory per connection, and a fresh one's
     /// round trips meanwhile.
     case connections
+    /// FCM v1 sends to tokens over the binary protocol, then over the HTTP front.
+    case httpSend = "http-send"
 
     package var needsSubscriptions: Bool {
-        self != .register && self != .registerBatch && self != .latency && self != .connections
+        self != .register && self != .registerBatch && self != .latency && self != .connections && self != .httpSend
     }
 }

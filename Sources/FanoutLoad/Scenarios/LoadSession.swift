@@ -47,7 +47,7 @@ public final class LoadSession: @unchecked Sendable {
         return MemoryFigures(system: self.backend.system, perInstallation: perInstallation, perSubscription: perSubscription, total: self.memoryMarks["subscribed"] ?? registered)
     }
 
-    private var progress: Progress { Progress(quiet: self.options.quiet) }
+    var progress: Progress { Progress(quiet: self.options.quiet) }
 
     /// Runs `body` as a phase and keeps its result: wall time, the server's CPU over it and its
     /// memory after it, and the harness's own CPU (to show the server, not the harness, is what
