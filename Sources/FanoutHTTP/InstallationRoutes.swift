@@ -53,12 +53,7 @@ extension HTTPFront {
             do throws(FanoutError) {
                 let (project, fid, refresh) = try Self.installationCredential(request, context)
                 _ = try Self.issuing(tokens)
-                guard let (_, digest) = engine.credential(of: fid, in: project) else {
-                    throw FanoutError(.notFound, "Requested entity was not found.", field: "fid")
-                }
-                guard SHA256.constantTimeEqual(refresh.digest, digest) else {
-                    throw FanoutError(.unauthenticated, "the refresh token was replaced")
-                }
+                _ = try InstallationTokens.credential(of: fid, in: project, engine: engine, presented: refresh)
                 _ = try await engine.deleteInstallation(fid, in: project)
                 return Self.json(200, "{}")
             } catch {

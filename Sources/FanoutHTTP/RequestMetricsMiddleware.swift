@@ -50,8 +50,7 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
                 timers[operation] = timer
                 return timer
             }
-            let (seconds, attoseconds) = duration.components
-            timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+            timer.recordNanoseconds(duration.nanoseconds)
         }
 
         /// Google's status name for an HTTP status, as the TCP listener's status label spells it.

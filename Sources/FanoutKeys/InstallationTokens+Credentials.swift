@@ -30,6 +30,25 @@ extension InstallationTokens {
         )
     }
 
+    /// The installation `fid` of `engine` and the digest of its refresh token; with `presented`,
+    /// the refresh token a device proved itself with, which must still be that one.
+    /// - Throws: `NOT_FOUND` (field `fid`) when the installation has no credentials (or is gone),
+    ///   `UNAUTHENTICATED` when `presented` was replaced.
+    public static func credential(
+        of fid: FID,
+        in project: ProjectID,
+        engine: Engine,
+        presented: RefreshToken?
+    ) throws(FanoutError) -> (installation: Installation, digest: [UInt8]) {
+        guard let (installation, digest) = engine.credential(of: fid, in: project) else {
+            throw FanoutError(.notFound, "the installation has no credentials", field: "fid")
+        }
+        if let presented, !SHA256.constantTimeEqual(presented.digest, digest) {
+            throw FanoutError(.unauthenticated, "the refresh token was replaced")
+        }
+        return (installation, digest)
+    }
+
     /// Registers an installation and issues its credentials in the same changes (REGISTER with
     /// the credentials option; Firebase Installations' create). With `creatingOnly` (an app's key,
     /// which must be taken as public), a registration that would answer an existing installation
@@ -61,12 +80,7 @@ extension InstallationTokens {
         presented: RefreshToken?,
         now: Int64
     ) throws(FanoutError) -> AuthToken {
-        guard let (installation, digest) = engine.credential(of: fid, in: project) else {
-            throw FanoutError(.notFound, "the installation has no credentials", field: "fid")
-        }
-        if let presented, !SHA256.constantTimeEqual(presented.digest, digest) {
-            throw FanoutError(.unauthenticated, "the refresh token was replaced")
-        }
+        let (installation, digest) = try Self.credential(of: fid, in: project, engine: engine, presented: presented)
         do {
             let auth = try self.issue(
                 project: project.value, appID: installation.appID.value, fid: fid.description,

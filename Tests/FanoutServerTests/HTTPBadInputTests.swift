@@ -23,12 +23,8 @@ struct HTTPBadInputTests {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #expect(descriptor >= 0)
         defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        let connected = try SocketAddress(ipAddress: "127.0.0.1", port: port).withSockAddr { address, size in
+            connect(descriptor, address, socklen_t(size))
         }
         #expect(connected == 0)
         var wait = timeval(tv_sec: timeout, tv_usec: 0)

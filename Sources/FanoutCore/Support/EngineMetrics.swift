@@ -10,19 +10,19 @@ public final class EngineMetrics: Sendable {
     /// The factory every handle was made with; the server and the HTTP front make theirs with it too.
     public let factory: any MetricsFactory
 
-    let sends: Counter
-    let audience: Recorder
-    let enqueued: Counter
-    let delivered: Counter
-    let acknowledged: Counter
-    let expired: Counter
-    let collapsed: Counter
-    let dropped: Counter
-    let rejected: Counter
-    let skipped: Counter
-    let snapshotDuration: Timer
-    let snapshotSize: Gauge
-    let recoveryDuration: Gauge
+    private let sends: Counter
+    private let audience: Recorder
+    private let enqueued: Counter
+    private let delivered: Counter
+    private let acknowledged: Counter
+    private let expired: Counter
+    private let collapsed: Counter
+    private let dropped: Counter
+    private let rejected: Counter
+    private let skipped: Counter
+    private let snapshotDuration: Timer
+    private let snapshotSize: Gauge
+    private let recoveryDuration: Gauge
     let log: LogMetrics
     /// `fanout_deliveries_pending{project}`, made on a project's first change.
     private let pending = Mutex<[ProjectID: Gauge]>([:])
@@ -97,13 +97,13 @@ public final class EngineMetrics: Sendable {
 
 /// The write-ahead log's metrics.
 struct LogMetrics: Sendable {
-    let records: Counter
-    let batches: Counter
-    let bytes: Counter
-    let syncs: Counter
-    let syncDuration: Timer
-    let recordsPerSync: Recorder
-    let failures: Counter
+    private let records: Counter
+    private let batches: Counter
+    private let bytes: Counter
+    private let syncs: Counter
+    private let syncDuration: Timer
+    private let recordsPerSync: Recorder
+    private let failures: Counter
 
     init(factory: any MetricsFactory) {
         self.records = Counter(label: "fanout_log_records_total", factory: factory)
@@ -136,7 +136,7 @@ struct LogMetrics: Sendable {
 
 extension Duration {
     /// Whole nanoseconds, for a swift-metrics `Timer`.
-    var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         let (seconds, attoseconds) = self.components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }

@@ -2,6 +2,8 @@ public import FanoutClient
 import FanoutKeys
 import FanoutWire
 import Foundation
+import NIOCore
+import NIOPosix
 
 /// A `fanoutd` the harness starts: on a data directory, on a loopback port the kernel picks, with
 /// an admin and a consumer key it writes itself. It can be killed with SIGKILL and started again
@@ -71,7 +73,7 @@ public final class FanoutdProcess: @unchecked Sendable {
             "--snapshot-every", "0",
         ] + (self.clientTLS == nil ? [] : ["--tls-cert", self.tlsFiles.certificate, "--tls-key", self.tlsFiles.key])
         if self.http {
-            let httpPort = try Self.freeLoopbackPort()
+            let httpPort = try await Self.freeLoopbackPort()
             self.httpPort = httpPort
             process.arguments! += ["--http", "127.0.0.1:\(httpPort)"]
         }
@@ -94,34 +96,21 @@ public final class FanoutdProcess: @unchecked Sendable {
     }
 
     /// A loopback port no one listens on now (the kernel's pick; free again when this returns).
-    static func freeLoopbackPort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = Self.loopback(port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard descriptor >= 0, bound else { throw LoadError("cannot find a free loopback port") }
-        return Int(UInt16(bigEndian: address.sin_port))
+    static func freeLoopbackPort() async throws -> Int {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        defer { channel.close(promise: nil) }
+        guard let port = channel.localAddress?.port else { throw LoadError("cannot find a free loopback port") }
+        return port
     }
 
     /// Whether something accepts connections on the loopback `port`.
     static func accepts(port: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
-        var address = Self.loopback(port: port)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        let connected = try? SocketAddress(ipAddress: "127.0.0.1", port: port).withSockAddr { address, size in
+            connect(descriptor, address, socklen_t(size))
         }
-    }
-
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
+        return connected == 0
     }
 
     /// SIGKILL, and wait until it is gone.
