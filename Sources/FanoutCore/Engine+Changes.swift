@@ -183,6 +183,24 @@ extension Engine {
             return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.register(request, now: now) }
         }
 
+        /// Registers an installation and gives it the credential `credential(fid)` makes (the
+        /// SHA-256 of its new refresh token, for the installation's FID), both in one append to
+        /// the log: a crash keeps both or neither. A repeat (an existing installation answered)
+        /// gets new credentials too, unless `creatingOnly`: then it is `ALREADY_EXISTS` (field
+        /// `token`, or `fid` without one) and nothing changes. `credential` runs under the
+        /// project's lock.
+        public mutating func register(
+            _ request: RegistrationRequest,
+            in project: ProjectID = .default,
+            creatingOnly: Bool,
+            credential: (FID) -> [UInt8]
+        ) throws(FanoutError) -> RegistrationResult {
+            let now = self.engine.clock.now()
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                try state.register(request, now: now, creatingOnly: creatingOnly, credential: credential)
+            }
+        }
+
         /// Registers each installation on its own, as `register` does, under one acquisition of
         /// the project's lock and with one append to the log: a refused item changes nothing and
         /// does not stop the others. Items already refused by the caller (a field that did not

@@ -49,11 +49,12 @@ extension InstallationTokens {
         return (installation, digest)
     }
 
-    /// Registers an installation and issues its credentials in the same changes (REGISTER with
-    /// the credentials option; Firebase Installations' create). With `creatingOnly` (an app's key,
-    /// which must be taken as public), a registration that would answer an existing installation
-    /// is `ALREADY_EXISTS` and changes nothing: no one takes over an installation whose details
-    /// they learn.
+    /// Registers an installation and issues its credentials (REGISTER with the credentials
+    /// option; Firebase Installations' create): the registration and the refresh token's digest
+    /// go to the log in one append, so a crash keeps both or neither. With `creatingOnly` (an
+    /// app's key, which must be taken as public), a registration that would answer an existing
+    /// installation is `ALREADY_EXISTS` and changes nothing: no one takes over an installation
+    /// whose details they learn.
     public func register(
         _ request: RegistrationRequest,
         in project: ProjectID,
@@ -61,12 +62,33 @@ extension InstallationTokens {
         changes: inout Engine.Changes,
         now: Int64
     ) throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
-        let result = try changes.register(request, in: project)
-        // A repeat changed nothing, so refusing it leaves nothing half-applied.
-        if creatingOnly, result.isExisting {
-            throw FanoutError(.alreadyExists, "the installation exists: its device gets new auth tokens with its refresh token", field: request.token == nil ? "fid" : "token")
+        let secret: [UInt8]
+        do {
+            secret = try RefreshToken.secret()
+        } catch {
+            throw FanoutError(.internal, "the credentials could not be made")
         }
-        return (result, try self.issueCredentials(for: result.installation, in: project, changes: &changes, now: now))
+        var refreshToken = ""
+        let result = try changes.register(request, in: project, creatingOnly: creatingOnly) { fid in
+            let made = RefreshToken.make(project: project.value, fid: fid.description, secret: secret)
+            refreshToken = made.token
+            return made.refresh.digest
+        }
+        let fid = result.installation.fid.description
+        let auth: (token: String, claims: InstallationClaims)
+        do {
+            auth = try self.issue(
+                project: project.value, appID: result.installation.appID.value, fid: fid,
+                credentialID: RefreshToken.credentialID(of: SHA256.hash(refreshToken.utf8)), now: now
+            )
+        } catch {
+            // The refresh token is recorded: GENERATE_AUTH_TOKEN with it gets an auth token later.
+            throw FanoutError(.internal, "the auth token could not be signed")
+        }
+        return (result, InstallationCredentials(
+            fid: fid, refreshToken: refreshToken,
+            authToken: AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt))
+        ))
     }
 
     /// A new auth token for the installation `fid` of `engine`. With `presented`, the refresh

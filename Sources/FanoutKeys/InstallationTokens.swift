@@ -115,7 +115,17 @@ public struct RefreshToken: Hashable, Sendable {
 
     /// A new refresh token for an installation.
     public static func generate(project: String, fid: String) throws -> (token: String, refresh: RefreshToken) {
-        let token = "rt1.\(project).\(fid).\(Base64URL.encode(try SecureRandom.bytes(32)))"
+        Self.make(project: project, fid: fid, secret: try Self.secret())
+    }
+
+    /// A refresh token's 32 random bytes, before its installation's FID is known.
+    static func secret() throws -> [UInt8] {
+        try SecureRandom.bytes(32)
+    }
+
+    /// The refresh token of `secret` for an installation (cannot fail).
+    static func make(project: String, fid: String, secret: [UInt8]) -> (token: String, refresh: RefreshToken) {
+        let token = "rt1.\(project).\(fid).\(Base64URL.encode(secret))"
         return (token, RefreshToken(project: project, fid: fid, digest: SHA256.hash(token.utf8)))
     }
 

@@ -2,6 +2,7 @@ import FanoutCore
 import FanoutHTTP
 import FanoutKeys
 import FanoutTestSupport
+import FanoutWire
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -130,6 +131,45 @@ struct InstallationsHTTPTests {
             let replaced = try await Self.create(client, fid: "not a fid")
             #expect(replaced.status == .ok)
             #expect(try HTTPFrontTests.json(replaced.body)["fid"] as? String != "not a fid")
+        }
+    }
+}
+
+/// Registering with credentials logs the installation and its refresh token's digest in one
+/// append: a crash between them cannot leave an installation its device holds no credentials for.
+@Suite("Registration with credentials")
+struct RegistrationWithCredentialsTests {
+    @Test func theRegistrationAndItsCredentialAreOneAppend() async throws {
+        try await TemporaryDirectory.with { directory in
+            let tokens = try LoopbackServer.tokens(in: directory)
+            let log = InMemoryChangeLog()
+            let engine = Engine(log: log)
+            let request = RegistrationRequest(token: RegistrationToken("atomic-1")!, platform: .android, appID: AppID("1:1:android:a")!)
+            let now = engine.clock.now().secondsSinceEpoch
+            let (result, credentials) = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try tokens.register(request, in: .default, creatingOnly: true, changes: &changes, now: now)
+            }.durable()
+            #expect(log.records.count == 2 && log.currentStatistics.batches == 1, "one append of both records")
+            guard case .register(.default, let registered) = log.records.first, case .setCredential(.default, let fid, let digest) = log.records.last else {
+                Issue.record("unexpected records \(log.records)")
+                return
+            }
+            #expect(registered.fid == result.installation.fid && fid == result.installation.fid)
+            #expect(digest == SHA256.hash(credentials.refreshToken.utf8), "the digest of the refresh token handed out")
+            #expect(try tokens.verify(Array(credentials.authToken.token.utf8), now: now).fid == fid.description)
+
+            // A repeat by an app's key changes nothing and logs nothing; by an admin it re-issues.
+            await #expect(throws: FanoutError(.alreadyExists, "", field: "token")) {
+                _ = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                    try tokens.register(request, in: .default, creatingOnly: true, changes: &changes, now: now)
+                }.durable()
+            }
+            #expect(log.records.count == 2)
+            let again = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try tokens.register(request, in: .default, creatingOnly: false, changes: &changes, now: now)
+            }.durable()
+            #expect(again.result.isExisting && again.credentials.refreshToken != credentials.refreshToken)
+            #expect(log.records.count == 3 && log.currentStatistics.batches == 2, "only the new credential")
         }
     }
 }

@@ -63,6 +63,26 @@ struct ProjectState {
         )
     }
 
+    /// Registers an installation and sets its credential digest, logged together. Everything that
+    /// can refuse it runs before anything changes.
+    mutating func register(
+        _ request: RegistrationRequest,
+        now: Timestamp,
+        creatingOnly: Bool,
+        credential: (FID) -> [UInt8]
+    ) throws(FanoutError) -> Logged<RegistrationResult> {
+        var (result, records) = try self.register(request, now: now)
+        if creatingOnly, result.isExisting {
+            // A repeat changed nothing.
+            throw FanoutError(.alreadyExists, "the installation exists: its device gets new auth tokens with its refresh token", field: request.token == nil ? "fid" : "token")
+        }
+        let installation = result.installation
+        let digest = credential(installation.fid)
+        self.registry.setCredentialDigest(digest, atSlot: installation.slot)
+        records.append(.setCredential(self.id, fid: installation.fid, digest: digest))
+        return (result, records)
+    }
+
     /// Registers each request on its own (a refused one changes nothing); the records of those
     /// that registered, in order.
     mutating func register(
