@@ -166,9 +166,13 @@ struct PayloadReader {
 }
 
 extension String {
-    /// The string for `bytes` if they are valid UTF-8.
+    /// The string for `bytes` if they are valid UTF-8. Not `String(validating:as:)`: that one looks
+    /// up generic metadata on every call, which profiles showed at 12% of a consumer's CPU
+    /// decoding deliveries (docs/performance.md); this validates once and builds the string on
+    /// the standard library's specialized UTF-8 path.
     init?(validatingUTF8Bytes bytes: UnsafeRawBufferPointer) {
-        guard let string = String(validating: bytes, as: UTF8.self) else { return nil }
-        self = string
+        let utf8 = bytes.assumingMemoryBound(to: UInt8.self)
+        guard UTF8Validation.isValid(utf8) else { return nil }
+        self = String(decoding: utf8, as: UTF8.self)
     }
 }
