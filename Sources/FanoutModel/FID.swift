@@ -17,6 +17,9 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
     /// Whether this is an 11-character legacy Instance ID.
     public var isLegacyInstanceID: Bool { self.low & Self.legacyFlag != 0 }
 
+    /// The length of its text: 22, or 11 for a legacy Instance ID.
+    public var utf8Count: Int { self.isLegacyInstanceID ? 11 : 22 }
+
     /// Validates `string` as a legacy 11-character Instance ID (`^[cdef][A-Za-z0-9_-]{10}$`).
     public init?(legacyInstanceID string: String) {
         let bytes = Array(string.utf8)
