@@ -20,12 +20,15 @@ public enum HTTPFront {
     /// The routes, serving `engine` with the keys `keys()` returns at each request (so that a
     /// SIGHUP reload applies), when given `tokens`' credentials and JWK Set, and when given
     /// `metrics`, that registry at `GET /metrics` in Prometheus's text format. Requests are
-    /// counted with the engine's metrics factory.
+    /// counted with the engine's metrics factory. `credentialsChanged(project)` runs after a call
+    /// deleted an installation or replaced its credentials, so that open device connections
+    /// elsewhere (the TCP listener's) check theirs at once.
     public static func router(
         engine: Engine,
         keys: @escaping @Sendable () -> APIKeyStore,
         tokens: InstallationTokens?,
-        metrics: PrometheusCollectorRegistry? = nil
+        metrics: PrometheusCollectorRegistry? = nil,
+        credentialsChanged: @escaping @Sendable (ProjectID) -> Void = { _ in }
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: RequestMetricsMiddleware(factory: engine.metrics.factory))
@@ -65,7 +68,7 @@ public enum HTTPFront {
             }
         }
         Self.addTopicRoutes(to: router, engine: engine, keys: keys)
-        Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens)
+        Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens, credentialsChanged: credentialsChanged)
         return router
     }
 

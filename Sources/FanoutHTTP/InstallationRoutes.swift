@@ -12,7 +12,8 @@ extension HTTPFront {
         to router: Router<BasicRequestContext>,
         engine: Engine,
         keys: @escaping @Sendable () -> APIKeyStore,
-        tokens: InstallationTokens?
+        tokens: InstallationTokens?,
+        credentialsChanged: @escaping @Sendable (ProjectID) -> Void
     ) {
         router.post("/v1/projects/:project/installations") { request, context in
             do throws(FanoutError) {
@@ -28,6 +29,7 @@ extension HTTPFront {
                 let (result, credentials) = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
                     try tokens.register(registration, in: project, creatingOnly: key.role != .admin, changes: &changes, now: now)
                 }.durable()
+                if result.isExisting { credentialsChanged(project) }  // an admin replaced them
                 let fid = result.installation.fid.description
                 return Self.json(200, JSONWriter.encode(.object(JSONObject([
                     .init(key: "name", value: .string("projects/\(project.value)/installations/\(fid)")),
@@ -55,6 +57,7 @@ extension HTTPFront {
                 _ = try Self.issuing(tokens)
                 _ = try InstallationTokens.credential(of: fid, in: project, engine: engine, presented: refresh)
                 _ = try await engine.deleteInstallation(fid, in: project)
+                credentialsChanged(project)
                 return Self.json(200, "{}")
             } catch {
                 return Self.error(error)

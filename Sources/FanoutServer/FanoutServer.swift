@@ -117,6 +117,13 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         self.devices.recheckAll()
     }
 
+    /// The open device connections of `project` check their credentials now (after another front,
+    /// such as the HTTP front's Firebase Installations calls, deleted an installation or replaced
+    /// its credentials).
+    public func recheckDeviceCredentials(in project: String) {
+        self.devices.recheck(project: project)
+    }
+
     public var description: String { "FanoutServer(port: \(self.localPort))" }
 
     public func run() async throws {

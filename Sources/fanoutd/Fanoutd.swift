@@ -183,7 +183,10 @@ struct Fanoutd: AsyncParsableCommand {
             .init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger)),
         ]
         if let (httpHost, httpPort) = httpAddress {
-            let router = HTTPFront.router(engine: engine, keys: { [server] in server.keys }, tokens: tokens, metrics: registry)
+            let router = HTTPFront.router(
+                engine: engine, keys: { [server] in server.keys }, tokens: tokens, metrics: registry,
+                credentialsChanged: { [server] project in server.recheckDeviceCredentials(in: project.value) }
+            )
             let application = Application(
                 router: router,
                 // With the TCP listener's TLS: HTTP/2 for clients that offer it (ALPN), else HTTP/1.1.

@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutHTTP
 import FanoutKeys
+import FanoutServer
 import FanoutTestSupport
 import FanoutWire
 import Foundation
@@ -70,6 +71,41 @@ struct InstallationsHTTPTests {
             #expect(throws: FanoutError.self) { try engine.installation(.fid(fid)) }
             let afterwards = try await client.execute(uri: uri, method: .post, headers: Self.fis(refreshToken), body: generateBody)
             #expect(afterwards.status == .notFound)
+        }
+    }
+
+    /// A device deleted through the HTTP front loses its open TCP connection at once (GOAWAY), not
+    /// only at its next request: the HTTP front tells the TCP listener's device connections.
+    @Test(.timeLimit(.minutes(1)))
+    func aDeletionOverHTTPEndsTheDevicesOpenConnection() async throws {
+        try await TemporaryDirectory.with { directory in
+            let tokens = try LoopbackServer.tokens(in: directory)
+            try await LoopbackServer.withServer(directory: directory + "/data", tokens: tokens) { server, engine in
+                let router = HTTPFront.router(
+                    engine: engine, keys: { LoopbackServer.keys }, tokens: tokens,
+                    credentialsChanged: { project in server.recheckDeviceCredentials(in: project.value) }
+                )
+                let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                try await application.test(.live) { client in
+                    let fid = try FID.generate().description
+                    let created = try HTTPFrontTests.json(try await Self.create(client, fid: fid).body)
+                    let refreshToken = try #require(created["refreshToken"] as? String)
+                    let authToken = try #require((created["authToken"] as? [String: Any])?["token"] as? String)
+                    let raw = try await RawConnection.open(server.localPort)
+                    try await raw.channel.executeThenClose { inbound, outbound in
+                        let hello = Hello(role: .device, credential: .installationAuthToken(Array(authToken.utf8)))
+                        try await outbound.write(try RawConnection.bytes(ClientFrame(requestID: 1, request: .hello(hello))))
+                        var iterator = inbound.makeAsyncIterator()
+                        var frames = try await RawConnection.frames(1, from: &iterator)
+                        let deleted = try await client.execute(uri: "/v1/projects/default/installations/\(fid)", method: .delete, headers: Self.fis(refreshToken))
+                        #expect(deleted.status == .ok)
+                        // No request from the device: the server ends the connection on its own.
+                        while let frame = try? await iterator.next() { frames.append(frame) }
+                        #expect(frames.map(\.message.opcode) == [Opcode.hello.reply, .goAway])
+                        #expect(frames.last?.message == .goAway(.unauthenticated, "the installation was deleted or its credentials were replaced"))
+                    }
+                }
+            }
         }
     }
 
