@@ -12,22 +12,11 @@ extension InstallationTokens {
         changes: inout Engine.Changes,
         now: Int64
     ) throws(FanoutError) -> InstallationCredentials {
-        let refresh: (token: String, refresh: RefreshToken)
-        let auth: (token: String, claims: InstallationClaims)
-        do {
-            refresh = try RefreshToken.generate(project: project.value, fid: installation.fid.description)
-            auth = try self.issue(
-                project: project.value, appID: installation.appID.value, fid: installation.fid.description,
-                credentialID: refresh.refresh.credentialID, now: now
-            )
-        } catch {
-            throw FanoutError(.internal, "the credentials could not be made")
-        }
-        _ = try changes.setCredential(refresh.refresh.digest, of: .fid(installation.fid), in: project)
-        return InstallationCredentials(
-            fid: installation.fid.description, refreshToken: refresh.token,
-            authToken: AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt))
-        )
+        let made = RefreshToken.make(project: project.value, fid: installation.fid.description, secret: try Self.refreshSecret())
+        // Signed before the digest is recorded: a signing failure changes nothing.
+        let authToken = try self.authToken(for: installation, in: project, credentialDigest: made.refresh.digest, now: now)
+        _ = try changes.setCredential(made.refresh.digest, of: .fid(installation.fid), in: project)
+        return InstallationCredentials(fid: installation.fid.description, refreshToken: made.token, authToken: authToken)
     }
 
     /// The installation `fid` of `engine` and the digest of its refresh token; with `presented`,
@@ -62,33 +51,17 @@ extension InstallationTokens {
         changes: inout Engine.Changes,
         now: Int64
     ) throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
-        let secret: [UInt8]
-        do {
-            secret = try RefreshToken.secret()
-        } catch {
-            throw FanoutError(.internal, "the credentials could not be made")
-        }
-        var refreshToken = ""
+        let secret = try Self.refreshSecret()
+        var made: (token: String, refresh: RefreshToken)?
         let result = try changes.register(request, in: project, creatingOnly: creatingOnly) { fid in
-            let made = RefreshToken.make(project: project.value, fid: fid.description, secret: secret)
-            refreshToken = made.token
-            return made.refresh.digest
+            let refresh = RefreshToken.make(project: project.value, fid: fid.description, secret: secret)
+            made = refresh
+            return refresh.refresh.digest
         }
-        let fid = result.installation.fid.description
-        let auth: (token: String, claims: InstallationClaims)
-        do {
-            auth = try self.issue(
-                project: project.value, appID: result.installation.appID.value, fid: fid,
-                credentialID: RefreshToken.credentialID(of: SHA256.hash(refreshToken.utf8)), now: now
-            )
-        } catch {
-            // The refresh token is recorded: GENERATE_AUTH_TOKEN with it gets an auth token later.
-            throw FanoutError(.internal, "the auth token could not be signed")
-        }
-        return (result, InstallationCredentials(
-            fid: fid, refreshToken: refreshToken,
-            authToken: AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt))
-        ))
+        guard let made else { throw FanoutError(.internal, "the credentials could not be made") }
+        // The refresh token is recorded; should signing fail, GENERATE_AUTH_TOKEN with it gets an auth token later.
+        let authToken = try self.authToken(for: result.installation, in: project, credentialDigest: made.refresh.digest, now: now)
+        return (result, InstallationCredentials(fid: result.installation.fid.description, refreshToken: made.token, authToken: authToken))
     }
 
     /// A new auth token for the installation `fid` of `engine`. With `presented`, the refresh
@@ -103,14 +76,28 @@ extension InstallationTokens {
         now: Int64
     ) throws(FanoutError) -> AuthToken {
         let (installation, digest) = try Self.credential(of: fid, in: project, engine: engine, presented: presented)
+        return try self.authToken(for: installation, in: project, credentialDigest: digest, now: now)
+    }
+
+    /// An auth token for `installation` under the credentials whose refresh token hashes to `digest`.
+    private func authToken(for installation: Installation, in project: ProjectID, credentialDigest digest: [UInt8], now: Int64) throws(FanoutError) -> AuthToken {
         do {
             let auth = try self.issue(
-                project: project.value, appID: installation.appID.value, fid: fid.description,
+                project: project.value, appID: installation.appID.value, fid: installation.fid.description,
                 credentialID: RefreshToken.credentialID(of: digest), now: now
             )
             return AuthToken(token: auth.token, expiresAt: Timestamp(secondsSinceEpoch: auth.claims.expiresAt))
         } catch {
             throw FanoutError(.internal, "the auth token could not be signed")
+        }
+    }
+
+    /// A refresh token's random bytes (system CSPRNG).
+    private static func refreshSecret() throws(FanoutError) -> [UInt8] {
+        do {
+            return try RefreshToken.secret()
+        } catch {
+            throw FanoutError(.internal, "the credentials could not be made")
         }
     }
 }

@@ -14,18 +14,33 @@ struct FanoutCLITests {
 
     /// Runs the `fanout` binary built next to this test bundle, with `input` on stdin.
     static func fanout(_ arguments: [String], input: String = "") throws -> Outcome {
-        try FanoutCLITests().fanout(arguments, input: input)
+        try Self.run(Self.binary("fanout"), arguments, input: input)
     }
 
     func fanout(_ arguments: String..., input: String = "") throws -> Outcome {
-        try self.fanout(arguments, input: input)
+        try Self.fanout(arguments, input: input)
     }
 
     func fanout(_ arguments: [String], input: String = "") throws -> Outcome {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        try Self.fanout(arguments, input: input)
+    }
+
+    /// The path of a product built next to this test bundle (`fanout`, `fanoutd`).
+    static func binary(_ name: String) -> String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
+    /// Runs `command` to its exit, with `input` on stdin: a path, or a name looked up on PATH
+    /// (`python3`, `curl`). Returns its status and everything it wrote.
+    static func run(_ command: String, _ arguments: [String], input: String = "") throws -> Outcome {
         let process = Process()
-        process.executableURL = directory.appendingPathComponent("fanout")
-        process.arguments = arguments
+        if command.contains("/") {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [command] + arguments
+        }
         let output = Pipe()
         let error = Pipe()
         let standardInput = Pipe()

@@ -74,18 +74,7 @@ struct FanoutdTests {
 
     /// Runs fanoutd to its exit (for starts that fail).
     static func fanoutd(_ arguments: [String]) throws -> FanoutCLITests.Outcome {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanoutd")
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return FanoutCLITests.Outcome(status: process.terminationStatus, output: printed, error: message)
+        try FanoutCLITests.run(FanoutCLITests.binary("fanoutd"), arguments)
     }
 
     /// The admin key a first start leaves in DATA_DIR/admin-key (the key file keeps only its hash).
@@ -185,15 +174,9 @@ struct FanoutdTests {
 
         // A client written from docs/wire-protocol.md alone (Python, standard library only).
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../scripts/wire-client-example.py").standardized.path
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", script, "127.0.0.1", String(port), key, "python-token"]
-        let pythonOutput = Pipe()
-        python.standardOutput = pythonOutput
-        try python.run()
-        let printed = String(decoding: pythonOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        python.waitUntilExit()
-        #expect(python.terminationStatus == 0)
+        let python = try FanoutCLITests.run("python3", [script, "127.0.0.1", String(port), key, "python-token"])
+        let printed = python.output
+        #expect(python.status == 0)
         #expect(printed.contains(#""acknowledged": 1"#), "\(printed)")
         #expect(printed.contains(#""audience": 1"#))
         #expect(printed.contains(#""payload": {"data": {"from-python": "yes"}}"#))
@@ -324,18 +307,7 @@ struct FanoutdTests {
         let httpPort = try #require(daemon.httpPort())
         #expect(daemon.logLines.contains { $0.contains("HTTP front listening") && $0.contains("tls=on") })
         func curl(_ arguments: String...) throws -> FanoutCLITests.Outcome {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["curl", "--silent", "--show-error", "--max-time", "20"] + arguments
-            let output = Pipe()
-            let error = Pipe()
-            process.standardOutput = output
-            process.standardError = error
-            try process.run()
-            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let complaint = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return FanoutCLITests.Outcome(status: process.terminationStatus, output: printed, error: complaint)
+            try FanoutCLITests.run("curl", ["--silent", "--show-error", "--max-time", "20"] + arguments)
         }
         let url = "https://localhost:\(httpPort)/healthz"
         let h2 = try curl("--cacert", certificates + "/cert.pem", "--http2", "--write-out", " %{http_version} %{http_code}", url)
@@ -424,14 +396,7 @@ struct FanoutdTests {
             except urllib.error.HTTPError as error:
                 print(error.code, json.load(error)["error"]["status"])
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, "\(httpPort)", admin]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let printed = try FanoutCLITests.run("python3", ["-c", script, "\(httpPort)", admin]).output
         let lines = printed.split(separator: "\n").map(String.init)
         #expect(lines.count == 3, "\(printed)")
         #expect(lines.first == "200")

@@ -29,19 +29,11 @@ extension FanoutdTests {
         #expect(try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-old").status == 0)
         #expect(try self.fanout(daemon.port, key, "refresh", "sdk-old", "sdk-new").status == 0)
 
-        let process = Process()
-        process.executableURL = python
-        process.arguments = [Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-flow.py").path, "http://127.0.0.1:\(httpPort)", key, try #require(fid)]
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let complaints = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(printed)\(complaints)")
-        #expect(printed.contains("all steps answered as FCM answers them"), "\(printed)\(complaints)")
+        let flow = try FanoutCLITests.run(python.path, [
+            Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-flow.py").path, "http://127.0.0.1:\(httpPort)", key, try #require(fid),
+        ])
+        #expect(flow.status == 0, "\(flow.output)\(flow.error)")
+        #expect(flow.output.contains("all steps answered as FCM answers them"), "\(flow.output)\(flow.error)")
 
         // What the SDK sent reached consumers, with the right payloads: Android got the token, FID,
         // topic, condition, send_each and post-unsubscribe sends (not the dry run, not the refused
@@ -113,16 +105,9 @@ extension FanoutdTests {
                        for family in text_string_to_metric_families(text) for s in family.samples]
             print(json.dumps(samples))
             """
-        let process = Process()
-        process.executableURL = python
-        process.arguments = ["-c", script, url]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "prometheus_client parsed /metrics")
-        let samples = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+        let parsed = try FanoutCLITests.run(python.path, ["-c", script, url])
+        #expect(parsed.status == 0, "prometheus_client parsed /metrics: \(parsed.error)")
+        let samples = try #require(try JSONSerialization.jsonObject(with: Data(parsed.output.utf8)) as? [[String: Any]])
         var byName: [String: [(labels: [String: String], value: Double)]] = [:]
         for sample in samples {
             let name = try #require(sample["name"] as? String)

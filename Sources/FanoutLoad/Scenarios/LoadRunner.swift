@@ -14,32 +14,43 @@ public enum LoadRunner {
         let next = Counter()
         let done = Counter()
         return await progress.track(name, total: count, done: done) {
-            await withTaskGroup(of: PhaseRecorder.self) { group in
-                for worker in 0..<max(1, min(concurrency, count)) {
-                    group.addTask {
-                        var recorder = PhaseRecorder()
-                        while true {
-                            let index = next.add()
-                            guard index < count else { break }
-                            let start = ContinuousClock.now
-                            do {
-                                let items = try await operation(index, worker)
-                                recorder.record(ContinuousClock.now - start, items: items)
-                            } catch {
-                                recorder.record(ContinuousClock.now - start, error: error)
-                            }
-                            done.add()
-                        }
-                        return recorder
-                    }
-                }
-                var merged = PhaseRecorder()
-                for await recorder in group {
-                    merged.merge(recorder)
-                }
-                return merged
+            await Self.inParallel(max(1, min(concurrency, count))) { worker in
+                await Self.takeTurns(count: count, next: next, done: done) { index in try await operation(index, worker) }
             }
         }
+    }
+
+    /// Runs `workers` tasks, `worker(w)` for each, and merges what they measured.
+    static func inParallel(_ workers: Int, _ worker: @escaping @Sendable (Int) async -> PhaseRecorder) async -> PhaseRecorder {
+        await withTaskGroup(of: PhaseRecorder.self) { group in
+            for index in 0..<workers {
+                group.addTask { await worker(index) }
+            }
+            var merged = PhaseRecorder()
+            for await recorder in group {
+                merged.merge(recorder)
+            }
+            return merged
+        }
+    }
+
+    /// One worker of a closed loop: takes the next of `count` operations from `next` as soon as
+    /// its last one is answered, times each (an error counts as one), and counts it in `done`.
+    static func takeTurns(count: Int, next: Counter, done: Counter, _ operation: (Int) async throws -> Int) async -> PhaseRecorder {
+        var recorder = PhaseRecorder()
+        while true {
+            let index = next.add()
+            guard index < count else { break }
+            let start = ContinuousClock.now
+            do {
+                let items = try await operation(index)
+                recorder.record(ContinuousClock.now - start, items: items)
+            } catch {
+                recorder.record(ContinuousClock.now - start, error: error)
+            }
+            done.add()
+        }
+        return recorder
     }
 
     /// Open loop: operation `k` is due at `start + k / rate`, whether or not earlier ones were

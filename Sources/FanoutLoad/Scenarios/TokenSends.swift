@@ -33,32 +33,20 @@ extension LoadSession {
             let next = Counter()
             let done = Counter()
             return await self.progress.track("send-token http", total: count, done: done) {
-                await withTaskGroup(of: PhaseRecorder.self) { group in
-                    for client in clients {
-                        group.addTask {
-                            var recorder = PhaseRecorder()
-                            do {
-                                try await client.withExchange { post in
-                                    while case let index = next.add(), index < count {
-                                        let start = ContinuousClock.now
-                                        let (status, answer) = try await post("/v1/projects/default/messages:send", body(index))
-                                        if status == 200 {
-                                            recorder.record(ContinuousClock.now - start)
-                                        } else {
-                                            recorder.record(ContinuousClock.now - start, error: LoadError("HTTP \(status): \(String(decoding: answer.prefix(200), as: UTF8.self))"))
-                                        }
-                                        done.add()
-                                    }
-                                }
-                            } catch {
-                                recorder.record(.zero, error: error)
+                await LoadRunner.inParallel(clients.count) { worker in
+                    do {
+                        return try await clients[worker].withExchange { post in
+                            await LoadRunner.takeTurns(count: count, next: next, done: done) { index in
+                                let (status, answer) = try await post("/v1/projects/default/messages:send", body(index))
+                                guard status == 200 else { throw LoadError("HTTP \(status): \(String(decoding: answer.prefix(200), as: UTF8.self))") }
+                                return 1
                             }
-                            return recorder
                         }
+                    } catch {
+                        var recorder = PhaseRecorder()
+                        recorder.record(.zero, error: error)
+                        return recorder
                     }
-                    var merged = PhaseRecorder()
-                    for await recorder in group { merged.merge(recorder) }
-                    return merged
                 }
             }
         }
