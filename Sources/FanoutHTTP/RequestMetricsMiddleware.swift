@@ -1,7 +1,6 @@
 internal import CoreMetrics
 internal import FanoutCore
 internal import Hummingbird
-import Synchronization
 
 /// The HTTP front's requests in the same metrics as the TCP listener's (docs/operations.md):
 /// `fanout_requests_total{listener="http", operation, status}` and
@@ -27,8 +26,8 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The counters and timers, made once per (operation, status).
     final class Handles: Sendable {
         private let factory: any MetricsFactory
-        private let counters = Mutex<[String: Counter]>([:])
-        private let timers = Mutex<[String: Timer]>([:])
+        private let counters = MetricsHandles<String, Counter>()
+        private let timers = MetricsHandles<String, Timer>()
 
         init(factory: any MetricsFactory) {
             self.factory = factory
@@ -36,21 +35,12 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
 
         func answered(_ operation: String, status: Int, after duration: Duration) {
             let name = Self.statusName(status)
-            let counter = self.counters.withLock { counters in
-                let key = "\(operation) \(name)"
-                if let counter = counters[key] { return counter }
-                let counter = Counter(label: "fanout_requests_total", dimensions: [("listener", "http"), ("operation", operation), ("status", name)], factory: self.factory)
-                counters[key] = counter
-                return counter
-            }
-            counter.increment()
-            let timer = self.timers.withLock { timers in
-                if let timer = timers[operation] { return timer }
-                let timer = Timer(label: "fanout_request_duration_seconds", dimensions: [("listener", "http"), ("operation", operation)], factory: self.factory)
-                timers[operation] = timer
-                return timer
-            }
-            timer.recordNanoseconds(duration.nanoseconds)
+            self.counters.handle("\(operation) \(name)") {
+                Counter(label: "fanout_requests_total", dimensions: [("listener", "http"), ("operation", operation), ("status", name)], factory: self.factory)
+            }.increment()
+            self.timers.handle(operation) {
+                Timer(label: "fanout_request_duration_seconds", dimensions: [("listener", "http"), ("operation", operation)], factory: self.factory)
+            }.recordNanoseconds(duration.nanoseconds)
         }
 
         /// Google's status name for an HTTP status, as the TCP listener's status label spells it.

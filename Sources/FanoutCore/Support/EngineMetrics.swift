@@ -1,5 +1,4 @@
 public import CoreMetrics
-import Synchronization
 
 /// The engine's metrics (docs/operations.md has the table), emitted through swift-metrics: into
 /// the backend the process bootstrapped (`MetricsSystem.bootstrap`), so that an app embedding the
@@ -25,7 +24,7 @@ public final class EngineMetrics: Sendable {
     private let recoveryDuration: Gauge
     let log: LogMetrics
     /// `fanout_deliveries_pending{project}`, made on a project's first change.
-    private let pending = Mutex<[ProjectID: Gauge]>([:])
+    private let pending = MetricsHandles<ProjectID, Gauge>()
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -77,15 +76,12 @@ public final class EngineMetrics: Sendable {
 
     /// A project's pending deliveries are none once it is deleted.
     func projectDeleted(_ project: ProjectID) {
-        self.pending.withLock { $0.removeValue(forKey: project) }?.record(0)
+        self.pending.remove(project)?.record(0)
     }
 
     private func pendingGauge(_ project: ProjectID) -> Gauge {
-        self.pending.withLock { gauges in
-            if let gauge = gauges[project] { return gauge }
-            let gauge = Gauge(label: "fanout_deliveries_pending", dimensions: [("project", project.value)], factory: self.factory)
-            gauges[project] = gauge
-            return gauge
+        self.pending.handle(project) {
+            Gauge(label: "fanout_deliveries_pending", dimensions: [("project", project.value)], factory: self.factory)
         }
     }
 

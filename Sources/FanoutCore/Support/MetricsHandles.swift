@@ -1,0 +1,26 @@
+package import Synchronization
+
+/// swift-metrics handles made once per key and shared (the labels of a request, a project's
+/// gauge): making one goes through the metrics backend's registry, so callers keep them here.
+package final class MetricsHandles<Key: Hashable & Sendable, Handle: Sendable>: Sendable {
+    @usableFromInline
+    let handles = Mutex<[Key: Handle]>([:])
+
+    package init() {}
+
+    /// The handle of `key`, made by `make` the first time.
+    @inlinable
+    package func handle(_ key: Key, make: () -> Handle) -> Handle {
+        self.handles.withLock { handles in
+            if let handle = handles[key] { return handle }
+            let handle = make()
+            handles[key] = handle
+            return handle
+        }
+    }
+
+    /// Forgets `key`'s handle; returns it.
+    package func remove(_ key: Key) -> Handle? {
+        self.handles.withLock { $0.removeValue(forKey: key) }
+    }
+}
