@@ -19,6 +19,7 @@ let hummingbirdHTTP2: Target.Dependency = .product(name: "HummingbirdHTTP2", pac
 let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting", package: "hummingbird")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
+let nioHTTPTypes: Target.Dependency = .product(name: "NIOHTTPTypes", package: "swift-nio-extras")
 let metrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 
@@ -49,6 +50,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.24.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
@@ -98,7 +100,7 @@ let package = Package(
         // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
         .target(
             name: "FanoutHTTP",
-            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, logging, metrics, prometheus]
+            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, nioCore, nioHTTPTypes, logging, metrics, prometheus]
         ),
         .target(
             name: "FanoutClient",

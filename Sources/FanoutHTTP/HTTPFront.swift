@@ -3,8 +3,8 @@ public import FanoutKeys
 internal import FanoutWire
 internal import HTTPTypes
 public import Hummingbird
-public import Logging
-internal import NIOCore
+public import HummingbirdCore
+public import NIOCore
 public import Prometheus
 
 /// fanoutd's HTTP listener (docs/http-api.md), on Hummingbird 2: FCM's HTTP v1 send and topic
@@ -13,25 +13,56 @@ public import Prometheus
 /// verifies installation auth tokens. Requests authenticate with `Authorization: Bearer <API key>`
 /// or `x-goog-api-key` (the key's role and projects, as on the TCP listener), or for an
 /// installation's own calls with `Authorization: FIS_v2 <refresh token>`.
-public enum HTTPFront {
+public struct HTTPFront: Sendable {
     /// The largest request body read (FCM's send limit plus the envelope).
     public static let maximumBodySize = 1 << 20 + 4096
 
-    /// The routes, serving `engine` with the keys `keys()` returns at each request (so that a
-    /// SIGHUP reload applies), when given `tokens`' credentials and JWK Set, and when given
-    /// `metrics`, that registry at `GET /metrics` in Prometheus's text format. Requests are
-    /// counted with the engine's metrics factory. `credentialsChanged(project)` runs after a call
-    /// deleted an installation or replaced its credentials, so that open device connections
-    /// elsewhere (the TCP listener's) check theirs at once.
-    public static func router(
+    let engine: Engine
+    let keys: @Sendable () -> APIKeyStore
+    let tokens: InstallationTokens?
+    let metrics: PrometheusCollectorRegistry?
+    let credentialsChanged: @Sendable (ProjectID) -> Void
+    let requestMetrics: HTTPRequestMetrics
+
+    /// A front serving `engine` with the keys `keys()` returns at each request (so that a SIGHUP
+    /// reload applies), when given `tokens`' credentials and JWK Set, and when given `metrics`,
+    /// that registry at `GET /metrics` in Prometheus's text format. Requests are counted with the
+    /// engine's metrics factory. `credentialsChanged(project)` runs after a call deleted an
+    /// installation or replaced its credentials, so that open device connections elsewhere (the
+    /// TCP listener's) check theirs at once.
+    public init(
         engine: Engine,
         keys: @escaping @Sendable () -> APIKeyStore,
         tokens: InstallationTokens?,
         metrics: PrometheusCollectorRegistry? = nil,
         credentialsChanged: @escaping @Sendable (ProjectID) -> Void = { _ in }
-    ) -> Router<BasicRequestContext> {
+    ) {
+        self.engine = engine
+        self.keys = keys
+        self.tokens = tokens
+        self.metrics = metrics
+        self.credentialsChanged = credentialsChanged
+        self.requestMetrics = HTTPRequestMetrics(factory: engine.metrics.factory)
+    }
+
+    /// The channel handlers for Hummingbird's HTTP/1.1 and HTTP/2 channels
+    /// (`HTTP1Channel.Configuration(additionalChannelHandlers:)`), made for each connection: they
+    /// serve `messages:send` on the event loop and pass every other request to the router.
+    public func channelHandlers() -> [any RemovableChannelHandler] {
+        [MessagesSendHandler(engine: self.engine, keys: self.keys, metrics: self.requestMetrics)]
+    }
+
+    /// Hummingbird's HTTP/1.1 server with `channelHandlers()`.
+    public func http1() -> HTTPServerBuilder {
+        .http1(configuration: HTTP1Channel.Configuration(additionalChannelHandlers: self.channelHandlers()))
+    }
+
+    /// Every route, `messages:send` included, so that the router alone serves the whole API (the
+    /// channel handlers only make the send cheaper).
+    public func router() -> Router<BasicRequestContext> {
+        let (engine, keys, tokens, metrics) = (self.engine, self.keys, self.tokens, self.metrics)
         let router = Router()
-        router.add(middleware: RequestMetricsMiddleware(factory: engine.metrics.factory))
+        router.add(middleware: RequestMetricsMiddleware(handles: self.requestMetrics))
         router.add(middleware: GoogleErrorMiddleware())
         router.get("/metrics") { _, _ in
             guard let metrics else { return Self.error(FanoutError(.notFound, "this server exports no metrics")) }
@@ -52,23 +83,21 @@ public enum HTTPFront {
             return Self.json(200, jwks)
         }
         router.post("/v1/projects/:project/messages:send") { request, context in
+            let result: Result<SendResult, FanoutError>
             do throws(FanoutError) {
-                let project = try Self.project(context.parameters.get("project"))
-                try Self.authorize(request, keys: keys(), project: project, roles: [.admin, .sender])
+                let project = try MessagesSend.authorize(project: context.parameters.get("project"), headers: request.headers, keys: keys())
                 let body = try await Self.body(request)
-                let result = try await engine.send(body, in: project)
-                // One recipient (a token or FID target): its refusal is the answer, as FCM's.
-                if result.recipients.count == 1, case .failed(let error) = result.recipients[0] {
-                    return Self.error(error)
-                }
-                let name = JSONWriter.encode(.object(JSONObject([.init(key: "name", value: .string(result.messageID))])))
-                return Self.json(200, name)
+                result = .success(try await MessagesSend.apply(body, in: project, engine: engine).durable())
             } catch {
-                return Self.error(error)
+                result = .failure(error)
             }
+            let (status, body, retryAfter) = MessagesSend.answer(result)
+            var response = Self.json(status, body)
+            if retryAfter { response.headers[.retryAfter] = "1" }
+            return response
         }
         Self.addTopicRoutes(to: router, engine: engine, keys: keys)
-        Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens, credentialsChanged: credentialsChanged)
+        Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens, credentialsChanged: self.credentialsChanged)
         return router
     }
 
@@ -86,11 +115,11 @@ public enum HTTPFront {
 
     /// The request's API key (`Authorization: Bearer`, or `x-goog-api-key`): one of the server's,
     /// of one of `roles`.
-    static func apiKey(of request: Request, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
+    static func apiKey(of headers: HTTPFields, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
         let presented: Substring
-        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
+        if let header = headers[.authorization], header.hasPrefix("Bearer ") {
             presented = header.dropFirst("Bearer ".count)
-        } else if let header = request.headers[Self.googleAPIKey] {
+        } else if let header = headers[Self.googleAPIKey] {
             presented = header[...]
         } else {
             throw FanoutError(.unauthenticated, "Request is missing required authentication credential: Authorization: Bearer <API key>")
@@ -105,8 +134,8 @@ public enum HTTPFront {
     }
 
     /// The request's API key must be one of the server's, of one of `roles`, covering `project`.
-    static func authorize(_ request: Request, keys: APIKeyStore, project: ProjectID, roles: Set<Hello.Role>) throws(FanoutError) {
-        let key = try Self.apiKey(of: request, keys: keys, roles: roles)
+    static func authorize(_ headers: HTTPFields, keys: APIKeyStore, project: ProjectID, roles: Set<Hello.Role>) throws(FanoutError) {
+        let key = try Self.apiKey(of: headers, keys: keys, roles: roles)
         guard key.projects.contains(project.value) else {
             throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
         }
@@ -117,9 +146,11 @@ public enum HTTPFront {
             let buffer = try await request.body.collect(upTo: Self.maximumBodySize)
             return Array(buffer.readableBytesView)
         } catch {
-            throw FanoutError(.invalidArgument, "the request body is larger than \(Self.maximumBodySize) bytes or could not be read", field: "body")
+            throw Self.bodyTooLarge
         }
     }
+
+    static let bodyTooLarge = FanoutError(.invalidArgument, "the request body is larger than \(Self.maximumBodySize) bytes or could not be read", field: "body")
 
     static func json(_ status: Int, _ text: String) -> Response {
         Self.json(status, Array(text.utf8))

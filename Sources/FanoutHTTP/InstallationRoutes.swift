@@ -18,7 +18,7 @@ extension HTTPFront {
         router.post("/v1/projects/:project/installations") { request, context in
             do throws(FanoutError) {
                 let project = try Self.project(context.parameters.get("project"))
-                let key = try Self.apiKey(of: request, keys: keys(), roles: [.admin, .app])
+                let key = try Self.apiKey(of: request.headers, keys: keys(), roles: [.admin, .app])
                 guard key.projects.contains(project.value) else {
                     throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
                 }

@@ -12,7 +12,7 @@ extension HTTPFront {
         router.post("/v1/projects/:project/registrations/:registration/topicSubscriptions") { request, context in
             do throws(FanoutError) {
                 let project = try Self.project(context.parameters.get("project"))
-                try Self.authorize(request, keys: keys(), project: project, roles: [.admin])
+                try Self.authorize(request.headers, keys: keys(), project: project, roles: [.admin])
                 let topic = try Self.topic(request.uri.queryParameters.get("topic_name"))
                 let address = try Self.address(context.parameters.get("registration"))
                 try Self.single(try await engine.subscribe([address], to: topic, in: project))
@@ -24,7 +24,7 @@ extension HTTPFront {
         router.delete("/v1/projects/:project/registrations/:registration/topicSubscriptions/:topic") { request, context in
             do throws(FanoutError) {
                 let project = try Self.project(context.parameters.get("project"))
-                try Self.authorize(request, keys: keys(), project: project, roles: [.admin])
+                try Self.authorize(request.headers, keys: keys(), project: project, roles: [.admin])
                 let topic = try Self.topic(context.parameters.get("topic"))
                 let address = try Self.address(context.parameters.get("registration"))
                 try Self.single(try await engine.unsubscribe([address], from: topic, in: project))
@@ -36,7 +36,7 @@ extension HTTPFront {
         for (path, subscribing) in [("/iid/v1:batchAdd", true), ("/iid/v1:batchRemove", false)] {
             router.post(RouterPath(stringLiteral: path)) { request, _ in
                 do throws(FanoutError) {
-                    let key = try Self.apiKey(of: request, keys: keys(), roles: [.admin])
+                    let key = try Self.apiKey(of: request.headers, keys: keys(), roles: [.admin])
                     let project = try Self.iidProject(of: key)
                     let (topic, tokens) = try Self.batch(try await Self.body(request))
                     let results = subscribing
@@ -56,7 +56,7 @@ extension HTTPFront {
         }
         router.get("/iid/info/:token") { request, context in
             do throws(FanoutError) {
-                let key = try Self.apiKey(of: request, keys: keys(), roles: [.admin, .sender])
+                let key = try Self.apiKey(of: request.headers, keys: keys(), roles: [.admin, .sender])
                 let project = try Self.iidProject(of: key)
                 let address = try Self.address(context.parameters.get("token"))
                 let installation = try engine.installation(address, in: project)

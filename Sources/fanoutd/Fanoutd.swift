@@ -183,14 +183,17 @@ struct Fanoutd: AsyncParsableCommand {
             .init(service: server), .init(service: maintenance), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger)),
         ]
         if let (httpHost, httpPort) = httpAddress {
-            let router = HTTPFront.router(
+            let front = HTTPFront(
                 engine: engine, keys: { [server] in server.keys }, tokens: tokens, metrics: registry,
                 credentialsChanged: { [server] project in server.recheckDeviceCredentials(in: project.value) }
             )
             let application = Application(
-                router: router,
-                // With the TCP listener's TLS: HTTP/2 for clients that offer it (ALPN), else HTTP/1.1.
-                server: try tls.map { try .http2Upgrade(tlsConfiguration: $0) } ?? .http1(),
+                router: front.router(),
+                // With the TCP listener's TLS: HTTP/2 for clients that offer it (ALPN), else HTTP/1.1;
+                // both with the front's channel handlers, which serve sends on the event loop.
+                server: try tls.map {
+                    try .http2Upgrade(tlsConfiguration: $0, configuration: .init(streamConfiguration: .init(additionalChannelHandlers: front.channelHandlers())))
+                } ?? front.http1(),
                 configuration: .init(address: .hostname(httpHost, port: httpPort), serverName: "fanoutd"),
                 onServerRunning: { channel in
                     logger.info("HTTP front listening", metadata: ["address": "\(httpHost):\(channel.localAddress?.port ?? httpPort)", "tls": "\(tlsMode)"])

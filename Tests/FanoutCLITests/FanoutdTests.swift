@@ -314,6 +314,17 @@ struct FanoutdTests {
         #expect(h2.output == #"{"status":"ok"} 2 200"#, "\(h2)")
         let h1 = try curl("--cacert", certificates + "/cert.pem", "--http1.1", "--write-out", " %{http_version} %{http_code}", url)
         #expect(h1.output == #"{"status":"ok"} 1.1 200"#, "\(h1)")
+        // A send over each: served on the event loop by the front's channel handler, behind HTTP/2's
+        // stream codec as behind HTTP/1.1's.
+        let admin = try Self.adminKey(in: directory + "/data")
+        for version in ["--http2", "--http1.1"] {
+            let sent = try curl(
+                "--cacert", certificates + "/cert.pem", version, "--write-out", " %{http_code}",
+                "--header", "Authorization: Bearer \(admin)", "--data", #"{"validate_only":true,"message":{"topic":"news"}}"#,
+                "https://localhost:\(httpPort)/v1/projects/default/messages:send"
+            )
+            #expect(sent.output.hasSuffix(#""projects/default/messages/fake_message_id"} 200"#), "\(version): \(sent)")
+        }
         let untrusted = try curl(url)
         #expect(untrusted.status != 0, "the system's roots do not know a dev certificate: \(untrusted)")
         let plain = try curl("http://localhost:\(httpPort)/healthz")

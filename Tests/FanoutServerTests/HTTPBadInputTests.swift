@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import NIOPosix
 import Testing
 
 #if canImport(Glibc)
@@ -18,8 +19,13 @@ import Glibc
 @Suite("HTTP front: bad input")
 struct HTTPBadInputTests {
     /// Writes `bytes` (stopping quietly if the server closes first), then reads until the server
-    /// closes or `timeout` seconds pass; returns what came back.
-    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 5) throws -> String {
+    /// closes or `timeout` seconds pass; returns what came back. On NIO's thread pool, as the
+    /// socket blocks (HTTPPipeliningTests.exchange says why).
+    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 5) async throws -> String {
+        try await NIOThreadPool.singleton.runIfActive { try Self.blockingExchange(port, bytes, timeout: timeout) }
+    }
+
+    private static func blockingExchange(_ port: Int, _ bytes: [UInt8], timeout: Int) throws -> String {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #expect(descriptor >= 0)
         defer { close(descriptor) }
@@ -62,8 +68,8 @@ struct HTTPBadInputTests {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory)
             defer { try? engine.close() }
-            let router = HTTPFront.router(engine: engine, keys: { LoopbackServer.keys }, tokens: nil)
-            let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let front = HTTPFront(engine: engine, keys: { LoopbackServer.keys }, tokens: nil)
+            let application = Application(router: front.router(), server: front.http1(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             try await application.test(.live) { client in
                 let port = try #require(client.port)
                 let send = "POST /v1/projects/default/messages:send HTTP/1.1\nHost: fanout"
@@ -71,7 +77,7 @@ struct HTTPBadInputTests {
 
                 // Not HTTP, and a header over the codec's limit: 400, the connection closed, before any route.
                 for bytes in [Array("HELLO THERE\r\n\r\n".utf8), Self.request("GET /healthz HTTP/1.1\nHost: fanout\nX-Big: " + String(repeating: "a", count: 200_000))] {
-                    let answer = try Self.exchange(port, bytes)
+                    let answer = try await Self.exchange(port, bytes)
                     #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("Connection: close"), "\(answer.prefix(200))")
                 }
                 // Unknown paths and methods, missing and wrong credentials: Google's shape.
@@ -84,22 +90,22 @@ struct HTTPBadInputTests {
                     ("\(send)\n\(admin)\nContent-Length: 2", "400", "INVALID_ARGUMENT"),
                 ]
                 for (head, status, name) in cases {
-                    let answer = try Self.exchange(port, Self.request(head, body: Array("{}".utf8)))
+                    let answer = try await Self.exchange(port, Self.request(head, body: Array("{}".utf8)))
                     #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(head): \(answer.prefix(200))")
                     #expect(answer.contains(#""status":"\#(name)""#) && answer.contains(#""error":{"code":\#(status)"#), "\(head): \(answer)")
                 }
                 // A body announced at 100 MB: refused once past the limit, without waiting for the rest.
                 let started = ContinuousClock.now
-                let huge = try Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: 100000000", body: [UInt8](repeating: 120, count: 2_000_000)))
+                let huge = try await Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: 100000000", body: [UInt8](repeating: 120, count: 2_000_000)))
                 #expect(huge.hasPrefix("HTTP/1.1 400") && huge.contains(#""field":"body""#), "\(huge.prefix(300))")
                 #expect(ContinuousClock.now - started < .seconds(5), "answered before the connection's read timeout, not after 100 MB")
                 // A body that is not JSON, or JSON of the wrong shape.
                 for body in ["\u{FF}\u{FE}", "[1,2]", #"{"message":"x"}"#] {
-                    let answer = try Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: \(body.utf8.count)", body: Array(body.utf8)))
+                    let answer = try await Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: \(body.utf8.count)", body: Array(body.utf8)))
                     #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains(#""status":"INVALID_ARGUMENT""#), "\(body): \(answer.prefix(300))")
                 }
                 // Still serving.
-                let health = try Self.exchange(port, Self.request("GET /healthz HTTP/1.1\nHost: fanout"))
+                let health = try await Self.exchange(port, Self.request("GET /healthz HTTP/1.1\nHost: fanout"))
                 #expect(health.hasPrefix("HTTP/1.1 200") && health.hasSuffix(#"{"status":"ok"}"#))
             }
         }

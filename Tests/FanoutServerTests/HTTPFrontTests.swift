@@ -18,8 +18,8 @@ struct HTTPFrontTests {
             defer { try? engine.close() }
             let tokens = try LoopbackServer.tokens(in: directory)
             _ = try await engine.register(RegistrationRequest(token: RegistrationToken("http-token-1")!, platform: .android, appID: AppID("1:1:android:a")!))
-            let router = HTTPFront.router(engine: engine, keys: { LoopbackServer.keys }, tokens: tokens)
-            let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let front = HTTPFront(engine: engine, keys: { LoopbackServer.keys }, tokens: tokens)
+            let application = Application(router: front.router(), server: front.http1(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             try await application.test(.live) { client in try await body(client, engine) }
         }
     }

@@ -20,8 +20,8 @@ struct InstallationsHTTPTests {
             let engine = try Engine(directory: directory)
             defer { try? engine.close() }
             let tokens = try LoopbackServer.tokens(in: directory)
-            let router = HTTPFront.router(engine: engine, keys: { LoopbackServer.keys }, tokens: tokens)
-            let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let front = HTTPFront(engine: engine, keys: { LoopbackServer.keys }, tokens: tokens)
+            let application = Application(router: front.router(), server: front.http1(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             try await application.test(.live) { client in try await body(client, engine, tokens) }
         }
     }
@@ -81,11 +81,11 @@ struct InstallationsHTTPTests {
         try await TemporaryDirectory.with { directory in
             let tokens = try LoopbackServer.tokens(in: directory)
             try await LoopbackServer.withServer(directory: directory + "/data", tokens: tokens) { server, engine in
-                let router = HTTPFront.router(
+                let front = HTTPFront(
                     engine: engine, keys: { LoopbackServer.keys }, tokens: tokens,
                     credentialsChanged: { project in server.recheckDeviceCredentials(in: project.value) }
                 )
-                let application = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                let application = Application(router: front.router(), server: front.http1(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
                 try await application.test(.live) { client in
                     let fid = try FID.generate().description
                     let created = try HTTPFrontTests.json(try await Self.create(client, fid: fid).body)
