@@ -12,31 +12,21 @@ caller. Only the SDK's setup changes (the credential and the endpoint), none of 
 import sys
 
 import firebase_admin
-import google.auth.credentials
+import google.auth.api_key
 from firebase_admin import credentials, exceptions, messaging
 
 
-class APIKeyCredentials(google.auth.credentials.Credentials):
-    """A fanoutd API key in the place of Google's OAuth token: sent as `Authorization: Bearer`."""
-
-    def __init__(self, key):
-        super().__init__()
-        self.token = key
-
-    def refresh(self, request):
-        pass  # an API key does not expire
-
-
-class FanoutCredential(credentials.Base):
-    def __init__(self, key):
-        self._credentials = APIKeyCredentials(key)
-
-    def get_credential(self):
-        return self._credentials
+def fanoutd_credential(key):
+    """A fanoutd API key in the place of Google's OAuth token, as the README shows it: google-auth's
+    own API-key credential, sent as `x-goog-api-key` (fanoutd also takes `Authorization: Bearer`)."""
+    credential = credentials.Base()
+    credential.get_credential = lambda: google.auth.api_key.Credentials(key)
+    return credential
 
 
 def point_at_fanoutd(app, base):
-    """The SDK's endpoints (fcm.googleapis.com, iid.googleapis.com) replaced by fanoutd's."""
+    """The SDK's endpoints (fcm.googleapis.com, and iid.googleapis.com for the legacy topic calls)
+    replaced by fanoutd's, as the README shows it."""
     service = messaging._get_messaging_service(app)
     service._fcm_url = f"{base}/v1/projects/{app.project_id}/messages:send"
     service._fcm_topic_url = f"{base}/v1/projects/{app.project_id}/registrations"
@@ -55,7 +45,7 @@ def expect_raises(error_type, call, what):
 
 def main():
     base, key, android_fid = sys.argv[1], sys.argv[2], sys.argv[3]
-    app = firebase_admin.initialize_app(FanoutCredential(key), {"projectId": "default"})
+    app = firebase_admin.initialize_app(fanoutd_credential(key), {"projectId": "default"})
     point_at_fanoutd(app, base)
 
     # send to a token, and its dry run (nothing queued).
@@ -105,7 +95,7 @@ def main():
     messaging.send(messaging.Message(topic="news", data={"step": "after-unsubscribe"}))
 
     # A wrong key.
-    stranger = firebase_admin.initialize_app(FanoutCredential("not-a-key"), {"projectId": "default"}, name="stranger")
+    stranger = firebase_admin.initialize_app(fanoutd_credential("not-a-key"), {"projectId": "default"}, name="stranger")
     point_at_fanoutd(stranger, base)
     expect_raises(exceptions.UnauthenticatedError, lambda: messaging.send(messaging.Message(topic="news"), app=stranger), "a wrong key")
 

@@ -34,21 +34,14 @@ extension LoadSession {
             let done = Counter()
             return await self.progress.track("send-token http", total: count, done: done) {
                 await LoadRunner.inParallel(clients.count) { worker in
-                    do {
-                        return try await clients[worker].withExchange { post in
-                            await LoadRunner.takeTurns(count: count, next: next, done: done) { index in
-                                let (status, answer) = try await post("/v1/projects/default/messages:send", body(index))
-                                guard status == 200 else { throw LoadError("HTTP \(status): \(String(decoding: answer.prefix(200), as: UTF8.self))") }
-                                return 1
-                            }
-                        }
-                    } catch {
-                        var recorder = PhaseRecorder()
-                        recorder.record(.zero, error: error)
-                        return recorder
+                    await LoadRunner.takeTurns(count: count, next: next, done: done) { index in
+                        let (status, answer) = try await clients[worker].post("/v1/projects/default/messages:send", body(index))
+                        guard status == 200 else { throw LoadError("HTTP \(status): \(String(decoding: answer.prefix(200), as: UTF8.self))") }
+                        return 1
                     }
                 }
             }
         }
+        for client in clients { await client.close() }
     }
 }
