@@ -150,7 +150,7 @@ let package = Package(
         // Loopback server and client on port 0.
         .testTarget(
             name: "FanoutServerTests",
-            dependencies: ["FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle, hummingbirdTesting, httpTypes]
+            dependencies: ["FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutClient", "FanoutWire", "FanoutCore", "FanoutTestSupport", nioCore, nioPosix, nioEmbedded, nioSSL, logging, serviceLifecycle, hummingbirdTesting, httpTypes, nioHTTPTypes]
         ),
         // Runs the built `fanout` and `fanout-crash-child` binaries (the dependencies make
         // `swift build --build-tests` build them).

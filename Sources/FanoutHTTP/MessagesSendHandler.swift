@@ -57,6 +57,8 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let metrics: HTTPRequestMetrics
     private var state = State.idle
     private var held = CircularBuffer<Held>()
+    /// Events that came while a send's body was being read: passed on after its answer.
+    private var eventsAfterAnswer: [Any] = []
     private var readWithheld = false
     private var date = HTTPDate()
 
@@ -94,6 +96,10 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func arrived(_ item: Held, context: ChannelHandlerContext) {
         guard !self.isHolding, self.held.isEmpty else {
             return self.held.append(item)
+        }
+        if case .event(let event) = item, case .reading = self.state {
+            // Not held with the parts: the body that follows must still come in.
+            return self.eventsAfterAnswer.append(event)
         }
         self.take(item, context: context)
     }
@@ -237,6 +243,8 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if close {
             return context.close(promise: nil)
         }
+        for event in self.eventsAfterAnswer.reversed() { self.held.prepend(.event(event)) }
+        self.eventsAfterAnswer.removeAll()
         self.resume(context: context)
     }
 
