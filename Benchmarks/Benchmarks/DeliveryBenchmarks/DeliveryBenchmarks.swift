@@ -12,6 +12,8 @@ import FanoutTestSupport
 //     API, 1000 at a time (in memory: the durable cost of an acknowledgement is the log's, measured
 //     in DurabilityBenchmarks).
 // Between iterations the deliveries are expired (TTL 60 s, clock moved), unmeasured.
+//   - the expiry sweep (fanoutd runs it every second, under the project's lock) over 100k pending
+//     messages of one recipient each, none of them due: the cost of the scan alone.
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
@@ -60,6 +62,18 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark(
+        "Expiry.sweep.100kMessages.noneDue",
+        closure: { benchmark in
+            let engine = SweepFixture.shared.engine
+            for _ in benchmark.scaledIterations {
+                let expired = try! engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.expireDeliveries() }
+                precondition(expired == 0)
+            }
+        },
+        setup: { _ = SweepFixture.shared }
+    )
+
+    Benchmark(
         "Consumer.worker.take+ack.100k",
         closure: { benchmark in
             let fixture = FanoutFixture.shared
@@ -83,6 +97,21 @@ let benchmarks: @Sendable () -> Void = {
 
 /// 2M installations on three platforms; topics of 1M, 500k, 100k, 10k and 1k random members, as in
 /// the audience benchmarks, and a topic of 100k Android installations.
+/// 100k installations with one pending message each (a send to its token, TTL one day).
+final class SweepFixture: Sendable {
+    static let shared = SweepFixture()
+    let engine = Engine()
+
+    private init() {
+        Fixtures.register(100_000, into: self.engine)
+        for index in 0..<100_000 {
+            let body = Array(#"{"message":{"token":"\#(Fixtures.token(index))","data":{"k":"v"},"android":{"ttl":"86400s"},"webpush":{"headers":{"TTL":"86400"}}}}"#.utf8)
+            _ = try! self.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(body) }
+        }
+        precondition(try! self.engine.deliveryStatistics().pending == 100_000)
+    }
+}
+
 final class FanoutFixture: Sendable {
     static let shared = FanoutFixture()
 

@@ -28,12 +28,20 @@ extension ProjectState {
     mutating func expireDeliveries(now: Timestamp) -> Logged<Int> {
         let cutoff = now.millisecondsSinceEpoch
         var expired = 0
-        for position in self.deliveries.entries.indices {
+        // Which messages are due, read in place through the buffer: binding each entry would copy
+        // it (a dozen retains and releases) for every message at every sweep, under the lock.
+        let due: [Int] = self.deliveries.entries.withUnsafeBufferPointer { entries in
+            var due: [Int] = []
+            for position in entries.indices {
+                guard let expiry = entries[position]?.expiry, let lastSweep = entries[position]?.lastSweep else { continue }
+                if Platform.allCases.contains(where: { expiry[$0] > lastSweep && expiry[$0] <= cutoff }) { due.append(position) }
+            }
+            return due
+        }
+        for position in due {
             guard let entry = self.deliveries.entries[position] else { continue }
-            let due = Platform.allCases.contains { entry.expiry[$0] > entry.lastSweep && entry.expiry[$0] <= cutoff }
-            guard due else { continue }
             let index = UInt32(position)
-            self.deliveries.entries[position]!.lastSweep = cutoff
+            self.deliveries.entries[position]?.lastSweep = cutoff
             for slot in entry.audience {
                 guard self.deliveries.entries[position] != nil else { break }
                 guard let platform = self.registry.platform(ofSlot: slot), entry.expiry[platform] <= cutoff,
