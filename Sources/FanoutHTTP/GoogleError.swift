@@ -34,6 +34,11 @@ enum GoogleError {
         }
     }
 
+    /// The `Retry-After` header's value for `error`: FCM's 429s carry one.
+    static func retryAfter(_ error: FanoutError) -> String? {
+        error.code == .resourceExhausted ? "1" : nil
+    }
+
     /// The HTTP status and the body of `error`.
     static func body(_ error: FanoutError) -> (status: Int, body: [UInt8]) {
         var details: [JSONValue] = []

@@ -91,10 +91,10 @@ public struct HTTPFront: Sendable {
             } catch {
                 result = .failure(error)
             }
-            let (status, body, retryAfter) = MessagesSend.answer(result)
-            var response = Self.json(status, body)
-            if retryAfter { response.headers[.retryAfter] = "1" }
-            return response
+            switch MessagesSend.answer(result) {
+            case .success(let name): return Self.json(200, name)
+            case .failure(let error): return Self.error(error)
+            }
         }
         Self.addTopicRoutes(to: router, engine: engine, keys: keys)
         Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens, credentialsChanged: self.credentialsChanged)
@@ -167,7 +167,7 @@ public struct HTTPFront: Sendable {
     static func error(_ error: FanoutError) -> Response {
         let (status, body) = GoogleError.body(error)
         var response = Self.json(status, body)
-        if error.code == .resourceExhausted { response.headers[.retryAfter] = "1" }
+        response.headers[.retryAfter] = GoogleError.retryAfter(error)
         return response
     }
 }

@@ -4,8 +4,14 @@ internal import FanoutCore
 /// The HTTP front's request counters and timers, made once per (operation, status): shared by the
 /// router's middleware and `MessagesSendHandler`.
 final class HTTPRequestMetrics: Sendable {
+    /// A counter's key: no string is built per request to find it.
+    private struct Answer: Hashable, Sendable {
+        let operation: String
+        let status: String
+    }
+
     private let factory: any MetricsFactory
-    private let counters = MetricsHandles<String, Counter>()
+    private let counters = MetricsHandles<Answer, Counter>()
     private let timers = MetricsHandles<String, Timer>()
 
     init(factory: any MetricsFactory) {
@@ -14,8 +20,12 @@ final class HTTPRequestMetrics: Sendable {
 
     func answered(_ operation: String, status: Int, after duration: Duration) {
         let name = Self.statusName(status)
-        self.counters.handle("\(operation) \(name)") {
-            Counter(label: "fanout_requests_total", dimensions: [("listener", "http"), ("operation", operation), ("status", name)], factory: self.factory)
+        self.counters.handle(Answer(operation: operation, status: name)) {
+            Counter(
+                label: "fanout_requests_total",
+                dimensions: [("listener", "http"), ("operation", operation), ("status", name)],
+                factory: self.factory
+            )
         }.increment()
         self.timers.handle(operation) {
             Timer(label: "fanout_request_duration_seconds", dimensions: [("listener", "http"), ("operation", operation)], factory: self.factory)

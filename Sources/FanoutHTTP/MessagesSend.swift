@@ -22,21 +22,13 @@ enum MessagesSend {
         engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(body, in: project) }
     }
 
-    /// FCM's answer: 200 with the message's name, or Google's error. A send to one recipient (a
-    /// token or an FID) answers that recipient's refusal, as FCM does.
-    static func answer(_ result: Result<SendResult, FanoutError>) -> (status: Int, body: [UInt8], retryAfter: Bool) {
-        var failure: FanoutError
-        switch result {
-        case .success(let sent):
-            guard sent.recipients.count == 1, case .failed(let error) = sent.recipients[0] else {
-                let name = JSONWriter.encode(.object(JSONObject([.init(key: "name", value: .string(sent.messageID))])))
-                return (200, name, false)
-            }
-            failure = error
-        case .failure(let error):
-            failure = error
+    /// FCM's answer: the body of a 200 (the message's name), or the error to answer in Google's
+    /// shape. A send to one recipient (a token or an FID) answers that recipient's refusal, as FCM
+    /// does.
+    static func answer(_ result: Result<SendResult, FanoutError>) -> Result<[UInt8], FanoutError> {
+        result.flatMap { sent in
+            if sent.recipients.count == 1, case .failed(let error) = sent.recipients[0] { return .failure(error) }
+            return .success(JSONWriter.encode(.object(JSONObject([.init(key: "name", value: .string(sent.messageID))]))))
         }
-        let (status, body) = GoogleError.body(failure)
-        return (status, body, failure.code == .resourceExhausted)
     }
 }

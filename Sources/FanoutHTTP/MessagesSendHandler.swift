@@ -226,14 +226,18 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func answer(_ result: Result<SendResult, FanoutError>, context: ChannelHandlerContext) {
         guard case .answering(let send) = self.state else { return }
-        let (status, body, retryAfter) = MessagesSend.answer(result)
+        let status: Int, body: [UInt8], retryAfter: String?
+        switch MessagesSend.answer(result) {
+        case .success(let name): (status, body, retryAfter) = (200, name, nil)
+        case .failure(let error): ((status, body), retryAfter) = (GoogleError.body(error), GoogleError.retryAfter(error))
+        }
         let close = send.head.headerFields[.connection].map { $0.lowercased() == "close" } ?? false
         var headers: HTTPFields = [
             .contentType: "application/json; charset=UTF-8",
             .contentLength: String(body.count),
             .date: self.date.now(),
         ]
-        if retryAfter { headers[.retryAfter] = "1" }
+        headers[.retryAfter] = retryAfter
         if close { headers[.connection] = "close" }
         context.write(self.wrapOutboundOut(.head(HTTPResponse(status: .init(code: status), headerFields: headers))), promise: nil)
         context.write(self.wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: nil)

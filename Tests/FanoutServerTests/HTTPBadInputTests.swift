@@ -5,12 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
-import NIOPosix
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Bad HTTP from a raw socket, as a careless or hostile client sends it: requests that are not
 /// HTTP, headers and bodies too big, unknown paths and methods, wrong credentials. Each is refused
@@ -18,46 +13,19 @@ import Glibc
 /// whole, and the listener keeps serving.
 @Suite("HTTP front: bad input")
 struct HTTPBadInputTests {
-    /// Writes `bytes` (stopping quietly if the server closes first), then reads until the server
-    /// closes or `timeout` seconds pass; returns what came back. On NIO's thread pool, as the
-    /// socket blocks (HTTPPipeliningTests.exchange says why).
+    /// Writes `bytes`, then reads one whole answer (its head and the body Content-Length
+    /// announces), or until the server closes or `timeout` seconds pass; returns what came back.
     static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 5) async throws -> String {
-        try await NIOThreadPool.singleton.runIfActive { try Self.blockingExchange(port, bytes, timeout: timeout) }
+        let (received, _) = try await RawHTTPSocket.exchange(port, bytes, timeout: timeout, until: Self.isOneWholeAnswer)
+        return String(decoding: received, as: UTF8.self)
     }
 
-    private static func blockingExchange(_ port: Int, _ bytes: [UInt8], timeout: Int) throws -> String {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(descriptor >= 0)
-        defer { close(descriptor) }
-        let connected = try SocketAddress(ipAddress: "127.0.0.1", port: port).withSockAddr { address, size in
-            connect(descriptor, address, socklen_t(size))
-        }
-        #expect(connected == 0)
-        var wait = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent <= 0 { break }
-            offset += sent
-        }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = recv(descriptor, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            received += buffer[..<count]
-            // One whole response is enough: its headers and the body Content-Length announces.
-            if let text = String(bytes: received, encoding: .utf8), let end = text.range(of: "\r\n\r\n"),
-                let length = text[..<end.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") })
-                    .flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }),
-                text.utf8.count - text[..<end.upperBound].utf8.count >= length
-            {
-                break
-            }
-        }
-        return String(decoding: received, as: UTF8.self)
+    @Sendable static func isOneWholeAnswer(_ received: [UInt8]) -> Bool {
+        guard let text = String(bytes: received, encoding: .utf8), let end = text.range(of: "\r\n\r\n"),
+            let length = text[..<end.lowerBound].split(separator: "\r\n").first(where: { $0.lowercased().hasPrefix("content-length:") })
+                .flatMap({ Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) })
+        else { return false }
+        return text.utf8.count - text[..<end.upperBound].utf8.count >= length
     }
 
     static func request(_ head: String, body: [UInt8] = []) -> [UInt8] {

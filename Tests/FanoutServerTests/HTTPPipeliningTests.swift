@@ -5,12 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
-import NIOPosix
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Sends are served on the event loop by the front's channel handler and every other request by
 /// Hummingbird's router; over one HTTP/1.1 connection the answers still come in the order the
@@ -24,38 +19,9 @@ struct HTTPPipeliningTests {
     }
 
     /// Writes `bytes`, reads until the server closes (or `timeout` seconds pass), and splits what
-    /// came back into answers; `closed` says whether the server closed. The socket blocks, so this
-    /// runs on NIO's thread pool: on Swift concurrency's pool it would hold a thread that the
-    /// router's connection tasks need.
+    /// came back into answers; `closed` says whether the server closed.
     static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 10) async throws -> (answers: [Answer], closed: Bool) {
-        try await NIOThreadPool.singleton.runIfActive { try Self.blockingExchange(port, bytes, timeout: timeout) }
-    }
-
-    private static func blockingExchange(_ port: Int, _ bytes: [UInt8], timeout: Int) throws -> (answers: [Answer], closed: Bool) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(descriptor >= 0)
-        defer { close(descriptor) }
-        let connected = try SocketAddress(ipAddress: "127.0.0.1", port: port).withSockAddr { address, size in
-            connect(descriptor, address, socklen_t(size))
-        }
-        try #require(connected == 0)
-        var wait = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            try #require(sent > 0)
-            offset += sent
-        }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        var closed = false
-        while true {
-            let count = recv(descriptor, &buffer, buffer.count, 0)
-            if count == 0 { closed = true }
-            if count <= 0 { break }
-            received += buffer[..<count]
-        }
+        let (received, closed) = try await RawHTTPSocket.exchange(port, bytes, timeout: timeout)
         return (try Self.answers(in: received), closed)
     }
 
