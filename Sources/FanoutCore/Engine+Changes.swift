@@ -326,16 +326,21 @@ extension Engine {
         /// Sends an FCM HTTP v1 body (see `Engine.send`).
         @discardableResult
         public mutating func send(_ body: [UInt8], in project: ProjectID = .default, options: SendOptions = SendOptions()) throws(FanoutError) -> SendResult {
+            let now = self.engine.clock.now()
             let request: SendRequest
             do {
                 request = try MessageParser.parseSendRequest(body)
             } catch {
+                // A refused send counts against the project's quota, as FCM counts its 4xx answers.
+                _ = try? self.engine.withProject(project) { (state: inout ProjectState) in state.sendLimiter.takeRefused(now: now) }
                 throw FanoutError(error)
             }
-            let now = self.engine.clock.now()
             let target = request.message.target
             if request.validateOnly {
-                try self.engine.withProject(project) { (state: inout ProjectState) throws(FanoutError) in try state.checkInstanceIDs(of: target) }
+                try self.engine.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
+                    try state.sendLimiter.take(device: nil, field: "message", in: project, now: now)
+                    try state.checkInstanceIDs(of: target)
+                }
                 return SendResult(
                     messageID: "projects/\(project)/messages/\(SendResult.validateOnlyMessageID)",
                     sequence: 0,
@@ -349,6 +354,7 @@ extension Engine {
             // Moved out of the request, not copied (a copy is a retain and release of each of its parts).
             let rendered = RenderedMessage((consume request).message, acceptedAt: now, skippingLastSeenBefore: staleCutoff)
             let result = try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                try state.takeSendQuota(for: target, now: now)
                 try state.checkInstanceIDs(of: target)
                 return state.send(rendered, now: now)
             }

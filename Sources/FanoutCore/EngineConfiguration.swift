@@ -10,6 +10,8 @@ public struct EngineConfiguration: Sendable {
     public var maximumTopicsPerInstallation = 2000
     /// The most registrations in one subscribe or unsubscribe call.
     public var maximumBatchSize = 1000
+    /// How many messages a project may send, and to one device (`SendQuota`; FCM's by default).
+    public var sendQuota = SendQuota.fcm
     /// How much log a durable engine keeps after a snapshot (docs/wal-format.md, "Snapshots").
     public var logRetention = LogRetention.sinceNewestSnapshot
 

@@ -7,6 +7,7 @@ internal import FanoutCore
 enum GoogleError {
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
     static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+    static let quotaFailureType = "type.googleapis.com/google.rpc.QuotaFailure"
 
     /// The canonical status FCM sends with each of the engine's codes.
     static func status(of code: FanoutError.Code) -> String {
@@ -34,9 +35,11 @@ enum GoogleError {
         }
     }
 
-    /// The `Retry-After` header's value for `error`: FCM's 429s carry one.
+    /// The `Retry-After` header's value for `error`: FCM's 429s carry one, in whole seconds (at
+    /// least 1; the quota's own wait when it says).
     static func retryAfter(_ error: FanoutError) -> String? {
-        error.code == .resourceExhausted ? "1" : nil
+        guard error.code == .resourceExhausted else { return nil }
+        return String(max(1, error.retryAfter?.components.seconds ?? 1))
     }
 
     /// The HTTP status and the body of `error`.
@@ -46,6 +49,18 @@ enum GoogleError {
             details.append(.object(JSONObject([
                 .init(key: "@type", value: .string(Self.fcmErrorType)),
                 .init(key: "errorCode", value: .string(errorCode)),
+            ])))
+        }
+        if error.code == .resourceExhausted {
+            // The quota that was hit: the device's (subject: the field that named it) or the project's.
+            details.append(.object(JSONObject([
+                .init(key: "@type", value: .string(Self.quotaFailureType)),
+                .init(key: "violations", value: .array([
+                    .object(JSONObject([
+                        .init(key: "subject", value: .string(error.field ?? "project")),
+                        .init(key: "description", value: .string(error.message)),
+                    ])),
+                ])),
             ])))
         }
         var violations = error.violations

@@ -78,6 +78,9 @@ public struct FanoutError: Error, Hashable, Sendable, CustomStringConvertible {
     public var field: String?
     /// For a message FCM would refuse: every violation found (`field` names the first).
     public var violations: [FieldViolation] = []
+    /// For `RESOURCE_EXHAUSTED` from a quota: how long until the request would fit (HTTP's
+    /// `Retry-After`).
+    public var retryAfter: Duration?
 
     public init(_ code: Code, _ message: String, field: String? = nil) {
         self.code = code

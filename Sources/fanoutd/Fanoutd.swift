@@ -94,6 +94,15 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("anonymous-user-lifetime"), help: "Days after its creation an anonymous user is cleaned up (automatically in projects that turned it on).")
     var anonymousUserLifetimeDays = 30
 
+    @Option(name: .customLong("project-messages-per-minute"), help: "Messages one project may send a minute (FCM's quota: 600000; 0: no limit). Over it, sends get RESOURCE_EXHAUSTED (HTTP 429 with Retry-After).")
+    var projectMessagesPerMinute = 600_000
+
+    @Option(name: .customLong("device-messages-per-minute"), help: "Messages one device may be sent a minute by sends to its token or FID (FCM: 240; 0: no limit).")
+    var deviceMessagesPerMinute = 240
+
+    @Option(name: .customLong("device-messages-per-hour"), help: "Messages one device may be sent an hour by sends to its token or FID (FCM: 5000; 0: no limit).")
+    var deviceMessagesPerHour = 5000
+
     mutating func run() async throws {
         guard let level = Logger.Level(rawValue: self.logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -103,6 +112,12 @@ struct Fanoutd: AsyncParsableCommand {
         for (name, days) in [("--stale-after", self.staleAfterDays), ("--expire-after", self.expireAfterDays), ("--anonymous-user-lifetime", self.anonymousUserLifetimeDays)]
         where !(1...36_500).contains(days) {
             throw ValidationError("\(name) must be 1 to 36500 days, got \(days)")
+        }
+        for (name, count) in [
+            ("--project-messages-per-minute", self.projectMessagesPerMinute), ("--device-messages-per-minute", self.deviceMessagesPerMinute),
+            ("--device-messages-per-hour", self.deviceMessagesPerHour),
+        ] where !(0...1_000_000_000).contains(count) {
+            throw ValidationError("\(name) must be 0 (no limit) to 1000000000, got \(count)")
         }
         guard (60...31_536_000).contains(self.authTokenLifetime) else {
             throw ValidationError("--auth-token-lifetime must be 60 to 31536000 seconds")
@@ -129,6 +144,11 @@ struct Fanoutd: AsyncParsableCommand {
         engineConfiguration.staleAfter = .seconds(self.staleAfterDays * 86_400)
         engineConfiguration.expireAfter = .seconds(self.expireAfterDays * 86_400)
         engineConfiguration.anonymousUserLifetime = .seconds(self.anonymousUserLifetimeDays * 86_400)
+        engineConfiguration.sendQuota = SendQuota(
+            projectMessagesPerMinute: self.projectMessagesPerMinute,
+            deviceMessagesPerMinute: self.deviceMessagesPerMinute,
+            deviceMessagesPerHour: self.deviceMessagesPerHour
+        )
         // Metrics go to one Prometheus registry, served at the HTTP front's /metrics.
         let registry = PrometheusCollectorRegistry()
         let metricsFactory = HTTPFront.prometheusFactory(registry: registry)

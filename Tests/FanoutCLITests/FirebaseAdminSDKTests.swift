@@ -94,6 +94,39 @@ extension FanoutdTests {
         }
     }
 
+    /// The SDK against a device's send quota (`--device-messages-per-minute 20`):
+    /// `scripts/firebase-admin-quota.py` gets `QuotaExceededError` from the async client (which
+    /// does not retry a 429) and a send through from the blocking one, which waits the
+    /// `Retry-After`; here, what was accepted, and only that, was queued.
+    @Test func theFirebaseAdminSDKMeetsTheDeviceQuota() throws {
+        let python = Self.repositoryRoot.appendingPathComponent(".build/python-venv/bin/python3")
+        guard FileManager.default.isExecutableFile(atPath: python.path) else {
+            Issue.record("no \(python.path): `make test` installs firebase-admin into it (or run `make python-deps`)")
+            return
+        }
+        let directory = TemporaryDirectory.path("fanoutd-sdk-quota")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try Daemon(directory: directory, arguments: ["--http", "127.0.0.1:0", "--device-messages-per-minute", "20"])
+        defer { _ = daemon.stop() }
+        let httpPort = try #require(daemon.httpPort())
+        let key = try Self.adminKey(in: directory)
+        #expect(try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-quota").status == 0)
+
+        let flow = try FanoutCLITests.run(python.path, [
+            Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-quota.py").path, "http://127.0.0.1:\(httpPort)", key,
+        ])
+        #expect(flow.status == 0, "\(flow.output)\(flow.error)")
+        #expect(flow.output.contains("the quota answered as FCM answers"), "\(flow.output)\(flow.error)")
+        let sent = try #require(flow.output.firstMatch(of: /sent (\d+)/).flatMap { Int($0.output.1) })
+        #expect(try self.fanout(daemon.port, key, "pending", "sdk-quota").output.hasSuffix("# \(sent) pending\n"))
+
+        let metrics = try Self.prometheusSamples(python: python, url: "http://127.0.0.1:\(httpPort)/metrics")
+        let exhausted = metrics["fanout_requests_total"]?.first {
+            $0.labels == ["listener": "http", "operation": "POST /v1/projects/{project}/messages:send", "status": "RESOURCE_EXHAUSTED"]
+        }
+        #expect(exhausted?.value ?? 0 >= 1, "the refused send was counted as RESOURCE_EXHAUSTED")
+    }
+
     /// Every sample of a /metrics page as prometheus_client's parser reads it (it refuses a page
     /// that is not valid text format): by name, each with its labels and value.
     static func prometheusSamples(python: URL, url: String) throws -> [String: [(labels: [String: String], value: Double)]] {

@@ -12,9 +12,13 @@ import Testing
 /// answers and Google's error shape, authentication, health, the JWK Set.
 @Suite("HTTP front")
 struct HTTPFrontTests {
-    static func withFront(_ body: @Sendable (any TestClientProtocol, Engine) async throws -> Void) async throws {
+    static func withFront(
+        configuration: EngineConfiguration = EngineConfiguration(),
+        clock: any WallClock = SystemWallClock(),
+        _ body: @Sendable (any TestClientProtocol, Engine) async throws -> Void
+    ) async throws {
         try await TemporaryDirectory.with { directory in
-            let engine = try Engine(directory: directory)
+            let engine = try Engine(directory: directory, configuration: configuration, clock: clock)
             defer { try? engine.close() }
             let tokens = try LoopbackServer.tokens(in: directory)
             _ = try await engine.register(RegistrationRequest(token: RegistrationToken("http-token-1")!, platform: .android, appID: AppID("1:1:android:a")!))
@@ -111,6 +115,28 @@ struct HTTPFrontTests {
                 #expect(response.status == .badRequest)
                 #expect(try Self.googleError(response.body).violations == ["body"])
             }
+        }
+    }
+
+    /// Past the project's send quota: 429 with Retry-After, FcmError QUOTA_EXCEEDED and a
+    /// google.rpc.QuotaFailure naming the project; nothing queued.
+    @Test func aSendOverTheQuotaIs429WithRetryAfter() async throws {
+        var configuration = EngineConfiguration()
+        configuration.sendQuota = SendQuota(projectMessagesPerMinute: 2, deviceMessagesPerMinute: nil, deviceMessagesPerHour: nil)
+        try await Self.withFront(configuration: configuration, clock: ManualClock()) { client, engine in
+            let body = ByteBuffer(string: #"{"message":{"token":"http-token-1","data":{"k":"v"}}}"#)
+            for _ in 0..<2 {
+                let response = try await client.execute(uri: "/v1/projects/default/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: body)
+                #expect(response.status == .ok)
+            }
+            let response = try await client.execute(uri: "/v1/projects/default/messages:send", method: .post, headers: Self.bearer(LoopbackServer.adminKey), body: body)
+            #expect(response.status == .tooManyRequests)
+            #expect(response.headers[.retryAfter] == "30", "2 a minute, both taken at one instant: the next is due in 30 s")
+            let (error, errorCode, _) = try Self.googleError(response.body)
+            #expect(error["code"] as? Int == 429 && error["status"] as? String == "RESOURCE_EXHAUSTED" && errorCode == "QUOTA_EXCEEDED")
+            let quotaFailure = (error["details"] as? [[String: Any]])?.first { $0["@type"] as? String == "type.googleapis.com/google.rpc.QuotaFailure" }
+            #expect((quotaFailure?["violations"] as? [[String: Any]])?.first?["subject"] as? String == "project")
+            #expect(try engine.pendingDeliveries(for: .token(RegistrationToken("http-token-1")!)).count == 2)
         }
     }
 

@@ -80,7 +80,10 @@ final class AllocationFixture: Sendable {
     let worker: DeliveryConsumer
 
     private init() {
-        self.engine = Engine(clock: self.clock)
+        // No send quota: this measures the engine, not its quotas.
+        var configuration = EngineConfiguration()
+        configuration.sendQuota = .unlimited
+        self.engine = Engine(configuration: configuration, clock: self.clock)
         Fixtures.register(30_000, into: self.engine)
         Fixtures.subscribe(0..<10_000, to: TopicName("hot")!, in: self.engine)
         self.freshBatches = stride(from: 10_000, to: 30_000, by: 1000).map { start in (start..<start + 1000).map(Fixtures.token) }

@@ -100,7 +100,7 @@ let benchmarks: @Sendable () -> Void = {
 /// 100k installations with one pending message each (a send to its token, TTL one day).
 final class SweepFixture: Sendable {
     static let shared = SweepFixture()
-    let engine = Engine()
+    let engine = Engine(configuration: .unlimitedSends)
 
     private init() {
         Fixtures.register(100_000, into: self.engine)
@@ -122,7 +122,7 @@ final class FanoutFixture: Sendable {
     let smallTopicBody: [UInt8]
 
     private init() {
-        self.engine = Engine(clock: self.clock)
+        self.engine = Engine(configuration: .unlimitedSends, clock: self.clock)
         let installations = 2_000_000
         Fixtures.register(installations, into: self.engine)
         var random = SeededRandomNumberGenerator(seed: 7)
@@ -149,5 +149,14 @@ final class FanoutFixture: Sendable {
         _ = try! self.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.expireDeliveries() }
         precondition(try! self.engine.deliveryStatistics().pending == 0)
         self.clock.advance(by: .seconds(-61))
+    }
+}
+
+extension EngineConfiguration {
+    /// FCM's defaults with no send quota: these benchmarks measure the engine, not its quotas.
+    static var unlimitedSends: EngineConfiguration {
+        var configuration = EngineConfiguration()
+        configuration.sendQuota = .unlimited
+        return configuration
     }
 }

@@ -24,6 +24,21 @@ extension ProjectState {
         return self.logged(result, .send(self.id, sequence: sequence, message: rendered))
     }
 
+    /// Takes one message of the project's send quota, and of the device's for a send to one
+    /// token or FID (`SendQuota`). - Throws: `RESOURCE_EXHAUSTED`, having taken nothing.
+    mutating func takeSendQuota(for target: Message.Target, now: Timestamp) throws(FanoutError) {
+        var device: UInt32?
+        var field = "message"
+        if self.sendLimiter.limitsDevices {
+            switch target {
+            case .token(let token): (device, field) = (self.registry.slot(forToken: token), "message.token")
+            case .fid(let fid): (device, field) = (self.registry.slot(forFID: fid), "message.fid")
+            default: break
+            }
+        }
+        try self.sendLimiter.take(device: device, field: field, in: self.id, now: now)
+    }
+
     /// Resolves the message's audience and enqueues a delivery per recipient that has a token,
     /// is not skipped as stale, and whose platform payload fits, as message `sequence` (a new
     /// send, or a logged one replayed).

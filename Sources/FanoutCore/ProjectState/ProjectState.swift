@@ -16,6 +16,8 @@ struct ProjectState {
     /// Whether legacy 11-character Instance IDs are accepted as FIDs (off by default).
     var acceptsLegacyInstanceIDs = false
     var deliveries = DeliveryState()
+    /// The send quotas in use (in memory only).
+    var sendLimiter: SendLimiter
     /// Whether transitions make their log records: not while replaying, where the records are
     /// already in the log (building a million of them took a sixth of a recovery).
     var makesRecords = true
@@ -24,6 +26,7 @@ struct ProjectState {
         self.id = id
         self.configuration = configuration
         self.topics = TopicIndex(maximumTopicsPerInstallation: configuration.maximumTopicsPerInstallation)
+        self.sendLimiter = SendLimiter(configuration.sendQuota)
     }
 
     // MARK: - Addressing
@@ -191,6 +194,7 @@ struct ProjectState {
 
     private mutating func deleteSlot(_ slot: UInt32) {
         self.dropMailbox(slot)
+        self.sendLimiter.forget(slot)
         self.topics.removeAll(of: slot)
         self.unbind(slot)
         self.registry.delete(slot: slot)
