@@ -73,6 +73,23 @@ let benchmarks: @Sendable () -> Void = {
         setup: { _ = SweepFixture.shared }
     )
 
+    // The send quotas' cost on the path they touch most: 10k sends, each to its own token (TTL 0
+    // with no consumer: nothing is queued), with the device quotas on (the project's set too high
+    // to bind) against no quota at all.
+    for (name, fixture) in [("unlimited", QuotaFixture.unlimited), ("deviceQuotas", QuotaFixture.deviceQuotas)] {
+        Benchmark(
+            "Send.token.10k.\(name)",
+            closure: { benchmark in
+                for _ in benchmark.scaledIterations {
+                    for body in fixture.bodies {
+                        _ = try! fixture.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(body) }
+                    }
+                }
+            },
+            setup: { _ = fixture.engine }
+        )
+    }
+
     Benchmark(
         "Consumer.worker.take+ack.100k",
         closure: { benchmark in
@@ -109,6 +126,23 @@ final class SweepFixture: Sendable {
             _ = try! self.engine.blocking { (changes: inout Engine.Changes) throws(FanoutError) in try changes.send(body) }
         }
         precondition(try! self.engine.deliveryStatistics().pending == 100_000)
+    }
+}
+
+/// 10k installations and a send to each one's token (TTL 0), in an engine with the given quota.
+final class QuotaFixture: Sendable {
+    static let unlimited = QuotaFixture(.unlimited)
+    static let deviceQuotas = QuotaFixture(SendQuota(projectMessagesPerMinute: 1_000_000_000, deviceMessagesPerMinute: 240, deviceMessagesPerHour: 5000))
+    let engine: Engine
+    let bodies: [[UInt8]]
+
+    private init(_ quota: SendQuota) {
+        var configuration = EngineConfiguration()
+        configuration.sendQuota = quota
+        // A clock that stays put: each iteration takes one of a device's 240 a minute.
+        self.engine = Engine(configuration: configuration, clock: ManualClock())
+        Fixtures.register(10_000, into: self.engine)
+        self.bodies = (0..<10_000).map { Array(#"{"message":{"token":"\#(Fixtures.token($0))","android":{"ttl":"0s"},"apns":{"headers":{"apns-expiration":"0"}},"webpush":{"headers":{"TTL":"0"}}}}"#.utf8) }
     }
 }
 
