@@ -1,9 +1,10 @@
 # The README's two commands: `make run` and `make test`. Both install the system libraries
-# (liblz4-dev, libssl-dev, pkg-config) with apt only when pkg-config does not find them, and the
+# (liblz4-dev, libssl-dev, libnats-dev, pkg-config) with apt only when pkg-config does not find them, and the
 # lz4 command-line tool (the tests check snapshot files with `lz4 -t`), python3 (a test runs a
 # client written from docs/wire-protocol.md in Python), redis-server (fanout-load compares with
-# it, in the tests too), the openssl command (a TLS test handshakes with `openssl s_client`) and
-# curl (it checks the HTTP front's TLS and HTTP/2) when they are missing. `make test` also makes a Python virtual environment in .build/python-venv
+# it, in the tests too), the openssl command (a TLS test handshakes with `openssl s_client`),
+# curl (it checks the HTTP front's TLS and HTTP/2) and nats-server (the replication tests run
+# JetStream) when they are missing. `make test` also makes a Python virtual environment in .build/python-venv
 # with the pinned firebase-admin SDK (a test drives the HTTP front with it), from PyPI.
 
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
@@ -17,6 +18,8 @@ deps:
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
 	pkg-config --exists openssl 2>/dev/null || missing="$$missing libssl-dev"; \
+	pkg-config --exists libnats 2>/dev/null || missing="$$missing libnats-dev"; \
+	command -v nats-server >/dev/null 2>&1 || missing="$$missing nats-server"; \
 	command -v lz4 >/dev/null 2>&1 || missing="$$missing lz4"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \

@@ -66,6 +66,12 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
+        // libnats, the NATS C client (JetStream), for the cluster's replication.
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
         .systemLibrary(
             name: "CFanoutOpenSSL",
             pkgConfig: "openssl",
@@ -136,6 +142,16 @@ let package = Package(
         ),
 
         // MARK: - Tests
+        // Scale-out (issue 22): a shard's change log replicated through NATS JetStream.
+        .target(
+            name: "FanoutCluster",
+            dependencies: ["FanoutCore", "CNATS"],
+            swiftSettings: [internalChecks]
+        ),
+        .testTarget(
+            name: "FanoutClusterTests",
+            dependencies: ["FanoutCluster", "FanoutCore", "FanoutTestSupport"]
+        ),
         .testTarget(
             name: "FanoutCoreTests",
             dependencies: ["FanoutCore", "FanoutTestSupport", logging, .product(name: "MetricsTestKit", package: "swift-metrics")],

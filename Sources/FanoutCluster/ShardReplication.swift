@@ -1,0 +1,89 @@
+package import FanoutCore
+
+/// A shard's change log in its JetStream stream (docs/scale-out.md): the stream `fanout-shard-N`
+/// on subject `fanout.shard.N`, one message per batch of records the owner logged together, in
+/// the owner's order.
+package struct ShardStream: Hashable, Sendable {
+    package let shard: Int
+
+    package init(shard: Int) {
+        self.shard = shard
+    }
+
+    package var name: String { "fanout-shard-\(self.shard)" }
+    package var subject: String { "fanout.shard.\(self.shard)" }
+}
+
+/// The owner's side: publishes each batch of records it logged, with the LSN after the batch as
+/// the message id (a batch published twice, as after a retry, is stored once while inside
+/// JetStream's duplicate window) and the stream's last sequence it knows as the expected one (an
+/// owner deposed by another publisher is refused, and stops).
+package final class ShardPublisher: @unchecked Sendable {
+    private let jetStream: JetStream
+    private let stream: ShardStream
+    /// The stream's last sequence as this publisher knows it; touched by one thread at a time.
+    private var lastSequence: UInt64
+
+    /// Starts publishing after the stream's current end.
+    package init(_ jetStream: JetStream, stream: ShardStream) throws(FanoutError) {
+        self.jetStream = jetStream
+        self.stream = stream
+        self.lastSequence = try jetStream.state(of: stream.name).lastSequence
+    }
+
+    /// Publishes one batch and waits until JetStream stored it; returns its stream sequence.
+    /// - Parameter lsn: the log position after the batch's last record.
+    /// - Throws: `FAILED_PRECONDITION` when another publisher appended (this owner is deposed),
+    ///   `UNAVAILABLE` when NATS does not answer (publish the same batch again: it is stored once).
+    @discardableResult
+    package func publish(_ records: [WALRecord], through lsn: UInt64) throws(FanoutError) -> UInt64 {
+        let acknowledgement = try self.jetStream.publish(
+            WALRecord.encodeBatch(records),
+            to: self.stream.subject,
+            messageID: "\(self.stream.name)-\(lsn)",
+            expectedLastSequence: self.lastSequence
+        )
+        self.lastSequence = max(self.lastSequence, acknowledgement.sequence)
+        return acknowledgement.sequence
+    }
+}
+
+/// A follower's side: applies the shard's stream to its engine, message by message in stream
+/// order, and remembers how far it got.
+package final class ShardFollower: @unchecked Sendable {
+    private let jetStream: JetStream
+    private let stream: ShardStream
+    package let engine: Engine
+    /// The last stream sequence applied; touched by one thread at a time.
+    package private(set) var appliedSequence: UInt64
+
+    /// A follower of `stream` whose engine holds everything through `appliedSequence` (0: nothing).
+    package init(_ jetStream: JetStream, stream: ShardStream, engine: Engine, appliedSequence: UInt64 = 0) {
+        self.jetStream = jetStream
+        self.stream = stream
+        self.engine = engine
+        self.appliedSequence = appliedSequence
+    }
+
+    /// Applies every message after `appliedSequence` up to the stream's end as it is now; returns
+    /// how many records were applied.
+    /// - Throws: `UNAVAILABLE` when NATS does not answer, `INTERNAL` when a message does not
+    ///   decode or apply, or when the stream has a gap (purged past what this follower applied):
+    ///   it then needs a snapshot first.
+    @discardableResult
+    package func catchUp() throws(FanoutError) -> Int {
+        let end = try self.jetStream.state(of: self.stream.name).lastSequence
+        var applied = 0
+        while self.appliedSequence < end {
+            let sequence = self.appliedSequence + 1
+            guard let data = try self.jetStream.message(sequence, of: self.stream.name) else {
+                throw FanoutError(.internal, "\(self.stream.name) has no message \(sequence): the stream was purged past this follower")
+            }
+            let records = try WALRecord.decodeBatch(data)
+            try self.engine.applyReplicated(records)
+            self.appliedSequence = sequence
+            applied += records.count
+        }
+        return applied
+    }
+}

@@ -1,0 +1,71 @@
+/// The engine's side of replication (issue 22, docs/scale-out.md): an owner's logged records leave
+/// as batches, and a follower applies them in the owner's order, through the same transitions
+/// recovery replays, so that it holds the same state (the same slots, message sequences and
+/// mailboxes) as the owner had at that point.
+extension WALRecord {
+    /// Records as one replication message: `u32 count`, then per record `u32 length` and the log's
+    /// own encoding of it (docs/wal-format.md).
+    package static func encodeBatch(_ records: [WALRecord]) -> [UInt8] {
+        var batch = BinaryWriter(capacity: 64 * records.count + 4)
+        batch.write(UInt32(records.count))
+        for record in records {
+            let lengthAt = batch.bytes.count
+            batch.write(UInt32(0))
+            record.encode(into: &batch)
+            batch.set(UInt32(batch.bytes.count - lengthAt - 4), at: lengthAt)
+        }
+        return batch.bytes
+    }
+
+    /// The records of a replication message. - Throws: `INTERNAL` naming the record that does not
+    /// decode (a message that is not a batch, cut short, or from a newer format).
+    package static func decodeBatch(_ bytes: [UInt8]) throws(FanoutError) -> [WALRecord] {
+        var reader = BinaryReader(bytes)
+        do {
+            let count = Int(try reader.read(UInt32.self))
+            guard count <= reader.remaining / 4 else { throw BinaryReader.Error(offset: 0, reason: "a count of \(count) records in \(bytes.count) bytes") }
+            var records: [WALRecord] = []
+            records.reserveCapacity(count)
+            for index in 0..<count {
+                let length = Int(try reader.read(UInt32.self))
+                let start = bytes.count - reader.remaining
+                _ = try reader.readBytes(length)
+                var one = BinaryReader(bytes, from: start, to: start + length)
+                let record = try WALRecord.decode(from: &one)
+                guard one.remaining == 0 else { throw BinaryReader.Error(offset: start, reason: "record \(index) has \(one.remaining) bytes left over") }
+                records.append(record)
+            }
+            guard reader.remaining == 0 else { throw BinaryReader.Error(offset: bytes.count - reader.remaining, reason: "bytes after the last record") }
+            return records
+        } catch {
+            throw FanoutError(.internal, "a replicated batch does not decode: \(error)")
+        }
+    }
+}
+
+extension Engine {
+    /// Applies records another engine logged, in its order, as recovery replays them: this
+    /// engine (a follower, logging nothing itself) then holds the owner's state. Each record is
+    /// applied whole or not at all.
+    /// - Throws: `INTERNAL` when a record does not apply (the stream disagrees with this state:
+    ///   a gap, or records applied twice); the records before it stay applied.
+    package func applyReplicated(_ records: [WALRecord]) throws(FanoutError) {
+        for record in records {
+            switch record {
+            case .createProject(let id):
+                let configuration = self.configuration
+                try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
+                    guard projects[id] == nil else { throw FanoutError(.internal, "replicated: project \(id) created twice") }
+                    projects[id] = ProjectBox(ProjectState(id: id, configuration: configuration))
+                }
+            case .deleteProject(let id):
+                try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
+                    guard let box = projects.removeValue(forKey: id) else { throw FanoutError(.internal, "replicated: unknown project \(id) deleted") }
+                    box.state.withLock { $0.finishConsumers() }
+                }
+            default:
+                try self.withProject(record.project) { (state: inout ProjectState) throws(FanoutError) in try state.replay(record) }
+            }
+        }
+    }
+}

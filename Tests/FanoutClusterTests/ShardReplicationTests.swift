@@ -1,0 +1,180 @@
+@testable import FanoutCluster
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// A shard's change log through a real NATS JetStream server (Debian's nats-server, started per
+/// test on a port it picks): an owner publishes what its engine logged, a follower applies the
+/// stream, and ends with the owner's state; a batch published twice is stored once; a deposed
+/// owner is refused.
+@Suite("Shard replication through JetStream", .serialized)
+struct ShardReplicationTests {
+    /// The owner: an engine whose log is kept in memory, so that the test publishes what it logged
+    /// batch by batch, as a replicated log will.
+    final class Owner {
+        let log = InMemoryChangeLog()
+        let engine: Engine
+        let publisher: ShardPublisher
+        private var published = 0
+
+        init(_ jetStream: JetStream, stream: ShardStream, clock: ManualClock) throws {
+            self.engine = Engine(log: self.log, clock: clock)
+            self.publisher = try ShardPublisher(jetStream, stream: stream)
+        }
+
+        /// Publishes the records logged since the last call, as one batch.
+        func publish() throws {
+            let records = self.log.records
+            guard records.count > self.published else { return }
+            try self.publisher.publish(Array(records[self.published...]), through: UInt64(records.count))
+            self.published = records.count
+        }
+    }
+
+    @Test func aFollowerAppliesTheOwnersStreamAndHoldsItsState() async throws {
+        try await NATSServer.with { server in
+            let jetStream = try JetStream(urls: server.url)
+            let stream = ShardStream(shard: 7)
+            try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let clock = ManualClock()
+            let owner = try Owner(jetStream, stream: stream, clock: clock)
+            let follower = ShardFollower(try JetStream(urls: server.url), stream: stream, engine: Engine(clock: clock))
+
+            // A seeded mix of what an owner does, published after every operation; the follower
+            // catches up now and then, in the middle of it too.
+            var random = SeededRandomNumberGenerator(seed: 22)
+            let platforms: [Platform] = [.android, .ios, .web]
+            let topics = (0..<8).map { TopicName("topic-\($0)")! }
+            var tokens: [String] = []
+            try await owner.engine.createProject(ProjectID("other-app")!)
+            try owner.publish()
+            for step in 0..<600 {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<4:
+                    let token = "token-\(step)"
+                    let platform = platforms.randomElement(using: &random)!
+                    _ = try await owner.engine.register(RegistrationRequest(token: RegistrationToken(token)!, platform: platform, appID: AppID("1:1:\(platform):a")!))
+                    tokens.append(token)
+                case 4..<6 where !tokens.isEmpty:
+                    let members = (0..<Int.random(in: 1...20, using: &random)).map { _ in RegistrationAddress.token(RegistrationToken(tokens.randomElement(using: &random)!)!) }
+                    _ = try await owner.engine.subscribe(members, to: topics.randomElement(using: &random)!)
+                case 6 where !tokens.isEmpty:
+                    let index = Int.random(in: 0..<tokens.count, using: &random)
+                    let renewed = "renewed-\(step)"
+                    _ = try await owner.engine.refreshToken(.token(RegistrationToken(tokens[index])!), to: RegistrationToken(renewed)!)
+                    tokens[index] = renewed
+                case 7 where tokens.count > 10:
+                    let token = tokens.remove(at: Int.random(in: 0..<tokens.count, using: &random))
+                    let fid = try owner.engine.installation(.token(RegistrationToken(token)!)).fid
+                    _ = try await owner.engine.deleteInstallation(fid)
+                case 8:
+                    let topic = topics.randomElement(using: &random)!
+                    _ = try await owner.engine.send(Array(#"{"message":{"topic":"\#(topic)","data":{"step":"\#(step)"}}}"#.utf8))
+                default:
+                    guard let token = tokens.randomElement(using: &random) else { continue }
+                    _ = try await owner.engine.send(Array(#"{"message":{"token":"\#(token)","notification":{"title":"\#(step)"}}}"#.utf8))
+                }
+                clock.advance(by: .seconds(1))
+                try owner.publish()
+                if step % 150 == 149 { try follower.catchUp() }
+            }
+            try follower.catchUp()
+            #expect(try follower.catchUp() == 0, "nothing new: nothing applied twice")
+            #expect(follower.appliedSequence == (try jetStream.state(of: stream.name).lastSequence))
+
+            // The same state: projects, installations with their topics and pending deliveries,
+            // topics with their subscribers, the delivery counters.
+            let leader = owner.engine
+            let copy = follower.engine
+            #expect(copy.projectIDs() == leader.projectIDs())
+            #expect(try copy.installationCount() == leader.installationCount())
+            #expect(try copy.deliveryStatistics() == leader.deliveryStatistics())
+            for topic in topics {
+                #expect(try copy.subscriberCount(of: topic) == leader.subscriberCount(of: topic))
+            }
+            for token in tokens {
+                let address = RegistrationAddress.token(RegistrationToken(token)!)
+                #expect(try copy.installation(address) == leader.installation(address))
+                #expect(try copy.topics(of: address) == leader.topics(of: address))
+                let pending = try leader.pendingDeliveries(for: address)
+                #expect(try copy.pendingDeliveries(for: address).map { [$0.id, $0.messageID, $0.payload] as [AnyHashable] } == pending.map { [$0.id, $0.messageID, $0.payload] as [AnyHashable] })
+            }
+            #expect(try leader.deliveryStatistics().pending > 0, "the comparison covered pending deliveries")
+        }
+    }
+
+    @Test func aBatchPublishedTwiceIsStoredOnceAndADeposedOwnerIsRefused() async throws {
+        try await NATSServer.with { server in
+            let jetStream = try JetStream(urls: server.url)
+            let stream = ShardStream(shard: 1)
+            try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let first = try ShardPublisher(jetStream, stream: stream)
+            let batch: [WALRecord] = [.createProject(ProjectID("shard-app")!)]
+            let sequence = try first.publish(batch, through: 1)
+            // A retry of the same batch (same LSN, same message id): stored once.
+            #expect(try first.publish(batch, through: 1) == sequence)
+            #expect(try jetStream.state(of: stream.name).messages == 1)
+
+            // A second owner takes over and appends; the first, still expecting the old end, is refused.
+            let second = try ShardPublisher(jetStream, stream: stream)
+            try second.publish([.setLegacyInstanceIDs(ProjectID("shard-app")!, accepted: true)], through: 2)
+            #expect(throws: FanoutError(.failedPrecondition, "")) {
+                try first.publish([.setLegacyInstanceIDs(ProjectID("shard-app")!, accepted: false)], through: 2_000)
+            }
+            #expect(try jetStream.state(of: stream.name).messages == 2)
+
+            // What a follower applies is the second owner's history.
+            let follower = ShardFollower(jetStream, stream: stream, engine: Engine())
+            #expect(try follower.catchUp() == 2)
+            #expect(try follower.engine.acceptsLegacyInstanceIDs(in: ProjectID("shard-app")!))
+
+            // A message that is not a batch stops the follower with an error, and applies nothing.
+            _ = try jetStream.publish(Array("not a batch".utf8), to: stream.subject, messageID: "junk", expectedLastSequence: 0)
+            #expect(throws: FanoutError(.internal, "")) { try follower.catchUp() }
+            #expect(follower.appliedSequence == 2)
+        }
+    }
+}
+
+/// A nats-server with JetStream on loopback, on a port it picks (its ports file says which), with
+/// its store in a temporary directory; stopped and removed when `body` returns.
+struct NATSServer {
+    let url: String
+
+    static func with(_ body: (NATSServer) async throws -> Void) async throws {
+        guard let executable = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].first(where: FileManager.default.isExecutableFile) else {
+            Issue.record("no nats-server: `make test` installs it (apt: nats-server)")
+            return
+        }
+        let directory = TemporaryDirectory.path("nats")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-js", "-a", "127.0.0.1", "-p", "-1", "-sd", directory + "/store", "--ports_file_dir", directory]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        // The ports file appears once the server listens.
+        let portsFile = "\(directory)/nats-server_\(process.processIdentifier).ports"
+        let deadline = ContinuousClock.now + .seconds(30)
+        var url: String?
+        while url == nil, ContinuousClock.now < deadline, process.isRunning {
+            if let data = FileManager.default.contents(atPath: portsFile),
+                let ports = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+                let first = (ports["nats"] as? [String])?.first
+            {
+                url = first
+            } else {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let found = try #require(url, "nats-server wrote no ports file")
+        try await body(NATSServer(url: found))
+    }
+}
