@@ -4,6 +4,10 @@ import FanoutTestSupport
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A shard's change log through a real NATS JetStream server (Debian's nats-server, started per
 /// test on a port it picks): an owner publishes what its engine logged, a follower applies the
 /// stream, and ends with the owner's state; a batch published twice is stored once; a deposed
@@ -104,6 +108,42 @@ struct ShardReplicationTests {
         }
     }
 
+    /// The owner's engine on a `ReplicatedChangeLog` publishing to JetStream: every change it
+    /// answers is in the stream already; with NATS killed, a change waits, and once NATS is back
+    /// (same port, same store) it is answered and stored once.
+    @Test func aChangeIsAnsweredOnlyOnceJetStreamHoldsIt() async throws {
+        try await NATSServer.with { server in
+            let jetStream = try JetStream(urls: server.url)
+            let stream = ShardStream(shard: 3)
+            try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let publisher = try ShardPublisher(jetStream, stream: stream)
+            let log = ReplicatedChangeLog(local: InMemoryChangeLog(), retryInterval: .milliseconds(50)) { records, through throws(FanoutError) in
+                try publisher.publish(records, through: through)
+            }
+            let owner = Engine(log: log)
+            let follower = ShardFollower(try JetStream(urls: server.url), stream: stream, engine: Engine())
+            func request(_ token: String) -> RegistrationRequest {
+                RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
+            }
+            for index in 0..<50 {
+                let installation = try await owner.register(request("token-\(index)")).installation
+                try follower.catchUp()
+                #expect(try follower.engine.installation(.fid(installation.fid)) == installation, "answered, so in the stream")
+            }
+
+            server.kill()
+            let applied = owner.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request("during-the-outage")) }
+            #expect(log.acknowledgedTicket.lsn == 50, "applied, not acknowledged: JetStream does not hold it")
+            try await server.restart()
+            let installation = try await applied.durable().installation
+            try follower.catchUp()
+            #expect(try follower.engine.installation(.fid(installation.fid)) == installation)
+            #expect(try follower.engine.installationCount() == 51)
+            #expect(try jetStream.state(of: stream.name).messages == 51, "published again after the outage, stored once")
+            try owner.close()
+        }
+    }
+
     @Test func aBatchPublishedTwiceIsStoredOnceAndADeposedOwnerIsRefused() async throws {
         try await NATSServer.with { server in
             let jetStream = try JetStream(urls: server.url)
@@ -138,9 +178,18 @@ struct ShardReplicationTests {
 }
 
 /// A nats-server with JetStream on loopback, on a port it picks (its ports file says which), with
-/// its store in a temporary directory; stopped and removed when `body` returns.
-struct NATSServer {
-    let url: String
+/// its store in a temporary directory; killed and removed when `with`'s body returns. `kill()` and
+/// `restart()` (same port, same store) make a NATS outage on demand.
+final class NATSServer: @unchecked Sendable {
+    private let executable: String
+    private let directory: String
+    private var process = Process()
+    private(set) var url = ""
+
+    private init(executable: String, directory: String) {
+        self.executable = executable
+        self.directory = directory
+    }
 
     static func with(_ body: (NATSServer) async throws -> Void) async throws {
         guard let executable = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].first(where: FileManager.default.isExecutableFile) else {
@@ -150,19 +199,39 @@ struct NATSServer {
         let directory = TemporaryDirectory.path("nats")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = NATSServer(executable: executable, directory: directory)
+        try await server.start(port: -1)
+        defer { server.kill() }
+        try await body(server)
+    }
+
+    /// Kills the server (SIGKILL), as a crash would.
+    func kill() {
+        guard self.process.isRunning else { return }
+        Glibc.kill(self.process.processIdentifier, SIGKILL)
+        self.process.waitUntilExit()
+    }
+
+    /// Starts it again on the same port with the same store.
+    func restart() async throws {
+        guard let port = URLComponents(string: self.url)?.port else { throw CocoaError(.fileReadUnknown) }
+        try await self.start(port: port)
+    }
+
+    /// Starts the server on `port` (-1: one it picks) and waits until its ports file says it listens.
+    private func start(port: Int) async throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-js", "-a", "127.0.0.1", "-p", "-1", "-sd", directory + "/store", "--ports_file_dir", directory]
+        process.executableURL = URL(fileURLWithPath: self.executable)
+        let logFile = self.directory + "/nats-server.log"
+        process.arguments = ["-js", "-a", "127.0.0.1", "-p", "\(port)", "-sd", self.directory + "/store", "--ports_file_dir", self.directory, "-l", logFile]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        // The ports file appears once the server listens.
-        let portsFile = "\(directory)/nats-server_\(process.processIdentifier).ports"
-        let deadline = ContinuousClock.now + .seconds(30)
+        self.process = process
+        // The ports file appears once the server listens. Generous: the whole test suite may be
+        // starting at the same time on two cores.
+        let portsFile = "\(self.directory)/nats-server_\(process.processIdentifier).ports"
+        let deadline = ContinuousClock.now + .seconds(120)
         var url: String?
         while url == nil, ContinuousClock.now < deadline, process.isRunning {
             if let data = FileManager.default.contents(atPath: portsFile),
@@ -174,7 +243,7 @@ struct NATSServer {
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
-        let found = try #require(url, "nats-server wrote no ports file")
-        try await body(NATSServer(url: found))
+        let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "(no log)"
+        self.url = try #require(url, "nats-server wrote no ports file (running: \(process.isRunning)); its log:\n\(log)")
     }
 }

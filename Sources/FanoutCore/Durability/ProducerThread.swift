@@ -110,7 +110,7 @@ final class ProducerThread<Element>: @unchecked Sendable {
 }
 
 /// A thread's body, passed through `pthread_create`'s context pointer (which a generic type cannot be).
-private final class ThreadEntry {
+final class ThreadEntry {
     let body: () -> Void
 
     init(_ body: @escaping () -> Void) {

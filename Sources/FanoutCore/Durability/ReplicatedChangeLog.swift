@@ -1,0 +1,218 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// A change log whose records are acknowledged only once both the local log and a replica hold
+/// them (issue 22, docs/scale-out.md). `local` (a data directory's write-ahead log) writes and
+/// syncs them as always; a thread of this log hands each run of appended records to `replicate`
+/// (a shard's JetStream publisher) in LSN order. The acknowledged position is the smaller of the
+/// two, so the engine answers, and hands deliveries out, only behind both.
+///
+/// `replicate` is called again with the same records and LSN while it throws `UNAVAILABLE` (a
+/// publisher that de-duplicates by the LSN stores them once). Any other error (`FAILED_PRECONDITION`:
+/// another owner appended) fails this log for good, as does a failure of `local`: it refuses
+/// records, and what waits beyond the acknowledged position gets `UNAVAILABLE`. Records the local
+/// log held when this log was made count as replicated already.
+package final class ReplicatedChangeLog: ChangeLog {
+    /// Replicates `records`, the last of which ends before LSN `through`; returns once the replica
+    /// holds them.
+    package typealias Replicate = @Sendable (_ records: [WALRecord], _ through: UInt64) throws(FanoutError) -> Void
+
+    private struct State {
+        var local: LogTicket
+        var replicated: UInt64
+        /// Appended, not yet handed to `replicate`.
+        var queued: [WALRecord] = []
+        var queuedThrough: UInt64
+        var waiters: [(lsn: UInt64, notify: @Sendable (FanoutError?) -> Void)] = []
+        var failure: FanoutError?
+        var isClosed = false
+        var onAcknowledged: (@Sendable (LogTicket) -> Void)?
+        var onFailed: (@Sendable (UInt64) -> Void)?
+
+        var acknowledged: LogTicket { LogTicket(lsn: min(self.local.lsn, self.replicated), epoch: self.local.epoch) }
+
+        /// The waiters the acknowledged position has reached, removed.
+        mutating func released() -> [@Sendable (FanoutError?) -> Void] {
+            let through = self.acknowledged.lsn
+            var released: [@Sendable (FanoutError?) -> Void] = []
+            self.waiters.removeAll { waiter in
+                guard waiter.lsn <= through else { return false }
+                released.append(waiter.notify)
+                return true
+            }
+            return released
+        }
+    }
+
+    private let local: any ChangeLog
+    private let replicate: Replicate
+    private let retryInterval: Duration
+    /// Orders each local append with its queueing, so records reach `replicate` in LSN order.
+    private let appendOrder = Mutex(())
+    private let state: ConditionLocked<State>
+    private let thread = Mutex(pthread_t())
+
+    /// Starts the replicating thread. - Parameter retryInterval: the wait before `replicate` is
+    /// called again after `UNAVAILABLE`.
+    package init(local: any ChangeLog, retryInterval: Duration = .milliseconds(200), replicate: @escaping Replicate) {
+        self.local = local
+        self.replicate = replicate
+        self.retryInterval = retryInterval
+        let start = local.acknowledgedTicket
+        self.state = ConditionLocked(State(local: start, replicated: start.lsn, queuedThrough: start.lsn))
+        local.setHandlers(
+            acknowledged: { [weak self] ticket in self?.localAcknowledged(ticket) },
+            failed: { [weak self] _ in self?.fail(FanoutError(.unavailable, "the local write-ahead log failed")) }
+        )
+        let entry = Unmanaged.passRetained(ThreadEntry { self.run() }).toOpaque()
+        self.thread.withLock { thread in
+            _ = pthread_create(&thread, nil, { context in
+                Unmanaged<ThreadEntry>.fromOpaque(context!).takeRetainedValue().body()
+                return nil
+            }, entry)
+        }
+    }
+
+    // MARK: - ChangeLog
+
+    package func checkHealthy() throws(FanoutError) {
+        if let failure = self.currentFailure { throw failure }
+        try self.local.checkHealthy()
+    }
+
+    package func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+        try self.appendOrder.withLock { (_: inout ()) throws(FanoutError) -> LogTicket in
+            try self.checkHealthy()
+            let ticket = try self.local.append(records)
+            self.state.withLock { state in
+                state.queued.append(contentsOf: records)
+                state.queuedThrough = ticket.lsn
+                self.state.signal(.work)
+            }
+            return ticket
+        }
+    }
+
+    package var nextRecordLSN: LogTicket { self.local.nextRecordLSN }
+
+    package var acknowledgedTicket: LogTicket { self.state.withLock { $0.acknowledged } }
+
+    package func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void) {
+        let answer: FanoutError?? = self.state.withLock { state in
+            if state.acknowledged.lsn >= ticket.lsn { return .some(nil) }
+            if let failure = state.failure { return .some(failure) }
+            state.waiters.append((ticket.lsn, notify))
+            return .none
+        }
+        if let answer { notify(answer) }
+    }
+
+    package func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError) {
+        let failure = self.state.withLock(waitingOn: .acknowledged) { state in
+            state.acknowledged.lsn >= ticket.lsn || state.failure != nil
+        } _: { state in
+            state.acknowledged.lsn >= ticket.lsn ? nil : state.failure
+        }
+        if let failure { throw failure }
+    }
+
+    package func setHandlers(acknowledged: @escaping @Sendable (LogTicket) -> Void, failed: @escaping @Sendable (UInt64) -> Void) {
+        self.state.withLock { state in
+            state.onAcknowledged = acknowledged
+            state.onFailed = failed
+        }
+    }
+
+    package var currentFailure: FanoutError? { self.state.withLock { $0.failure } ?? self.local.currentFailure }
+
+    package var currentStatistics: WALStatistics { self.local.currentStatistics }
+
+    /// Closes the local log (it acknowledges what it holds), waits until the replica holds it too
+    /// or this log failed, then stops the thread.
+    package func close() throws(FanoutError) {
+        try self.local.close()
+        let failure = self.state.withLock(waitingOn: .acknowledged) { state in
+            state.replicated >= state.queuedThrough || state.failure != nil
+        } _: { state in
+            state.isClosed = true
+            self.state.broadcast(.work)
+            return state.replicated >= state.queuedThrough ? nil : state.failure
+        }
+        let thread = self.thread.withLock { $0 }
+        pthread_join(thread, nil)
+        if let failure { throw failure }
+    }
+
+    // MARK: - The two positions
+
+    private func localAcknowledged(_ ticket: LogTicket) {
+        self.advance { $0.local = ticket }
+    }
+
+    /// Changes a position and tells the engine and the waiters what that acknowledged.
+    private func advance(_ change: (inout State) -> Void) {
+        let (handler, acknowledged, released) = self.state.withLock { state in
+            let before = state.acknowledged
+            change(&state)
+            let after = state.acknowledged
+            self.state.broadcast(.acknowledged)
+            return (after.lsn > before.lsn ? state.onAcknowledged : nil, after, state.released())
+        }
+        handler?(acknowledged)
+        for notify in released { notify(nil) }
+    }
+
+    private func fail(_ error: FanoutError) {
+        let (handler, through, waiters) = self.state.withLock { state in
+            guard state.failure == nil else { return (nil as (@Sendable (UInt64) -> Void)?, UInt64(0), [] as [@Sendable (FanoutError?) -> Void]) }
+            state.failure = error
+            let waiters = state.waiters.map(\.notify)
+            state.waiters = []
+            self.state.broadcast(.acknowledged)
+            self.state.broadcast(.work)
+            return (state.onFailed, state.acknowledged.lsn, waiters)
+        }
+        handler?(through)
+        for notify in waiters { notify(error) }
+    }
+
+    /// The replicating thread: takes what is queued, replicates it (again while the replica is
+    /// unavailable), moves the replicated position; until closed and drained, or failed.
+    private func run() {
+        while true {
+            let taken: (records: [WALRecord], through: UInt64)? = self.state.withLock(waitingOn: .work) { state in
+                !state.queued.isEmpty || state.isClosed || state.failure != nil
+            } _: { state in
+                guard state.failure == nil, !state.queued.isEmpty else { return nil }
+                defer { state.queued = [] }
+                return (state.queued, state.queuedThrough)
+            }
+            guard let (records, through) = taken else { return }
+            while true {
+                do {
+                    try self.replicate(records, through)
+                    // A local log may acknowledge without telling (the in-memory one does, at append).
+                    let local = self.local.acknowledgedTicket
+                    self.advance { state in
+                        state.replicated = through
+                        if local.lsn > state.local.lsn { state.local = local }
+                    }
+                    break
+                } catch where error.code == .unavailable {
+                    if self.state.withLock({ $0.isClosed || $0.failure != nil }) {
+                        self.fail(FanoutError(.unavailable, "closed before the replica held every record: \(error.message)"))
+                        return
+                    }
+                    let (seconds, attoseconds) = self.retryInterval.components
+                    var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+                    nanosleep(&pause, nil)
+                } catch {
+                    self.fail(FanoutError(.unavailable, "replication refused: \(error.message)"))
+                    return
+                }
+            }
+        }
+    }
+}

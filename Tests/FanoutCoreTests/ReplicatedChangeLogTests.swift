@@ -1,0 +1,97 @@
+@testable import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// `ReplicatedChangeLog`: a change is acknowledged only once the local log and the replica both
+/// hold it. The replica here is a gate the test opens and closes (fault injection: the real one,
+/// JetStream, is in FanoutClusterTests).
+@Suite struct ReplicatedChangeLogTests {
+    /// A replica that holds each call until the test lets it through, or answers with an error.
+    final class Gate: Sendable {
+        private let calls = Mutex<[(records: Int, through: UInt64)]>([])
+        private let answers = Mutex<[FanoutError?]>([])
+        private let entered = DispatchSemaphore(value: 0)
+        private let released = DispatchSemaphore(value: 0)
+
+        /// What `replicate` was called with, in order.
+        var received: [(records: Int, through: UInt64)] { self.calls.withLock { $0 } }
+
+        func replicate(_ records: [WALRecord], _ through: UInt64) throws(FanoutError) {
+            self.calls.withLock { $0.append((records.count, through)) }
+            self.entered.signal()
+            self.released.wait()
+            if let error = self.answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { throw error }
+        }
+
+        /// Waits until a call is inside `replicate`, then lets it return (with `error`, if given).
+        func pass(_ error: FanoutError? = nil) {
+            self.entered.wait()
+            self.answers.withLock { $0.append(error) }
+            self.released.signal()
+        }
+    }
+
+    private static func request(_ token: String) -> RegistrationRequest {
+        RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
+    }
+
+    @Test func aChangeIsAcknowledgedOnlyOnceBothHoldIt() throws {
+        let local = InMemoryChangeLog(acknowledgement: .manual)
+        let gate = Gate()
+        let log = ReplicatedChangeLog(local: local) { records, through throws(FanoutError) in try gate.replicate(records, through) }
+        let engine = Engine(log: log)
+        let answered = Mutex<Result<RegistrationResult, FanoutError>?>(nil)
+        engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("first")) }.whenDurable { result in answered.withLock { $0 = result } }
+
+        // The replica holds it (the call returned), the local log does not yet.
+        gate.pass()
+        #expect(local.acknowledgedTicket.lsn == 0)
+        #expect(answered.withLock { $0 } == nil)
+        local.acknowledge(through: 1)
+        try log.waitUntilAcknowledged(LogTicket(lsn: 1, epoch: 0))
+        #expect(try answered.withLock { $0 }?.get().installation.token?.value == "first")
+
+        // Now the other way round: local first, the replica later.
+        let second = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("second")) }
+        local.acknowledge(through: 2)
+        #expect(log.acknowledgedTicket.lsn == 1, "local holds it, the replica does not yet")
+        gate.pass()
+        _ = try second.blockingUntilDurable()
+        #expect(log.acknowledgedTicket.lsn == 2)
+        #expect(gate.received.map(\.through) == [1, 2])
+        try engine.close()
+    }
+
+    @Test func anUnavailableReplicaIsRetriedWithTheSameRecords() throws {
+        let gate = Gate()
+        let log = ReplicatedChangeLog(local: InMemoryChangeLog(), retryInterval: .milliseconds(1)) { records, through throws(FanoutError) in
+            try gate.replicate(records, through)
+        }
+        let engine = Engine(log: log)
+        // One append (one registration), so that every call is for the same records.
+        let applied = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a")) }
+        gate.pass(FanoutError(.unavailable, "no NATS"))
+        gate.pass(FanoutError(.unavailable, "no NATS"))
+        #expect(log.acknowledgedTicket.lsn == 0)
+        gate.pass()
+        _ = try applied.blockingUntilDurable()
+        let calls = gate.received
+        #expect(calls.count == 3 && calls.allSatisfy { $0.through == 1 && $0.records == 1 })
+        try engine.close()
+    }
+
+    @Test func aDeposedOwnersLogFailsAndRefusesChanges() throws {
+        let gate = Gate()
+        let log = ReplicatedChangeLog(local: InMemoryChangeLog()) { records, through throws(FanoutError) in try gate.replicate(records, through) }
+        let engine = Engine(log: log)
+        let applied = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a")) }
+        gate.pass(FanoutError(.failedPrecondition, "another publisher appended"))
+        #expect(throws: FanoutError(.unavailable, "")) { try applied.blockingUntilDurable() }
+        #expect(log.currentFailure?.code == .unavailable)
+        let refused = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("b")) }
+        #expect(throws: FanoutError(.unavailable, "")) { try refused.blockingUntilDurable() }
+        #expect(gate.received.count == 1, "nothing more was replicated")
+    }
+}
