@@ -10,7 +10,8 @@ import Glibc
 /// of the replication's own, never from an event loop. libnats connections are thread-safe.
 package final class JetStream: @unchecked Sendable {
     private let connection: OpaquePointer
-    private let context: OpaquePointer
+    /// The JetStream context (the ownership bucket opens its key-value store on it).
+    let context: OpaquePointer
 
     /// Connects to `urls` (`nats://127.0.0.1:4222`, comma-separated for a cluster).
     /// - Throws: `UNAVAILABLE` naming the URLs when no server answers.
@@ -121,7 +122,7 @@ package final class JetStream: @unchecked Sendable {
         return data.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
     }
 
-    private static func error(_ what: String, _ status: natsStatus, _ code: jsErrCode = jsErrCode(rawValue: 0)) -> FanoutError {
+    static func error(_ what: String, _ status: natsStatus, _ code: jsErrCode = jsErrCode(rawValue: 0)) -> FanoutError {
         let text = natsStatus_GetText(status).map { String(cString: $0) } ?? "status \(status.rawValue)"
         let detail = code.rawValue == 0 ? text : "\(text), JetStream error \(code.rawValue)"
         return FanoutError(.unavailable, "\(what): \(detail)")

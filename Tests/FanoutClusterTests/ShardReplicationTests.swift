@@ -144,6 +144,37 @@ struct ShardReplicationTests {
         }
     }
 
+    /// Ownership in the key-value bucket: one owner per shard while it renews; once it stops, its
+    /// lease lapses with the entry and another node takes the shard; the old owner's renewal then
+    /// fails, so it knows to stop.
+    @Test func aShardHasOneOwnerUntilItsLeaseLapses() async throws {
+        try await NATSServer.with { server in
+            let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(1))
+            var lease = try #require(try ownership.take(5, for: "node-a"))
+            #expect(try ownership.take(5, for: "node-b") == nil)
+            #expect(try ownership.owner(of: 5)?.node == "node-a")
+            #expect(try ownership.take(6, for: "node-b") != nil, "another shard is free")
+
+            // Renewed every 200 ms for two lease periods: node-b never gets it.
+            for _ in 0..<10 {
+                try await Task.sleep(for: .milliseconds(200))
+                lease = try #require(try ownership.renew(lease, for: "node-a"), "the owner renews")
+                #expect(try ownership.take(5, for: "node-b") == nil)
+            }
+            // node-a stops renewing: node-b takes it once the entry expires.
+            let deadline = ContinuousClock.now + .seconds(30)
+            var taken: ShardOwnership.Lease?
+            while taken == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+                taken = try ownership.take(5, for: "node-b")
+            }
+            #expect(taken != nil, "the lapsed lease was taken over")
+            #expect(try ownership.owner(of: 5)?.node == "node-b")
+            #expect(try ownership.renew(lease, for: "node-a") == nil, "the old owner learns it lost the shard")
+            #expect(try ownership.owner(of: 5)?.node == "node-b")
+        }
+    }
+
     @Test func aBatchPublishedTwiceIsStoredOnceAndADeposedOwnerIsRefused() async throws {
         try await NATSServer.with { server in
             let jetStream = try JetStream(urls: server.url)
