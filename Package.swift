@@ -145,7 +145,7 @@ let package = Package(
         // Scale-out (issue 22): a shard's change log replicated through NATS JetStream.
         .target(
             name: "FanoutCluster",
-            dependencies: ["FanoutCore", "CNATS"],
+            dependencies: ["FanoutModel", "FanoutCore", "CNATS"],
             swiftSettings: [internalChecks]
         ),
         .testTarget(

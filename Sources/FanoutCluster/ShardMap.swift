@@ -1,0 +1,24 @@
+package import FanoutModel
+
+/// Which shard an installation lives in: its FID's FNV-1a 64-bit hash over the FID's characters,
+/// modulo the shard count fixed when the cluster is created (docs/scale-out.md). The function is
+/// part of the cluster's format: changing it would move every installation, so tests pin it.
+package struct ShardMap: Hashable, Sendable {
+    package let count: Int
+
+    /// `nil` unless `count` is 1 to 4096.
+    package init?(count: Int) {
+        guard (1...4096).contains(count) else { return nil }
+        self.count = count
+    }
+
+    /// The shard of `fid`, 0 ..< count.
+    package func shard(of fid: FID) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in fid.string.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return Int(hash % UInt64(self.count))
+    }
+}
