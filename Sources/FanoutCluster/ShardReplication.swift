@@ -14,20 +14,25 @@ package struct ShardStream: Hashable, Sendable {
     package var subject: String { "fanout.shard.\(self.shard)" }
 }
 
-/// The owner's side: publishes each batch of records it logged, with the LSN after the batch as
-/// the message id (a batch published twice, as after a retry, is stored once while inside
-/// JetStream's duplicate window) and the stream's last sequence it knows as the expected one (an
-/// owner deposed by another publisher is refused, and stops).
+/// The owner's side: publishes each batch of records it logged, with the owner's term and the LSN
+/// after the batch as the message id (a batch published twice, as after a retry, is stored once
+/// while inside JetStream's duplicate window; another owner's batches, whose LSNs count from its
+/// own log, never collide with these) and the stream's last sequence it knows as the expected one
+/// (an owner deposed by another publisher is refused, and stops).
 package final class ShardPublisher: @unchecked Sendable {
     private let jetStream: JetStream
     private let stream: ShardStream
+    private let term: String
     /// The stream's last sequence as this publisher knows it; touched by one thread at a time.
     private var lastSequence: UInt64
 
     /// Starts publishing after the stream's current end.
-    package init(_ jetStream: JetStream, stream: ShardStream) throws(FanoutError) {
+    /// - Parameter term: names this ownership (the node and its lease's revision, `node-a.17`):
+    ///   unique among the shard's owners.
+    package init(_ jetStream: JetStream, stream: ShardStream, term: String) throws(FanoutError) {
         self.jetStream = jetStream
         self.stream = stream
+        self.term = term
         self.lastSequence = try jetStream.state(of: stream.name).lastSequence
     }
 
@@ -40,7 +45,7 @@ package final class ShardPublisher: @unchecked Sendable {
         let acknowledgement = try self.jetStream.publish(
             WALRecord.encodeBatch(records),
             to: self.stream.subject,
-            messageID: "\(self.stream.name)-\(lsn)",
+            messageID: "\(self.stream.name).\(self.term).\(lsn)",
             expectedLastSequence: self.lastSequence
         )
         self.lastSequence = max(self.lastSequence, acknowledgement.sequence)

@@ -2,6 +2,7 @@
 import FanoutCore
 import FanoutTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -24,7 +25,7 @@ struct ShardReplicationTests {
 
         init(_ jetStream: JetStream, stream: ShardStream, clock: ManualClock) throws {
             self.engine = Engine(log: self.log, clock: clock)
-            self.publisher = try ShardPublisher(jetStream, stream: stream)
+            self.publisher = try ShardPublisher(jetStream, stream: stream, term: "owner.1")
         }
 
         /// Publishes the records logged since the last call, as one batch.
@@ -116,7 +117,7 @@ struct ShardReplicationTests {
             let jetStream = try JetStream(urls: server.url)
             let stream = ShardStream(shard: 3)
             try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
-            let publisher = try ShardPublisher(jetStream, stream: stream)
+            let publisher = try ShardPublisher(jetStream, stream: stream, term: "owner.1")
             let log = ReplicatedChangeLog(local: InMemoryChangeLog(), retryInterval: .milliseconds(50)) { records, through throws(FanoutError) in
                 try publisher.publish(records, through: through)
             }
@@ -175,12 +176,76 @@ struct ShardReplicationTests {
         }
     }
 
+    /// Failover: node A owns shard 9 and answers changes, node B follows. A stops (no more
+    /// renewals); B takes the lapsed lease, catches up to the stream's end and becomes the owner:
+    /// every change A answered is in B, B's own changes go on, A's late append is refused (its
+    /// log fails), and a fresh follower sees A's answered changes and B's, once each.
+    @Test func aFollowerTakesOverALapsedShardWithEveryAnsweredChange() async throws {
+        try await NATSServer.with { server in
+            let stream = ShardStream(shard: 9)
+            let jetStreamA = try JetStream(urls: server.url)
+            try jetStreamA.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let ownership = try ShardOwnership(jetStreamA, lease: .seconds(1))
+            let leaseA = try #require(try ownership.take(9, for: "node-a"))
+            let publisherA = try ShardPublisher(jetStreamA, stream: stream, term: "node-a.\(leaseA.revision)")
+            let logA = ReplicatedChangeLog(local: InMemoryChangeLog()) { records, through throws(FanoutError) in try publisherA.publish(records, through: through) }
+            let nodeA = Engine(log: logA)
+
+            // Node B's engine logs through the publisher it gets when it takes over (none before:
+            // a follower accepts no changes).
+            let jetStreamB = try JetStream(urls: server.url)
+            let publisherB = Mutex<ShardPublisher?>(nil)
+            let logB = ReplicatedChangeLog(local: InMemoryChangeLog()) { records, through throws(FanoutError) in
+                guard let publisher = publisherB.withLock({ $0 }) else { throw FanoutError(.failedPrecondition, "node-b does not own the shard") }
+                try publisher.publish(records, through: through)
+            }
+            let nodeB = Engine(log: logB)
+            let followerB = ShardFollower(jetStreamB, stream: stream, engine: nodeB)
+            func request(_ token: String) -> RegistrationRequest {
+                RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
+            }
+
+            var answered: [Installation] = []
+            for index in 0..<30 {
+                answered.append(try await nodeA.register(request("a-\(index)")).installation)
+                if index == 10 { try followerB.catchUp() }
+            }
+            // A stops renewing. B takes the shard once the lease lapses, then catches up to the end.
+            let deadline = ContinuousClock.now + .seconds(30)
+            var leaseB: ShardOwnership.Lease?
+            while leaseB == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+                leaseB = try ownership.take(9, for: "node-b")
+            }
+            let taken = try #require(leaseB, "node-b took the lapsed shard")
+            try followerB.catchUp()
+            let newPublisher = try ShardPublisher(jetStreamB, stream: stream, term: "node-b.\(taken.revision)")
+            publisherB.withLock { $0 = newPublisher }
+            for installation in answered {
+                #expect(try nodeB.installation(.fid(installation.fid)) == installation, "every change A answered")
+            }
+            let byB = try await nodeB.register(request("b-0")).installation
+
+            // A, not knowing yet, appends: refused by JetStream, and A's log fails.
+            let late = nodeA.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request("a-late")) }
+            #expect(throws: FanoutError(.unavailable, "")) { try late.blockingUntilDurable() }
+            #expect(try ownership.renew(leaseA, for: "node-a") == nil, "A learns it lost the shard")
+
+            let fresh = ShardFollower(jetStreamB, stream: stream, engine: Engine())
+            try fresh.catchUp()
+            #expect(try fresh.engine.installationCount() == 31)
+            #expect(try fresh.engine.installation(.fid(byB.fid)) == byB)
+            #expect(throws: FanoutError(.notFound, "", field: "registration")) { try fresh.engine.installation(.token(RegistrationToken("a-late")!)) }
+            try nodeB.close()
+        }
+    }
+
     @Test func aBatchPublishedTwiceIsStoredOnceAndADeposedOwnerIsRefused() async throws {
         try await NATSServer.with { server in
             let jetStream = try JetStream(urls: server.url)
             let stream = ShardStream(shard: 1)
             try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
-            let first = try ShardPublisher(jetStream, stream: stream)
+            let first = try ShardPublisher(jetStream, stream: stream, term: "node-a.1")
             let batch: [WALRecord] = [.createProject(ProjectID("shard-app")!)]
             let sequence = try first.publish(batch, through: 1)
             // A retry of the same batch (same LSN, same message id): stored once.
@@ -188,7 +253,7 @@ struct ShardReplicationTests {
             #expect(try jetStream.state(of: stream.name).messages == 1)
 
             // A second owner takes over and appends; the first, still expecting the old end, is refused.
-            let second = try ShardPublisher(jetStream, stream: stream)
+            let second = try ShardPublisher(jetStream, stream: stream, term: "node-b.2")
             try second.publish([.setLegacyInstanceIDs(ProjectID("shard-app")!, accepted: true)], through: 2)
             #expect(throws: FanoutError(.failedPrecondition, "")) {
                 try first.publish([.setLegacyInstanceIDs(ProjectID("shard-app")!, accepted: false)], through: 2_000)
