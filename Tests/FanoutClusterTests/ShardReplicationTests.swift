@@ -150,15 +150,16 @@ struct ShardReplicationTests {
     /// fails, so it knows to stop.
     @Test func aShardHasOneOwnerUntilItsLeaseLapses() async throws {
         try await NATSServer.with { server in
-            let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(1))
+            // A lease long enough that a loaded machine (the whole suite on two cores) still renews in time.
+            let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(3))
             var lease = try #require(try ownership.take(5, for: "node-a"))
             #expect(try ownership.take(5, for: "node-b") == nil)
             #expect(try ownership.owner(of: 5)?.node == "node-a")
             #expect(try ownership.take(6, for: "node-b") != nil, "another shard is free")
 
-            // Renewed every 200 ms for two lease periods: node-b never gets it.
-            for _ in 0..<10 {
-                try await Task.sleep(for: .milliseconds(200))
+            // Renewed every 300 ms for more than a lease period: node-b never gets it.
+            for _ in 0..<12 {
+                try await Task.sleep(for: .milliseconds(300))
                 lease = try #require(try ownership.renew(lease, for: "node-a"), "the owner renews")
                 #expect(try ownership.take(5, for: "node-b") == nil)
             }
