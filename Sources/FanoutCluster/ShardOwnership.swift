@@ -74,8 +74,10 @@ package final class ShardOwnership: @unchecked Sendable {
             kvStore_Update(&revision, self.store, Self.key(lease.shard), value.baseAddress, Int32(value.count), lease.revision)
         }
         if status == NATS_OK { return Lease(shard: lease.shard, revision: revision) }
-        guard let current = try self.owner(of: lease.shard) else { return nil }
-        guard current.revision == lease.revision else { return nil }
+        guard let current = try self.owner(of: lease.shard), current.node == node else { return nil }
+        // Still this node's: the update failed, or it was applied and its answer lost (a timeout
+        // on a slow server): then the entry is newer than `lease`, and holds this node's name.
+        guard current.revision == lease.revision else { return Lease(shard: lease.shard, revision: current.revision) }
         throw JetStream.error("cannot renew shard \(lease.shard)", status)
     }
 

@@ -150,16 +150,17 @@ struct ShardReplicationTests {
     /// fails, so it knows to stop.
     @Test func aShardHasOneOwnerUntilItsLeaseLapses() async throws {
         try await NATSServer.with { server in
-            // A lease long enough that a loaded machine (the whole suite on two cores) still renews in time.
-            let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(3))
+            // A lease long enough that a loaded machine (the whole suite on two cores) still renews in time
+            // (CI saw a 1 s lease lapse between two renewals 200 ms apart).
+            let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(4))
             var lease = try #require(try ownership.take(5, for: "node-a"))
             #expect(try ownership.take(5, for: "node-b") == nil)
             #expect(try ownership.owner(of: 5)?.node == "node-a")
             #expect(try ownership.take(6, for: "node-b") != nil, "another shard is free")
 
-            // Renewed every 300 ms for more than a lease period: node-b never gets it.
-            for _ in 0..<12 {
-                try await Task.sleep(for: .milliseconds(300))
+            // Renewed every 500 ms for more than a lease period: node-b never gets it.
+            for _ in 0..<10 {
+                try await Task.sleep(for: .milliseconds(500))
                 lease = try #require(try ownership.renew(lease, for: "node-a"), "the owner renews")
                 #expect(try ownership.take(5, for: "node-b") == nil)
             }
