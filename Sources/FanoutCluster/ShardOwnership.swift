@@ -56,14 +56,19 @@ package final class ShardOwnership: @unchecked Sendable {
 
     /// Takes the shard for `node` if nobody holds it; nil when another node does.
     package func take(_ shard: Int, for node: String) throws(FanoutError) -> Lease? {
-        var revision: UInt64 = 0
-        let status = Array(node.utf8).withUnsafeBytes { value in
-            kvStore_Create(&revision, self.store, Self.key(shard), value.baseAddress, Int32(value.count))
+        var status = NATS_OK
+        // Twice at most: a create refused because the key existed, which then expired before the
+        // read, is tried again (the read finding no holder is not an error then).
+        for _ in 0..<2 {
+            var revision: UInt64 = 0
+            status = Array(node.utf8).withUnsafeBytes { value in
+                kvStore_Create(&revision, self.store, Self.key(shard), value.baseAddress, Int32(value.count))
+            }
+            if status == NATS_OK { return Lease(shard: shard, revision: revision) }
+            // Refused because the key exists (a holder), or NATS failed: the read says which.
+            if try self.owner(of: shard) != nil { return nil }
         }
-        if status == NATS_OK { return Lease(shard: shard, revision: revision) }
-        // Refused because the key exists (a holder), or NATS failed: the read says which.
-        guard try self.owner(of: shard) != nil else { throw JetStream.error("cannot take shard \(shard)", status) }
-        return nil
+        throw JetStream.error("cannot take shard \(shard)", status)
     }
 
     /// Renews `lease` for `node`: the new lease, or nil when it was lost (it expired and another
