@@ -10,13 +10,19 @@ extension FanoutdTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    @Test func theFirebaseAdminSDKSendsAndManagesTopics() throws {
-        // `make test` installs firebase-admin here (`make python-deps`).
+    /// The virtual environment's python3, where `make test` installs firebase-admin (`make
+    /// python-deps`); nil, with an issue recorded, when it is missing.
+    static func sdkPython() -> URL? {
         let python = Self.repositoryRoot.appendingPathComponent(".build/python-venv/bin/python3")
         guard FileManager.default.isExecutableFile(atPath: python.path) else {
             Issue.record("no \(python.path): `make test` installs firebase-admin into it (or run `make python-deps`)")
-            return
+            return nil
         }
+        return python
+    }
+
+    @Test func theFirebaseAdminSDKSendsAndManagesTopics() throws {
+        guard let python = Self.sdkPython() else { return }
         let directory = TemporaryDirectory.path("fanoutd-sdk")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let daemon = try Daemon(directory: directory, arguments: ["--http", "127.0.0.1:0"])
@@ -99,11 +105,7 @@ extension FanoutdTests {
     /// does not retry a 429) and a send through from the blocking one, which waits the
     /// `Retry-After`; here, what was accepted, and only that, was queued.
     @Test func theFirebaseAdminSDKMeetsTheDeviceQuota() throws {
-        let python = Self.repositoryRoot.appendingPathComponent(".build/python-venv/bin/python3")
-        guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            Issue.record("no \(python.path): `make test` installs firebase-admin into it (or run `make python-deps`)")
-            return
-        }
+        guard let python = Self.sdkPython() else { return }
         let directory = TemporaryDirectory.path("fanoutd-sdk-quota")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let daemon = try Daemon(directory: directory, arguments: ["--http", "127.0.0.1:0", "--device-messages-per-minute", "20"])

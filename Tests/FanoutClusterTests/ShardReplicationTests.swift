@@ -37,11 +37,21 @@ struct ShardReplicationTests {
         }
     }
 
+    /// A connection to `server` and shard `shard`'s stream, created on it (one replica).
+    static func stream(_ shard: Int, on server: NATSServer) throws -> (JetStream, ShardStream) {
+        let jetStream = try JetStream(urls: server.url)
+        let stream = ShardStream(shard: shard)
+        try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+        return (jetStream, stream)
+    }
+
+    static func request(_ token: String) -> RegistrationRequest {
+        RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
+    }
+
     @Test func aFollowerAppliesTheOwnersStreamAndHoldsItsState() async throws {
         try await NATSServer.with { server in
-            let jetStream = try JetStream(urls: server.url)
-            let stream = ShardStream(shard: 7)
-            try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let (jetStream, stream) = try Self.stream(7, on: server)
             let clock = ManualClock()
             let owner = try Owner(jetStream, stream: stream, clock: clock)
             let follower = ShardFollower(try JetStream(urls: server.url), stream: stream, engine: Engine(clock: clock))
@@ -114,26 +124,21 @@ struct ShardReplicationTests {
     /// (same port, same store) it is answered and stored once.
     @Test func aChangeIsAnsweredOnlyOnceJetStreamHoldsIt() async throws {
         try await NATSServer.with { server in
-            let jetStream = try JetStream(urls: server.url)
-            let stream = ShardStream(shard: 3)
-            try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let (jetStream, stream) = try Self.stream(3, on: server)
             let publisher = try ShardPublisher(jetStream, stream: stream, term: "owner.1")
             let log = ReplicatedChangeLog(local: InMemoryChangeLog(), retryInterval: .milliseconds(50)) { records, through throws(FanoutError) in
                 try publisher.publish(records, through: through)
             }
             let owner = Engine(log: log)
             let follower = ShardFollower(try JetStream(urls: server.url), stream: stream, engine: Engine())
-            func request(_ token: String) -> RegistrationRequest {
-                RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
-            }
             for index in 0..<50 {
-                let installation = try await owner.register(request("token-\(index)")).installation
+                let installation = try await owner.register(Self.request("token-\(index)")).installation
                 try follower.catchUp()
                 #expect(try follower.engine.installation(.fid(installation.fid)) == installation, "answered, so in the stream")
             }
 
             server.kill()
-            let applied = owner.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request("during-the-outage")) }
+            let applied = owner.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("during-the-outage")) }
             #expect(log.acknowledgedTicket.lsn == 50, "applied, not acknowledged: JetStream does not hold it")
             try await server.restart()
             let installation = try await applied.durable().installation
@@ -185,9 +190,7 @@ struct ShardReplicationTests {
     /// log fails), and a fresh follower sees A's answered changes and B's, once each.
     @Test func aFollowerTakesOverALapsedShardWithEveryAnsweredChange() async throws {
         try await NATSServer.with { server in
-            let stream = ShardStream(shard: 9)
-            let jetStreamA = try JetStream(urls: server.url)
-            try jetStreamA.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let (jetStreamA, stream) = try Self.stream(9, on: server)
             let ownership = try ShardOwnership(jetStreamA, lease: .seconds(1))
             let leaseA = try #require(try ownership.take(9, for: "node-a"))
             let publisherA = try ShardPublisher(jetStreamA, stream: stream, term: "node-a.\(leaseA.revision)")
@@ -204,13 +207,10 @@ struct ShardReplicationTests {
             }
             let nodeB = Engine(log: logB)
             let followerB = ShardFollower(jetStreamB, stream: stream, engine: nodeB)
-            func request(_ token: String) -> RegistrationRequest {
-                RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
-            }
 
             var answered: [Installation] = []
             for index in 0..<30 {
-                answered.append(try await nodeA.register(request("a-\(index)")).installation)
+                answered.append(try await nodeA.register(Self.request("a-\(index)")).installation)
                 if index == 10 { try followerB.catchUp() }
             }
             // A stops renewing. B takes the shard once the lease lapses, then catches up to the end.
@@ -227,10 +227,10 @@ struct ShardReplicationTests {
             for installation in answered {
                 #expect(try nodeB.installation(.fid(installation.fid)) == installation, "every change A answered")
             }
-            let byB = try await nodeB.register(request("b-0")).installation
+            let byB = try await nodeB.register(Self.request("b-0")).installation
 
             // A, not knowing yet, appends: refused by JetStream, and A's log fails.
-            let late = nodeA.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request("a-late")) }
+            let late = nodeA.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a-late")) }
             #expect(throws: FanoutError(.unavailable, "")) { try late.blockingUntilDurable() }
             #expect(try ownership.renew(leaseA, for: "node-a") == nil, "A learns it lost the shard")
 
@@ -245,9 +245,7 @@ struct ShardReplicationTests {
 
     @Test func aBatchPublishedTwiceIsStoredOnceAndADeposedOwnerIsRefused() async throws {
         try await NATSServer.with { server in
-            let jetStream = try JetStream(urls: server.url)
-            let stream = ShardStream(shard: 1)
-            try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+            let (jetStream, stream) = try Self.stream(1, on: server)
             let first = try ShardPublisher(jetStream, stream: stream, term: "node-a.1")
             let batch: [WALRecord] = [.createProject(ProjectID("shard-app")!)]
             let sequence = try first.publish(batch, through: 1)
