@@ -20,6 +20,8 @@ let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting",
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let httpTypes: Target.Dependency = .product(name: "HTTPTypes", package: "swift-http-types")
 let nioHTTPTypes: Target.Dependency = .product(name: "NIOHTTPTypes", package: "swift-nio-extras")
+let nioHTTPTypesHTTP1: Target.Dependency = .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras")
+let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
 let metrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 
@@ -106,7 +108,7 @@ let package = Package(
         // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
         .target(
             name: "FanoutHTTP",
-            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, nioCore, nioHTTPTypes, logging, metrics, prometheus]
+            dependencies: ["FanoutCore", "FanoutKeys", "FanoutWire", hummingbird, httpTypes, nioCore, nioHTTP1, nioHTTPTypes, nioHTTPTypesHTTP1, logging, metrics, prometheus]
         ),
         .target(
             name: "FanoutClient",

@@ -45,16 +45,22 @@ public struct HTTPFront: Sendable {
         self.requestMetrics = HTTPRequestMetrics(factory: engine.metrics.factory)
     }
 
-    /// The channel handlers for Hummingbird's HTTP/1.1 and HTTP/2 channels
-    /// (`HTTP1Channel.Configuration(additionalChannelHandlers:)`), made for each connection: they
-    /// serve `messages:send` on the event loop and pass every other request to the router.
+    /// The channel handlers for Hummingbird's HTTP/2 streams
+    /// (`HTTP1Channel.Configuration(additionalChannelHandlers:)`), made for each stream: they serve
+    /// `messages:send` on the event loop and pass every other request to the router.
     public func channelHandlers() -> [any RemovableChannelHandler] {
-        [MessagesSendHandler(engine: self.engine, keys: self.keys, metrics: self.requestMetrics)]
+        [MessagesSendHandler<HTTPTypesParts>(engine: self.engine, keys: self.keys, metrics: self.requestMetrics)]
     }
 
-    /// Hummingbird's HTTP/1.1 server with `channelHandlers()`.
+    /// Hummingbird's HTTP/1.1 server, with `messages:send` served on the event loop on NIOHTTP1's
+    /// parts (`FrontHTTP1Channel`).
     public func http1() -> HTTPServerBuilder {
-        .http1(configuration: HTTP1Channel.Configuration(additionalChannelHandlers: self.channelHandlers()))
+        let (engine, keys, metrics) = (self.engine, self.keys, self.requestMetrics)
+        return HTTPServerBuilder { responder in
+            FrontHTTP1Channel(responder: responder) {
+                MessagesSendHandler<HTTP1Parts>(engine: engine, keys: keys, metrics: metrics)
+            }
+        }
     }
 
     /// Every route, `messages:send` included, so that the router alone serves the whole API (the
@@ -85,7 +91,12 @@ public struct HTTPFront: Sendable {
         router.post("/v1/projects/:project/messages:send") { request, context in
             let result: Result<SendResult, FanoutError>
             do throws(FanoutError) {
-                let project = try MessagesSend.authorize(project: context.parameters.get("project"), headers: request.headers, keys: keys())
+                let project = try MessagesSend.authorize(
+                    project: context.parameters.get("project"),
+                    authorization: request.headers[.authorization],
+                    googleAPIKey: request.headers[Self.googleAPIKey],
+                    keys: keys()
+                )
                 let body = try await Self.body(request)
                 result = .success(try await MessagesSend.apply(body, in: project, engine: engine).durable())
             } catch {
@@ -116,15 +127,21 @@ public struct HTTPFront: Sendable {
     /// The request's API key (`Authorization: Bearer`, or `x-goog-api-key`): one of the server's,
     /// of one of `roles`.
     static func apiKey(of headers: HTTPFields, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
-        let presented: Substring
-        if let header = headers[.authorization], header.hasPrefix("Bearer ") {
-            presented = header.dropFirst("Bearer ".count)
-        } else if let header = headers[Self.googleAPIKey] {
-            presented = header[...]
+        try Self.apiKey(authorization: headers[.authorization], googleAPIKey: headers[Self.googleAPIKey], keys: keys, roles: roles)
+    }
+
+    /// The API key presented in `authorization` (`Bearer <key>`) or else in `googleAPIKey` (the
+    /// headers' values): one of the server's, of one of `roles`.
+    static func apiKey(authorization: String?, googleAPIKey: String?, keys: APIKeyStore, roles: Set<Hello.Role>) throws(FanoutError) -> APIKey {
+        let presented: [UInt8]
+        if let header = authorization?.utf8, header.starts(with: Self.bearer) {
+            presented = Array(header.dropFirst(Self.bearer.count))
+        } else if let header = googleAPIKey {
+            presented = Array(header.utf8)
         } else {
             throw FanoutError(.unauthenticated, "Request is missing required authentication credential: Authorization: Bearer <API key>")
         }
-        guard let key = keys.authenticate(Array(presented.utf8)) else {
+        guard let key = keys.authenticate(presented) else {
             throw FanoutError(.unauthenticated, "Request had invalid authentication credentials.")
         }
         guard roles.contains(key.role) else {
@@ -133,9 +150,15 @@ public struct HTTPFront: Sendable {
         return key
     }
 
+    private static let bearer = Array("Bearer ".utf8)
+
     /// The request's API key must be one of the server's, of one of `roles`, covering `project`.
     static func authorize(_ headers: HTTPFields, keys: APIKeyStore, project: ProjectID, roles: Set<Hello.Role>) throws(FanoutError) {
-        let key = try Self.apiKey(of: headers, keys: keys, roles: roles)
+        try Self.authorize(Self.apiKey(of: headers, keys: keys, roles: roles), project: project)
+    }
+
+    /// `key` must cover `project`.
+    static func authorize(_ key: APIKey, project: ProjectID) throws(FanoutError) {
         guard key.projects.contains(project.value) else {
             throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
         }

@@ -1,7 +1,6 @@
 internal import FanoutCore
 internal import FanoutKeys
 internal import FanoutWire
-internal import HTTPTypes
 
 /// FCM's HTTP v1 send, `POST /v1/projects/{project}/messages:send`, in the steps both of its
 /// servers take: fanoutd's `MessagesSendHandler` on the event loop, and the router's route for an
@@ -10,12 +9,17 @@ enum MessagesSend {
     /// The operation label of the send's request metrics (the route as Hummingbird names it).
     static let operation = "POST /v1/projects/{project}/messages:send"
 
-    /// The project of the path, when the request's key may send to it.
-    static func authorize(project: String?, headers: HTTPFields, keys: APIKeyStore) throws(FanoutError) -> ProjectID {
+    /// The project of the path, when the key the request presents (its `Authorization` and
+    /// `x-goog-api-key` headers' values) may send to it.
+    static func authorize(project: String?, authorization: String?, googleAPIKey: String?, keys: APIKeyStore) throws(FanoutError) -> ProjectID {
         let project = try HTTPFront.project(project)
-        try HTTPFront.authorize(headers, keys: keys, project: project, roles: [.admin, .sender])
+        let key = try HTTPFront.apiKey(authorization: authorization, googleAPIKey: googleAPIKey, keys: keys, roles: Self.senders)
+        try HTTPFront.authorize(key, project: project)
         return project
     }
+
+    /// The roles whose keys may send.
+    private static let senders: Set<Hello.Role> = [.admin, .sender]
 
     /// Applies the send; the caller answers once it is durable.
     static func apply(_ body: [UInt8], in project: ProjectID, engine: Engine) -> Engine.Applied<SendResult> {

@@ -1,23 +1,22 @@
 internal import FanoutCore
 internal import FanoutKeys
-internal import HTTPTypes
 internal import NIOCore
-internal import NIOHTTPTypes
 
 /// Serves FCM's send, `POST /v1/projects/{project}/messages:send`, on the connection's event loop,
 /// as the TCP listener serves its frames: the send is applied where its request is decoded, and
 /// only the wait for the log is asynchronous. Every other request passes on to Hummingbird's
 /// router, which runs each connection as a task (about three times the CPU per request).
 ///
-/// It sits after the HTTP codec (`HTTPRequestPart` in, `HTTPResponsePart` out). Answers go out in
-/// the order the requests came, as HTTP/1.1 pipelining needs: while one request is being answered,
-/// by this handler or by the router, whatever the connection brings next (parts, errors, events)
-/// waits here, and reading pauses until it is answered.
-final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+/// It sits after an HTTP codec, on its `Parts`: on an HTTP/1.1 connection NIOHTTP1's, before
+/// Hummingbird's conversion to HTTP types (`FrontHTTP1Channel`); on an HTTP/2 stream HTTP types'.
+/// Answers go out in the order the requests came, as HTTP/1.1 pipelining needs: while one request
+/// is being answered, by this handler or by the router, whatever the connection brings next (parts,
+/// errors, events) waits here, and once something waits, reading pauses until it is taken up.
+final class MessagesSendHandler<Parts: SendHandlerParts>: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = Parts.RequestPart
+    typealias InboundOut = Parts.RequestPart
+    typealias OutboundIn = Parts.ResponsePart
+    typealias OutboundOut = Parts.ResponsePart
 
     private enum State {
         /// Between requests.
@@ -34,8 +33,7 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private struct Send {
-        let head: HTTPRequest
-        let project: Substring
+        let head: SendRequestHead
         /// The body so far.
         var body: ByteBuffer
         /// Whether the body grew past `HTTPFront.maximumBodySize` (and was refused at once).
@@ -47,7 +45,7 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// What arrived while a request was being answered.
     private enum Held {
-        case part(HTTPRequestPart)
+        case part(Parts.RequestPart)
         case error(any Error)
         case event(Any)
     }
@@ -121,23 +119,24 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Takes a part in; whether it passed it on to the router.
-    private func receive(_ part: HTTPRequestPart, context: ChannelHandlerContext) -> Bool {
+    private func receive(_ part: Parts.RequestPart, context: ChannelHandlerContext) -> Bool {
+        let classified = Parts.classify(part)
         switch self.state {
         case .idle:
-            guard case .head(let head) = part else {
+            guard case .head(let head) = classified else {
                 // Not the start of a request (the codec sends none such): the router's to refuse.
                 context.fireChannelRead(self.wrapInboundOut(part))
                 return true
             }
-            guard let project = Self.sendProject(of: head) else {
+            guard let head else {
                 self.state = .forwarding(requestEnded: false, answered: false)
                 context.fireChannelRead(self.wrapInboundOut(part))
                 return true
             }
-            self.state = .reading(Send(head: head, project: project, body: context.channel.allocator.buffer(capacity: 0), started: .now))
+            self.state = .reading(Send(head: head, body: context.channel.allocator.buffer(capacity: 0), started: .now))
         case .reading(var send):
             self.state = .idle  // so that `send.body` is uniquely referenced while it grows
-            switch part {
+            switch classified {
             case .head:
                 // The codec never starts a request inside another; drop the broken one.
                 context.close(promise: nil)
@@ -157,9 +156,9 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 self.apply(send, context: context)
             }
         case .discarding:
-            if part.isEnd { self.state = .idle }
+            if case .end = classified { self.state = .idle }
         case .forwarding(false, let answered):
-            if part.isEnd {
+            if case .end = classified {
                 self.state = answered ? .idle : .forwarding(requestEnded: true, answered: false)
             }
             context.fireChannelRead(self.wrapInboundOut(part))
@@ -175,7 +174,7 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         // Only the router's answers come through here; this handler's own start below it.
         context.write(data, promise: promise)
-        guard case .end = self.unwrapOutboundIn(data), case .forwarding(let requestEnded, _) = self.state else { return }
+        guard Parts.isEnd(self.unwrapOutboundIn(data)), case .forwarding(let requestEnded, _) = self.state else { return }
         guard requestEnded else {
             // Answered before its body was read (an error): the rest of the request still passes on.
             return self.state = .forwarding(requestEnded: false, answered: true)
@@ -185,28 +184,23 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        guard !self.isHolding else { return self.readWithheld = true }
+        // Reading goes on while a request is answered (the next one usually comes after its
+        // answer; pausing would cost two `epoll_ctl`s a request); it pauses once something waits.
+        guard self.held.isEmpty else { return self.readWithheld = true }
         context.read()
     }
 
     // MARK: - The send
 
-    /// The project of `POST /v1/projects/{project}/messages:send` (any query ignored, as the
-    /// router ignores it); nil for any other request.
-    static func sendProject(of head: HTTPRequest) -> Substring? {
-        guard head.method == .post, var path = head.path.map({ $0[...] }) else { return nil }
-        if let query = path.firstIndex(of: "?") { path = path[..<query] }
-        let prefix = "/v1/projects/", suffix = "/messages:send"
-        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.count > prefix.count + suffix.count else { return nil }
-        let project = path.dropFirst(prefix.count).dropLast(suffix.count)
-        guard !project.contains("/") else { return nil }
-        return project
-    }
-
     private func apply(_ send: Send, context: ChannelHandlerContext) {
         let applied: Engine.Applied<SendResult>
         do throws(FanoutError) {
-            let project = try MessagesSend.authorize(project: String(send.project), headers: send.head.headerFields, keys: self.keys())
+            let project = try MessagesSend.authorize(
+                project: send.head.project,
+                authorization: send.head.authorization,
+                googleAPIKey: send.head.googleAPIKey,
+                keys: self.keys()
+            )
             guard !send.isTooLarge else { throw HTTPFront.bodyTooLarge }
             applied = MessagesSend.apply(Array(send.body.readableBytesView), in: project, engine: self.engine)
         } catch {
@@ -231,17 +225,11 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .success(let name): (status, body, retryAfter) = (200, name, nil)
         case .failure(let error): ((status, body), retryAfter) = (GoogleError.body(error), GoogleError.retryAfter(error))
         }
-        let close = send.head.headerFields[.connection].map { $0.lowercased() == "close" } ?? false
-        var headers: HTTPFields = [
-            .contentType: "application/json; charset=UTF-8",
-            .contentLength: String(body.count),
-            .date: self.date.now(),
-        ]
-        headers[.retryAfter] = retryAfter
-        if close { headers[.connection] = "close" }
-        context.write(self.wrapOutboundOut(.head(HTTPResponse(status: .init(code: status), headerFields: headers))), promise: nil)
-        context.write(self.wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: nil)
-        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        let close = send.head.closesConnection
+        let head = SendResponseHead(status: status, contentLength: body.count, date: self.date.now(), retryAfter: retryAfter, closesConnection: close)
+        context.write(self.wrapOutboundOut(Parts.head(head)), promise: nil)
+        context.write(self.wrapOutboundOut(Parts.body(context.channel.allocator.buffer(bytes: body))), promise: nil)
+        context.writeAndFlush(self.wrapOutboundOut(Parts.end), promise: nil)
         self.metrics.answered(MessagesSend.operation, status: status, after: .now - send.started)
         self.state = send.ended ? .idle : .discarding
         if close {
@@ -260,16 +248,9 @@ final class MessagesSendHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         // The router's channel hands reads to its task at read-complete.
         if forwarded { context.fireChannelReadComplete() }
-        if !self.isHolding, self.readWithheld {
+        if self.held.isEmpty, self.readWithheld {
             self.readWithheld = false
             context.read()
         }
-    }
-}
-
-extension HTTPRequestPart {
-    fileprivate var isEnd: Bool {
-        if case .end = self { return true }
-        return false
     }
 }

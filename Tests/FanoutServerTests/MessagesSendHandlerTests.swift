@@ -4,13 +4,15 @@ import FanoutKeys
 import HTTPTypes
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import NIOHTTPTypes
 import Testing
 
 /// The send's channel handler on an `EmbeddedChannel`, with a change log the test acknowledges by
 /// hand: a send is answered once the log has it; what arrives meanwhile (the next request, a
 /// graceful shutdown's quiesce) reaches the router only after that answer; a quiesce that comes
-/// while a send's body is read waits for the send's answer too.
+/// while a send's body is read waits for the send's answer too. HTTP/2 streams hand it HTTP types'
+/// parts, HTTP/1.1 connections NIOHTTP1's.
 @Suite("HTTP front: the send's channel handler")
 struct MessagesSendHandlerTests {
     /// Stands for Hummingbird's side: records what the handler passes on.
@@ -34,7 +36,7 @@ struct MessagesSendHandlerTests {
     static func pipeline() throws -> (EmbeddedChannel, Router, InMemoryChangeLog) {
         let log = InMemoryChangeLog(acknowledgement: .manual)
         let engine = Engine(log: log)
-        let handler = MessagesSendHandler(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory))
+        let handler = MessagesSendHandler<HTTPTypesParts>(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory))
         let router = Router()
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(handler)
@@ -96,15 +98,80 @@ struct MessagesSendHandlerTests {
     }
 
     @Test func onlyTheSendsPathIsServedHere() {
-        func project(_ method: HTTPRequest.Method, _ path: String) -> Substring? {
-            MessagesSendHandler.sendProject(of: HTTPRequest(method: method, scheme: "http", authority: "fanout", path: path))
+        func project(_ path: String) -> String? { SendRequestHead.sendProject(ofPath: path) }
+        #expect(project("/v1/projects/my-app/messages:send") == "my-app")
+        #expect(project("/v1/projects/my-app/messages:send?alt=json") == "my-app")
+        #expect(project("/v1/projects//messages:send") == nil)
+        #expect(project("/v1/projects/a/b/messages:send") == nil)
+        #expect(project("/v1/projects/my-app/messages:send/x") == nil)
+        #expect(project("/v1/projects/my-app/registrations") == nil)
+        #expect(project("/v1/projects/messages:send") == nil)
+
+        func isSend(_ part: SendRequestPart) -> Bool {
+            if case .head(let head) = part { return head != nil }
+            return false
         }
-        #expect(project(.post, "/v1/projects/my-app/messages:send") == "my-app")
-        #expect(project(.post, "/v1/projects/my-app/messages:send?alt=json") == "my-app")
-        #expect(project(.get, "/v1/projects/my-app/messages:send") == nil)
-        #expect(project(.post, "/v1/projects//messages:send") == nil)
-        #expect(project(.post, "/v1/projects/a/b/messages:send") == nil)
-        #expect(project(.post, "/v1/projects/my-app/messages:send/x") == nil)
-        #expect(project(.post, "/v1/projects/my-app/registrations") == nil)
+        let path = "/v1/projects/my-app/messages:send"
+        #expect(isSend(HTTPTypesParts.classify(.head(HTTPRequest(method: .post, scheme: "http", authority: "fanout", path: path)))))
+        #expect(!isSend(HTTPTypesParts.classify(.head(HTTPRequest(method: .get, scheme: "http", authority: "fanout", path: path)))))
+        #expect(isSend(HTTP1Parts.classify(.head(HTTPRequestHead(version: .http1_1, method: .POST, uri: path)))))
+        #expect(!isSend(HTTP1Parts.classify(.head(HTTPRequestHead(version: .http1_1, method: .PUT, uri: path)))))
+    }
+
+    /// What NIOHTTP1's head says of the key and of keep-alive reaches the send.
+    @Test func anHTTP1HeadGivesItsKeyAndWhetherTheConnectionCloses() throws {
+        func head(_ version: HTTPVersion, _ headers: [(String, String)]) throws -> SendRequestHead {
+            let part = HTTP1Parts.classify(.head(HTTPRequestHead(version: version, method: .POST, uri: "/v1/projects/p-1234/messages:send", headers: HTTPHeaders(headers))))
+            guard case .head(let head?) = part else { throw FanoutError(.internal, "not a send") }
+            return head
+        }
+        let keyed = try head(.http1_1, [("authorization", "Bearer k"), ("X-Goog-Api-Key", "g")])
+        #expect(keyed.project == "p-1234" && keyed.authorization == "Bearer k" && keyed.googleAPIKey == "g" && !keyed.closesConnection)
+        #expect(try head(.http1_1, [("Connection", "close")]).closesConnection)
+        #expect(try head(.http1_0, []).closesConnection)
+        #expect(try !head(.http1_0, [("Connection", "keep-alive")]).closesConnection)
+    }
+
+    /// On NIOHTTP1's parts as on HTTP types': the next request waits for the send's answer, and
+    /// the router's answer (in NIOHTTP1's parts, after Hummingbird's conversion) lets it through.
+    @Test func onHTTP1PartsTheNextRequestWaitsForTheSendsAnswer() throws {
+        final class Router: ChannelInboundHandler {
+            typealias InboundIn = HTTPServerRequestPart
+            var seen: [String] = []
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                switch self.unwrapInboundIn(data) {
+                case .head(let head): self.seen.append("head \(head.method) \(head.uri)")
+                case .body: self.seen.append("body")
+                case .end: self.seen.append("end")
+                }
+            }
+        }
+        let log = InMemoryChangeLog(acknowledgement: .manual)
+        let engine = Engine(log: log)
+        let router = Router()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(MessagesSendHandler<HTTP1Parts>(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory)))
+        try channel.pipeline.syncOperations.addHandler(router)
+
+        let headers = HTTPHeaders([("Authorization", "Bearer \(LoopbackServer.adminKey)")])
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/projects/default/messages:send", headers: headers)))
+        try channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(string: #"{"message":{"topic":"news"}}"#)))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/healthz")))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: HTTPServerResponsePart.self) == nil, "the send waits for the log")
+        #expect(router.seen == [])
+
+        log.acknowledge(through: .max)
+        channel.embeddedEventLoop.run()
+        guard case .head(let head) = try channel.readOutbound(as: HTTPServerResponsePart.self) else { throw FanoutError(.internal, "no answer") }
+        #expect(head.status == .ok)
+        #expect(head.headers["content-type"] == ["application/json; charset=UTF-8"])
+        guard case .body(.byteBuffer(let body)) = try channel.readOutbound(as: HTTPServerResponsePart.self) else { throw FanoutError(.internal, "no body") }
+        #expect(String(buffer: body).hasPrefix(#"{"name":"projects/default/messages/"#))
+        #expect(head.headers["content-length"] == [String(body.readableBytes)])
+        #expect(try channel.readOutbound(as: HTTPServerResponsePart.self) == .end(nil))
+        #expect(router.seen == ["head GET /healthz", "end"])
     }
 }
