@@ -45,9 +45,9 @@ public struct HTTPFront: Sendable {
         self.requestMetrics = HTTPRequestMetrics(factory: engine.metrics.factory)
     }
 
-    /// The channel handlers for Hummingbird's HTTP/2 streams
-    /// (`HTTP1Channel.Configuration(additionalChannelHandlers:)`), made for each stream: they serve
-    /// `messages:send` on the event loop and pass every other request to the router.
+    /// The channel handlers for Hummingbird's channels on HTTP types' parts (`http2Upgrade`'s
+    /// streams and its HTTP/1.1 over TLS, through `additionalChannelHandlers`), made for each: they
+    /// serve `messages:send` on the event loop and pass every other request to the router.
     public func channelHandlers() -> [any RemovableChannelHandler] {
         [MessagesSendHandler<HTTPTypesParts>(engine: self.engine, keys: self.keys, metrics: self.requestMetrics)]
     }
