@@ -111,6 +111,18 @@ struct HTTPPipeliningTests {
         }
     }
 
+    @Test func anHTTP10SendWithoutKeepAliveIsAnsweredThenTheConnectionCloses() async throws {
+        try await Self.withFront { port, _ in
+            let body = #"{"message":{"token":"pipelined-token","data":{"k":"v"}}}"#
+            let request = Self.request("POST", "/v1/projects/default/messages:send", body: body)
+                .replacingOccurrences(of: "HTTP/1.1\r\n", with: "HTTP/1.0\r\n")
+            let (answers, closed) = try await Self.exchange(port, Array(request.utf8))
+            #expect(closed)
+            try #require(answers.count == 1, "\(answers)")
+            #expect(answers[0].status == 200 && answers[0].body.hasPrefix(#"{"name":"projects/default/messages/"#))
+        }
+    }
+
     @Test func aBodyTooLargeIsRefusedAndTheNextRequestIsServed() async throws {
         try await Self.withFront { port, _ in
             let huge = String(repeating: "x", count: HTTPFront.maximumBodySize + 10)
