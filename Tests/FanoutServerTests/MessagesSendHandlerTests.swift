@@ -97,6 +97,37 @@ struct MessagesSendHandlerTests {
         #expect(router.seen == ["quiesce"])
     }
 
+    /// Reading goes on while a send waits for the log (no `epoll_ctl`s for nothing), and pauses
+    /// once a pipelined request waits, until the send's answer lets it through.
+    @Test func readingPausesOnlyOnceARequestWaits() throws {
+        final class ReadCounter: ChannelOutboundHandler {
+            typealias OutboundIn = Never
+            var reads = 0
+            func read(context: ChannelHandlerContext) {
+                self.reads += 1
+                context.read()
+            }
+        }
+        let counter = ReadCounter()
+        let (channel, router, log) = try Self.pipeline()
+        try channel.pipeline.syncOperations.addHandler(counter, position: .first)
+        try channel.writeInbound(Self.sendHead())
+        try channel.writeInbound(Self.body())
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        channel.read()
+        #expect(counter.reads == 1, "a read while the send waits for the log goes through")
+
+        try channel.writeInbound(HTTPRequestPart.head(HTTPRequest(method: .get, scheme: "http", authority: "fanout", path: "/healthz")))
+        channel.read()
+        #expect(counter.reads == 1, "withheld: a request waits")
+
+        log.acknowledge(through: .max)
+        channel.embeddedEventLoop.run()
+        #expect(try Self.answered(channel) == [200])
+        #expect(router.seen == ["head GET /healthz"])
+        #expect(counter.reads == 2, "the withheld read once nothing waits")
+    }
+
     @Test func onlyTheSendsPathIsServedHere() {
         func project(_ path: String) -> String? { SendRequestHead.sendProject(ofPath: path) }
         #expect(project("/v1/projects/my-app/messages:send") == "my-app")
