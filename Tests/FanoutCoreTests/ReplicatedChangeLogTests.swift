@@ -25,6 +25,14 @@ import Testing
             if let error = self.answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { throw error }
         }
 
+        /// Whether a call enters `replicate` within `milliseconds` (it is then let through by the
+        /// next `pass`).
+        func entersWithin(milliseconds: Int) -> Bool {
+            guard self.entered.wait(timeout: .now() + .milliseconds(milliseconds)) == .success else { return false }
+            self.entered.signal()
+            return true
+        }
+
         /// Waits until a call is inside `replicate`, then lets it return (with `error`, if given).
         func pass(_ error: FanoutError? = nil) {
             self.entered.wait()
@@ -49,22 +57,28 @@ import Testing
             answer.signal()
         }
 
-        // The replica holds it (the call returned), the local log does not yet.
-        gate.pass()
-        #expect(local.acknowledgedTicket.lsn == 0)
-        #expect(answered.withLock { $0 } == nil)
+        // Not handed to the replica while the local log has not made it durable: a replica must
+        // never hold what a crash could take from the local log. (A wait for something that must
+        // not happen: it can miss a wrong call, never fail a right one.)
+        try #require(!gate.entersWithin(milliseconds: 200), "replicated before the local log acknowledged it")
+        #expect(gate.received.isEmpty)
         local.acknowledge(through: 1)
+        #expect(answered.withLock { $0 } == nil, "the local log holds it, the replica not yet")
+        gate.pass()
         answer.wait()
         #expect(try answered.withLock { $0 }?.get().installation.token?.value == "first")
 
-        // Now the other way round: local first, the replica later.
+        // Two appends made durable together leave in one call, in LSN order.
         let second = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("second")) }
-        local.acknowledge(through: 2)
-        #expect(log.acknowledgedTicket.lsn == 1, "local holds it, the replica does not yet")
+        let third = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("third")) }
+        local.acknowledge(through: 3)
+        #expect(log.acknowledgedTicket.lsn == 1, "local holds them, the replica does not yet")
         gate.pass()
         _ = try second.blockingUntilDurable()
-        #expect(log.acknowledgedTicket.lsn == 2)
-        #expect(gate.received.map(\.through) == [1, 2])
+        _ = try third.blockingUntilDurable()
+        #expect(log.acknowledgedTicket.lsn == 3)
+        #expect(gate.received.map(\.through) == [1, 3])
+        #expect(gate.received.map(\.records) == [1, 2])
         try engine.close()
     }
 

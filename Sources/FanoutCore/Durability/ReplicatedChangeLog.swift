@@ -5,9 +5,12 @@ import Synchronization
 
 /// A change log whose records are acknowledged only once both the local log and a replica hold
 /// them (issue 22, docs/scale-out.md). `local` (a data directory's write-ahead log) writes and
-/// syncs them as always; a thread of this log hands each run of appended records to `replicate`
-/// (a shard's JetStream publisher) in LSN order. The acknowledged position is the smaller of the
-/// two, so the engine answers, and hands deliveries out, only behind both.
+/// syncs them as always; once it has acknowledged a run of appended records (made it durable), a
+/// thread of this log hands the run to `replicate` (a shard's JetStream publisher), in LSN order.
+/// So the replica never holds a record the local log could lose in a crash: after a restart the
+/// local log reaches at least as far as the replica, and what it holds beyond is what an owner
+/// publishes before it answers again. The acknowledged position is the replica's, which is never
+/// past the local log's: the engine answers, and hands deliveries out, only behind both.
 ///
 /// `replicate` is called again with the same records and LSN while it throws `UNAVAILABLE` (a
 /// publisher that de-duplicates by the LSN stores them once). Any other error (`FAILED_PRECONDITION`:
@@ -22,8 +25,8 @@ package final class ReplicatedChangeLog: ChangeLog {
     private struct State {
         var local: LogTicket
         var replicated: UInt64
-        /// Appended, not yet handed to `replicate`.
-        var queued: [WALRecord] = []
+        /// Appended runs, not yet handed to `replicate`, each with the LSN after it.
+        var queued: [(records: [WALRecord], through: UInt64)] = []
         var queuedThrough: UInt64
         var waiters: [(lsn: UInt64, notify: @Sendable (FanoutError?) -> Void)] = []
         var failure: FanoutError?
@@ -32,6 +35,18 @@ package final class ReplicatedChangeLog: ChangeLog {
         var onFailed: (@Sendable (UInt64) -> Void)?
 
         var acknowledged: LogTicket { LogTicket(lsn: min(self.local.lsn, self.replicated), epoch: self.local.epoch) }
+
+        /// Whether the first queued run is durable locally, so that it may be replicated.
+        var hasReplicableRun: Bool { self.queued.first.map { $0.through <= self.local.lsn } ?? false }
+
+        /// The queued runs the local log holds durably, removed and joined.
+        mutating func takeReplicable() -> (records: [WALRecord], through: UInt64)? {
+            let count = self.queued.prefix { $0.through <= self.local.lsn }.count
+            guard count > 0 else { return nil }
+            let taken = self.queued.prefix(count)
+            self.queued.removeFirst(count)
+            return (taken.count == 1 ? taken.first!.records : taken.flatMap(\.records), taken.last!.through)
+        }
 
         /// The waiters the acknowledged position has reached, removed.
         mutating func released() -> [@Sendable (FanoutError?) -> Void] {
@@ -86,10 +101,13 @@ package final class ReplicatedChangeLog: ChangeLog {
         try self.appendOrder.withLock { (_: inout ()) throws(FanoutError) -> LogTicket in
             try self.checkHealthy()
             let ticket = try self.local.append(records)
+            // A local log may acknowledge without telling (the in-memory one does, at append).
+            let local = self.local.acknowledgedTicket
             self.state.withLock { state in
-                state.queued.append(contentsOf: records)
+                state.queued.append((records, ticket.lsn))
                 state.queuedThrough = ticket.lsn
-                self.state.signal(.work)
+                if local.lsn > state.local.lsn { state.local = local }
+                if state.hasReplicableRun { self.state.signal(.work) }
             }
             return ticket
         }
@@ -133,6 +151,10 @@ package final class ReplicatedChangeLog: ChangeLog {
     /// or this log failed, then stops the thread.
     package func close() throws(FanoutError) {
         try self.local.close()
+        let local = self.local.acknowledgedTicket
+        self.advance { state in
+            if local.lsn > state.local.lsn { state.local = local }
+        }
         let failure = self.state.withLock(waitingOn: .acknowledged) { state in
             state.replicated >= state.queuedThrough || state.failure != nil
         } _: { state in
@@ -158,6 +180,7 @@ package final class ReplicatedChangeLog: ChangeLog {
             change(&state)
             let after = state.acknowledged
             self.state.broadcast(.acknowledged)
+            if state.hasReplicableRun { self.state.signal(.work) }
             return (after.lsn > before.lsn ? state.onAcknowledged : nil, after, state.released())
         }
         handler?(acknowledged)
@@ -178,27 +201,22 @@ package final class ReplicatedChangeLog: ChangeLog {
         for notify in waiters { notify(error) }
     }
 
-    /// The replicating thread: takes what is queued, replicates it (again while the replica is
-    /// unavailable), moves the replicated position; until closed and drained, or failed.
+    /// The replicating thread: takes what is queued and durable locally, replicates it (again
+    /// while the replica is unavailable), moves the replicated position; until closed and drained,
+    /// or failed.
     private func run() {
         while true {
             let taken: (records: [WALRecord], through: UInt64)? = self.state.withLock(waitingOn: .work) { state in
-                !state.queued.isEmpty || state.isClosed || state.failure != nil
+                state.hasReplicableRun || state.isClosed || state.failure != nil
             } _: { state in
-                guard state.failure == nil, !state.queued.isEmpty else { return nil }
-                defer { state.queued = [] }
-                return (state.queued, state.queuedThrough)
+                guard state.failure == nil else { return nil }
+                return state.takeReplicable()
             }
             guard let (records, through) = taken else { return }
             while true {
                 do {
                     try self.replicate(records, through)
-                    // A local log may acknowledge without telling (the in-memory one does, at append).
-                    let local = self.local.acknowledgedTicket
-                    self.advance { state in
-                        state.replicated = through
-                        if local.lsn > state.local.lsn { state.local = local }
-                    }
+                    self.advance { state in state.replicated = through }
                     break
                 } catch where error.code == .unavailable {
                     if self.state.withLock({ $0.isClosed || $0.failure != nil }) {
