@@ -109,17 +109,32 @@ package final class JetStream: @unchecked Sendable {
         return (info.pointee.State.LastSeq, info.pointee.State.Msgs)
     }
 
+    /// A message as its stream stores it: its data and the message id it was published with.
+    package struct StoredMessage: Sendable {
+        package var data: [UInt8]
+        /// The publisher's `Nats-Msg-Id`, when it gave one.
+        package var messageID: String?
+    }
+
     /// The data of message `sequence` of `stream`, or nil when the stream has no such message.
     package func message(_ sequence: UInt64, of stream: String) throws(FanoutError) -> [UInt8]? {
+        try self.storedMessage(sequence, of: stream)?.data
+    }
+
+    /// Message `sequence` of `stream`, or nil when the stream has no such message.
+    package func storedMessage(_ sequence: UInt64, of stream: String) throws(FanoutError) -> StoredMessage? {
         var message: OpaquePointer?
         var code = jsErrCode(rawValue: 0)
         let status = js_GetMsg(&message, self.context, stream, sequence, nil, &code)
         defer { natsMsg_Destroy(message) }
         if status == NATS_NOT_FOUND || code == JSNoMessageFoundErr { return nil }
         guard status == NATS_OK, let message else { throw Self.error("cannot read message \(sequence) of \(stream)", status, code) }
+        var messageID: UnsafePointer<CChar>?
+        let id = natsMsgHeader_Get(message, "Nats-Msg-Id", &messageID) == NATS_OK ? messageID.map { String(cString: $0) } : nil
         let count = Int(natsMsg_GetDataLength(message))
-        guard count > 0, let data = natsMsg_GetData(message) else { return [] }
-        return data.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+        guard count > 0, let data = natsMsg_GetData(message) else { return StoredMessage(data: [], messageID: id) }
+        let bytes = data.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+        return StoredMessage(data: bytes, messageID: id)
     }
 
     static func error(_ what: String, _ status: natsStatus, _ code: jsErrCode = jsErrCode(rawValue: 0)) -> FanoutError {

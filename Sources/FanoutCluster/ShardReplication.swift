@@ -27,13 +27,50 @@ package final class ShardPublisher: @unchecked Sendable {
     private var lastSequence: UInt64
 
     /// Starts publishing after the stream's current end.
-    /// - Parameter term: names this ownership (the node and its lease's revision, `node-a.17`):
-    ///   unique among the shard's owners.
+    /// - Parameter term: names this ownership, `<node>.<number>` (the node and its lease's
+    ///   revision, `node-a.17`): unique among the shard's owners.
     package init(_ jetStream: JetStream, stream: ShardStream, term: String) throws(FanoutError) {
         self.jetStream = jetStream
         self.stream = stream
         self.term = term
         self.lastSequence = try jetStream.state(of: stream.name).lastSequence
+    }
+
+    /// The LSN after the stream's last batch, which this publisher's node published (under this
+    /// term or an earlier one): how far the node's own log is in the stream. Nil while the stream
+    /// is empty.
+    /// - Throws: `FAILED_PRECONDITION` when another node published the last batch (this node's log
+    ///   is not the stream's: it must follow, not own), `INTERNAL` when the last message's id is
+    ///   not a shard batch's, `UNAVAILABLE` when NATS does not answer.
+    package func lastPublishedLSN() throws(FanoutError) -> UInt64? {
+        guard self.lastSequence > 0 else { return nil }
+        guard let message = try self.jetStream.storedMessage(self.lastSequence, of: self.stream.name) else {
+            throw FanoutError(.internal, "\(self.stream.name) has no message \(self.lastSequence), its last")
+        }
+        guard let id = message.messageID, let (term, lsn) = Self.parse(id, stream: self.stream) else {
+            throw FanoutError(.internal, "the last message of \(self.stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
+        }
+        guard Self.node(of: term) == Self.node(of: self.term) else {
+            throw FanoutError(
+                .failedPrecondition,
+                "the last batch of \(self.stream.name) was published under term \(term), another node's: this node must follow the stream, not own it"
+            )
+        }
+        return lsn
+    }
+
+    /// A batch's message id, `<stream>.<term>.<LSN after the batch>`, taken apart.
+    static func parse(_ id: String, stream: ShardStream) -> (term: Substring, lsn: UInt64)? {
+        let prefix = stream.name + "."
+        guard id.hasPrefix(prefix), let dot = id.lastIndex(of: ".") else { return nil }
+        let term = id[id.index(id.startIndex, offsetBy: prefix.count)..<dot]
+        guard !term.isEmpty, let lsn = UInt64(id[id.index(after: dot)...]) else { return nil }
+        return (term, lsn)
+    }
+
+    /// The node a term names: the term up to its last dot (`node-a.17` is node-a's).
+    static func node<S: StringProtocol>(of term: S) -> S.SubSequence {
+        term.lastIndex(of: ".").map { term[..<$0] } ?? term[...]
     }
 
     /// Publishes one batch and waits until JetStream stored it; returns its stream sequence.

@@ -86,6 +86,7 @@ public final class Engine: Sendable {
         configuration: EngineConfiguration,
         clock: any WallClock,
         projects: [ProjectID: ProjectState],
+        log: any ChangeLog,
         wal: WALWriter,
         directory: String,
         directoryLock: Int32,
@@ -96,14 +97,14 @@ public final class Engine: Sendable {
         self.configuration = configuration
         self.clock = clock
         self.projects = Locked(projects.mapValues { ProjectBox($0) })
-        self.log = wal
+        self.log = log
         self.wal = wal
         self.directory = directory
         self.directoryLock = Mutex(directoryLock)
         self.recovery = recovery
         self.metrics = metrics
         self.logger = logger
-        self.observe(wal)
+        self.observe(log)
     }
 
     /// Hands out what waited for each acknowledgement; rebuilds the state after a failure.

@@ -150,6 +150,51 @@ struct ShardReplicationTests {
         }
     }
 
+    /// An owner on its data directory: what it logged and synced but never published (a crash
+    /// between the two) is published when it starts again, before anything is acknowledged, so a
+    /// follower ends with exactly the owner's state; a directory behind the stream, or a stream
+    /// whose last batch is another node's, is refused.
+    @Test func anOwnerPublishesTheTailItNeverPublishedWhenItStartsAgain() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try Self.stream(5, on: server)
+            try await TemporaryDirectory.with { directory in
+                // A first life as the owner: 20 registrations answered, so in the stream.
+                let first = try Engine.shardOwner(directory: directory, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.1"))
+                for index in 0..<20 { _ = try await first.register(Self.request("first-\(index)")) }
+                try first.close()
+                // Logged and synced, then a crash before the publish: the same log, no publisher.
+                let local = try Engine(directory: directory)
+                for index in 0..<5 { _ = try await local.register(Self.request("tail-\(index)")) }
+                try local.close()
+                let published = try jetStream.state(of: stream.name).lastSequence
+
+                let owner = try Engine.shardOwner(directory: directory, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.2"))
+                _ = try await owner.register(Self.request("after"))
+                #expect(try jetStream.state(of: stream.name).lastSequence == published + 2, "the tail in one batch, then the new change")
+
+                let follower = ShardFollower(try JetStream(urls: server.url), stream: stream, engine: Engine())
+                try follower.catchUp()
+                #expect(try follower.engine.installationCount() == 26)
+                for token in (0..<5).map({ "tail-\($0)" }) + ["first-0", "first-19", "after"] {
+                    let address = RegistrationAddress.token(RegistrationToken(token)!)
+                    #expect(try follower.engine.installation(address) == owner.installation(address), "\(token)")
+                }
+                try owner.close()
+
+                // A directory that lacks what the stream holds of this node's log.
+                try await TemporaryDirectory.with { empty in
+                    #expect(throws: FanoutError(.failedPrecondition, "")) {
+                        try Engine.shardOwner(directory: empty, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.3"))
+                    }
+                }
+                // Another node published the last batch: this one must follow.
+                #expect(throws: FanoutError(.failedPrecondition, "")) {
+                    try ShardPublisher(jetStream, stream: stream, term: "node-b.4").lastPublishedLSN()
+                }
+            }
+        }
+    }
+
     /// Ownership in the key-value bucket: one owner per shard while it renews; once it stops, its
     /// lease lapses with the entry and another node takes the shard; the old owner's renewal then
     /// fails, so it knows to stop.

@@ -32,6 +32,48 @@ extension Engine {
         metrics: EngineMetrics = EngineMetrics(),
         logger: Logger = Logger(label: "fanout")
     ) throws(FanoutError) {
+        try self.init(
+            directory: directory, durability: durability, segmentSize: segmentSize, configuration: configuration, clock: clock,
+            logRetryInterval: logRetryInterval, metrics: metrics, logger: logger, replication: nil
+        )
+    }
+
+    /// Where a shard owner's engine replicates its log (issue 22, docs/scale-out.md).
+    package struct Replication: Sendable {
+        /// The LSN after the last record the replica holds of this directory's log (0: none).
+        package var replicatedThrough: UInt64
+        /// The wait before a batch is offered again after `UNAVAILABLE`.
+        package var retryInterval: Duration
+        /// Hands a run of records, durable in the local log, to the replica (`ReplicatedChangeLog`).
+        package var replicate: ReplicatedChangeLog.Replicate
+
+        package init(replicatedThrough: UInt64, retryInterval: Duration = .milliseconds(200), replicate: @escaping ReplicatedChangeLog.Replicate) {
+            self.replicatedThrough = replicatedThrough
+            self.retryInterval = retryInterval
+            self.replicate = replicate
+        }
+    }
+
+    /// Opens a data directory as `init(directory:...)` does and, with `replication`, logs through a
+    /// `ReplicatedChangeLog` over its write-ahead log: a change is acknowledged once the replica
+    /// holds it too. The records the log holds past `replication.replicatedThrough` (synced, then a
+    /// crash before they were published) are replicated first, before anything is acknowledged.
+    ///
+    /// - Throws: besides `init(directory:...)`'s errors, `FAILED_PRECONDITION` when the replica
+    ///   holds more of this log than the directory does (the directory is not the one the replica
+    ///   was fed from, or lost its end), or when records it must replicate are no longer in the log
+    ///   (a snapshot dropped the segments that held them).
+    package convenience init(
+        directory: String,
+        durability: Durability = .always,
+        segmentSize: Int = Engine.defaultSegmentSize,
+        configuration: EngineConfiguration = EngineConfiguration(),
+        clock: any WallClock = SystemWallClock(),
+        logRetryInterval: Duration = .seconds(1),
+        metrics: EngineMetrics = EngineMetrics(),
+        logger: Logger = Logger(label: "fanout"),
+        replication: Replication?
+    ) throws(FanoutError) {
         let started = ContinuousClock.now
         let lock: Int32
         do {
@@ -40,8 +82,16 @@ extension Engine {
         } catch {
             throw FanoutError(.unavailable, "cannot lock the data directory (is another fanout using it?): \(error)")
         }
-        do {
-            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger)
+        do throws(FanoutError) {
+            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger, collectingFrom: replication?.replicatedThrough)
+            if let replication {
+                guard replication.replicatedThrough <= replay.report.nextLSN else {
+                    throw FanoutError(
+                        .failedPrecondition,
+                        "the replica holds this log through LSN \(replication.replicatedThrough), past its end in \(directory) (LSN \(replay.report.nextLSN)): this directory is not the one the replica was fed from, or it lost its end"
+                    )
+                }
+            }
             // Delivery counters count what happens from now on; replay rebuilt the state, not events.
             for id in replay.projects.keys {
                 replay.projects[id]!.deliveries.counters = DeliveryStatistics()
@@ -59,10 +109,14 @@ extension Engine {
             )
             replay.report.duration = ContinuousClock.now - started
             metrics.recordRecovery(duration: replay.report.duration)
+            let log: any ChangeLog = replication.map { replication in
+                ReplicatedChangeLog(local: wal, unreplicated: replay.collected, retryInterval: replication.retryInterval, replicate: replication.replicate)
+            } ?? wal
             self.init(
                 configuration: configuration,
                 clock: clock,
                 projects: replay.projects,
+                log: log,
                 wal: wal,
                 directory: directory,
                 directoryLock: lock,
@@ -82,6 +136,8 @@ extension Engine {
         var nextSegmentIndex: UInt64
         /// The manifest of the files kept, every segment closed (the writer adds the new one).
         var manifest: WALManifest
+        /// The records from the LSN `replayLog` was asked to collect from, in order.
+        var collected: [WALRecord] = []
     }
 
     /// Loads the newest readable snapshot of `directory`, then replays the log from its LSN.
@@ -89,12 +145,14 @@ extension Engine {
     /// At start-up (`through` nil) the directory is mended where that loses nothing (half-written
     /// `.tmp` files deleted, a torn tail cut, damaged snapshots moved to `quarantine/`) and refused
     /// otherwise. With `through`, after a log failure, the state is rebuilt from the records before
-    /// that LSN only, and nothing on disk is changed.
+    /// that LSN only, and nothing on disk is changed. With `collectFrom`, the records from that LSN
+    /// on are returned too (`Replay.collected`); they must be in the log, not only in the snapshot.
     static func replayLog(
         in directory: String,
         configuration: EngineConfiguration,
         logger: Logger,
-        through limit: UInt64? = nil
+        through limit: UInt64? = nil,
+        collectingFrom collectFrom: UInt64? = nil
     ) throws(FanoutError) -> Replay {
         var report = RecoveryReport(segments: 0, records: 0, nextLSN: 0, truncatedTail: nil, duration: .zero)
         if limit == nil {
@@ -169,6 +227,13 @@ extension Engine {
 
         report.nextLSN = plan.baseLSN
         let end = limit ?? plan.endLSN
+        if let collectFrom, collectFrom < plan.baseLSN {
+            throw FanoutError(
+                .failedPrecondition,
+                "the log in \(directory) no longer holds the records from LSN \(collectFrom) (the snapshot at LSN \(plan.baseLSN) replaced them), and the replica lacks them"
+            )
+        }
+        var collected: [WALRecord] = []
         let segments = plan.segments
         // Segments are read and decoded on a thread of their own, one ahead of the one being applied.
         let reader = ProducerThread<WALSegmentContents>(capacity: 1) { emit in
@@ -200,6 +265,7 @@ extension Engine {
                     }
                     report.records += 1
                     report.nextLSN = lsn + 1
+                    if let collectFrom, lsn >= collectFrom { collected.append(record) }
                 }
             }
             report.segments += 1
@@ -221,7 +287,8 @@ extension Engine {
             projects: projects,
             report: report,
             nextSegmentIndex: (scan.segments.last?.index).map { $0 + 1 } ?? 0,
-            manifest: scan.manifest(after: plan)
+            manifest: scan.manifest(after: plan),
+            collected: collected
         )
     }
 

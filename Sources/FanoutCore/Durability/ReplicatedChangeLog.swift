@@ -16,7 +16,8 @@ import Synchronization
 /// publisher that de-duplicates by the LSN stores them once). Any other error (`FAILED_PRECONDITION`:
 /// another owner appended) fails this log for good, as does a failure of `local`: it refuses
 /// records, and what waits beyond the acknowledged position gets `UNAVAILABLE`. Records the local
-/// log held when this log was made count as replicated already.
+/// log held when this log was made count as replicated already, but for `unreplicated`, its last
+/// ones, which are replicated first.
 package final class ReplicatedChangeLog: ChangeLog {
     /// Replicates `records`, the last of which ends before LSN `through`; returns once the replica
     /// holds them.
@@ -69,14 +70,26 @@ package final class ReplicatedChangeLog: ChangeLog {
     private let state: ConditionLocked<State>
     private let thread = Mutex(pthread_t())
 
-    /// Starts the replicating thread. - Parameter retryInterval: the wait before `replicate` is
-    /// called again after `UNAVAILABLE`.
-    package init(local: any ChangeLog, retryInterval: Duration = .milliseconds(200), replicate: @escaping Replicate) {
+    /// Starts the replicating thread.
+    /// - Parameters:
+    ///   - unreplicated: the last records `local` holds (durably) that the replica does not: an
+    ///     owner's tail logged before a crash, never published. They are replicated first, and
+    ///     nothing is acknowledged before them.
+    ///   - retryInterval: the wait before `replicate` is called again after `UNAVAILABLE`.
+    package init(
+        local: any ChangeLog,
+        unreplicated: [WALRecord] = [],
+        retryInterval: Duration = .milliseconds(200),
+        replicate: @escaping Replicate
+    ) {
         self.local = local
         self.replicate = replicate
         self.retryInterval = retryInterval
         let start = local.acknowledgedTicket
-        self.state = ConditionLocked(State(local: start, replicated: start.lsn, queuedThrough: start.lsn))
+        let replicated = start.lsn - min(UInt64(unreplicated.count), start.lsn)
+        var state = State(local: start, replicated: replicated, queuedThrough: start.lsn)
+        if !unreplicated.isEmpty { state.queued = [(unreplicated, start.lsn)] }
+        self.state = ConditionLocked(state)
         local.setHandlers(
             acknowledged: { [weak self] ticket in self?.localAcknowledged(ticket) },
             failed: { [weak self] _ in self?.fail(FanoutError(.unavailable, "the local write-ahead log failed")) }
