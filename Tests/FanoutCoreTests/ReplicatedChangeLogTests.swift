@@ -112,4 +112,37 @@ import Testing
         #expect(throws: FanoutError(.unavailable, "")) { try refused.blockingUntilDurable() }
         #expect(gate.received.count == 1, "nothing more was replicated")
     }
+
+    /// An owner's engine opened on its data directory: the records past what the replica holds
+    /// are replicated first; a replica ahead of the log, or records a snapshot replaced, refuse it.
+    @Test func anEngineOnADirectoryReplicatesItsUnreplicatedTailFirst() async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory)
+            for token in ["a", "b", "c"] { _ = try await engine.register(Self.request(token)) }
+            let snapshot = try engine.snapshot()
+            _ = try await engine.register(Self.request("d"))
+            try engine.close()
+            let name = URL(fileURLWithPath: snapshot).lastPathComponent
+            let snapshotLSN = try #require(UInt64(name.dropFirst("snapshot-".count).prefix(16), radix: 16))
+
+            let calls = Mutex<[(records: [WALRecord], through: UInt64)]>([])
+            let replication = Engine.Replication(replicatedThrough: snapshotLSN) { records, through throws(FanoutError) in
+                calls.withLock { $0.append((records, through)) }
+            }
+            let owner = try Engine(directory: directory, replication: replication)
+            _ = try await owner.register(Self.request("e"))
+            try owner.close()
+            let received = calls.withLock { $0 }
+            #expect(received.map(\.through) == [snapshotLSN + 1, snapshotLSN + 2], "the tail (d), then the new change (e)")
+            guard case .register(_, let tail)? = received.first?.records.first else { throw FanoutError(.internal, "the tail is not d's registration") }
+            #expect(tail.token?.value == "d")
+
+            #expect(throws: FanoutError(.failedPrecondition, "")) {
+                try Engine(directory: directory, replication: Engine.Replication(replicatedThrough: snapshotLSN + 3) { _, _ throws(FanoutError) in })
+            }
+            #expect(throws: FanoutError(.failedPrecondition, "")) {
+                try Engine(directory: directory, replication: Engine.Replication(replicatedThrough: snapshotLSN - 1) { _, _ throws(FanoutError) in })
+            }
+        }
+    }
 }
