@@ -12,6 +12,21 @@ package struct ShardStream: Hashable, Sendable {
 
     package var name: String { "fanout-shard-\(self.shard)" }
     package var subject: String { "fanout.shard.\(self.shard)" }
+
+    /// The message id of the stream's first message, its creation marker (an empty batch).
+    var creationMessageID: String { "\(self.name).created" }
+
+    /// Creates the stream (file storage, `replicas` copies) and, while it is empty, appends its
+    /// creation marker: an empty batch, which followers apply as nothing. Every owner's publish then
+    /// names a last sequence of at least 1, which JetStream checks (libnats' expected last sequence
+    /// of 0 means no check at all), so even a shard's first change is fenced against a deposed
+    /// owner. Creating it again changes nothing (two creators at once store one marker: its message
+    /// id is de-duplicated).
+    package func create(on jetStream: JetStream, replicas: Int) throws(FanoutError) {
+        try jetStream.addStream(self.name, subjects: [self.subject], replicas: replicas)
+        guard try jetStream.state(of: self.name).lastSequence == 0 else { return }
+        _ = try jetStream.publish(WALRecord.encodeBatch([]), to: self.subject, messageID: self.creationMessageID, expectedLastSequence: 0)
+    }
 }
 
 /// The owner's side: publishes each batch of records it logged, with the owner's term and the LSN
@@ -29,24 +44,29 @@ package final class ShardPublisher: @unchecked Sendable {
     /// Starts publishing after the stream's current end.
     /// - Parameter term: names this ownership, `<node>.<number>` (the node and its lease's
     ///   revision, `node-a.17`): unique among the shard's owners.
+    /// - Throws: `FAILED_PRECONDITION` when the stream is empty (made without `ShardStream.create`:
+    ///   its first append could not be fenced), `UNAVAILABLE` when NATS does not answer.
     package init(_ jetStream: JetStream, stream: ShardStream, term: String) throws(FanoutError) {
         self.jetStream = jetStream
         self.stream = stream
         self.term = term
         self.lastSequence = try jetStream.state(of: stream.name).lastSequence
+        guard self.lastSequence > 0 else {
+            throw FanoutError(.failedPrecondition, "\(stream.name) is empty: a shard's stream starts with its creation marker (ShardStream.create)")
+        }
     }
 
     /// The LSN after the stream's last batch, which this publisher's node published (under this
     /// term or an earlier one): how far the node's own log is in the stream. Nil while the stream
-    /// is empty.
+    /// holds only its creation marker.
     /// - Throws: `FAILED_PRECONDITION` when another node published the last batch (this node's log
     ///   is not the stream's: it must follow, not own), `INTERNAL` when the last message's id is
     ///   not a shard batch's, `UNAVAILABLE` when NATS does not answer.
     package func lastPublishedLSN() throws(FanoutError) -> UInt64? {
-        guard self.lastSequence > 0 else { return nil }
         guard let message = try self.jetStream.storedMessage(self.lastSequence, of: self.stream.name) else {
             throw FanoutError(.internal, "\(self.stream.name) has no message \(self.lastSequence), its last")
         }
+        if message.messageID == self.stream.creationMessageID { return nil }
         guard let id = message.messageID, let (term, lsn) = Self.parse(id, stream: self.stream) else {
             throw FanoutError(.internal, "the last message of \(self.stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
         }

@@ -37,11 +37,12 @@ struct ShardReplicationTests {
         }
     }
 
-    /// A connection to `server` and shard `shard`'s stream, created on it (one replica).
+    /// A connection to `server` and shard `shard`'s stream, created on it (one replica): its first
+    /// message is the creation marker.
     static func stream(_ shard: Int, on server: NATSServer) throws -> (JetStream, ShardStream) {
         let jetStream = try JetStream(urls: server.url)
         let stream = ShardStream(shard: shard)
-        try jetStream.addStream(stream.name, subjects: [stream.subject], replicas: 1)
+        try stream.create(on: jetStream, replicas: 1)
         return (jetStream, stream)
     }
 
@@ -145,7 +146,7 @@ struct ShardReplicationTests {
             try follower.catchUp()
             #expect(try follower.engine.installation(.fid(installation.fid)) == installation)
             #expect(try follower.engine.installationCount() == 51)
-            #expect(try jetStream.state(of: stream.name).messages == 51, "published again after the outage, stored once")
+            #expect(try jetStream.state(of: stream.name).messages == 1 + 51, "the marker and 51 changes: published again after the outage, stored once")
             try owner.close()
         }
     }
@@ -296,7 +297,7 @@ struct ShardReplicationTests {
             let sequence = try first.publish(batch, through: 1)
             // A retry of the same batch (same LSN, same message id): stored once.
             #expect(try first.publish(batch, through: 1) == sequence)
-            #expect(try jetStream.state(of: stream.name).messages == 1)
+            #expect(try jetStream.state(of: stream.name).messages == 1 + 1, "the creation marker and the batch")
 
             // A second owner takes over and appends; the first, still expecting the old end, is refused.
             let second = try ShardPublisher(jetStream, stream: stream, term: "node-b.2")
@@ -304,7 +305,7 @@ struct ShardReplicationTests {
             #expect(throws: FanoutError(.failedPrecondition, "")) {
                 try first.publish([.setLegacyInstanceIDs(ProjectID("shard-app")!, accepted: false)], through: 2_000)
             }
-            #expect(try jetStream.state(of: stream.name).messages == 2)
+            #expect(try jetStream.state(of: stream.name).messages == 1 + 2)
 
             // What a follower applies is the second owner's history.
             let follower = ShardFollower(jetStream, stream: stream, engine: Engine())
@@ -314,7 +315,29 @@ struct ShardReplicationTests {
             // A message that is not a batch stops the follower with an error, and applies nothing.
             _ = try jetStream.publish(Array("not a batch".utf8), to: stream.subject, messageID: "junk", expectedLastSequence: 0)
             #expect(throws: FanoutError(.internal, "")) { try follower.catchUp() }
-            #expect(follower.appliedSequence == 2)
+            #expect(follower.appliedSequence == 3)
+        }
+    }
+
+    /// A shard's first change is fenced too: its stream starts with the creation marker, so two
+    /// owners that both believe the fresh shard theirs cannot both append (libnats' expected last
+    /// sequence of 0 would check nothing); a stream made without the marker is refused.
+    @Test func aFreshShardsFirstChangeIsFenced() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try Self.stream(2, on: server)
+            try stream.create(on: jetStream, replicas: 1)
+            #expect(try jetStream.state(of: stream.name).messages == 1, "created twice, one marker")
+            let old = try ShardPublisher(jetStream, stream: stream, term: "node-a.1")
+            let new = try ShardPublisher(jetStream, stream: stream, term: "node-b.2")
+            #expect(try old.lastPublishedLSN() == nil, "only the marker: nothing published")
+            try new.publish([.createProject(ProjectID("fresh-app")!)], through: 1)
+            #expect(throws: FanoutError(.failedPrecondition, "")) { try old.publish([.createProject(ProjectID("other-app")!)], through: 1) }
+            let follower = ShardFollower(jetStream, stream: stream, engine: Engine())
+            #expect(try follower.catchUp() == 1, "the marker applies as nothing")
+
+            let bare = ShardStream(shard: 3)
+            try jetStream.addStream(bare.name, subjects: [bare.subject], replicas: 1)
+            #expect(throws: FanoutError(.failedPrecondition, "")) { try ShardPublisher(jetStream, stream: bare, term: "node-a.1") }
         }
     }
 }
