@@ -127,6 +127,45 @@ package final class ShardFollower: @unchecked Sendable {
         self.appliedSequence = appliedSequence
     }
 
+    /// A follower whose engine is on its own data directory, started again: its log holds the
+    /// stream's records in order (`Engine.applyReplicated` logs them), so it resumes after the
+    /// message whose id carries the LSN its log ends at (found by bisecting the stream's ids).
+    /// - Throws: `INTERNAL` when no message ends there (the directory is not this stream's), or
+    ///   the stream was purged past it; `UNAVAILABLE` when NATS does not answer.
+    package convenience init(_ jetStream: JetStream, stream: ShardStream, resuming engine: Engine) throws(FanoutError) {
+        let through = engine.loggedThrough ?? 0
+        self.init(jetStream, stream: stream, engine: engine, appliedSequence: try Self.sequence(endingAt: through, in: stream, jetStream))
+    }
+
+    /// The sequence of the stream's message whose records end at `lsn` in the stream's record
+    /// order (0 for LSN 0: nothing applied).
+    static func sequence(endingAt lsn: UInt64, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> UInt64 {
+        guard lsn > 0 else { return 0 }
+        func lsnAfter(_ sequence: UInt64) throws(FanoutError) -> UInt64 {
+            guard let message = try jetStream.storedMessage(sequence, of: stream.name) else {
+                throw FanoutError(.internal, "\(stream.name) has no message \(sequence): the stream was purged past this follower")
+            }
+            if message.messageID == stream.creationMessageID { return 0 }
+            guard let id = message.messageID, let (_, lsn) = ShardPublisher.parse(id, stream: stream) else {
+                throw FanoutError(.internal, "message \(sequence) of \(stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
+            }
+            return lsn
+        }
+        // The last message whose LSN is at most `lsn`: LSNs grow with the sequence.
+        var low: UInt64 = 1, high = try jetStream.state(of: stream.name).lastSequence
+        var found: UInt64?
+        while low <= high {
+            let middle = low + (high - low) / 2
+            let after = try lsnAfter(middle)
+            if after == lsn { found = middle }
+            if after <= lsn { low = middle + 1 } else { high = middle - 1 }
+        }
+        guard let found else {
+            throw FanoutError(.internal, "no message of \(stream.name) ends at LSN \(lsn), where this follower's log ends: the directory does not follow this stream")
+        }
+        return found
+    }
+
     /// Applies every message after `appliedSequence` up to the stream's end as it is now; returns
     /// how many records were applied.
     /// - Throws: `UNAVAILABLE` when NATS does not answer, `INTERNAL` when a message does not

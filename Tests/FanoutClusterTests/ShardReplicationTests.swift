@@ -319,6 +319,50 @@ struct ShardReplicationTests {
         }
     }
 
+    /// A follower on its own data directory logs what it applies, so it survives a restart: it
+    /// opens its directory, resumes after the message its log ends at, and catches up to the
+    /// owner's state; a log that reaches past the stream is refused.
+    @Test func aFollowerOnItsDirectoryResumesWhereItsLogEnds() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try Self.stream(6, on: server)
+            try await TemporaryDirectory.with { ownerDirectory in
+                try await TemporaryDirectory.with { followerDirectory in
+                    let owner = try Engine.shardOwner(directory: ownerDirectory, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.1"))
+                    for index in 0..<30 { _ = try await owner.register(Self.request("early-\(index)")) }
+                    _ = try await owner.subscribe((0..<10).map { .token(RegistrationToken("early-\($0)")!) }, to: TopicName("news")!)
+
+                    var engine = try Engine(directory: followerDirectory)
+                    var follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+                    #expect(follower.appliedSequence == 0)
+                    #expect(try follower.catchUp() == 31)
+                    let caughtUpAt = follower.appliedSequence
+                    try engine.close()
+
+                    for index in 0..<10 { _ = try await owner.register(Self.request("late-\(index)")) }
+                    engine = try Engine(directory: followerDirectory)
+                    #expect(try engine.installationCount() == 30, "what it applied, from its own log")
+                    follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+                    #expect(follower.appliedSequence == caughtUpAt, "resumes after the message its log ends at")
+                    #expect(try follower.catchUp() == 10)
+                    #expect(try engine.installationCount() == owner.installationCount())
+                    #expect(try engine.subscriberCount(of: TopicName("news")!) == 10)
+                    for token in ["early-0", "early-29", "late-9"] {
+                        let address = RegistrationAddress.token(RegistrationToken(token)!)
+                        #expect(try engine.installation(address) == owner.installation(address), "\(token)")
+                    }
+                    try engine.close()
+                    try owner.close()
+
+                    // A log that reaches past every message of the stream does not follow it.
+                    let stranger = try Engine(directory: ownerDirectory)
+                    _ = try await stranger.register(Self.request("only-local"))
+                    #expect(throws: FanoutError(.internal, "")) { try ShardFollower(jetStream, stream: stream, resuming: stranger) }
+                    try stranger.close()
+                }
+            }
+        }
+    }
+
     /// A shard's first change is fenced too: its stream starts with the creation marker, so two
     /// owners that both believe the fresh shard theirs cannot both append (libnats' expected last
     /// sequence of 0 would check nothing); a stream made without the marker is refused.

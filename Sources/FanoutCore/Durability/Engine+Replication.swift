@@ -45,27 +45,51 @@ extension WALRecord {
 
 extension Engine {
     /// Applies records another engine logged, in its order, as recovery replays them: this
-    /// engine (a follower, logging nothing itself) then holds the owner's state. Each record is
-    /// applied whole or not at all.
+    /// engine (a follower) then holds the owner's state. Each record is applied whole or not at
+    /// all. A follower on a data directory also appends them to its own log, in one append: its
+    /// log then holds the stream's records in the stream's order, so its LSN after a message is
+    /// the LSN the owner published that message with (`ShardFollower` resumes from it).
     /// - Throws: `INTERNAL` when a record does not apply (the stream disagrees with this state:
-    ///   a gap, or records applied twice); the records before it stay applied.
+    ///   a gap, or records applied twice); the records before it stay applied (and logged).
+    ///   `UNAVAILABLE` when the follower's own log refuses them.
     package func applyReplicated(_ records: [WALRecord]) throws(FanoutError) {
+        var applied = 0
+        var refusal: FanoutError?
         for record in records {
-            switch record {
-            case .createProject(let id):
-                let configuration = self.configuration
-                try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
-                    guard projects[id] == nil else { throw FanoutError(.internal, "replicated: project \(id) created twice") }
-                    projects[id] = ProjectBox(ProjectState(id: id, configuration: configuration))
-                }
-            case .deleteProject(let id):
-                try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
-                    guard let box = projects.removeValue(forKey: id) else { throw FanoutError(.internal, "replicated: unknown project \(id) deleted") }
-                    box.state.withLock { $0.finishConsumers() }
-                }
-            default:
-                try self.withProject(record.project) { (state: inout ProjectState) throws(FanoutError) in try state.replay(record) }
+            do throws(FanoutError) {
+                try self.applyReplicatedRecord(record)
+            } catch {
+                refusal = error
+                break
             }
+            applied += 1
+        }
+        // Logged once applied: should the log fail, the state is rebuilt from what it holds.
+        if applied > 0, let log = self.log {
+            _ = try log.append(applied == records.count ? records : Array(records[..<applied]))
+        }
+        if let refusal { throw refusal }
+    }
+
+    /// The LSN after the last record this engine logged (nil for an in-memory engine): for a
+    /// follower on its data directory, how far into its shard's stream its log reaches.
+    package var loggedThrough: UInt64? { self.log?.nextRecordLSN.lsn }
+
+    private func applyReplicatedRecord(_ record: WALRecord) throws(FanoutError) {
+        switch record {
+        case .createProject(let id):
+            let configuration = self.configuration
+            try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
+                guard projects[id] == nil else { throw FanoutError(.internal, "replicated: project \(id) created twice") }
+                projects[id] = ProjectBox(ProjectState(id: id, configuration: configuration))
+            }
+        case .deleteProject(let id):
+            try self.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) in
+                guard let box = projects.removeValue(forKey: id) else { throw FanoutError(.internal, "replicated: unknown project \(id) deleted") }
+                box.state.withLock { $0.finishConsumers() }
+            }
+        default:
+            try self.withProject(record.project) { (state: inout ProjectState) throws(FanoutError) in try state.replay(record) }
         }
     }
 }
