@@ -24,6 +24,10 @@ package protocol ChangeLog: AnyObject, Sendable {
     /// Queues `records` in order; returns the position after the last one.
     func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket
 
+    /// Queues records a replica already holds (a follower applying its shard's stream): as
+    /// `append`, but a replicating log does not replicate them again.
+    func appendReplicated(_ records: [WALRecord]) throws(FanoutError) -> LogTicket
+
     /// The position the next appended record gets. Read under every lock records are appended
     /// under, to get a consistent boundary.
     var nextRecordLSN: LogTicket { get }
@@ -55,6 +59,11 @@ package protocol ChangeLog: AnyObject, Sendable {
 }
 
 extension ChangeLog {
+    /// A log that replicates nothing holds replicated records as any others.
+    package func appendReplicated(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+        try self.append(records)
+    }
+
     /// Suspends the calling task (blocking no thread) until every record before `ticket` is
     /// acknowledged. - Throws: `UNAVAILABLE` when the log refused them.
     func acknowledgement(of ticket: LogTicket) async throws(FanoutError) {

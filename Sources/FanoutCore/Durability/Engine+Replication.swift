@@ -66,7 +66,7 @@ extension Engine {
         }
         // Logged once applied: should the log fail, the state is rebuilt from what it holds.
         if applied > 0, let log = self.log {
-            _ = try log.append(applied == records.count ? records : Array(records[..<applied]))
+            _ = try log.appendReplicated(applied == records.count ? records : Array(records[..<applied]))
         }
         if let refusal { throw refusal }
     }

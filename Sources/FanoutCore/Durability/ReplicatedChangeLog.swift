@@ -126,6 +126,26 @@ package final class ReplicatedChangeLog: ChangeLog {
         }
     }
 
+    /// Appends records the replica holds already (this node follows the shard's stream): the
+    /// replicated position moves with them, and nothing is published. Only while nothing of this
+    /// log's own waits to be replicated (a follower appends no changes of its own).
+    package func appendReplicated(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+        try self.appendOrder.withLock { (_: inout ()) throws(FanoutError) -> LogTicket in
+            try self.checkHealthy()
+            guard self.state.withLock({ $0.queued.isEmpty && $0.replicated == $0.queuedThrough }) else {
+                throw FanoutError(.failedPrecondition, "this log has changes of its own to replicate: it cannot follow a replica too")
+            }
+            let ticket = try self.local.append(records)
+            let local = self.local.acknowledgedTicket
+            self.advance { state in
+                state.queuedThrough = ticket.lsn
+                state.replicated = ticket.lsn
+                if local.lsn > state.local.lsn { state.local = local }
+            }
+            return ticket
+        }
+    }
+
     package var nextRecordLSN: LogTicket { self.local.nextRecordLSN }
 
     package var acknowledgedTicket: LogTicket { self.state.withLock { $0.acknowledged } }
