@@ -6,14 +6,19 @@ extension Engine {
     /// `ReplicatedChangeLog` that publishes each run of durable records with `publisher`, so that a
     /// change is answered once the local log and the shard's stream both hold it.
     ///
-    /// The stream's last batch says how far this node's log is in it (its message id carries the
-    /// LSN after it); what the directory's log holds beyond (synced, then a crash before the
-    /// publish) is published first, under `publisher`'s term, before anything is acknowledged.
+    /// The stream's last batch says how far its publisher's log reached (its message id carries
+    /// the LSN after it; every node's log holds the shard's records in the stream's order, so LSNs
+    /// mean the same on every node). When this node published it, what the directory's log holds
+    /// beyond (synced, then a crash before the publish) is published first, under `publisher`'s
+    /// term, before anything is acknowledged. When another node did (this node followed, and now
+    /// takes over), the directory's log must hold exactly the stream's records from this node's own
+    /// last batch on: a caught-up follower's does; a deposed owner's, with changes the stream never
+    /// got, does not (checked record by record, since the LSNs alone may agree).
     ///
-    /// - Throws: `FAILED_PRECONDITION` when another node published the stream's last batch (this
-    ///   node must follow it), when the stream holds more of this node's log than the directory
-    ///   does, or when records to publish are no longer in the log; `UNAVAILABLE` when NATS does
-    ///   not answer; and what `Engine(directory:)` throws.
+    /// - Throws: `FAILED_PRECONDITION` when the directory's log is not the stream's (behind it,
+    ///   ahead of another node's batches, or different from them), or when records to publish are
+    ///   no longer in the log; `UNAVAILABLE` when NATS does not answer; and what
+    ///   `Engine(directory:)` throws.
     package static func shardOwner(
         directory: String,
         durability: Durability = .always,
@@ -21,9 +26,31 @@ extension Engine {
         publisher: ShardPublisher,
         retryInterval: Duration = .milliseconds(200)
     ) throws(FanoutError) -> Engine {
-        let replicatedThrough = try publisher.lastPublishedLSN() ?? 0
-        let replication = Engine.Replication(replicatedThrough: replicatedThrough, retryInterval: retryInterval) { records, through throws(FanoutError) in
-            try publisher.publish(records, through: through)
+        let replicate: ReplicatedChangeLog.Replicate = { records, through throws(FanoutError) in try publisher.publish(records, through: through) }
+        let replication: Engine.Replication
+        switch try publisher.lastBatch() {
+        case nil:
+            replication = Engine.Replication(replicatedThrough: 0, retryInterval: retryInterval, replicate: replicate)
+        case let (term, lsn)? where publisher.isOwnTerm(term):
+            replication = Engine.Replication(replicatedThrough: lsn, retryInterval: retryInterval, replicate: replicate)
+        case let (term, lsn)?:
+            let own = try publisher.lastOwnBatch()
+            let expected = try publisher.records(after: own?.sequence ?? 0)
+            let from = own?.lsn ?? 0
+            let stream = "\(directory)'s log"
+            replication = Engine.Replication(
+                replicatedThrough: lsn,
+                retryInterval: retryInterval,
+                checkingFrom: (from, { (logged: [WALRecord]) throws(FanoutError) in
+                    guard logged == expected else {
+                        throw FanoutError(
+                            .failedPrecondition,
+                            "\(stream) differs from the stream after LSN \(from) (\(logged.count) records against \(expected.count), the last batch \(term)'s): it holds changes the stream never got, so this node must be rebuilt from the stream before it may own the shard"
+                        )
+                    }
+                }),
+                replicate: replicate
+            )
         }
         return try Engine(directory: directory, durability: durability, configuration: configuration, replication: replication)
     }

@@ -56,27 +56,55 @@ package final class ShardPublisher: @unchecked Sendable {
         }
     }
 
-    /// The LSN after the stream's last batch, which this publisher's node published (under this
-    /// term or an earlier one): how far the node's own log is in the stream. Nil while the stream
-    /// holds only its creation marker.
-    /// - Throws: `FAILED_PRECONDITION` when another node published the last batch (this node's log
-    ///   is not the stream's: it must follow, not own), `INTERNAL` when the last message's id is
-    ///   not a shard batch's, `UNAVAILABLE` when NATS does not answer.
-    package func lastPublishedLSN() throws(FanoutError) -> UInt64? {
-        guard let message = try self.jetStream.storedMessage(self.lastSequence, of: self.stream.name) else {
-            throw FanoutError(.internal, "\(self.stream.name) has no message \(self.lastSequence), its last")
+    /// The stream's last batch: the term it was published under and the LSN after it. Nil while
+    /// the stream holds only its creation marker.
+    /// - Throws: `INTERNAL` when the last message's id is not a shard batch's, `UNAVAILABLE` when
+    ///   NATS does not answer.
+    package func lastBatch() throws(FanoutError) -> (term: String, lsn: UInt64)? {
+        try self.batch(at: self.lastSequence).map { (String($0.term), $0.lsn) }
+    }
+
+    /// Whether `term` is one of this publisher's node's (under this term or an earlier one).
+    package func isOwnTerm(_ term: some StringProtocol) -> Bool {
+        Self.node(of: term) == Self.node(of: self.term)
+    }
+
+    /// The last batch this publisher's node published: its sequence and the LSN after it; nil when
+    /// it published none (then the stream's records from its start are others'). Reads back from
+    /// the stream's end, a message at a time.
+    package func lastOwnBatch() throws(FanoutError) -> (sequence: UInt64, lsn: UInt64)? {
+        var sequence = self.lastSequence
+        while sequence > 0 {
+            if let batch = try self.batch(at: sequence), self.isOwnTerm(batch.term) { return (sequence, batch.lsn) }
+            sequence -= 1
+        }
+        return nil
+    }
+
+    /// The records of every message after `sequence`, in order.
+    package func records(after sequence: UInt64) throws(FanoutError) -> [WALRecord] {
+        var records: [WALRecord] = []
+        var next = sequence + 1
+        while next <= self.lastSequence {
+            guard let message = try self.jetStream.storedMessage(next, of: self.stream.name) else {
+                throw FanoutError(.internal, "\(self.stream.name) has no message \(next): the stream was purged")
+            }
+            records += try WALRecord.decodeBatch(message.data)
+            next += 1
+        }
+        return records
+    }
+
+    /// Message `sequence`'s term and LSN; nil for the creation marker.
+    private func batch(at sequence: UInt64) throws(FanoutError) -> (term: Substring, lsn: UInt64)? {
+        guard let message = try self.jetStream.storedMessage(sequence, of: self.stream.name) else {
+            throw FanoutError(.internal, "\(self.stream.name) has no message \(sequence)")
         }
         if message.messageID == self.stream.creationMessageID { return nil }
         guard let id = message.messageID, let (term, lsn) = Self.parse(id, stream: self.stream) else {
-            throw FanoutError(.internal, "the last message of \(self.stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
+            throw FanoutError(.internal, "message \(sequence) of \(self.stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
         }
-        guard Self.node(of: term) == Self.node(of: self.term) else {
-            throw FanoutError(
-                .failedPrecondition,
-                "the last batch of \(self.stream.name) was published under term \(term), another node's: this node must follow the stream, not own it"
-            )
-        }
-        return lsn
+        return (term, lsn)
     }
 
     /// A batch's message id, `<stream>.<term>.<LSN after the batch>`, taken apart.

@@ -188,10 +188,7 @@ struct ShardReplicationTests {
                         try Engine.shardOwner(directory: empty, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.3"))
                     }
                 }
-                // Another node published the last batch: this one must follow.
-                #expect(throws: FanoutError(.failedPrecondition, "")) {
-                    try ShardPublisher(jetStream, stream: stream, term: "node-b.4").lastPublishedLSN()
-                }
+                #expect(try ShardPublisher(jetStream, stream: stream, term: "node-b.4").lastBatch()?.term == "node-a.2")
             }
         }
     }
@@ -363,6 +360,44 @@ struct ShardReplicationTests {
         }
     }
 
+    /// Failover with data directories: a follower that logged what it applied takes the shard over
+    /// (its log is the stream's, record for record); the deposed owner, whose log holds a change it
+    /// never published, is refused when it comes back, although its log ends at the same LSN as
+    /// the stream (the new owner published one change of its own meanwhile).
+    @Test func aFollowerOnItsDirectoryTakesOverAndADeposedOwnersTailIsRefused() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try Self.stream(8, on: server)
+            try await TemporaryDirectory.with { directoryA in
+                try await TemporaryDirectory.with { directoryB in
+                    let ownerA = try Engine.shardOwner(directory: directoryA, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.1"))
+                    for index in 0..<5 { _ = try await ownerA.register(Self.request("a-\(index)")) }
+                    try ownerA.close()
+                    // A logs a change and never publishes it (a crash between the two), and is deposed.
+                    let localA = try Engine(directory: directoryA)
+                    _ = try await localA.register(Self.request("a-unpublished"))
+                    try localA.close()
+
+                    let followerEngine = try Engine(directory: directoryB)
+                    try ShardFollower(jetStream, stream: stream, resuming: followerEngine).catchUp()
+                    try followerEngine.close()
+                    let ownerB = try Engine.shardOwner(directory: directoryB, publisher: ShardPublisher(jetStream, stream: stream, term: "node-b.2"))
+                    #expect(try ownerB.installationCount() == 5)
+                    _ = try await ownerB.register(Self.request("b-0"))
+                    try ownerB.close()
+
+                    #expect(throws: FanoutError(.failedPrecondition, "")) {
+                        try Engine.shardOwner(directory: directoryA, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.3"))
+                    }
+                    // B starts again as the owner: its own batch is the last, nothing to publish.
+                    let again = try Engine.shardOwner(directory: directoryB, publisher: ShardPublisher(jetStream, stream: stream, term: "node-b.4"))
+                    #expect(try again.installationCount() == 6)
+                    #expect(throws: FanoutError(.notFound, "", field: "registration")) { try again.installation(.token(RegistrationToken("a-unpublished")!)) }
+                    try again.close()
+                }
+            }
+        }
+    }
+
     /// A shard's first change is fenced too: its stream starts with the creation marker, so two
     /// owners that both believe the fresh shard theirs cannot both append (libnats' expected last
     /// sequence of 0 would check nothing); a stream made without the marker is refused.
@@ -373,7 +408,7 @@ struct ShardReplicationTests {
             #expect(try jetStream.state(of: stream.name).messages == 1, "created twice, one marker")
             let old = try ShardPublisher(jetStream, stream: stream, term: "node-a.1")
             let new = try ShardPublisher(jetStream, stream: stream, term: "node-b.2")
-            #expect(try old.lastPublishedLSN() == nil, "only the marker: nothing published")
+            #expect(try old.lastBatch() == nil, "only the marker: nothing published")
             try new.publish([.createProject(ProjectID("fresh-app")!)], through: 1)
             #expect(throws: FanoutError(.failedPrecondition, "")) { try old.publish([.createProject(ProjectID("other-app")!)], through: 1) }
             let follower = ShardFollower(jetStream, stream: stream, engine: Engine())

@@ -46,12 +46,24 @@ extension Engine {
         package var retryInterval: Duration
         /// Hands a run of records, durable in the local log, to the replica (`ReplicatedChangeLog`).
         package var replicate: ReplicatedChangeLog.Replicate
+        /// Checks the log's records from an LSN to its end before anything is replicated (a
+        /// follower taking over: they must be the replica's, exactly); throws to refuse the start.
+        package var check: (from: UInt64, body: @Sendable ([WALRecord]) throws(FanoutError) -> Void)?
 
-        package init(replicatedThrough: UInt64, retryInterval: Duration = .milliseconds(200), replicate: @escaping ReplicatedChangeLog.Replicate) {
+        package init(
+            replicatedThrough: UInt64,
+            retryInterval: Duration = .milliseconds(200),
+            checkingFrom check: (from: UInt64, body: @Sendable ([WALRecord]) throws(FanoutError) -> Void)? = nil,
+            replicate: @escaping ReplicatedChangeLog.Replicate
+        ) {
             self.replicatedThrough = replicatedThrough
             self.retryInterval = retryInterval
+            self.check = check
             self.replicate = replicate
         }
+
+        /// The first LSN whose record the start needs from the log.
+        var firstNeeded: UInt64 { min(self.replicatedThrough, self.check?.from ?? .max) }
     }
 
     /// Opens a data directory as `init(directory:...)` does and, with `replication`, logs through a
@@ -83,7 +95,7 @@ extension Engine {
             throw FanoutError(.unavailable, "cannot lock the data directory (is another fanout using it?): \(error)")
         }
         do throws(FanoutError) {
-            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger, collectingFrom: replication?.replicatedThrough)
+            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger, collectingFrom: replication?.firstNeeded)
             if let replication {
                 guard replication.replicatedThrough <= replay.report.nextLSN else {
                     throw FanoutError(
@@ -91,6 +103,10 @@ extension Engine {
                         "the replica holds this log through LSN \(replication.replicatedThrough), past its end in \(directory) (LSN \(replay.report.nextLSN)): this directory is not the one the replica was fed from, or it lost its end"
                     )
                 }
+                if let check = replication.check {
+                    try check.body(Array(replay.collected.dropFirst(Int(check.from - replication.firstNeeded))))
+                }
+                replay.collected.removeFirst(Int(replication.replicatedThrough - replication.firstNeeded))
             }
             // Delivery counters count what happens from now on; replay rebuilt the state, not events.
             for id in replay.projects.keys {
