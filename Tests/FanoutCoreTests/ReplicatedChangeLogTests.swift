@@ -149,4 +149,24 @@ import Testing
             }
         }
     }
+
+    /// A shard owner's snapshot covers only what its replica holds: with the replica unreachable it
+    /// is refused, so the records the replica lacks stay in the log to be published at the next
+    /// start; once the replica holds them, the snapshot is written.
+    @Test func anOwnersSnapshotWaitsForItsReplica() async throws {
+        try await TemporaryDirectory.with { directory in
+            let reachable = Atomic<Bool>(false)
+            let replication = Engine.Replication(replicatedThrough: 0, retryInterval: .milliseconds(5)) { _, _ throws(FanoutError) in
+                guard reachable.load(ordering: .relaxed) else { throw FanoutError(.unavailable, "no NATS") }
+            }
+            let owner = try Engine(directory: directory, replication: replication)
+            let applied = owner.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a")) }
+            #expect(throws: FanoutError(.unavailable, "")) { try owner.snapshot(waitingForTheReplicaAtMost: .milliseconds(100)) }
+            reachable.store(true, ordering: .relaxed)
+            _ = try applied.blockingUntilDurable()
+            let snapshot = try owner.snapshot(waitingForTheReplicaAtMost: .seconds(30))
+            #expect(snapshot.hasSuffix(".lz4"))
+            try owner.close()
+        }
+    }
 }

@@ -328,6 +328,14 @@ extension Engine {
     /// snapshot before it covers, and snapshots older than those two. Returns the snapshot's path.
     @discardableResult
     public func snapshot() throws(FanoutError) -> String {
+        try self.snapshot(waitingForTheReplicaAtMost: .seconds(10))
+    }
+
+    /// `snapshot()`; a shard owner's snapshot also waits until its replica holds every record it
+    /// covers (at most `limit`), since the log before a snapshot is not read again at start, and
+    /// what the replica lacks must be published from the log.
+    /// - Throws: `UNAVAILABLE` when the replica does not hold them in time (NATS unreachable).
+    package func snapshot(waitingForTheReplicaAtMost limit: Duration) throws(FanoutError) -> String {
         guard let wal = self.wal, let directory = self.directory else {
             throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
         }
@@ -349,6 +357,9 @@ extension Engine {
         // The states hold every change before the boundary: the snapshot may only exist once they
         // are all durable (a change the log then refuses must not come back from a snapshot).
         try wal.waitUntilAcknowledged(boundary)
+        if let replicated = self.log as? ReplicatedChangeLog {
+            try replicated.waitUntilReplicated(boundary.lsn, atMost: limit)
+        }
         let lsn = boundary.lsn
         // The segment being written ends here, so that the ones before the kept base can go.
         try wal.roll()

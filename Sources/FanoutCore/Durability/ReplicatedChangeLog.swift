@@ -200,6 +200,23 @@ package final class ReplicatedChangeLog: ChangeLog {
         if let failure { throw failure }
     }
 
+    /// Returns once the replica holds every record before `lsn`.
+    /// - Throws: `UNAVAILABLE` when it does not within `limit` (the replica is unreachable), or
+    ///   this log failed.
+    package func waitUntilReplicated(_ lsn: UInt64, atMost limit: Duration) throws(FanoutError) {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            let (replicated, failure) = self.state.withLock { ($0.replicated, $0.failure) }
+            if replicated >= lsn { return }
+            if let failure { throw failure }
+            guard ContinuousClock.now < deadline else {
+                throw FanoutError(.unavailable, "the replica holds the log through LSN \(replicated), not yet \(lsn)")
+            }
+            var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
+            nanosleep(&pause, nil)
+        }
+    }
+
     // MARK: - The two positions
 
     private func localAcknowledged(_ ticket: LogTicket) {
