@@ -28,30 +28,16 @@ extension Engine {
     ) throws(FanoutError) -> Engine {
         let replicate: ReplicatedChangeLog.Replicate = { records, through throws(FanoutError) in try publisher.publish(records, through: through) }
         let replication: Engine.Replication
+        var check: Engine.LogCheck?
         switch try publisher.lastBatch() {
         case nil:
             replication = Engine.Replication(replicatedThrough: 0, retryInterval: retryInterval, replicate: replicate)
         case let (term, lsn)? where publisher.isOwnTerm(term):
             replication = Engine.Replication(replicatedThrough: lsn, retryInterval: retryInterval, replicate: replicate)
-        case let (term, lsn)?:
-            let own = try publisher.lastOwnBatch()
-            let expected = try publisher.records(after: own?.sequence ?? 0)
-            let from = own?.lsn ?? 0
-            let stream = "\(directory)'s log"
-            replication = Engine.Replication(
-                replicatedThrough: lsn,
-                retryInterval: retryInterval,
-                checkingFrom: (from, { (logged: [WALRecord]) throws(FanoutError) in
-                    guard logged == expected else {
-                        throw FanoutError(
-                            .failedPrecondition,
-                            "\(stream) differs from the stream after LSN \(from) (\(logged.count) records against \(expected.count), the last batch \(term)'s): it holds changes the stream never got, so this node must be rebuilt from the stream before it may own the shard"
-                        )
-                    }
-                }),
-                replicate: replicate
-            )
+        case (_, let lsn)?:
+            check = try ShardLog.check(directory: directory, against: publisher.stream, publisher.jetStream, node: publisher.node, exactly: true)
+            replication = Engine.Replication(replicatedThrough: lsn, retryInterval: retryInterval, replicate: replicate)
         }
-        return try Engine(directory: directory, durability: durability, configuration: configuration, replication: replication)
+        return try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: replication)
     }
 }

@@ -27,6 +27,19 @@ package struct ShardStream: Hashable, Sendable {
         guard try jetStream.state(of: self.name).lastSequence == 0 else { return }
         _ = try jetStream.publish(WALRecord.encodeBatch([]), to: self.subject, messageID: self.creationMessageID, expectedLastSequence: 0)
     }
+
+    /// Message `sequence`'s term and the LSN after it; nil for the creation marker.
+    /// - Throws: `INTERNAL` when the stream has no such message or its id is not a batch's.
+    func batch(_ sequence: UInt64, on jetStream: JetStream) throws(FanoutError) -> (term: Substring, lsn: UInt64)? {
+        guard let message = try jetStream.storedMessage(sequence, of: self.name) else {
+            throw FanoutError(.internal, "\(self.name) has no message \(sequence): the stream was purged")
+        }
+        if message.messageID == self.creationMessageID { return nil }
+        guard let id = message.messageID, let (term, lsn) = ShardPublisher.parse(id, stream: self) else {
+            throw FanoutError(.internal, "message \(sequence) of \(self.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
+        }
+        return (term, lsn)
+    }
 }
 
 /// The owner's side: publishes each batch of records it logged, with the owner's term and the LSN
@@ -35,8 +48,8 @@ package struct ShardStream: Hashable, Sendable {
 /// own log, never collide with these) and the stream's last sequence it knows as the expected one
 /// (an owner deposed by another publisher is refused, and stops).
 package final class ShardPublisher: @unchecked Sendable {
-    private let jetStream: JetStream
-    private let stream: ShardStream
+    package let jetStream: JetStream
+    package let stream: ShardStream
     private let term: String
     /// The stream's last sequence as this publisher knows it; touched by one thread at a time.
     private var lastSequence: UInt64
@@ -61,51 +74,16 @@ package final class ShardPublisher: @unchecked Sendable {
     /// - Throws: `INTERNAL` when the last message's id is not a shard batch's, `UNAVAILABLE` when
     ///   NATS does not answer.
     package func lastBatch() throws(FanoutError) -> (term: String, lsn: UInt64)? {
-        try self.batch(at: self.lastSequence).map { (String($0.term), $0.lsn) }
+        try self.stream.batch(self.lastSequence, on: self.jetStream).map { (String($0.term), $0.lsn) }
     }
 
     /// Whether `term` is one of this publisher's node's (under this term or an earlier one).
     package func isOwnTerm(_ term: some StringProtocol) -> Bool {
-        Self.node(of: term) == Self.node(of: self.term)
+        Self.node(of: term) == self.node
     }
 
-    /// The last batch this publisher's node published: its sequence and the LSN after it; nil when
-    /// it published none (then the stream's records from its start are others'). Reads back from
-    /// the stream's end, a message at a time.
-    package func lastOwnBatch() throws(FanoutError) -> (sequence: UInt64, lsn: UInt64)? {
-        var sequence = self.lastSequence
-        while sequence > 0 {
-            if let batch = try self.batch(at: sequence), self.isOwnTerm(batch.term) { return (sequence, batch.lsn) }
-            sequence -= 1
-        }
-        return nil
-    }
-
-    /// The records of every message after `sequence`, in order.
-    package func records(after sequence: UInt64) throws(FanoutError) -> [WALRecord] {
-        var records: [WALRecord] = []
-        var next = sequence + 1
-        while next <= self.lastSequence {
-            guard let message = try self.jetStream.storedMessage(next, of: self.stream.name) else {
-                throw FanoutError(.internal, "\(self.stream.name) has no message \(next): the stream was purged")
-            }
-            records += try WALRecord.decodeBatch(message.data)
-            next += 1
-        }
-        return records
-    }
-
-    /// Message `sequence`'s term and LSN; nil for the creation marker.
-    private func batch(at sequence: UInt64) throws(FanoutError) -> (term: Substring, lsn: UInt64)? {
-        guard let message = try self.jetStream.storedMessage(sequence, of: self.stream.name) else {
-            throw FanoutError(.internal, "\(self.stream.name) has no message \(sequence)")
-        }
-        if message.messageID == self.stream.creationMessageID { return nil }
-        guard let id = message.messageID, let (term, lsn) = Self.parse(id, stream: self.stream) else {
-            throw FanoutError(.internal, "message \(sequence) of \(self.stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
-        }
-        return (term, lsn)
-    }
+    /// The node this publisher publishes for.
+    package var node: String { String(Self.node(of: self.term)) }
 
     /// A batch's message id, `<stream>.<term>.<LSN after the batch>`, taken apart.
     static func parse(_ id: String, stream: ShardStream) -> (term: Substring, lsn: UInt64)? {
@@ -170,14 +148,7 @@ package final class ShardFollower: @unchecked Sendable {
     static func sequence(endingAt lsn: UInt64, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> UInt64 {
         guard lsn > 0 else { return 0 }
         func lsnAfter(_ sequence: UInt64) throws(FanoutError) -> UInt64 {
-            guard let message = try jetStream.storedMessage(sequence, of: stream.name) else {
-                throw FanoutError(.internal, "\(stream.name) has no message \(sequence): the stream was purged past this follower")
-            }
-            if message.messageID == stream.creationMessageID { return 0 }
-            guard let id = message.messageID, let (_, lsn) = ShardPublisher.parse(id, stream: stream) else {
-                throw FanoutError(.internal, "message \(sequence) of \(stream.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
-            }
-            return lsn
+            try stream.batch(sequence, on: jetStream)?.lsn ?? 0
         }
         // The last message whose LSN is at most `lsn`: LSNs grow with the sequence.
         var low: UInt64 = 1, high = try jetStream.state(of: stream.name).lastSequence

@@ -46,24 +46,24 @@ extension Engine {
         package var retryInterval: Duration
         /// Hands a run of records, durable in the local log, to the replica (`ReplicatedChangeLog`).
         package var replicate: ReplicatedChangeLog.Replicate
-        /// Checks the log's records from an LSN to its end before anything is replicated (a
-        /// follower taking over: they must be the replica's, exactly); throws to refuse the start.
-        package var check: (from: UInt64, body: @Sendable ([WALRecord]) throws(FanoutError) -> Void)?
 
-        package init(
-            replicatedThrough: UInt64,
-            retryInterval: Duration = .milliseconds(200),
-            checkingFrom check: (from: UInt64, body: @Sendable ([WALRecord]) throws(FanoutError) -> Void)? = nil,
-            replicate: @escaping ReplicatedChangeLog.Replicate
-        ) {
+        package init(replicatedThrough: UInt64, retryInterval: Duration = .milliseconds(200), replicate: @escaping ReplicatedChangeLog.Replicate) {
             self.replicatedThrough = replicatedThrough
             self.retryInterval = retryInterval
-            self.check = check
             self.replicate = replicate
         }
+    }
 
-        /// The first LSN whose record the start needs from the log.
-        var firstNeeded: UInt64 { min(self.replicatedThrough, self.check?.from ?? .max) }
+    /// A check of a data directory's log at start (issue 22): its records from `from` to its end
+    /// go to `body`, which throws to refuse the start (a shard node's log must be its stream's).
+    package struct LogCheck: Sendable {
+        package var from: UInt64
+        package var body: @Sendable ([WALRecord]) throws(FanoutError) -> Void
+
+        package init(from: UInt64, _ body: @escaping @Sendable ([WALRecord]) throws(FanoutError) -> Void) {
+            self.from = from
+            self.body = body
+        }
     }
 
     /// Opens a data directory as `init(directory:...)` does and, with `replication`, logs through a
@@ -71,10 +71,12 @@ extension Engine {
     /// holds it too. The records the log holds past `replication.replicatedThrough` (synced, then a
     /// crash before they were published) are replicated first, before anything is acknowledged.
     ///
+    /// With `check`, the log's records from `check.from` on are checked before anything else.
+    ///
     /// - Throws: besides `init(directory:...)`'s errors, `FAILED_PRECONDITION` when the replica
     ///   holds more of this log than the directory does (the directory is not the one the replica
-    ///   was fed from, or lost its end), or when records it must replicate are no longer in the log
-    ///   (a snapshot dropped the segments that held them).
+    ///   was fed from, or lost its end), or when records it must replicate or check are no longer in
+    ///   the log (a snapshot replaced them); what `check` throws.
     package convenience init(
         directory: String,
         durability: Durability = .always,
@@ -84,6 +86,7 @@ extension Engine {
         logRetryInterval: Duration = .seconds(1),
         metrics: EngineMetrics = EngineMetrics(),
         logger: Logger = Logger(label: "fanout"),
+        check: LogCheck? = nil,
         replication: Replication?
     ) throws(FanoutError) {
         let started = ContinuousClock.now
@@ -95,18 +98,19 @@ extension Engine {
             throw FanoutError(.unavailable, "cannot lock the data directory (is another fanout using it?): \(error)")
         }
         do throws(FanoutError) {
-            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger, collectingFrom: replication?.firstNeeded)
-            if let replication {
+            let needed = [check?.from, replication?.replicatedThrough].compactMap { $0 }.min()
+            var replay = try Self.replayLog(in: directory, configuration: configuration, logger: logger, collectingFrom: needed)
+            if let check, let needed {
+                try check.body(Array(replay.collected.dropFirst(Int(min(check.from, replay.report.nextLSN) - needed))))
+            }
+            if let replication, let needed {
                 guard replication.replicatedThrough <= replay.report.nextLSN else {
                     throw FanoutError(
                         .failedPrecondition,
                         "the replica holds this log through LSN \(replication.replicatedThrough), past its end in \(directory) (LSN \(replay.report.nextLSN)): this directory is not the one the replica was fed from, or it lost its end"
                     )
                 }
-                if let check = replication.check {
-                    try check.body(Array(replay.collected.dropFirst(Int(check.from - replication.firstNeeded))))
-                }
-                replay.collected.removeFirst(Int(replication.replicatedThrough - replication.firstNeeded))
+                replay.collected.removeFirst(Int(replication.replicatedThrough - needed))
             }
             // Delivery counters count what happens from now on; replay rebuilt the state, not events.
             for id in replay.projects.keys {

@@ -1,0 +1,52 @@
+package import FanoutCore
+
+/// A node's data directory against its shard's stream (docs/scale-out.md): every node's log holds
+/// the shard's records in the stream's order, its own batches and those it applied as a follower,
+/// so from the last batch the node published on, its log must hold the stream's records (a
+/// follower's may stop short of the stream's end). A deposed owner's log, with changes the stream
+/// never got, does not, even where the LSNs agree.
+package enum ShardLog {
+    /// The last batch `node` published in `stream`: its sequence and the LSN after it; nil when it
+    /// published none. Reads back from the stream's end, a message at a time.
+    package static func lastBatch(of node: String, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> (sequence: UInt64, lsn: UInt64)? {
+        var sequence = try jetStream.state(of: stream.name).lastSequence
+        while sequence > 0 {
+            if let batch = try stream.batch(sequence, on: jetStream), ShardPublisher.node(of: batch.term) == node { return (sequence, batch.lsn) }
+            sequence -= 1
+        }
+        return nil
+    }
+
+    /// The records of every message of `stream` after `sequence`, in order.
+    package static func records(after sequence: UInt64, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> [WALRecord] {
+        let last = try jetStream.state(of: stream.name).lastSequence
+        var records: [WALRecord] = []
+        var next = sequence + 1
+        while next <= last {
+            guard let message = try jetStream.storedMessage(next, of: stream.name) else {
+                throw FanoutError(.internal, "\(stream.name) has no message \(next): the stream was purged")
+            }
+            records += try WALRecord.decodeBatch(message.data)
+            next += 1
+        }
+        return records
+    }
+
+    /// The check `node`'s directory must pass at start (`Engine(directory:check:)`): its records
+    /// from its own last batch on must be the stream's, all of them (`exactly`: to own the shard)
+    /// or the first of them (to follow it).
+    package static func check(directory: String, against stream: ShardStream, _ jetStream: JetStream, node: String, exactly: Bool) throws(FanoutError) -> Engine.LogCheck {
+        let own = try Self.lastBatch(of: node, in: stream, jetStream)
+        let expected = try Self.records(after: own?.sequence ?? 0, in: stream, jetStream)
+        let from = own?.lsn ?? 0
+        return Engine.LogCheck(from: from) { (logged: [WALRecord]) throws(FanoutError) in
+            let matches = exactly ? logged == expected : logged.count <= expected.count && logged[...] == expected.prefix(logged.count)
+            guard matches else {
+                throw FanoutError(
+                    .failedPrecondition,
+                    "the log in \(directory) is not \(stream.name)'s after LSN \(from) (\(logged.count) records against the stream's \(expected.count)): it holds changes the stream never got, so this node must be rebuilt from the stream"
+                )
+            }
+        }
+    }
+}
