@@ -398,6 +398,60 @@ struct ShardReplicationTests {
         }
     }
 
+    /// Two `ShardNode`s hand a shard over: A takes the free shard and answers changes while B
+    /// follows on its directory; A stops (no more turns); B takes the lapsed lease with everything
+    /// A answered. A, still acting as the owner, logs a change JetStream then refuses; at its next
+    /// turn it learns it lost the shard and follows again: its directory, holding that change, is
+    /// set aside, and a fresh one follows the stream to B's state.
+    @Test func twoShardNodesHandAShardOver() async throws {
+        try await NATSServer.with { server in
+            let (_, stream) = try Self.stream(4, on: server)
+            try await TemporaryDirectory.with { directoryA in
+                try await TemporaryDirectory.with { directoryB in
+                    func node(_ name: String, _ directory: String) throws -> ShardNode {
+                        let jetStream = try JetStream(urls: server.url)
+                        return try ShardNode(node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: .seconds(1)))
+                    }
+                    let a = try node("node-a", directoryA)
+                    let b = try node("node-b", directoryB)
+                    try a.step()
+                    guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
+                    try b.step()
+                    guard case .following = b.role else { throw FanoutError(.internal, "node-b took a held shard") }
+                    var answered: [Installation] = []
+                    for index in 0..<20 { answered.append(try await a.engine.register(Self.request("a-\(index)")).installation) }
+                    try b.step()
+
+                    // A stops taking turns. B takes the shard once A's lease lapses.
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while ContinuousClock.now < deadline {
+                        if case .owning = b.role { break }
+                        try await Task.sleep(for: .milliseconds(100))
+                        try? b.step()  // as the node's loop does: a turn that fails (NATS slow under load) is taken again
+                    }
+                    guard case .owning = b.role else { throw FanoutError(.internal, "node-b never took the lapsed shard") }
+                    for installation in answered {
+                        #expect(try b.engine.installation(.fid(installation.fid)) == installation, "every change A answered")
+                    }
+                    _ = try await b.engine.register(Self.request("b-0"))
+
+                    // A, not knowing yet, logs a change; JetStream refuses it (B appended since).
+                    let late = a.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a-late")) }
+                    #expect(throws: FanoutError(.unavailable, "")) { try late.blockingUntilDurable() }
+                    try a.step()
+                    guard case .following = a.role else { throw FanoutError(.internal, "node-a still owns the shard") }
+                    #expect(a.setAside.count == 1, "the directory with the refused change was set aside")
+                    try a.step()
+                    #expect(try a.engine.installationCount() == 21)
+                    #expect(throws: FanoutError(.notFound, "", field: "registration")) { try a.engine.installation(.token(RegistrationToken("a-late")!)) }
+                    try a.engine.close()
+                    try b.engine.close()
+                    for aside in a.setAside { try? FileManager.default.removeItem(atPath: aside) }
+                }
+            }
+        }
+    }
+
     /// A shard's first change is fenced too: its stream starts with the creation marker, so two
     /// owners that both believe the fresh shard theirs cannot both append (libnats' expected last
     /// sequence of 0 would check nothing); a stream made without the marker is refused.

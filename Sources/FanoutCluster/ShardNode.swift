@@ -1,0 +1,106 @@
+package import FanoutCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One node's part in one shard (docs/scale-out.md): it follows the shard's stream on its data
+/// directory while another node owns the shard, takes the shard once nobody holds its lease, and
+/// owns it while it renews the lease; an owner that lost its lease follows again. `step()` is one
+/// turn of that loop: a node calls it every third of the lease, from a thread of its own (the
+/// calls block on NATS).
+///
+/// A directory whose log is not the stream's (a deposed owner's, with changes the stream never
+/// got) is set aside (renamed `<directory>.diverged-<seconds>`, kept for inspection) and the node
+/// follows from the stream's start in a fresh one.
+package final class ShardNode: @unchecked Sendable {
+    // Touched by the one thread that steps it.
+    package enum Role: Sendable {
+        case following
+        case owning(ShardOwnership.Lease)
+    }
+
+    package let node: String
+    package let stream: ShardStream
+    private let directory: String
+    private let jetStream: JetStream
+    private let ownership: ShardOwnership
+    /// The node's engine: a follower's, or once it owns the shard, the owner's.
+    package private(set) var engine: Engine
+    package private(set) var role = Role.following
+    private var follower: ShardFollower
+    /// The directories set aside, oldest first.
+    package private(set) var setAside: [String] = []
+
+    /// Starts as a follower of `stream` on `directory`.
+    package init(node: String, stream: ShardStream, directory: String, jetStream: JetStream, ownership: ShardOwnership) throws(FanoutError) {
+        self.node = node
+        self.stream = stream
+        self.directory = directory
+        self.jetStream = jetStream
+        self.ownership = ownership
+        (self.engine, self.follower, self.setAside) = try Self.follow(node: node, stream: stream, directory: directory, jetStream: jetStream)
+    }
+
+    /// One turn: an owner renews its lease, and follows again once it lost the shard; a follower
+    /// catches up, and takes the shard once nobody holds it (catching up again, then opening the
+    /// owner's engine under the lease's term).
+    /// - Throws: `UNAVAILABLE` when NATS does not answer (the next turn tries again), and what
+    ///   opening an engine throws.
+    package func step() throws(FanoutError) {
+        switch self.role {
+        case .owning(let lease):
+            if let renewed = try self.ownership.renew(lease, for: self.node) {
+                self.role = .owning(renewed)
+                return
+            }
+            try? self.engine.close()
+            try self.followAgain()
+        case .following:
+            try self.follower.catchUp()
+            guard try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
+            // What the last owner published before its lease lapsed.
+            try self.follower.catchUp()
+            try self.engine.close()
+            do {
+                let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
+                self.engine = try Engine.shardOwner(directory: self.directory, publisher: publisher)
+                self.role = .owning(lease)
+            } catch {
+                // Cannot own it (the stream moved on meanwhile): follow again; the lease lapses.
+                try self.followAgain()
+                throw error
+            }
+        }
+    }
+
+    private func followAgain() throws(FanoutError) {
+        let (engine, follower, setAside) = try Self.follow(node: self.node, stream: self.stream, directory: self.directory, jetStream: self.jetStream)
+        (self.engine, self.follower, self.role) = (engine, follower, .following)
+        self.setAside += setAside
+    }
+
+    /// A follower's engine on `directory`, checked against the stream; a directory that fails the
+    /// check is set aside for a fresh one.
+    private static func follow(
+        node: String,
+        stream: ShardStream,
+        directory: String,
+        jetStream: JetStream
+    ) throws(FanoutError) -> (Engine, ShardFollower, setAside: [String]) {
+        let check = try ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false)
+        var setAside: [String] = []
+        let engine: Engine
+        do {
+            engine = try Engine(directory: directory, check: check, replication: nil)
+        } catch where error.code == .failedPrecondition {
+            let aside = "\(directory).diverged-\(time(nil))"
+            guard rename(directory, aside) == 0 else {
+                throw FanoutError(.unavailable, "cannot set aside \(directory), whose log is not \(stream.name)'s: errno \(errno)")
+            }
+            setAside.append(aside)
+            engine = try Engine(directory: directory)
+        }
+        return (engine, try ShardFollower(jetStream, stream: stream, resuming: engine), setAside)
+    }
+}
