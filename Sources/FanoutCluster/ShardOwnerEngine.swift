@@ -26,17 +26,14 @@ extension Engine {
         publisher: ShardPublisher,
         retryInterval: Duration = .milliseconds(200)
     ) throws(FanoutError) -> Engine {
-        let replicate: ReplicatedChangeLog.Replicate = { records, through throws(FanoutError) in try publisher.publish(records, through: through) }
-        let replication: Engine.Replication
+        let last = try publisher.lastBatch()
         var check: Engine.LogCheck?
-        switch try publisher.lastBatch() {
-        case nil:
-            replication = Engine.Replication(replicatedThrough: 0, retryInterval: retryInterval, replicate: replicate)
-        case let (term, lsn)? where publisher.isOwnTerm(term):
-            replication = Engine.Replication(replicatedThrough: lsn, retryInterval: retryInterval, replicate: replicate)
-        case (_, let lsn)?:
+        if let last, !publisher.isOwnTerm(last.term) {
+            // A follower taking over: its log must be the stream's, exactly.
             check = try ShardLog.check(directory: directory, against: publisher.stream, publisher.jetStream, node: publisher.node, exactly: true)
-            replication = Engine.Replication(replicatedThrough: lsn, retryInterval: retryInterval, replicate: replicate)
+        }
+        let replication = Engine.Replication(replicatedThrough: last?.lsn ?? 0, retryInterval: retryInterval) { records, through throws(FanoutError) in
+            try publisher.publish(records, through: through)
         }
         return try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: replication)
     }
