@@ -117,7 +117,7 @@ let package = Package(
         // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
         .target(
             name: "FanoutLoad",
-            dependencies: ["FanoutCore", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix, .product(name: "NIOHTTP1", package: "swift-nio")]
+            dependencies: ["FanoutCore", "FanoutCluster", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix, nioHTTP1]
         ),
         .target(
             name: "FanoutTestSupport",

@@ -40,6 +40,17 @@ struct LoadHarnessTests {
             #expect(report.table.contains("connections: 300 held open"))
             return
         }
+        if scenario == .replication {
+            // The same registrations on an engine alone, then on a shard owner's engine that
+            // publishes each one to JetStream (nats-server's CPU reported as the server's).
+            for system in ["engine", "engine+jetstream"] {
+                let register = try Self.phase(report, system, "register")
+                #expect(register.operations == 600 && register.items == 600 && register.errors.isEmpty, "\(system): \(register.errors)")
+            }
+            #expect(try Self.phase(report, "engine+jetstream", "register").serverCPU ?? 0 > 0, "nats-server's CPU is read from /proc")
+            #expect(report.table.contains("engine+jetstream  register"))
+            return
+        }
         for phase in report.phases {
             #expect(phase.errors.isEmpty, "\(phase.phase): \(phase.errors)")
             #expect(phase.latency.p50 <= phase.latency.p99 && phase.latency.p99 <= phase.latency.max)
@@ -80,7 +91,7 @@ struct LoadHarnessTests {
                 let phase = try Self.phase(report, "fanout", name)
                 #expect(phase.operations == 150 && phase.errors.isEmpty, "\(name): every send answered 200 / OK")
             }
-        case .register, .subscribe, .connections:
+        case .register, .subscribe, .connections, .replication:
             break
         }
         #expect(report.table.contains("fanout  register"))

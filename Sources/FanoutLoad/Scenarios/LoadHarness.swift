@@ -1,5 +1,7 @@
 import FanoutClient
+import FanoutCluster
 import FanoutCore
+import FanoutModel
 import FanoutTestSupport
 import Foundation
 
@@ -43,6 +45,11 @@ public struct LoadHarness: Sendable {
     /// directory (removed afterwards).
     public func run(_ scenario: LoadScenario, against running: RunningServer? = nil) async throws -> LoadReport {
         var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
+        if scenario == .replication {
+            guard running == nil else { throw LoadError("replication runs engines in the harness (leave out --server)") }
+            try await self.replication(into: &report)
+            return report
+        }
         if let running {
             guard scenario != .recover, scenario != .httpSend else {
                 throw LoadError("\(scenario.rawValue) needs a server the harness starts (leave out --server)")
@@ -159,7 +166,7 @@ public struct LoadHarness: Sendable {
             await session.latency()
         case .registerBatch:
             await session.registerBatches()
-        case .connections:
+        case .connections, .replication:
             break  // run before any session
         case .httpSend:
             guard let http else { throw LoadError("http-send needs fanoutd's HTTP front") }
@@ -183,6 +190,56 @@ public struct LoadHarness: Sendable {
             serverResources: resources,
             dataMemory: { resources()?.residentBytes }
         )
+    }
+
+    /// The register phase on an engine in this process on its data directory (system `engine`),
+    /// then on a shard owner's engine whose changes are answered once JetStream holds them too
+    /// (`engine+jetstream`: one stream, one replica, a nats-server started here, its CPU reported
+    /// as the server's). The same workload, workers and durability; no network between the
+    /// workers and the engine, so the difference is replication's.
+    private func replication(into report: inout LoadReport) async throws {
+        let directory = TemporaryDirectory.path("fanout-load-replication")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let durability: Durability
+        switch self.durability {
+        case "always": durability = .always
+        case "none": durability = .none
+        default:
+            guard self.durability.hasPrefix("interval:"), let milliseconds = Int(self.durability.dropFirst("interval:".count)) else {
+                throw LoadError("--durability \(self.durability) is not always, interval:MS or none")
+            }
+            durability = .interval(milliseconds: milliseconds)
+        }
+        var configuration = EngineConfiguration()
+        configuration.sendQuota = .unlimited
+
+        let alone = try Engine(directory: directory + "/alone", durability: durability, configuration: configuration)
+        let aloneSession = LoadSession(
+            backend: EngineBackend(system: "engine", engine: alone, workload: self.workload), workload: self.workload, options: self.options,
+            serverResources: { nil }, dataMemory: { nil }
+        )
+        await aloneSession.register()
+        await aloneSession.backend.close()
+        report.add(aloneSession)
+
+        let nats = try NATSProcess(directory: directory + "/nats")
+        try await nats.start()
+        defer { nats.kill() }
+        let jetStream = try JetStream(urls: nats.url)
+        let stream = ShardStream(shard: 0)
+        try stream.create(on: jetStream, replicas: 1)
+        let owner = try Engine.shardOwner(
+            directory: directory + "/owner", durability: durability, configuration: configuration,
+            publisher: ShardPublisher(jetStream, stream: stream, term: "fanout-load.1")
+        )
+        let replicatedSession = LoadSession(
+            backend: EngineBackend(system: "engine+jetstream", engine: owner, workload: self.workload), workload: self.workload, options: self.options,
+            serverResources: { nats.resources }, dataMemory: { nil }
+        )
+        await replicatedSession.register()
+        await replicatedSession.backend.close()
+        report.add(replicatedSession)
     }
 
     /// SIGKILL, start again on the same directory, and time until the server answers PING with

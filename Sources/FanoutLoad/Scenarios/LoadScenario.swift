@@ -16,8 +16,12 @@ public enum LoadScenario: String, CaseIterable, Sendable, Codable {
     case connections
     /// FCM v1 sends to tokens over the binary protocol, then over the HTTP front.
     case httpSend = "http-send"
+    /// What replication costs a change (issue 22): registrations on an engine embedded in the
+    /// harness on its data directory, then on a shard owner's engine that also publishes each
+    /// change to JetStream (a nats-server started here).
+    case replication
 
     package var needsSubscriptions: Bool {
-        self != .register && self != .registerBatch && self != .latency && self != .connections && self != .httpSend
+        self != .register && self != .registerBatch && self != .latency && self != .connections && self != .httpSend && self != .replication
     }
 }
