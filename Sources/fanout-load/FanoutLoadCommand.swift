@@ -125,10 +125,10 @@ struct WorkloadOptions: ParsableArguments {
 struct Scenario: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency or connections."
+        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency, connections, http-send or replication."
     )
 
-    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency or connections.")
+    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency, connections, http-send or replication.")
     var scenario: String
 
     @OptionGroup var workload: WorkloadOptions
