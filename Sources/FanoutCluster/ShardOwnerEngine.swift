@@ -24,7 +24,8 @@ extension Engine {
         durability: Durability = .always,
         configuration: EngineConfiguration = EngineConfiguration(),
         publisher: ShardPublisher,
-        retryInterval: Duration = .milliseconds(200)
+        retryInterval: Duration = .milliseconds(200),
+        closeWait: Duration = .seconds(5)
     ) throws(FanoutError) -> Engine {
         let last = try publisher.lastBatch()
         var check: Engine.LogCheck?
@@ -32,7 +33,7 @@ extension Engine {
             // A follower taking over: its log must be the stream's, exactly.
             check = try ShardLog.check(directory: directory, against: publisher.stream, publisher.jetStream, node: publisher.node, exactly: true)
         }
-        let replication = Engine.Replication(replicatedThrough: last?.lsn ?? 0, retryInterval: retryInterval) { records, through throws(FanoutError) in
+        let replication = Engine.Replication(replicatedThrough: last?.lsn ?? 0, retryInterval: retryInterval, closeWait: closeWait) { records, through throws(FanoutError) in
             try publisher.publish(records, through: through)
         }
         return try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: replication)

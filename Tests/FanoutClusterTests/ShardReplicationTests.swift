@@ -454,6 +454,37 @@ struct ShardReplicationTests {
         }
     }
 
+    /// NATS killed (SIGKILL) under an owner on its data directory: a change is applied and synced
+    /// but not answered; closing the owner does not hang (it gives up on the replica after its
+    /// wait) and the change's caller hears `UNAVAILABLE`; once NATS is back, the owner's next start
+    /// publishes the change before anything else, and a follower has it, once.
+    @Test func anOwnerClosedWhileNATSIsDownPublishesItsTailWhenItStartsAgain() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try Self.stream(10, on: server)
+            try await TemporaryDirectory.with { directory in
+                let owner = try Engine.shardOwner(
+                    directory: directory, publisher: ShardPublisher(jetStream, stream: stream, term: "node-a.1"),
+                    retryInterval: .milliseconds(20), closeWait: .milliseconds(300)
+                )
+                for index in 0..<10 { _ = try await owner.register(Self.request("before-\(index)")) }
+                server.kill()
+                let pending = owner.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("during-the-outage")) }
+                #expect(throws: FanoutError(.unavailable, "")) { try owner.close() }
+                #expect(throws: FanoutError(.unavailable, "")) { try pending.blockingUntilDurable() }
+
+                try await server.restart()
+                let again = try Engine.shardOwner(directory: directory, publisher: ShardPublisher(JetStream(urls: server.url), stream: stream, term: "node-a.2"))
+                _ = try await again.register(Self.request("after"))
+                let follower = ShardFollower(try JetStream(urls: server.url), stream: stream, engine: Engine())
+                try follower.catchUp()
+                #expect(try follower.engine.installationCount() == 12)
+                let address = RegistrationAddress.token(RegistrationToken("during-the-outage")!)
+                #expect(try follower.engine.installation(address) == again.installation(address))
+                try again.close()
+            }
+        }
+    }
+
     /// A shard's first change is fenced too: its stream starts with the creation marker, so two
     /// owners that both believe the fresh shard theirs cannot both append (libnats' expected last
     /// sequence of 0 would check nothing); a stream made without the marker is refused.

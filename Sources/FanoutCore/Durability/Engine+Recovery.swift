@@ -44,12 +44,20 @@ extension Engine {
         package var replicatedThrough: UInt64
         /// The wait before a batch is offered again after `UNAVAILABLE`.
         package var retryInterval: Duration
+        /// How long closing waits for the replica to hold everything.
+        package var closeWait: Duration
         /// Hands a run of records, durable in the local log, to the replica (`ReplicatedChangeLog`).
         package var replicate: ReplicatedChangeLog.Replicate
 
-        package init(replicatedThrough: UInt64, retryInterval: Duration = .milliseconds(200), replicate: @escaping ReplicatedChangeLog.Replicate) {
+        package init(
+            replicatedThrough: UInt64,
+            retryInterval: Duration = .milliseconds(200),
+            closeWait: Duration = .seconds(5),
+            replicate: @escaping ReplicatedChangeLog.Replicate
+        ) {
             self.replicatedThrough = replicatedThrough
             self.retryInterval = retryInterval
+            self.closeWait = closeWait
             self.replicate = replicate
         }
     }
@@ -130,7 +138,10 @@ extension Engine {
             replay.report.duration = ContinuousClock.now - started
             metrics.recordRecovery(duration: replay.report.duration)
             let log: any ChangeLog = replication.map { replication in
-                ReplicatedChangeLog(local: wal, unreplicated: replay.collected, retryInterval: replication.retryInterval, replicate: replication.replicate)
+                ReplicatedChangeLog(
+                    local: wal, unreplicated: replay.collected, retryInterval: replication.retryInterval, closeWait: replication.closeWait,
+                    replicate: replication.replicate
+                )
             } ?? wal
             self.init(
                 configuration: configuration,

@@ -65,6 +65,7 @@ package final class ReplicatedChangeLog: ChangeLog {
     private let local: any ChangeLog
     private let replicate: Replicate
     private let retryInterval: Duration
+    private let closeWait: Duration
     /// Orders each local append with its queueing, so records reach `replicate` in LSN order.
     private let appendOrder = Mutex(())
     private let state: ConditionLocked<State>
@@ -76,15 +77,18 @@ package final class ReplicatedChangeLog: ChangeLog {
     ///     owner's tail logged before a crash, never published. They are replicated first, and
     ///     nothing is acknowledged before them.
     ///   - retryInterval: the wait before `replicate` is called again after `UNAVAILABLE`.
+    ///   - closeWait: how long `close` waits for the replica to hold everything.
     package init(
         local: any ChangeLog,
         unreplicated: [WALRecord] = [],
         retryInterval: Duration = .milliseconds(200),
+        closeWait: Duration = .seconds(5),
         replicate: @escaping Replicate
     ) {
         self.local = local
         self.replicate = replicate
         self.retryInterval = retryInterval
+        self.closeWait = closeWait
         let start = local.acknowledgedTicket
         let replicated = start.lsn - min(UInt64(unreplicated.count), start.lsn)
         var state = State(local: start, replicated: replicated, queuedThrough: start.lsn)
@@ -181,23 +185,32 @@ package final class ReplicatedChangeLog: ChangeLog {
     package var currentStatistics: WALStatistics { self.local.currentStatistics }
 
     /// Closes the local log (it acknowledges what it holds), waits until the replica holds it too
-    /// or this log failed, then stops the thread.
+    /// (at most `closeWait`, or until this log failed), then stops the thread.
+    /// - Throws: `UNAVAILABLE` when the replica does not hold everything by then (NATS down): the
+    ///   records stay in the local log, and an owner's next start publishes them first.
     package func close() throws(FanoutError) {
         try self.local.close()
         let local = self.local.acknowledgedTicket
         self.advance { state in
             if local.lsn > state.local.lsn { state.local = local }
         }
-        let failure = self.state.withLock(waitingOn: .acknowledged) { state in
-            state.replicated >= state.queuedThrough || state.failure != nil
-        } _: { state in
+        let end = self.state.withLock { $0.queuedThrough }
+        try? self.waitUntilReplicated(end, atMost: self.closeWait)
+        self.state.withLock { state in
             state.isClosed = true
             self.state.broadcast(.work)
-            return state.replicated >= state.queuedThrough ? nil : state.failure
         }
         let thread = self.thread.withLock { $0 }
         pthread_join(thread, nil)
-        if let failure { throw failure }
+        let replicated = self.state.withLock { $0.replicated }
+        guard replicated >= end else {
+            let error = FanoutError(
+                .unavailable,
+                "closed while the replica holds the log only through LSN \(replicated) of \(end): those records are in the local log, and the next start publishes them"
+            )
+            self.fail(error, rebuildingTheEngine: false)
+            throw error
+        }
     }
 
     /// Returns once the replica holds every record before `lsn`.
@@ -237,7 +250,10 @@ package final class ReplicatedChangeLog: ChangeLog {
         for notify in released { notify(nil) }
     }
 
-    private func fail(_ error: FanoutError) {
+    /// Fails this log for good: it refuses records, and every waiter hears `error`. The engine's
+    /// failure handler runs first (it rebuilds the state from what is acknowledged), unless the
+    /// log is closing.
+    private func fail(_ error: FanoutError, rebuildingTheEngine: Bool = true) {
         let (handler, through, waiters) = self.state.withLock { state in
             guard state.failure == nil else { return (nil as (@Sendable (UInt64) -> Void)?, UInt64(0), [] as [@Sendable (FanoutError?) -> Void]) }
             state.failure = error
@@ -245,7 +261,7 @@ package final class ReplicatedChangeLog: ChangeLog {
             state.waiters = []
             self.state.broadcast(.acknowledged)
             self.state.broadcast(.work)
-            return (state.onFailed, state.acknowledged.lsn, waiters)
+            return (rebuildingTheEngine ? state.onFailed : nil, state.acknowledged.lsn, waiters)
         }
         handler?(through)
         for notify in waiters { notify(error) }
@@ -270,7 +286,7 @@ package final class ReplicatedChangeLog: ChangeLog {
                     break
                 } catch where error.code == .unavailable {
                     if self.state.withLock({ $0.isClosed || $0.failure != nil }) {
-                        self.fail(FanoutError(.unavailable, "closed before the replica held every record: \(error.message)"))
+                        self.fail(FanoutError(.unavailable, "closed before the replica held every record: \(error.message)"), rebuildingTheEngine: false)
                         return
                     }
                     let (seconds, attoseconds) = self.retryInterval.components
