@@ -49,6 +49,8 @@ struct LoadHarnessTests {
             }
             #expect(try Self.phase(report, "engine+jetstream", "register").serverCPU ?? 0 > 0, "nats-server's CPU is read from /proc")
             #expect(report.table.contains("engine+jetstream  register"))
+            let failover = try Self.phase(report, "engine+jetstream", "failover (3 s lease)")
+            #expect(failover.operations == 1 && failover.errors.isEmpty, "node-b took the shard over and answered")
             return
         }
         for phase in report.phases {

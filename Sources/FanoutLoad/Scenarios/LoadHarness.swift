@@ -240,6 +240,44 @@ public struct LoadHarness: Sendable {
         await replicatedSession.register()
         await replicatedSession.backend.close()
         report.add(replicatedSession)
+        report.phases.append(try await self.failover(jetStream: jetStream, directory: directory))
+    }
+
+    /// The failover time: two `ShardNode`s on their own directories (a 3 s lease, a turn every
+    /// second, as a node takes them); A takes a fresh shard and answers a change, B follows; then
+    /// A stops taking turns, as if killed. Measured: from A's last renewal until B, having taken
+    /// the lapsed lease, answers a change of its own.
+    private func failover(jetStream: JetStream, directory: String) async throws -> PhaseResult {
+        let lease = Duration.seconds(3), turn = Duration.seconds(1)
+        let stream = ShardStream(shard: 1)
+        try stream.create(on: jetStream, replicas: 1)
+        let ownership = try ShardOwnership(jetStream, lease: lease)
+        let a = try ShardNode(node: "node-a", stream: stream, directory: directory + "/node-a", jetStream: jetStream, ownership: ownership)
+        let b = try ShardNode(node: "node-b", stream: stream, directory: directory + "/node-b", jetStream: jetStream, ownership: ownership)
+        try a.step()
+        guard case .owning = a.role else { throw LoadError("node-a did not take the free shard") }
+        let backendA = EngineBackend(system: "node-a", engine: a.engine, workload: self.workload)
+        try await backendA.register(0, worker: 0)
+        try b.step()
+        try a.step()  // its last renewal
+        let stopped = ContinuousClock.now
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(60) {
+            try await Task.sleep(for: turn)
+            try? b.step()
+            if case .owning = b.role { break }
+        }
+        guard case .owning = b.role else { throw LoadError("node-b did not take the shard within 60 s") }
+        try await EngineBackend(system: "node-b", engine: b.engine, workload: self.workload).register(1, worker: 0)
+        let failover = ContinuousClock.now - stopped
+        try? a.engine.close()
+        try? b.engine.close()
+        var recorder = PhaseRecorder()
+        recorder.record(failover)
+        return PhaseResult(
+            system: "engine+jetstream", phase: "failover (3 s lease)", itemName: "failovers", recorder: recorder,
+            elapsed: failover, cpuSeconds: nil, residentBytes: nil
+        )
     }
 
     /// SIGKILL, start again on the same directory, and time until the server answers PING with
