@@ -23,8 +23,6 @@ public struct HTTPFront: Sendable {
     let metrics: PrometheusCollectorRegistry?
     let credentialsChanged: @Sendable (ProjectID) -> Void
     let requestMetrics: HTTPRequestMetrics
-    /// Where sends' answers go back to their loops, for every connection of this front.
-    let handBack = EventLoopBatches()
 
     /// A front serving `engine` with the keys `keys()` returns at each request (so that a SIGHUP
     /// reload applies), when given `tokens`' credentials and JWK Set, and when given `metrics`,
@@ -51,16 +49,16 @@ public struct HTTPFront: Sendable {
     /// streams and its HTTP/1.1 over TLS, through `additionalChannelHandlers`), made for each: they
     /// serve `messages:send` on the event loop and pass every other request to the router.
     public func channelHandlers() -> [any RemovableChannelHandler] {
-        [MessagesSendHandler<HTTPTypesParts>(engine: self.engine, keys: self.keys, metrics: self.requestMetrics, handBack: self.handBack)]
+        [MessagesSendHandler<HTTPTypesParts>(engine: self.engine, keys: self.keys, metrics: self.requestMetrics)]
     }
 
     /// Hummingbird's HTTP/1.1 server, with `messages:send` served on the event loop on NIOHTTP1's
     /// parts (`FrontHTTP1Channel`).
     public func http1() -> HTTPServerBuilder {
-        let (engine, keys, metrics, handBack) = (self.engine, self.keys, self.requestMetrics, self.handBack)
+        let (engine, keys, metrics) = (self.engine, self.keys, self.requestMetrics)
         return HTTPServerBuilder { responder in
             FrontHTTP1Channel(responder: responder) {
-                MessagesSendHandler<HTTP1Parts>(engine: engine, keys: keys, metrics: metrics, handBack: handBack)
+                MessagesSendHandler<HTTP1Parts>(engine: engine, keys: keys, metrics: metrics)
             }
         }
     }

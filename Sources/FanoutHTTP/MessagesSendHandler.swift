@@ -53,8 +53,6 @@ final class MessagesSendHandler<Parts: SendHandlerParts>: ChannelDuplexHandler, 
     private let engine: Engine
     private let keys: @Sendable () -> APIKeyStore
     private let metrics: HTTPRequestMetrics
-    /// Hands durable sends back to this connection's loop, batched with other connections'.
-    private let handBack: EventLoopBatches
     private var state = State.idle
     private var held = CircularBuffer<Held>()
     /// Events that came while a send's body was being read: passed on after its answer.
@@ -62,11 +60,10 @@ final class MessagesSendHandler<Parts: SendHandlerParts>: ChannelDuplexHandler, 
     private var readWithheld = false
     private var date = HTTPDate()
 
-    init(engine: Engine, keys: @escaping @Sendable () -> APIKeyStore, metrics: HTTPRequestMetrics, handBack: EventLoopBatches) {
+    init(engine: Engine, keys: @escaping @Sendable () -> APIKeyStore, metrics: HTTPRequestMetrics) {
         self.engine = engine
         self.keys = keys
         self.metrics = metrics
-        self.handBack = handBack
     }
 
     /// Whether a request is being answered, so that what comes next must wait.
@@ -213,9 +210,8 @@ final class MessagesSendHandler<Parts: SendHandlerParts>: ChannelDuplexHandler, 
             return self.answer(result, context: context)
         }
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let handBack = self.handBack
         applied.whenDurable { result in
-            handBack.submit(to: handler.eventLoop) {
+            handler.eventLoop.execute {
                 let (handler, context) = handler.value
                 handler.answer(result, context: context)
             }

@@ -36,7 +36,7 @@ struct MessagesSendHandlerTests {
     static func pipeline() throws -> (EmbeddedChannel, Router, InMemoryChangeLog) {
         let log = InMemoryChangeLog(acknowledgement: .manual)
         let engine = Engine(log: log)
-        let handler = MessagesSendHandler<HTTPTypesParts>(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory), handBack: EventLoopBatches())
+        let handler = MessagesSendHandler<HTTPTypesParts>(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory))
         let router = Router()
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(handler)
@@ -181,7 +181,7 @@ struct MessagesSendHandlerTests {
         let engine = Engine(log: log)
         let router = Router()
         let channel = EmbeddedChannel()
-        try channel.pipeline.syncOperations.addHandler(MessagesSendHandler<HTTP1Parts>(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory), handBack: EventLoopBatches()))
+        try channel.pipeline.syncOperations.addHandler(MessagesSendHandler<HTTP1Parts>(engine: engine, keys: { LoopbackServer.keys }, metrics: HTTPRequestMetrics(factory: engine.metrics.factory)))
         try channel.pipeline.syncOperations.addHandler(router)
 
         let headers = HTTPHeaders([("Authorization", "Bearer \(LoopbackServer.adminKey)")])
