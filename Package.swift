@@ -135,7 +135,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "fanout-load",
-            dependencies: ["FanoutLoad", argumentParser]
+            dependencies: ["FanoutLoad", "FanoutModel", argumentParser]
         ),
         // The crash test's child process (not a product).
         .executableTarget(

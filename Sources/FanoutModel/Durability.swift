@@ -9,6 +9,20 @@ public enum Durability: Hashable, Sendable {
     case none
 }
 
+extension Durability {
+    /// The command-line spelling (`--durability`): `always`, `none`, or `interval:MS` with a
+    /// positive MS; nil for anything else.
+    public init?(parsing text: String) {
+        switch text {
+        case "always": self = .always
+        case "none": self = .none
+        default:
+            guard text.hasPrefix("interval:"), let milliseconds = Int(text.dropFirst("interval:".count)), milliseconds > 0 else { return nil }
+            self = .interval(milliseconds: milliseconds)
+        }
+    }
+}
+
 /// What the write-ahead log has done since the engine opened.
 public struct WALStatistics: Hashable, Sendable {
     /// Records written.

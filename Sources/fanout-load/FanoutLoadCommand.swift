@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanoutLoad
+import FanoutModel
 import Foundation
 
 /// `fanout-load`: drives fanoutd (and, in `compare`, Redis) with the workloads of a push backend.
@@ -92,7 +93,7 @@ struct WorkloadOptions: ParsableArguments {
         guard self.headShare > 0, self.headShare <= 1 else {
             throw ValidationError("--head-share must be in (0, 1]")
         }
-        guard self.durability == "always" || self.durability == "none" || self.durability.hasPrefix("interval:") else {
+        guard Durability(parsing: self.durability) != nil else {
             throw ValidationError("--durability must be always, interval:MS or none")
         }
     }

@@ -107,7 +107,9 @@ struct Fanoutd: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: self.logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
-        let durability = try Self.durability(self.durability)
+        guard let durability = Durability(parsing: self.durability) else {
+            throw ValidationError("--durability must be always, none or interval:MS")
+        }
         let (host, port) = try Self.hostAndPort(self.listen)
         for (name, days) in [("--stale-after", self.staleAfterDays), ("--expire-after", self.expireAfterDays), ("--anonymous-user-lifetime", self.anonymousUserLifetimeDays)]
         where !(1...36_500).contains(days) {
@@ -302,18 +304,6 @@ struct Fanoutd: AsyncParsableCommand {
 
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
-    }
-
-    static func durability(_ text: String) throws -> Durability {
-        switch text {
-        case "always": return .always
-        case "none": return .none
-        default:
-            if text.hasPrefix("interval:"), let milliseconds = Int(text.dropFirst("interval:".count)), milliseconds > 0 {
-                return .interval(milliseconds: milliseconds)
-            }
-            throw ValidationError("--durability must be always, none or interval:MS")
-        }
     }
 
     static func hostAndPort(_ text: String) throws -> (String, Int) {

@@ -156,4 +156,14 @@ struct ModelTypeTests {
         #expect(start.advanced(by: .milliseconds(-1500)).millisecondsSinceEpoch == -500)
         #expect(Timestamp(millisecondsSinceEpoch: .max - 1).advanced(by: .seconds(10)).millisecondsSinceEpoch == .max)
     }
+
+    /// `--durability` as fanoutd and fanout-load spell it, one parser for both.
+    @Test func durabilityParsesTheCommandLineSpellings() {
+        #expect(Durability(parsing: "always") == .always)
+        #expect(Durability(parsing: "none") == Durability.none)
+        #expect(Durability(parsing: "interval:250") == .interval(milliseconds: 250))
+        for bad in ["", "Always", "interval:", "interval:0", "interval:-5", "interval:x", "sometimes"] {
+            #expect(Durability(parsing: bad) == nil, "\(bad)")
+        }
+    }
 }

@@ -1,7 +1,6 @@
 import FanoutClient
 import FanoutCluster
 import FanoutCore
-import FanoutModel
 import FanoutTestSupport
 import Foundation
 
@@ -201,15 +200,8 @@ public struct LoadHarness: Sendable {
         let directory = TemporaryDirectory.path("fanout-load-replication")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let durability: Durability
-        switch self.durability {
-        case "always": durability = .always
-        case "none": durability = .none
-        default:
-            guard self.durability.hasPrefix("interval:"), let milliseconds = Int(self.durability.dropFirst("interval:".count)) else {
-                throw LoadError("--durability \(self.durability) is not always, interval:MS or none")
-            }
-            durability = .interval(milliseconds: milliseconds)
+        guard let durability = Durability(parsing: self.durability) else {
+            throw LoadError("--durability \(self.durability) is not always, interval:MS or none")
         }
         var configuration = EngineConfiguration()
         configuration.sendQuota = .unlimited
