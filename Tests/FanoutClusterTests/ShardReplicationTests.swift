@@ -5,10 +5,6 @@ import Foundation
 import Synchronization
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A shard's change log through a real NATS JetStream server (Debian's nats-server, started per
 /// test on a port it picks): an owner publishes what its engine logged, a follower applies the
 /// stream, and ends with the owner's state; a batch published twice is stored once; a deposed
@@ -39,7 +35,7 @@ struct ShardReplicationTests {
 
     /// A connection to `server` and shard `shard`'s stream, created on it (one replica): its first
     /// message is the creation marker.
-    static func stream(_ shard: Int, on server: NATSServer) throws -> (JetStream, ShardStream) {
+    static func stream(_ shard: Int, on server: NATSServerProcess) throws -> (JetStream, ShardStream) {
         let jetStream = try JetStream(urls: server.url)
         let stream = ShardStream(shard: shard)
         try stream.create(on: jetStream, replicas: 1)
@@ -508,73 +504,19 @@ struct ShardReplicationTests {
     }
 }
 
-/// A nats-server with JetStream on loopback, on a port it picks (its ports file says which), with
-/// its store in a temporary directory; killed and removed when `with`'s body returns. `kill()` and
-/// `restart()` (same port, same store) make a NATS outage on demand.
-final class NATSServer: @unchecked Sendable {
-    private let executable: String
-    private let directory: String
-    private var process = Process()
-    private(set) var url = ""
-
-    private init(executable: String, directory: String) {
-        self.executable = executable
-        self.directory = directory
-    }
-
-    static func with(_ body: (NATSServer) async throws -> Void) async throws {
-        guard let executable = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].first(where: FileManager.default.isExecutableFile) else {
+/// A nats-server (`NATSServerProcess`) in a temporary directory for one test: killed and removed
+/// when `with`'s body returns.
+enum NATSServer {
+    static func with(_ body: (NATSServerProcess) async throws -> Void) async throws {
+        guard let executable = NATSServerProcess.installedExecutable else {
             Issue.record("no nats-server: `make test` installs it (apt: nats-server)")
             return
         }
         let directory = TemporaryDirectory.path("nats")
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = NATSServer(executable: executable, directory: directory)
-        try await server.start(port: -1)
+        let server = try NATSServerProcess(executable: executable, directory: directory)
+        try await server.start()
         defer { server.kill() }
         try await body(server)
-    }
-
-    /// Kills the server (SIGKILL), as a crash would.
-    func kill() {
-        guard self.process.isRunning else { return }
-        Glibc.kill(self.process.processIdentifier, SIGKILL)
-        self.process.waitUntilExit()
-    }
-
-    /// Starts it again on the same port with the same store.
-    func restart() async throws {
-        guard let port = URLComponents(string: self.url)?.port else { throw CocoaError(.fileReadUnknown) }
-        try await self.start(port: port)
-    }
-
-    /// Starts the server on `port` (-1: one it picks) and waits until its ports file says it listens.
-    private func start(port: Int) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: self.executable)
-        let logFile = self.directory + "/nats-server.log"
-        process.arguments = ["-js", "-a", "127.0.0.1", "-p", "\(port)", "-sd", self.directory + "/store", "--ports_file_dir", self.directory, "-l", logFile]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.process = process
-        // The ports file appears once the server listens. Generous: the whole test suite may be
-        // starting at the same time on two cores.
-        let portsFile = "\(self.directory)/nats-server_\(process.processIdentifier).ports"
-        let deadline = ContinuousClock.now + .seconds(120)
-        var url: String?
-        while url == nil, ContinuousClock.now < deadline, process.isRunning {
-            if let data = FileManager.default.contents(atPath: portsFile),
-                let ports = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-                let first = (ports["nats"] as? [String])?.first
-            {
-                url = first
-            } else {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "(no log)"
-        self.url = try #require(url, "nats-server wrote no ports file (running: \(process.isRunning)); its log:\n\(log)")
     }
 }

@@ -215,8 +215,11 @@ public struct LoadHarness: Sendable {
         await aloneSession.backend.close()
         report.add(aloneSession)
 
-        let nats = try NATSProcess(directory: directory + "/nats")
-        try await nats.start()
+        guard let executable = NATSServerProcess.installedExecutable else {
+            throw LoadError("nats-server is not installed (apt: nats-server; `make deps` installs it)")
+        }
+        let nats = try NATSServerProcess(executable: executable, directory: directory + "/nats")
+        try await nats.start(timeout: .seconds(60))
         defer { nats.kill() }
         let jetStream = try JetStream(urls: nats.url)
         let stream = ShardStream(shard: 0)
@@ -227,7 +230,7 @@ public struct LoadHarness: Sendable {
         )
         let replicatedSession = LoadSession(
             backend: EngineBackend(system: "engine+jetstream", engine: owner, workload: self.workload), workload: self.workload, options: self.options,
-            serverResources: { nats.resources }, dataMemory: { nil }
+            serverResources: { nats.pid.flatMap { ProcessResources.of(pid: $0) } }, dataMemory: { nil }
         )
         await replicatedSession.register()
         await replicatedSession.backend.close()
