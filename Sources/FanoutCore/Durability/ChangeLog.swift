@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A position in a change log to wait on: every record before `lsn`, in `epoch` (a log that fails
 /// and continues starts a new epoch, giving out LSNs again from its last acknowledged one).
 package struct LogTicket: Sendable, Hashable {
@@ -62,6 +66,23 @@ extension ChangeLog {
     /// A log that replicates nothing holds replicated records as any others.
     package func appendReplicated(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         try self.append(records)
+    }
+
+    /// Blocks the calling thread until every record before `ticket` is acknowledged, at most
+    /// `limit` (looking every 10 ms: for rare waits, such as a snapshot's on a replicated log).
+    /// - Throws: `UNAVAILABLE` when they are not acknowledged in time, or the log failed.
+    package func waitUntilAcknowledged(_ ticket: LogTicket, atMost limit: Duration) throws(FanoutError) {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            let acknowledged = self.acknowledgedTicket.lsn
+            if acknowledged >= ticket.lsn { return }
+            if let failure = self.currentFailure { throw failure }
+            guard ContinuousClock.now < deadline else {
+                throw FanoutError(.unavailable, "the log acknowledges through LSN \(acknowledged), not yet \(ticket.lsn)")
+            }
+            var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
+            nanosleep(&pause, nil)
+        }
     }
 
     /// Suspends the calling task (blocking no thread) until every record before `ticket` is

@@ -372,8 +372,9 @@ extension Engine {
         // The states hold every change before the boundary: the snapshot may only exist once they
         // are all durable (a change the log then refuses must not come back from a snapshot).
         try wal.waitUntilAcknowledged(boundary)
-        if let replicated = self.log as? ReplicatedChangeLog {
-            try replicated.waitUntilReplicated(boundary.lsn, atMost: limit)
+        if let log = self.log, log !== wal {
+            // A replicated log acknowledges once its replica holds the records too.
+            try log.waitUntilAcknowledged(boundary, atMost: limit)
         }
         let lsn = boundary.lsn
         // The segment being written ends here, so that the ones before the kept base can go.

@@ -195,7 +195,8 @@ package final class ReplicatedChangeLog: ChangeLog {
             if local.lsn > state.local.lsn { state.local = local }
         }
         let end = self.state.withLock { $0.queuedThrough }
-        try? self.waitUntilReplicated(end, atMost: self.closeWait)
+        // The local log holds everything now: what is acknowledged is what the replica holds.
+        try? self.waitUntilAcknowledged(LogTicket(lsn: end, epoch: local.epoch), atMost: self.closeWait)
         self.state.withLock { state in
             state.isClosed = true
             self.state.broadcast(.work)
@@ -210,23 +211,6 @@ package final class ReplicatedChangeLog: ChangeLog {
             )
             self.fail(error, rebuildingTheEngine: false)
             throw error
-        }
-    }
-
-    /// Returns once the replica holds every record before `lsn`.
-    /// - Throws: `UNAVAILABLE` when it does not within `limit` (the replica is unreachable), or
-    ///   this log failed.
-    package func waitUntilReplicated(_ lsn: UInt64, atMost limit: Duration) throws(FanoutError) {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            let (replicated, failure) = self.state.withLock { ($0.replicated, $0.failure) }
-            if replicated >= lsn { return }
-            if let failure { throw failure }
-            guard ContinuousClock.now < deadline else {
-                throw FanoutError(.unavailable, "the replica holds the log through LSN \(replicated), not yet \(lsn)")
-            }
-            var pause = timespec(tv_sec: 0, tv_nsec: 10_000_000)
-            nanosleep(&pause, nil)
         }
     }
 
