@@ -43,11 +43,11 @@ package final class ShardNode: @unchecked Sendable {
     }
 
     /// One turn: an owner renews its lease, and follows again once it lost the shard; a follower
-    /// catches up, and takes the shard once nobody holds it (catching up again, then opening the
-    /// owner's engine under the lease's term).
+    /// catches up, and (when `mayTake`) takes the shard once nobody holds it (catching up again,
+    /// then opening the owner's engine under the lease's term).
     /// - Throws: `UNAVAILABLE` when NATS does not answer (the next turn tries again), and what
     ///   opening an engine throws.
-    package func step() throws(FanoutError) {
+    package func step(mayTake: Bool = true) throws(FanoutError) {
         switch self.role {
         case .owning(let lease):
             if let renewed = try self.ownership.renew(lease, for: self.node) {
@@ -58,7 +58,7 @@ package final class ShardNode: @unchecked Sendable {
             try self.followAgain()
         case .following:
             try self.follower.catchUp()
-            guard try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
+            guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
             // What the last owner published before its lease lapsed.
             try self.follower.catchUp()
             try self.engine.close()
@@ -72,6 +72,22 @@ package final class ShardNode: @unchecked Sendable {
                 throw error
             }
         }
+    }
+
+    /// An owner hands the shard on: it closes its engine (answering what its replica holds), then
+    /// frees the lease for another node to take at once, and follows. Nothing for a follower.
+    package func release() throws(FanoutError) {
+        guard case .owning(let lease) = self.role else { return }
+        try? self.engine.close()
+        try self.followAgain()
+        try self.ownership.release(lease)
+    }
+
+    /// How far this node has applied the shard's stream (its sequence), while it follows; nil
+    /// while it owns the shard.
+    package var appliedSequence: UInt64? {
+        guard case .following = self.role else { return nil }
+        return self.follower.appliedSequence
     }
 
     private func followAgain() throws(FanoutError) {

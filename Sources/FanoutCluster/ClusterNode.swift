@@ -1,0 +1,202 @@
+package import FanoutCore
+import FanoutModel
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One fanoutd node of a cluster (docs/scale-out.md): it takes part in every shard, following each
+/// on its own data directory (`<directory>/shard-N`) and owning its share. The shard count is the
+/// cluster's, fixed by the first node that created it; the members are the nodes that announced
+/// themselves within the last lease; each shard's preferred owner is placed over the members by
+/// `ShardPlacement`.
+///
+/// `turn()` is one round of the node's loop: call it every third of the lease, from a thread that
+/// may block on NATS (fanoutd runs it on its thread pool). In a turn the node announces itself,
+/// then steps every shard: an owner renews its lease, a follower catches up. A follower takes a
+/// free shard at once when it is the shard's preferred owner, and any free shard that stayed free
+/// for a lease (its preferred owner is gone or stuck), once it has itself been a member for a
+/// lease (so nodes started together take only their own share). An owner hands a shard on to its preferred
+/// owner once that node has been a member for a lease, one shard per turn, so a node that joins
+/// gets its share back a shard at a time, each free only for the moment between the release and
+/// the new owner's take.
+package final class ClusterNode: @unchecked Sendable {
+    // Safe to share: `shards`, `memberSince` and `freeSince` are touched only by `turn()` and
+    // `close()`, which the caller never runs at once; what other threads read is in `served`.
+
+    /// A node's name: 1 to 64 characters of `A-Z a-z 0-9 _ -` (a key in NATS's key-value buckets,
+    /// and part of each term it publishes under).
+    package static func isValidName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { ASCII.isAlphanumeric($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
+
+    /// How a node joins its cluster.
+    package struct Configuration: Sendable {
+        /// The NATS servers, `nats://HOST:PORT`, comma-separated.
+        package var urls: String
+        /// This node's name, unique in the cluster.
+        package var node: String
+        /// Where the node keeps its shards' data directories.
+        package var directory: String
+        /// The shard count when this node creates the cluster; nil to join one that exists.
+        package var shardCount: Int?
+        /// How long an owner holds a shard without renewing, and a member counts as one without
+        /// announcing itself.
+        package var lease: Duration = .seconds(3)
+        /// Copies of each stream and bucket: 1 on one NATS server, 3 on a three-server cluster.
+        package var replicas: Int = 1
+
+        package init(urls: String, node: String, directory: String, shardCount: Int? = nil, lease: Duration = .seconds(3), replicas: Int = 1) {
+            self.urls = urls
+            self.node = node
+            self.directory = directory
+            self.shardCount = shardCount
+            self.lease = lease
+            self.replicas = replicas
+        }
+    }
+
+    /// One shard as the node serves it now: the engine to read and, when `isOwner`, to change.
+    package struct ServedShard: Sendable {
+        package var engine: Engine
+        package var isOwner: Bool
+        /// The last stream sequence a follower applied; nil for the owner.
+        package var appliedSequence: UInt64?
+    }
+
+    package let node: String
+    package let map: ShardMap
+    package let lease: Duration
+    private let jetStream: JetStream
+    private let ownership: ShardOwnership
+    private let members: KeyValueBucket
+    private let shards: [ShardNode]
+    private let served: Mutex<[ServedShard]>
+    private var memberSince: [String: ContinuousClock.Instant] = [:]
+    private var freeSince: [Int: ContinuousClock.Instant] = [:]
+
+    /// Joins the cluster at `configuration.urls` (creating it when `shardCount` is given and it
+    /// does not exist yet) and opens a follower on each shard's directory. The node owns nothing
+    /// until its turns take shards.
+    /// - Throws: `INVALID_ARGUMENT` for a bad node name or shard count; `FAILED_PRECONDITION`
+    ///   when the cluster exists with another shard count, or when none exists and no shard count
+    ///   was given; `UNAVAILABLE` when NATS does not answer; what opening an engine throws.
+    package init(_ configuration: Configuration) throws(FanoutError) {
+        guard Self.isValidName(configuration.node) else {
+            throw FanoutError(.invalidArgument, "a node's name is 1 to 64 characters of A-Z, a-z, 0-9, _ and -", field: "node")
+        }
+        guard mkdir(configuration.directory, 0o700) == 0 || errno == EEXIST else {
+            throw FanoutError(.unavailable, "cannot make the node's data directory \(configuration.directory): errno \(errno)")
+        }
+        let jetStream = try JetStream(urls: configuration.urls)
+        let layout = try KeyValueBucket(jetStream, name: "fanout-cluster", replicas: configuration.replicas)
+        let map = try Self.shardMap(in: layout, creating: configuration.shardCount)
+        let ownership = try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas)
+        var shards: [ShardNode] = []
+        for shard in 0..<map.count {
+            let stream = ShardStream(shard: shard)
+            try stream.create(on: jetStream, replicas: configuration.replicas)
+            let directory = "\(configuration.directory)/shard-\(shard)"
+            shards.append(try ShardNode(node: configuration.node, stream: stream, directory: directory, jetStream: jetStream, ownership: ownership))
+        }
+        self.node = configuration.node
+        self.map = map
+        self.lease = configuration.lease
+        self.jetStream = jetStream
+        self.ownership = ownership
+        self.members = try KeyValueBucket(jetStream, name: "fanout-nodes", ttl: configuration.lease, replicas: configuration.replicas)
+        self.shards = shards
+        self.served = Mutex(shards.map { ServedShard(engine: $0.engine, isOwner: false, appliedSequence: $0.appliedSequence) })
+    }
+
+    /// The cluster's shard map: the count stored in the layout bucket, written by the node that
+    /// created the cluster.
+    private static func shardMap(in layout: KeyValueBucket, creating count: Int?) throws(FanoutError) -> ShardMap {
+        if let count {
+            guard let map = ShardMap(count: count) else {
+                throw FanoutError(.invalidArgument, "a cluster has 1 to 4096 shards, not \(count)", field: "shards")
+            }
+            _ = try layout.create("shards", Array(String(count).utf8))
+        }
+        guard let entry = try layout.entry("shards") else {
+            throw FanoutError(.failedPrecondition, "no cluster exists at these NATS servers: the first node creates it with a shard count", field: "shards")
+        }
+        let stored = String(decoding: entry.value, as: UTF8.self)
+        guard let map = Int(stored).flatMap(ShardMap.init(count:)) else {
+            throw FanoutError(.internal, "the cluster's layout names \(stored.count) characters as its shard count, not a number from 1 to 4096")
+        }
+        if let count, count != map.count {
+            throw FanoutError(.failedPrecondition, "the cluster exists with \(map.count) shards, not \(count)", field: "shards")
+        }
+        return map
+    }
+
+    /// Shard `shard` as this node serves it now.
+    package func served(_ shard: Int) -> ServedShard {
+        self.served.withLock { $0[shard] }
+    }
+
+    /// Every shard as this node serves it now, by shard number.
+    package var servedShards: [ServedShard] {
+        self.served.withLock { $0 }
+    }
+
+    /// One round of the node's loop (see the type's description). A shard whose step fails (NATS
+    /// slow or gone) is tried again next turn; the others go on.
+    /// - Returns: the shards whose step failed, with why.
+    /// - Throws: `UNAVAILABLE` when the node cannot announce itself or read the members.
+    @discardableResult
+    package func turn() throws(FanoutError) -> [Int: FanoutError] {
+        try self.members.put(self.node, Array(self.node.utf8))
+        let now = ContinuousClock.now
+        let live = try self.members.keys()
+        self.memberSince = live.reduce(into: [:]) { since, member in since[member] = self.memberSince[member] ?? now }
+        // A node takes shards only once it has been a member for a lease: nodes started together
+        // then see each other first, and take only their own share.
+        let isSettled = self.memberSince[self.node].map { now - $0 >= self.lease } ?? false
+        var failures: [Int: FanoutError] = [:]
+        var handedOn = false
+        for (shard, shardNode) in self.shards.enumerated() {
+            do throws(FanoutError) {
+                let preferred = ShardPlacement.preferredOwner(of: shard, among: live)
+                switch shardNode.role {
+                case .owning:
+                    if !handedOn, let preferred, preferred != self.node, let since = self.memberSince[preferred], now - since >= self.lease {
+                        handedOn = true
+                        try shardNode.release()
+                    } else {
+                        try shardNode.step()
+                    }
+                case .following:
+                    let isFree = try self.ownership.owner(of: shard) == nil
+                    if !isFree { self.freeSince[shard] = nil } else if self.freeSince[shard] == nil { self.freeSince[shard] = now }
+                    let mayTake = isSettled && (preferred == self.node || self.freeSince[shard].map { now - $0 >= self.lease } ?? false)
+                    try shardNode.step(mayTake: isFree && mayTake)
+                }
+            } catch {
+                failures[shard] = error
+            }
+            self.publish(shard)
+        }
+        return failures
+    }
+
+    /// Leaves the cluster: every shard this node owns is handed on (its engine closed, its lease
+    /// released, so another node takes it at its next turn instead of after a lease), and every
+    /// engine is closed.
+    package func close() {
+        for (shard, shardNode) in self.shards.enumerated() {
+            try? shardNode.release()
+            try? shardNode.engine.close()
+            self.publish(shard)
+        }
+    }
+
+    private func publish(_ shard: Int) {
+        let shardNode = self.shards[shard]
+        let isOwner = if case .owning = shardNode.role { true } else { false }
+        let view = ServedShard(engine: shardNode.engine, isOwner: isOwner, appliedSequence: shardNode.appliedSequence)
+        self.served.withLock { $0[shard] = view }
+    }
+}

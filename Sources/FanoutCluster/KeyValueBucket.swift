@@ -1,0 +1,95 @@
+import CNATS
+package import FanoutCore
+
+/// A JetStream key-value bucket (libnats' `kvStore`): the cluster keeps its layout, its members
+/// and its shards' owners in three of them (docs/scale-out.md). Blocking calls, like `JetStream`'s.
+package final class KeyValueBucket: @unchecked Sendable {
+    private let store: OpaquePointer
+    package let name: String
+
+    /// An entry: its value and the revision that wrote it.
+    package struct Entry: Hashable, Sendable {
+        package var value: [UInt8]
+        package var revision: UInt64
+    }
+
+    /// Opens (creating it when missing) the bucket `name` with `replicas` copies, keeping one
+    /// revision per key; with `ttl`, an entry is removed `ttl` after its last write.
+    package init(_ jetStream: JetStream, name: String, ttl: Duration? = nil, replicas: Int = 1) throws(FanoutError) {
+        var configuration = kvConfig()
+        kvConfig_Init(&configuration)
+        var store: OpaquePointer?
+        let status = name.withCString { bucket in
+            configuration.Bucket = bucket
+            configuration.History = 1
+            if let (seconds, attoseconds) = ttl?.components {
+                configuration.TTL = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            }
+            configuration.Replicas = Int32(replicas)
+            return js_CreateKeyValue(&store, jetStream.context, &configuration)
+        }
+        guard status == NATS_OK, let store else { throw JetStream.error("cannot open the key-value bucket \(name)", status) }
+        self.store = store
+        self.name = name
+    }
+
+    deinit {
+        kvStore_Destroy(self.store)
+    }
+
+    /// The entry at `key`, or nil when there is none (never written, deleted or expired).
+    package func entry(_ key: String) throws(FanoutError) -> Entry? {
+        var entry: OpaquePointer?
+        let status = kvStore_Get(&entry, self.store, key)
+        defer { kvEntry_Destroy(entry) }
+        if status == NATS_NOT_FOUND { return nil }
+        guard status == NATS_OK, let entry else { throw JetStream.error("cannot read \(key) in \(self.name)", status) }
+        let count = Int(kvEntry_ValueLen(entry))
+        let value = kvEntry_Value(entry).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+        return Entry(value: value, revision: kvEntry_Revision(entry))
+    }
+
+    /// Writes `value` at `key` only if the key has no entry; its revision, or nil when it has one.
+    package func create(_ key: String, _ value: [UInt8]) throws(FanoutError) -> UInt64? {
+        var revision: UInt64 = 0
+        let status = value.withUnsafeBytes { kvStore_Create(&revision, self.store, key, $0.baseAddress, Int32($0.count)) }
+        if status == NATS_OK { return revision }
+        // Refused because the key has an entry, or NATS failed: a read says which.
+        if try self.entry(key) != nil { return nil }
+        throw JetStream.error("cannot create \(key) in \(self.name)", status)
+    }
+
+    /// Writes `value` at `key` only if the key's last write is `revision`; the new revision, or
+    /// nil when the key moved on (or has no entry). When it moved on to `value` itself, its
+    /// revision: the write was applied and its answer lost (a timeout on a slow server).
+    package func update(_ key: String, _ value: [UInt8], at revision: UInt64) throws(FanoutError) -> UInt64? {
+        var written: UInt64 = 0
+        let status = value.withUnsafeBytes { kvStore_Update(&written, self.store, key, $0.baseAddress, Int32($0.count), revision) }
+        if status == NATS_OK { return written }
+        // Refused because the key moved on, or NATS failed (or the write was applied and its
+        // answer lost): a read says which.
+        guard let current = try self.entry(key) else { return nil }
+        if current.revision != revision, current.value == value { return current.revision }
+        if current.revision != revision { return nil }
+        throw JetStream.error("cannot update \(key) in \(self.name)", status)
+    }
+
+    /// Writes `value` at `key` whatever was there; the new revision.
+    @discardableResult
+    package func put(_ key: String, _ value: [UInt8]) throws(FanoutError) -> UInt64 {
+        var revision: UInt64 = 0
+        let status = value.withUnsafeBytes { kvStore_Put(&revision, self.store, key, $0.baseAddress, Int32($0.count)) }
+        guard status == NATS_OK else { throw JetStream.error("cannot write \(key) in \(self.name)", status) }
+        return revision
+    }
+
+    /// The keys that have an entry, in no particular order.
+    package func keys() throws(FanoutError) -> [String] {
+        var list = kvKeysList()
+        let status = kvStore_Keys(&list, self.store, nil)
+        defer { kvKeysList_Destroy(&list) }
+        if status == NATS_NOT_FOUND { return [] }
+        guard status == NATS_OK else { throw JetStream.error("cannot list the keys of \(self.name)", status) }
+        return (0..<Int(list.Count)).compactMap { list.Keys[$0].map { String(cString: $0) } }
+    }
+}

@@ -1,0 +1,134 @@
+@testable import FanoutCluster
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// Where shards go: rendezvous hashing spreads them evenly and moves only what a joining or
+/// leaving node gains or held.
+@Suite struct ShardPlacementTests {
+    @Test func shardsSpreadEvenlyAndOnlyALeavingNodesShardsMove() {
+        let nodes = ["node-a", "node-b", "node-c"]
+        let owners = (0..<64).map { ShardPlacement.preferredOwner(of: $0, among: nodes)! }
+        for node in nodes {
+            // 21.3 expected; the spread of 64 draws over 3 bins is about 3.8.
+            #expect((13...30).contains(owners.filter { $0 == node }.count), "\(node): \(owners.filter { $0 == node }.count)")
+        }
+        let without = (0..<64).map { ShardPlacement.preferredOwner(of: $0, among: ["node-c", "node-a"])! }
+        for shard in 0..<64 where owners[shard] != "node-b" {
+            #expect(without[shard] == owners[shard], "shard \(shard) moved though its owner stayed")
+        }
+        #expect(without.allSatisfy { $0 != "node-b" })
+        #expect(ShardPlacement.preferredOwner(of: 3, among: []) == nil)
+    }
+
+    @Test func nodeNamesAreChecked() {
+        #expect(ClusterNode.isValidName("node-a_1"))
+        #expect(!ClusterNode.isValidName("") && !ClusterNode.isValidName("node.a") && !ClusterNode.isValidName("node a"))
+        #expect(!ClusterNode.isValidName(String(repeating: "n", count: 65)))
+    }
+}
+
+/// Nodes of one cluster against a real nats-server, each on its own data directory, their turns
+/// taken by the test: they split the shards as placed, a stopped node's shards are taken over with
+/// their data, and it gets its share back when it returns.
+@Suite("Cluster nodes", .serialized)
+struct ClusterNodeTests {
+    static let lease = Duration.seconds(1)
+
+    /// Takes the nodes' turns, a third of a lease apart, until `done` or 30 s.
+    static func turns(_ nodes: [ClusterNode], until done: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            for node in nodes { try node.turn() }
+            if try done() { return }
+            try await Task.sleep(for: Self.lease / 3)
+        }
+        Issue.record("the nodes did not get there within 30 s")
+    }
+
+    static func owned(by node: ClusterNode) -> Set<Int> {
+        Set(node.servedShards.indices.filter { node.served($0).isOwner })
+    }
+
+    static func preferred(_ node: String, among nodes: [String], shards: Int) -> Set<Int> {
+        Set((0..<shards).filter { ShardPlacement.preferredOwner(of: $0, among: nodes) == node })
+    }
+
+    @Test func nodesSplitTheShardsAndTakeOverAStoppedNodesShardsWithTheirData() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode {
+                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: shards, lease: Self.lease))
+                }
+                let a = try join("node-a", shards: 8)
+                let b = try join("node-b")
+                let c = try join("node-c", shards: 8)
+                let names = ["node-a", "node-b", "node-c"]
+                let all = [a, b, c]
+                defer { all.forEach { $0.close() } }
+
+                // Started together, each takes exactly its placed share.
+                var strays: Set<Int> = []
+                try await Self.turns(all) {
+                    for node in all { strays.formUnion(Self.owned(by: node).subtracting(Self.preferred(node.node, among: names, shards: 8))) }
+                    return all.allSatisfy { Self.owned(by: $0) == Self.preferred($0.node, among: names, shards: 8) }
+                }
+                #expect(strays.isEmpty, "shards taken by a node they are not placed on, then handed on")
+                #expect(Self.owned(by: a).union(Self.owned(by: b)).union(Self.owned(by: c)) == Set(0..<8))
+
+                // A change on each of node-c's shards, answered by its owner's engine.
+                var written: [Int: Installation] = [:]
+                for shard in Self.owned(by: c) {
+                    written[shard] = try await c.served(shard).engine.register(ShardReplicationTests.request("on-shard-\(shard)")).installation
+                }
+                #expect(!written.isEmpty)
+
+                // node-c stops taking turns: its leases lapse and node-a and node-b take its shards,
+                // with the changes it answered.
+                try await Self.turns([a, b]) { Self.owned(by: a).union(Self.owned(by: b)) == Set(0..<8) }
+                for (shard, installation) in written {
+                    let owner = Self.owned(by: a).contains(shard) ? a : b
+                    #expect(try owner.served(shard).engine.installation(.fid(installation.fid)) == installation)
+                }
+
+                // node-c returns: it learns it lost its shards, follows, and gets its share back.
+                try await Self.turns(all) { all.allSatisfy { Self.owned(by: $0) == Self.preferred($0.node, among: names, shards: 8) } }
+                for (shard, installation) in written {
+                    #expect(try c.served(shard).engine.installation(.fid(installation.fid)) == installation)
+                }
+                // Followers hold the owners' changes too.
+                try await Self.turns(all) { true }
+                for (shard, installation) in written {
+                    #expect(try a.served(shard).engine.installation(.fid(installation.fid)) == installation)
+                    #expect(a.served(shard).appliedSequence != nil)
+                }
+            }
+        }
+    }
+
+    @Test func theShardCountIsTheClustersOwn() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                let configuration = ClusterNode.Configuration(urls: server.url, node: "node-a", directory: directory, lease: Self.lease)
+                #expect(throws: FanoutError(.failedPrecondition, "", field: "shards"), "no cluster yet, and no count to create one") {
+                    try ClusterNode(configuration)
+                }
+                var creating = configuration
+                creating.shardCount = 4
+                try ClusterNode(creating).close()
+                creating.shardCount = 5
+                #expect(throws: FanoutError(.failedPrecondition, "", field: "shards")) { try ClusterNode(creating) }
+                creating.shardCount = 0
+                #expect(throws: FanoutError(.invalidArgument, "", field: "shards")) { try ClusterNode(creating) }
+                var badName = configuration
+                badName.node = "node.a"
+                #expect(throws: FanoutError(.invalidArgument, "", field: "node")) { try ClusterNode(badName) }
+                let joined = try ClusterNode(configuration)
+                #expect(joined.map.count == 4)
+                joined.close()
+            }
+        }
+    }
+}
