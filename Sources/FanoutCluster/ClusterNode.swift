@@ -170,7 +170,9 @@ package final class ClusterNode: @unchecked Sendable {
                     }
                 case .following:
                     let isFree = try self.ownership.owner(of: shard) == nil
-                    if !isFree { self.freeSince[shard] = nil } else if self.freeSince[shard] == nil { self.freeSince[shard] = now }
+                    // Counted from when this node settled: until then, the preferred owner may not
+                    // have settled either.
+                    if !isFree { self.freeSince[shard] = nil } else if isSettled, self.freeSince[shard] == nil { self.freeSince[shard] = now }
                     let mayTake = isSettled && (preferred == self.node || self.freeSince[shard].map { now - $0 >= self.lease } ?? false)
                     try shardNode.step(mayTake: isFree && mayTake)
                 }
