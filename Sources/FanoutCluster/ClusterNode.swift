@@ -46,6 +46,10 @@ package final class ClusterNode: @unchecked Sendable {
         package var lease: Duration = .seconds(3)
         /// Copies of each stream and bucket: 1 on one NATS server, 3 on a three-server cluster.
         package var replicas: Int = 1
+        /// How each shard's engine syncs its log, and its limits. Each shard's engine gives only
+        /// FIDs of its shard (`EngineConfiguration.acceptsFID` is set per shard).
+        package var durability: Durability = .always
+        package var engine = EngineConfiguration()
 
         package init(urls: String, node: String, directory: String, shardCount: Int? = nil, lease: Duration = .seconds(3), replicas: Int = 1) {
             self.urls = urls
@@ -98,7 +102,12 @@ package final class ClusterNode: @unchecked Sendable {
             let stream = ShardStream(shard: shard)
             try stream.create(on: jetStream, replicas: configuration.replicas)
             let directory = "\(configuration.directory)/shard-\(shard)"
-            shards.append(try ShardNode(node: configuration.node, stream: stream, directory: directory, jetStream: jetStream, ownership: ownership))
+            var engine = configuration.engine
+            engine.acceptsFID = { map.shard(of: $0) == shard }
+            shards.append(try ShardNode(
+                node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
+                jetStream: jetStream, ownership: ownership
+            ))
         }
         self.node = configuration.node
         self.map = map

@@ -9,7 +9,7 @@ import Glibc
 /// client. The calls block the calling thread on a request to the server: call them from a thread
 /// of the replication's own, never from an event loop. libnats connections are thread-safe.
 package final class JetStream: @unchecked Sendable {
-    private let connection: OpaquePointer
+    let connection: OpaquePointer
     /// The JetStream context (the ownership bucket opens its key-value store on it).
     let context: OpaquePointer
 

@@ -23,6 +23,8 @@ package final class ShardNode: @unchecked Sendable {
     package let node: String
     package let stream: ShardStream
     private let directory: String
+    private let durability: Durability
+    private let configuration: EngineConfiguration
     private let jetStream: JetStream
     private let ownership: ShardOwnership
     /// The node's engine: a follower's, or once it owns the shard, the owner's.
@@ -32,14 +34,27 @@ package final class ShardNode: @unchecked Sendable {
     /// The directories set aside, oldest first.
     package private(set) var setAside: [String] = []
 
-    /// Starts as a follower of `stream` on `directory`.
-    package init(node: String, stream: ShardStream, directory: String, jetStream: JetStream, ownership: ShardOwnership) throws(FanoutError) {
+    /// Starts as a follower of `stream` on `directory`; its engines (follower's and owner's) open
+    /// the directory with `durability` and `configuration`.
+    package init(
+        node: String,
+        stream: ShardStream,
+        directory: String,
+        durability: Durability = .always,
+        configuration: EngineConfiguration = EngineConfiguration(),
+        jetStream: JetStream,
+        ownership: ShardOwnership
+    ) throws(FanoutError) {
         self.node = node
         self.stream = stream
         self.directory = directory
+        self.durability = durability
+        self.configuration = configuration
         self.jetStream = jetStream
         self.ownership = ownership
-        (self.engine, self.follower, self.setAside) = try Self.follow(node: node, stream: stream, directory: directory, jetStream: jetStream)
+        (self.engine, self.follower, self.setAside) = try Self.follow(
+            node: node, stream: stream, directory: directory, durability: durability, configuration: configuration, jetStream: jetStream
+        )
     }
 
     /// One turn: an owner renews its lease, and follows again once it lost the shard; a follower
@@ -64,7 +79,7 @@ package final class ShardNode: @unchecked Sendable {
             try self.engine.close()
             do {
                 let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
-                self.engine = try Engine.shardOwner(directory: self.directory, publisher: publisher)
+                self.engine = try Engine.shardOwner(directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher)
                 self.role = .owning(lease)
             } catch {
                 // Cannot own it (the stream moved on meanwhile): follow again; the lease lapses.
@@ -91,7 +106,9 @@ package final class ShardNode: @unchecked Sendable {
     }
 
     private func followAgain() throws(FanoutError) {
-        let (engine, follower, setAside) = try Self.follow(node: self.node, stream: self.stream, directory: self.directory, jetStream: self.jetStream)
+        let (engine, follower, setAside) = try Self.follow(
+            node: self.node, stream: self.stream, directory: self.directory, durability: self.durability, configuration: self.configuration, jetStream: self.jetStream
+        )
         (self.engine, self.follower, self.role) = (engine, follower, .following)
         self.setAside += setAside
     }
@@ -102,20 +119,22 @@ package final class ShardNode: @unchecked Sendable {
         node: String,
         stream: ShardStream,
         directory: String,
+        durability: Durability,
+        configuration: EngineConfiguration,
         jetStream: JetStream
     ) throws(FanoutError) -> (Engine, ShardFollower, setAside: [String]) {
         let check = try ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false)
         var setAside: [String] = []
         let engine: Engine
         do {
-            engine = try Engine(directory: directory, check: check, replication: nil)
+            engine = try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: nil)
         } catch where error.code == .failedPrecondition {
             let aside = "\(directory).diverged-\(time(nil))"
             guard rename(directory, aside) == 0 else {
                 throw FanoutError(.unavailable, "cannot set aside \(directory), whose log is not \(stream.name)'s: errno \(errno)")
             }
             setAside.append(aside)
-            engine = try Engine(directory: directory)
+            engine = try Engine(directory: directory, durability: durability, configuration: configuration)
         }
         return (engine, try ShardFollower(jetStream, stream: stream, resuming: engine), setAside)
     }

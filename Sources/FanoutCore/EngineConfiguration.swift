@@ -14,6 +14,10 @@ public struct EngineConfiguration: Sendable {
     public var sendQuota = SendQuota.fcm
     /// How much log a durable engine keeps after a snapshot (docs/wal-format.md, "Snapshots").
     public var logRetention = LogRetention.sinceNewestSnapshot
+    /// Which FIDs this engine may give an installation: a cluster shard's engine gives only FIDs
+    /// of its own shard (docs/scale-out.md), and takes an offered FID of another shard as it takes
+    /// a taken one (it gives a new FID). Nil: any.
+    package var acceptsFID: (@Sendable (FID) -> Bool)? = nil
 
     public init() {}
 }

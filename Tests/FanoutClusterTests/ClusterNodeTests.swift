@@ -22,6 +22,32 @@ import Testing
         #expect(ShardPlacement.preferredOwner(of: 3, among: []) == nil)
     }
 
+    /// A shard's engine gives only FIDs of its shard, and gives a new one for an offered FID of
+    /// another shard (as for a taken one); an offered FID of its own shard is kept.
+    @Test func aShardsEngineGivesOnlyItsShardsFIDs() async throws {
+        let map = ShardMap(count: 8)!
+        var configuration = EngineConfiguration()
+        configuration.acceptsFID = { map.shard(of: $0) == 5 }
+        let engine = Engine(configuration: configuration)
+        for index in 0..<40 {
+            let fid = try await engine.register(ShardReplicationTests.request("token-\(index)")).installation.fid
+            #expect(map.shard(of: fid) == 5)
+        }
+        var random = SeededRandomNumberGenerator(seed: 5)
+        var offered: [Int: FID] = [:]
+        while offered.count < 8 {
+            let fid = FID.make(fromRandomBytes: (0..<17).map { _ in UInt8.random(in: 0...255, using: &random) })
+            offered[map.shard(of: fid)] = fid
+        }
+        for (shard, fid) in offered {
+            var request = ShardReplicationTests.request("offered-\(shard)")
+            request.offeredFID = fid.string
+            let given = try await engine.register(request).installation.fid
+            #expect((given == fid) == (shard == 5), "shard \(shard)")
+            #expect(map.shard(of: given) == 5)
+        }
+    }
+
     @Test func nodeNamesAreChecked() {
         #expect(ClusterNode.isValidName("node-a_1"))
         #expect(!ClusterNode.isValidName("") && !ClusterNode.isValidName("node.a") && !ClusterNode.isValidName("node a"))

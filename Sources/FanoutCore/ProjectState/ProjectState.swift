@@ -57,7 +57,9 @@ struct ProjectState {
 
     /// Registers an installation, or finds the same registration already there (logged only when new).
     mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
-        let result = try self.registry.register(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs, now: now)
+        // Replay offers the logged FID: it was accepted when it was given.
+        let accepts = offering == nil ? self.configuration.acceptsFID : nil
+        let result = try self.registry.register(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs, accepting: accepts, now: now)
         guard !result.isExisting else { return (result, []) }
         let i = result.installation
         return self.logged(

@@ -214,7 +214,14 @@ struct InstallationRegistry {
     ///   when the token was retired or an APNs token is given for a platform other than iOS.
     /// `offering` is an offered FID already parsed (replay), in place of `request.offeredFID`.
     /// `allowingLegacy`: an offered legacy Instance ID is kept (the project accepts them).
-    mutating func register(_ request: RegistrationRequest, offering: FID? = nil, allowingLegacy: Bool = false, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+    /// `accepting`: the FIDs this registry may give (a cluster shard's); nil: any.
+    mutating func register(
+        _ request: RegistrationRequest,
+        offering: FID? = nil,
+        allowingLegacy: Bool = false,
+        accepting accepts: ((FID) -> Bool)? = nil,
+        now: Timestamp
+    ) throws(FanoutError) -> RegistrationResult {
         let offered = offering ?? request.offeredFID.flatMap { FID($0, allowingLegacy: allowingLegacy) }
         // Each key is hashed once: a token's hash reads all of its bytes (SipHash).
         let tokenHash = request.token?.hashValue
@@ -238,14 +245,14 @@ struct InstallationRegistry {
         var fid: FID
         var assigned = true
         var fidHash: Int
-        if let offered, let offeredHash, self.slot(forFID: offered, hash: offeredHash) == nil, !self.retiredFIDs.contains(offered) {
+        if let offered, let offeredHash, self.slot(forFID: offered, hash: offeredHash) == nil, !self.retiredFIDs.contains(offered), accepts?(offered) ?? true {
             fid = offered
             fidHash = offeredHash
             assigned = false
         } else {
             fid = try FID.generate()
             // 132 random bits: a collision is astronomically unlikely, but never hand out a used FID.
-            while self.slot(forFID: fid) != nil || self.retiredFIDs.contains(fid) {
+            while self.slot(forFID: fid) != nil || self.retiredFIDs.contains(fid) || !(accepts?(fid) ?? true) {
                 fid = try FID.generate()
             }
             fidHash = fid.hashValue

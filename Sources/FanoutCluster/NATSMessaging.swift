@@ -1,0 +1,145 @@
+import CNATS
+package import FanoutCore
+import Synchronization
+
+/// A subscription on core NATS (not JetStream): its handler runs on libnats' own thread for the
+/// subscription, one message at a time, until `cancel()`.
+package final class NATSSubscription: @unchecked Sendable {
+    // Safe to share: libnats' subscription calls are thread-safe.
+    private let subscription: OpaquePointer
+
+    /// A message as a subscription receives it.
+    package struct Message: Sendable {
+        package var data: [UInt8]
+        package var subject: String
+        /// Where the publisher wants the answer, for a request.
+        package var reply: String?
+        /// NATS's own answer to a request whose subject nobody subscribes to.
+        package var isNoResponders: Bool
+    }
+
+    /// The handler, kept alive until libnats says the subscription is closed and its handler has
+    /// returned for the last time.
+    final class Handler {
+        let handle: @Sendable (Message) -> Void
+
+        init(_ handle: @escaping @Sendable (Message) -> Void) {
+            self.handle = handle
+        }
+    }
+
+    fileprivate init(_ jetStream: JetStream, subject: String, handle: @escaping @Sendable (Message) -> Void) throws(FanoutError) {
+        let handler = Unmanaged.passRetained(Handler(handle)).toOpaque()
+        var subscription: OpaquePointer?
+        let status = natsConnection_Subscribe(&subscription, jetStream.connection, subject, { _, _, message, closure in
+            guard let message, let closure else { return }
+            defer { natsMsg_Destroy(message) }
+            let handler = Unmanaged<Handler>.fromOpaque(closure).takeUnretainedValue()
+            let count = Int(natsMsg_GetDataLength(message))
+            let data = natsMsg_GetData(message).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+            handler.handle(Message(
+                data: data,
+                subject: natsMsg_GetSubject(message).map { String(cString: $0) } ?? "",
+                reply: natsMsg_GetReply(message).map { String(cString: $0) },
+                isNoResponders: natsMsg_IsNoResponders(message)
+            ))
+        }, handler)
+        guard status == NATS_OK, let subscription else {
+            Unmanaged<Handler>.fromOpaque(handler).release()
+            throw JetStream.error("cannot subscribe to \(subject)", status)
+        }
+        natsSubscription_SetOnCompleteCB(subscription, { closure in
+            closure.map { Unmanaged<Handler>.fromOpaque($0).release() }
+        }, handler)
+        self.subscription = subscription
+    }
+
+    /// Stops the handler: no message is handled once the handler running now (if any) returns.
+    package func cancel() {
+        natsSubscription_Unsubscribe(self.subscription)
+    }
+
+    deinit {
+        natsSubscription_Unsubscribe(self.subscription)
+        natsSubscription_Destroy(self.subscription)
+    }
+}
+
+extension JetStream {
+    /// Calls `handle` with each message published to `subject` (NATS wildcards allowed).
+    package func subscribe(_ subject: String, _ handle: @escaping @Sendable (NATSSubscription.Message) -> Void) throws(FanoutError) -> NATSSubscription {
+        try NATSSubscription(self, subject: subject, handle: handle)
+    }
+
+    /// Publishes `data` to `subject` on core NATS: at most once, to whoever subscribes now.
+    package func publishCore(_ data: [UInt8], to subject: String, reply: String? = nil) throws(FanoutError) {
+        let status = data.withUnsafeBytes { bytes in
+            if let reply {
+                return natsConnection_PublishRequest(self.connection, subject, reply, bytes.baseAddress, Int32(bytes.count))
+            }
+            return natsConnection_Publish(self.connection, subject, bytes.baseAddress, Int32(bytes.count))
+        }
+        guard status == NATS_OK else { throw Self.error("cannot publish to \(subject)", status) }
+    }
+}
+
+/// Requests over core NATS without blocking a thread: each request names a reply subject under
+/// one inbox this object subscribes to, and its answer completes the waiting caller. A subject
+/// nobody subscribes to is answered at once with NATS's "no responders" (`UNAVAILABLE`); a request
+/// not answered in time fails with `UNAVAILABLE` too.
+package final class NATSRequester: Sendable {
+    private let jetStream: JetStream
+    private let inbox: String
+    private let waiting: Mutex<(next: UInt64, callers: [UInt64: CheckedContinuation<Result<[UInt8], FanoutError>, Never>])>
+    private let subscription: Mutex<NATSSubscription?>
+
+    package init(_ jetStream: JetStream) throws(FanoutError) {
+        var inbox: UnsafeMutablePointer<CChar>?
+        let status = natsInbox_Create(&inbox)
+        guard status == NATS_OK, let inbox else { throw JetStream.error("cannot make an inbox", status) }
+        self.inbox = String(cString: inbox)
+        natsInbox_Destroy(inbox)
+        self.jetStream = jetStream
+        self.waiting = Mutex((1, [:]))
+        self.subscription = Mutex(nil)
+        let prefix = self.inbox + "."
+        let subscription = try jetStream.subscribe(prefix + "*") { [weak self] message in
+            guard let self, message.subject.hasPrefix(prefix), let id = UInt64(message.subject.dropFirst(prefix.count)) else { return }
+            self.answer(id, message.isNoResponders ? .failure(FanoutError(.unavailable, "nobody answers there now")) : .success(message.data))
+        }
+        self.subscription.withLock { $0 = subscription }
+    }
+
+    deinit {
+        self.subscription.withLock { $0?.cancel() }
+    }
+
+    private func answer(_ id: UInt64, _ result: Result<[UInt8], FanoutError>) {
+        let caller = self.waiting.withLock { $0.callers.removeValue(forKey: id) }
+        caller?.resume(returning: result)
+    }
+
+    /// Sends `data` to `subject` and waits at most `timeout` for the answer.
+    /// - Throws: `UNAVAILABLE` when nobody subscribes to `subject` or NATS does not take the
+    ///   request, and when no answer came in time.
+    package func request(_ data: [UInt8], to subject: String, timeout: Duration) async throws(FanoutError) -> [UInt8] {
+        let id = self.waiting.withLock { waiting in
+            defer { waiting.next += 1 }
+            return waiting.next
+        }
+        let timer = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            self?.answer(id, .failure(FanoutError(.unavailable, "no answer on \(subject) within \(timeout)")))
+        }
+        defer { timer.cancel() }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[UInt8], FanoutError>, Never>) in
+            self.waiting.withLock { $0.callers[id] = continuation }
+            do throws(FanoutError) {
+                try self.jetStream.publishCore(data, to: subject, reply: "\(self.inbox).\(id)")
+            } catch {
+                self.answer(id, .failure(error))
+            }
+        }
+        return try result.get()
+    }
+}
