@@ -47,7 +47,8 @@ package final class ClusterNode: @unchecked Sendable {
         /// Copies of each stream and bucket: 1 on one NATS server, 3 on a three-server cluster.
         package var replicas: Int = 1
         /// How each shard's engine syncs its log, and its limits. Each shard's engine gives only
-        /// FIDs of its shard (`EngineConfiguration.acceptsFID` is set per shard).
+        /// FIDs of its shard and message sequences of its residue class (`acceptsFID` and
+        /// `messageSequences` are set per shard).
         package var durability: Durability = .always
         package var engine = EngineConfiguration()
 
@@ -104,6 +105,7 @@ package final class ClusterNode: @unchecked Sendable {
             let directory = "\(configuration.directory)/shard-\(shard)"
             var engine = configuration.engine
             engine.acceptsFID = { map.shard(of: $0) == shard }
+            engine.messageSequences = MessageSequences(offset: UInt64(shard), stride: UInt64(map.count))
             shards.append(try ShardNode(
                 node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
                 jetStream: jetStream, ownership: ownership

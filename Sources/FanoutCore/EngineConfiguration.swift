@@ -18,8 +18,29 @@ public struct EngineConfiguration: Sendable {
     /// of its own shard (docs/scale-out.md), and takes an offered FID of another shard as it takes
     /// a taken one (it gives a new FID). Nil: any.
     package var acceptsFID: (@Sendable (FID) -> Bool)? = nil
+    /// The message sequence numbers (the ids in `projects/{project}/messages/{id}`) this engine
+    /// gives: a cluster shard's engine gives those of its own residue class, so that message ids
+    /// are unique across the cluster's shards. Every number by default.
+    package var messageSequences = MessageSequences(offset: 0, stride: 1)
 
     public init() {}
+}
+
+/// Message sequence numbers congruent to `offset` modulo `stride`.
+package struct MessageSequences: Hashable, Sendable {
+    package let offset: UInt64
+    package let stride: UInt64
+
+    /// `stride` at least 1, `offset` below it.
+    package init(offset: UInt64, stride: UInt64) {
+        self.stride = max(1, stride)
+        self.offset = offset % self.stride
+    }
+
+    /// The least number of the class that is at least `number`.
+    package func first(atLeast number: UInt64) -> UInt64 {
+        number + (self.offset + self.stride - number % self.stride) % self.stride
+    }
 }
 
 /// How much log a durable engine keeps after a snapshot. Either way the newest two snapshots stay.

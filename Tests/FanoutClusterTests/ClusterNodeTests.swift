@@ -48,6 +48,22 @@ import Testing
         }
     }
 
+    /// Message ids are unique across shards: each shard's engine gives the sequences of its class.
+    @Test func aShardsEngineGivesMessageSequencesOfItsClass() async throws {
+        var configuration = EngineConfiguration()
+        configuration.messageSequences = MessageSequences(offset: 5, stride: 8)
+        let engine = Engine(configuration: configuration)
+        _ = try await engine.register(ShardReplicationTests.request("token-1"))
+        var sequences: [UInt64] = []
+        for _ in 0..<3 {
+            sequences.append(try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try changes.send(Array(#"{"message": {"token": "token-1", "data": {"a": "b"}}}"#.utf8)).sequence
+            }.durable())
+        }
+        #expect(sequences == [5, 13, 21])
+        #expect(MessageSequences(offset: 0, stride: 8).first(atLeast: 1) == 8 && MessageSequences(offset: 0, stride: 1).first(atLeast: 7) == 7)
+    }
+
     @Test func nodeNamesAreChecked() {
         #expect(ClusterNode.isValidName("node-a_1"))
         #expect(!ClusterNode.isValidName("") && !ClusterNode.isValidName("node.a") && !ClusterNode.isValidName("node a"))

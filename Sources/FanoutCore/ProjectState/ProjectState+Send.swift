@@ -15,11 +15,11 @@ extension ProjectState {
     static let maximumCredit = 1 << 16
     // MARK: - Send
 
-    /// A send: takes the project's next message sequence, resolves the audience and enqueues a
-    /// delivery per recipient whose platform payload fits; returns the result and the log record
-    /// that replays it.
+    /// A send: takes the project's next message sequence (the next this engine may give),
+    /// resolves the audience and enqueues a delivery per recipient whose platform payload fits;
+    /// returns the result and the log record that replays it.
     mutating func send(_ rendered: RenderedMessage, now: Timestamp) -> Logged<SendResult> {
-        let sequence = self.deliveries.nextSequence
+        let sequence = self.configuration.messageSequences.first(atLeast: self.deliveries.nextSequence)
         let result = self.enqueueMessage(rendered, sequence: sequence, now: now)
         return self.logged(result, .send(self.id, sequence: sequence, message: rendered))
     }
