@@ -103,7 +103,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutServer",
-            dependencies: ["FanoutCore", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, metrics, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutCluster", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, metrics, serviceLifecycle]
         ),
         // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
         .target(
@@ -152,7 +152,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FanoutClusterTests",
-            dependencies: ["FanoutCluster", "FanoutCore", "FanoutTestSupport"]
+            dependencies: ["FanoutCluster", "FanoutCore", "FanoutServer", "FanoutClient", "FanoutWire", "FanoutKeys", "FanoutTestSupport", logging]
         ),
         .testTarget(
             name: "FanoutCoreTests",

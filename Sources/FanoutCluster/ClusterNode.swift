@@ -73,7 +73,8 @@ package final class ClusterNode: @unchecked Sendable {
     package let node: String
     package let map: ShardMap
     package let lease: Duration
-    private let jetStream: JetStream
+    /// The node's NATS connection (routing between nodes uses it too).
+    package let jetStream: JetStream
     private let ownership: ShardOwnership
     private let members: KeyValueBucket
     private let shards: [ShardNode]
@@ -167,26 +168,51 @@ package final class ClusterNode: @unchecked Sendable {
         // then see each other first, and take only their own share.
         let isSettled = self.memberSince[self.node].map { now - $0 >= self.lease } ?? false
         var failures: [Int: FanoutError] = [:]
-        var handedOn = false
+        func attempt(_ shard: Int, _ body: () throws(FanoutError) -> Void) {
+            do throws(FanoutError) { try body() } catch { failures[shard] = error }
+            self.publish(shard)
+        }
+        // First what is quick and must not wait: owners renew their leases, followers catch up.
         for (shard, shardNode) in self.shards.enumerated() {
-            do throws(FanoutError) {
-                let preferred = ShardPlacement.preferredOwner(of: shard, among: live)
-                switch shardNode.role {
-                case .owning:
-                    if !handedOn, let preferred, preferred != self.node, let since = self.memberSince[preferred], now - since >= self.lease {
-                        handedOn = true
-                        try shardNode.release()
-                    } else {
-                        try shardNode.step()
-                    }
-                case .following:
+            attempt(shard) { () throws(FanoutError) in
+                if case .owning = shardNode.role { try shardNode.step() } else { try shardNode.catchUp() }
+            }
+        }
+        // Then the slow changes of role (each opens an engine), for a third of a lease at most so
+        // that the next turn's renewals come in time: one shard handed on to its preferred owner,
+        // or free shards taken.
+        let deadline = now + self.lease / 3
+        for (shard, shardNode) in self.shards.enumerated() where ContinuousClock.now < deadline {
+            let preferred = ShardPlacement.preferredOwner(of: shard, among: live)
+            switch shardNode.role {
+            case .owning:
+                guard let preferred, preferred != self.node, let since = self.memberSince[preferred], now - since >= self.lease else { continue }
+                attempt(shard) { () throws(FanoutError) in try shardNode.release() }
+                return failures
+            case .following:
+                attempt(shard) { () throws(FanoutError) in
                     let isFree = try self.ownership.owner(of: shard) == nil
                     // Counted from when this node settled: until then, the preferred owner may not
                     // have settled either.
                     if !isFree { self.freeSince[shard] = nil } else if isSettled, self.freeSince[shard] == nil { self.freeSince[shard] = now }
                     let mayTake = isSettled && (preferred == self.node || self.freeSince[shard].map { now - $0 >= self.lease } ?? false)
-                    try shardNode.step(mayTake: isFree && mayTake)
+                    if isFree && mayTake { try shardNode.step(mayTake: true) }
                 }
+            }
+        }
+        return failures
+    }
+
+    /// Applies what the shards' streams gained since, on every shard this node follows (between
+    /// turns, so that followers stay close behind their owners). Like `turn()`, never at the same
+    /// time as another call of either.
+    /// - Returns: the shards whose catching up failed, with why.
+    @discardableResult
+    package func catchUp() -> [Int: FanoutError] {
+        var failures: [Int: FanoutError] = [:]
+        for (shard, shardNode) in self.shards.enumerated() {
+            do throws(FanoutError) {
+                try shardNode.catchUp()
             } catch {
                 failures[shard] = error
             }

@@ -4,6 +4,8 @@ package import FanoutCore
 /// A JetStream key-value bucket (libnats' `kvStore`): the cluster keeps its layout, its members
 /// and its shards' owners in three of them (docs/scale-out.md). Blocking calls, like `JetStream`'s.
 package final class KeyValueBucket: @unchecked Sendable {
+    /// Kept open while the bucket is: the store lives on its connection.
+    private let jetStream: JetStream
     private let store: OpaquePointer
     package let name: String
 
@@ -29,6 +31,7 @@ package final class KeyValueBucket: @unchecked Sendable {
             return js_CreateKeyValue(&store, jetStream.context, &configuration)
         }
         guard status == NATS_OK, let store else { throw JetStream.error("cannot open the key-value bucket \(name)", status) }
+        self.jetStream = jetStream
         self.store = store
         self.name = name
     }

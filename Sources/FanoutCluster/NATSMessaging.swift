@@ -84,13 +84,26 @@ extension JetStream {
 }
 
 /// Requests over core NATS without blocking a thread: each request names a reply subject under
-/// one inbox this object subscribes to, and its answer completes the waiting caller. A subject
-/// nobody subscribes to is answered at once with NATS's "no responders" (`UNAVAILABLE`); a request
-/// not answered in time fails with `UNAVAILABLE` too.
+/// one inbox this object subscribes to, and its answer completes the waiting caller.
 package final class NATSRequester: Sendable {
+    /// How a request ended.
+    package enum Reply: Sendable {
+        case answer([UInt8])
+        /// Nobody subscribes to the subject now (NATS says so at once): the request was not
+        /// delivered, so sending it again cannot apply it twice.
+        case noResponders
+        /// No answer in time, or NATS did not take the request: it may or may not have been applied.
+        case failed(FanoutError)
+    }
+
+    private struct Caller {
+        let continuation: CheckedContinuation<Reply, Never>
+        let timer: Task<Void, any Error>
+    }
+
     private let jetStream: JetStream
     private let inbox: String
-    private let waiting: Mutex<(next: UInt64, callers: [UInt64: CheckedContinuation<Result<[UInt8], FanoutError>, Never>])>
+    private let waiting: Mutex<(next: UInt64, callers: [UInt64: Caller])>
     private let subscription: Mutex<NATSSubscription?>
 
     package init(_ jetStream: JetStream) throws(FanoutError) {
@@ -105,7 +118,7 @@ package final class NATSRequester: Sendable {
         let prefix = self.inbox + "."
         let subscription = try jetStream.subscribe(prefix + "*") { [weak self] message in
             guard let self, message.subject.hasPrefix(prefix), let id = UInt64(message.subject.dropFirst(prefix.count)) else { return }
-            self.answer(id, message.isNoResponders ? .failure(FanoutError(.unavailable, "nobody answers there now")) : .success(message.data))
+            self.answer(id, message.isNoResponders ? .noResponders : .answer(message.data))
         }
         self.subscription.withLock { $0 = subscription }
     }
@@ -114,32 +127,29 @@ package final class NATSRequester: Sendable {
         self.subscription.withLock { $0?.cancel() }
     }
 
-    private func answer(_ id: UInt64, _ result: Result<[UInt8], FanoutError>) {
-        let caller = self.waiting.withLock { $0.callers.removeValue(forKey: id) }
-        caller?.resume(returning: result)
+    private func answer(_ id: UInt64, _ reply: Reply) {
+        guard let caller = self.waiting.withLock({ $0.callers.removeValue(forKey: id) }) else { return }
+        caller.timer.cancel()
+        caller.continuation.resume(returning: reply)
     }
 
     /// Sends `data` to `subject` and waits at most `timeout` for the answer.
-    /// - Throws: `UNAVAILABLE` when nobody subscribes to `subject` or NATS does not take the
-    ///   request, and when no answer came in time.
-    package func request(_ data: [UInt8], to subject: String, timeout: Duration) async throws(FanoutError) -> [UInt8] {
+    package func request(_ data: [UInt8], to subject: String, timeout: Duration) async -> Reply {
         let id = self.waiting.withLock { waiting in
             defer { waiting.next += 1 }
             return waiting.next
         }
-        let timer = Task { [weak self] in
-            try await Task.sleep(for: timeout)
-            self?.answer(id, .failure(FanoutError(.unavailable, "no answer on \(subject) within \(timeout)")))
-        }
-        defer { timer.cancel() }
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[UInt8], FanoutError>, Never>) in
-            self.waiting.withLock { $0.callers[id] = continuation }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Reply, Never>) in
+            let timer = Task { [weak self] in
+                try await Task.sleep(for: timeout)
+                self?.answer(id, .failed(FanoutError(.unavailable, "no answer on \(subject) within \(timeout)")))
+            }
+            self.waiting.withLock { $0.callers[id] = Caller(continuation: continuation, timer: timer) }
             do throws(FanoutError) {
                 try self.jetStream.publishCore(data, to: subject, reply: "\(self.inbox).\(id)")
             } catch {
-                self.answer(id, .failure(error))
+                self.answer(id, .failed(error))
             }
         }
-        return try result.get()
     }
 }

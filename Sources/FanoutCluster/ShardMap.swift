@@ -14,8 +14,19 @@ package struct ShardMap: Hashable, Sendable {
 
     /// The shard of `fid`, 0 ..< count.
     package func shard(of fid: FID) -> Int {
+        self.shard(hashing: fid.string)
+    }
+
+    /// Where an installation registered with `token` and no FID goes (its engine then gives it a
+    /// FID of that shard): the same function over the token's characters. Registrations of one new
+    /// token through different nodes thereby meet on one shard, which keeps the token unique.
+    package func shard(of token: RegistrationToken) -> Int {
+        self.shard(hashing: token.value)
+    }
+
+    private func shard(hashing string: String) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in fid.string.utf8 {
+        for byte in string.utf8 {
             hash ^= UInt64(byte)
             hash &*= 0x0000_0100_0000_01b3
         }

@@ -79,7 +79,9 @@ package final class ShardNode: @unchecked Sendable {
             try self.engine.close()
             do {
                 let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
-                self.engine = try Engine.shardOwner(directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher)
+                self.engine = try Engine.shardOwner(
+                    directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher, followed: true
+                )
                 self.role = .owning(lease)
             } catch {
                 // Cannot own it (the stream moved on meanwhile): follow again; the lease lapses.
@@ -87,6 +89,12 @@ package final class ShardNode: @unchecked Sendable {
                 throw error
             }
         }
+    }
+
+    /// A follower applies what the stream gained since; nothing for an owner.
+    package func catchUp() throws(FanoutError) {
+        guard case .following = self.role else { return }
+        try self.follower.catchUp()
     }
 
     /// An owner hands the shard on: it closes its engine (answering what its replica holds), then

@@ -15,6 +15,11 @@ extension Engine {
     /// last batch on: a caught-up follower's does; a deposed owner's, with changes the stream never
     /// got, does not (checked record by record, since the LSNs alone may agree).
     ///
+    /// With `followed`, the directory's engine was this stream's follower until now (checked when
+    /// it was opened, and since then it logged only what it applied from the stream), so the check
+    /// record by record, which reads the stream since this node's last batch, is skipped; the log
+    /// must still reach the stream's end.
+    ///
     /// - Throws: `FAILED_PRECONDITION` when the directory's log is not the stream's (behind it,
     ///   ahead of another node's batches, or different from them), or when records to publish are
     ///   no longer in the log; `UNAVAILABLE` when NATS does not answer; and what
@@ -24,12 +29,13 @@ extension Engine {
         durability: Durability = .always,
         configuration: EngineConfiguration = EngineConfiguration(),
         publisher: ShardPublisher,
+        followed: Bool = false,
         retryInterval: Duration = .milliseconds(200),
         closeWait: Duration = .seconds(5)
     ) throws(FanoutError) -> Engine {
         let last = try publisher.lastBatch()
         var check: Engine.LogCheck?
-        if let last, !publisher.isOwnTerm(last.term) {
+        if let last, !publisher.isOwnTerm(last.term), !followed {
             // A follower taking over: its log must be the stream's, exactly.
             check = try ShardLog.check(directory: directory, against: publisher.stream, publisher.jetStream, node: publisher.node, exactly: true)
         }

@@ -20,6 +20,8 @@ struct ConnectionSettings: Sendable {
     var strangers: StrangerLimits
     /// Requests by operation and status, their latency, connections by role.
     let metrics: ServerMetrics
+    /// A cluster node's routes to its shards' owners: requests go there instead of to `executor`'s engine.
+    var router: ClusterRouter? = nil
 }
 
 /// A request being answered: its id, its opcode and when it arrived (for the request metrics).
@@ -258,6 +260,17 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     return
                 }
             }
+            if let router = self.settings.router {
+                // A cluster node: the request goes to the shards it touches (not to a device's key).
+                guard principal.installation == nil else {
+                    self.reply(exchange, ClusterRouter.notServed("devices"), context: context)
+                    return
+                }
+                self.answer(exchange, whenDone: { done in
+                    Task { done(.success(await router.perform(request, principal: principal))) }
+                }, context: context)
+                return
+            }
             let executor = self.settings.executor
             self.answer(exchange, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
                 try executor.execute(request, principal: principal, changes: &changes)
@@ -279,6 +292,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
             }, context: context)
         case .attach(let project, let scope, let credit):
+            guard self.settings.router == nil else {
+                self.reply(exchange, ClusterRouter.notServed("consumers"), context: context)
+                return
+            }
             do throws(FanoutError) {
                 if let principal = self.state.principal { try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine) }
                 let consumer = try self.engine.attachConsumer(
@@ -306,6 +323,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.attachment = nil
             self.reply(exchange, .done(.detach), context: context)
         case .snapshot:
+            guard self.settings.router == nil else {
+                self.reply(exchange, ClusterRouter.notServed("SNAPSHOT"), context: context)
+                return
+            }
             // File I/O for seconds: on the NIO thread pool, answered when written.
             let engine = self.engine
             self.inFlight += 1
@@ -339,6 +360,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.reply(exchange, Self.message(result), context: context)
             return
         }
+        self.answer(exchange, whenDone: applied.whenDurable, context: context)
+    }
+
+    /// Answers `exchange` in its turn once `whenDone` calls back (on any thread) with the reply.
+    private func answer(
+        _ exchange: Exchange,
+        whenDone: (@escaping @Sendable (Result<ServerMessage, FanoutError>) -> Void) -> Void,
+        context: ChannelHandlerContext
+    ) {
         self.inFlight += 1
         let number = self.firstWaitingReply + UInt64(self.waitingReplies.count)
         let id = exchange.id
@@ -346,7 +376,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.waitingExchanges.append(exchange)
         let replies = self.durableReplies
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        applied.whenDurable { result in
+        whenDone { result in
             guard replies.append(number, ServerFrame(requestID: id, message: Self.message(result))) else { return }
             handler.eventLoop.execute {
                 let (handler, context) = handler.value

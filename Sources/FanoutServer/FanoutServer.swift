@@ -53,6 +53,34 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         logger: Logger = Logger(label: "fanoutd"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> FanoutServer {
+        try await Self.bind(engine: engine, keys: keys, tokens: tokens, router: nil, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup)
+    }
+
+    /// Opens the listening socket of a cluster node (docs/scale-out.md): requests go to the owners
+    /// of the shards they touch, through `cluster` (run it as a service next to the server).
+    package static func bind(
+        cluster: ClusterService,
+        keys: APIKeyStore,
+        configuration: ServerConfiguration = ServerConfiguration(),
+        logger: Logger = Logger(label: "fanoutd"),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> FanoutServer {
+        // The connections' own engine serves nothing but their clock and metrics here: every
+        // request that reaches an engine goes to a shard's.
+        try await Self.bind(
+            engine: Engine(), keys: keys, tokens: nil, router: cluster.router, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup
+        )
+    }
+
+    private static func bind(
+        engine: Engine,
+        keys: APIKeyStore,
+        tokens: InstallationTokens?,
+        router: ClusterRouter?,
+        configuration: ServerConfiguration,
+        logger: Logger,
+        eventLoopGroup: any EventLoopGroup
+    ) async throws -> FanoutServer {
         let maximumPayloadSize = configuration.maximumPayloadSize
         let idleTimeout = TimeAmount(configuration.idleTimeout)
         let stallTimeout = TimeAmount(configuration.stallTimeout)
@@ -78,7 +106,8 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             maximumInFlight: configuration.maximumInFlight,
             logger: logger,
             strangers: strangers,
-            metrics: ServerMetrics(factory: engine.metrics.factory)
+            metrics: ServerMetrics(factory: engine.metrics.factory),
+            router: router
         )
         let tls = try configuration.tls.map(NIOSSLContext.init(configuration:))
         let connections = OpenConnections()

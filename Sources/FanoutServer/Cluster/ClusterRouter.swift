@@ -1,0 +1,349 @@
+internal import FanoutCluster
+internal import FanoutCore
+internal import FanoutKeys
+internal import FanoutModel
+internal import FanoutWire
+
+/// How a cluster node answers its clients' requests (docs/scale-out.md, "Routing"): any node
+/// answers any request. A request about one installation goes to the owner of the installation's
+/// shard; a request about a project's settings goes to every shard; a count, a listing or a send
+/// to a topic, a condition, a user or several recipients goes to every shard, and the replies are
+/// summed or merged. Requests the cluster does not serve yet are refused with
+/// `FAILED_PRECONDITION` naming them.
+final class ClusterRouter: Sendable {
+    let shards: ShardRequests
+    private var node: ClusterNode { self.shards.node }
+    private var map: ShardMap { self.shards.node.map }
+
+    init(_ shards: ShardRequests) {
+        self.shards = shards
+    }
+
+    /// The reply to `request` from a client that `principal` speaks for (its permissions checked).
+    func perform(_ request: ClientRequest, principal: Principal) async -> ServerMessage {
+        let opcode = request.opcode
+        switch request {
+        case .createProject, .deleteProject, .setLegacyInstanceIDs, .setAnonymousCleanUp:
+            return Self.settingOnEveryShard(await self.shards.performOnEveryShard(request), request: request)
+        case .listProjects:
+            let reply = await self.shards.perform(request, onShard: 0)
+            guard case .names(let opcode, let names) = reply else { return reply }
+            return .names(opcode, names.filter { principal.projects.contains($0) })
+        case .register(let project, let fields, let issuingCredentials):
+            if issuingCredentials || principal.kind == .app {
+                return Self.notServed("installation credentials")
+            }
+            return await self.shards.perform(request, onShard: await self.shard(registering: fields, in: project))
+        case .registerBatch(let project, let items):
+            var shards: [Int] = []
+            for fields in items { shards.append(await self.shard(registering: fields, in: project)) }
+            return await self.split(items, by: shards, into: { .registerBatch(project: project, $0) }) { (reply: ServerMessage) -> [RegistrationOutcome]? in
+                if case .registeredBatch(let outcomes) = reply { return outcomes }
+                return nil
+            }.map(ServerMessage.registeredBatch).reply
+        case .refreshToken(let project, let registration, _), .touch(let project, let registration), .setAPNsToken(let project, let registration, _),
+            .getInstallation(let project, let registration), .topicsOf(let project, let registration), .pending(let project, let registration):
+            return await self.shards.perform(request, onShard: await self.shard(of: registration, in: project))
+        case .deleteInstallation(_, let fid):
+            return await self.shards.perform(request, onShard: FID(fid).map(self.map.shard(of:)) ?? 0)
+        case .installationByAPNsToken:
+            return Self.first(await self.shards.performOnEveryShard(request), notFound: .notFound)
+        case .subscribe(let project, let topic, let registrations), .unsubscribe(let project, let topic, let registrations):
+            guard registrations.count <= EngineConfiguration().maximumBatchSize else {
+                return .error(.invalidArgument("at most \(EngineConfiguration().maximumBatchSize) registrations per request, got \(registrations.count)", field: "registrations"))
+            }
+            var shards: [Int] = []
+            for registration in registrations { shards.append(await self.shard(of: registration, in: project)) }
+            let isSubscribe = opcode == .subscribe
+            return await self.split(registrations, by: shards, into: {
+                isSubscribe ? .subscribe(project: project, topic: topic, registrations: $0) : .unsubscribe(project: project, topic: topic, registrations: $0)
+            }) { (reply: ServerMessage) -> [BatchItemResult]? in
+                if case .itemResults(_, let results) = reply { return results }
+                return nil
+            }.map { .itemResults(opcode, $0) }.reply
+        case .installationCount, .subscriberCount, .audience, .pruneExpired, .expireDeliveries:
+            return Self.sum(await self.shards.performOnEveryShard(request), opcode: opcode)
+        case .listTopics(_, _, let limit):
+            return Self.mergeTopics(await self.shards.performOnEveryShard(request), limit: Int(limit))
+        case .staleInstallations(_, let limit):
+            return Self.mergeStale(await self.shards.performOnEveryShard(request), limit: Int(limit))
+        case .stats:
+            return Self.sumStatistics(await self.shards.performOnEveryShard(request))
+        case .send(let project, let body, _):
+            return await self.send(request, body: body, in: project)
+        case .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers:
+            return Self.notServed("users")
+        case .issueCredentials, .generateAuthToken, .jwks, .rotateSigningKey:
+            return Self.notServed("installation credentials")
+        case .hello, .ping, .snapshot, .attach, .grant, .acknowledge, .detach:
+            return .error(FanoutError(.internal, "\(opcode) is handled by the connection"))
+        }
+    }
+
+    static func notServed(_ what: String) -> ServerMessage {
+        .error(FanoutError(.failedPrecondition, "a cluster node does not serve \(what) yet (docs/scale-out.md)"))
+    }
+
+    // MARK: - Where an installation lives
+
+    /// The shard of the installation `registration` names: a FID's own; a token's, where the
+    /// token is registered (or was, and was retired); a token no shard knows, the shard new
+    /// registrations of it go to. A string that is neither goes to shard 0, whose owner answers
+    /// what is wrong with it.
+    private func shard(of registration: String, in project: String) async -> Int {
+        switch RegistrationAddress(parsing: registration) {
+        case .fid(let fid): return self.map.shard(of: fid)
+        case .token(let token): return await self.shard(of: token, in: project) ?? self.map.shard(of: token)
+        case nil: return 0
+        }
+    }
+
+    /// Where a registration goes: to the shard that holds its token if one does; otherwise to its
+    /// offered FID's shard; otherwise to its token's (so two registrations of one new token meet
+    /// there); otherwise (neither given) to any shard, whose engine gives it a FID of its own.
+    private func shard(registering fields: RegistrationFields, in project: String) async -> Int {
+        let token = fields.token.flatMap(RegistrationToken.init)
+        if let token, let holder = await self.shard(of: token, in: project) { return holder }
+        if let fid = fields.offeredFID.flatMap({ FID($0) }) { return self.map.shard(of: fid) }
+        if let token { return self.map.shard(of: token) }
+        return Int.random(in: 0..<self.map.count)
+    }
+
+    /// The shard that knows `token` (holds it, or retired it): asked of this node's own copies of
+    /// the shards first (every node follows every shard, a moment behind its owner), then of the
+    /// owner of the token's own shard, where a new token registers, then of every other owner (a
+    /// token registered with a FID of another shard a moment ago). Nil when none knows it.
+    private func shard(of token: RegistrationToken, in project: String) async -> Int? {
+        guard let id = ProjectID(project) else { return nil }
+        for (shard, served) in self.node.servedShards.enumerated() {
+            do {
+                _ = try served.engine.installation(.token(token), in: id)
+                return shard
+            } catch where error.code == .unregistered {
+                return shard
+            } catch {
+                continue
+            }
+        }
+        let lookup = ClientRequest.getInstallation(project: project, registration: token.value)
+        func knows(_ reply: ServerMessage) -> Bool {
+            switch reply {
+            case .installation: return true
+            case .error(let error): return error.code == .unregistered
+            default: return false
+            }
+        }
+        let home = self.map.shard(of: token)
+        if knows(await self.shards.perform(lookup, onShard: home)) { return home }
+        let others = (0..<self.map.count).filter { $0 != home }
+        let replies = await self.shards.perform(others.map { ($0, lookup) })
+        return zip(others, replies).first { knows($0.1) }?.0
+    }
+
+    // MARK: - Sends
+
+    /// A send to one token or FID goes to its shard; a send to anything else (a topic, a
+    /// condition, a user, several recipients) to every shard, each queueing its part. A send that
+    /// does not parse, or only validates, goes to shard 0, whose owner answers it.
+    private func send(_ request: ClientRequest, body: [UInt8], in project: String) async -> ServerMessage {
+        guard let parsed = try? MessageParser.parseSendRequest(body), !parsed.validateOnly else {
+            return await self.shards.perform(request, onShard: 0)
+        }
+        switch parsed.message.target {
+        case .fid(let fid):
+            return await self.shards.perform(request, onShard: self.map.shard(of: fid))
+        case .token(let token):
+            return await self.shards.perform(request, onShard: await self.shard(of: token, in: project) ?? self.map.shard(of: token))
+        case .topic, .condition, .user, .multicast:
+            return Self.mergeSends(await self.shards.performOnEveryShard(request))
+        }
+    }
+
+    // MARK: - Splitting and merging
+
+    /// Items sent to their shards' owners in one request per shard, and the per-item answers put
+    /// back in input order; or the reply of a shard's owner that did not answer one per item (an
+    /// error: the client's reply then).
+    private func split<Item, Answer>(
+        _ items: [Item],
+        by shards: [Int],
+        into request: ([Item]) -> ClientRequest,
+        answers: (ServerMessage) -> [Answer]?
+    ) async -> Result<[Answer], Refusal> {
+        var positions: [Int: [Int]] = [:]
+        for (index, shard) in shards.enumerated() { positions[shard, default: []].append(index) }
+        let groups = positions.sorted { $0.key < $1.key }
+        let replies = await self.shards.perform(groups.map { (shard, indices) in (shard, request(indices.map { items[$0] })) })
+        var merged = [Answer?](repeating: nil, count: items.count)
+        for ((_, indices), reply) in zip(groups, replies) {
+            guard let answers = answers(reply), answers.count == indices.count else { return .failure(Refusal(reply: reply)) }
+            for (index, answer) in zip(indices, answers) { merged[index] = answer }
+        }
+        return .success(merged.compactMap { $0 })
+    }
+
+    /// A reply that stands for the whole request.
+    struct Refusal: Error {
+        let reply: ServerMessage
+    }
+
+    /// A project setting applied on every shard: done when every shard applied it. A create that
+    /// some shards already had (a retry after a partial failure) is done too, as is a delete that
+    /// some shards no longer had; the first other error is the reply.
+    private static func settingOnEveryShard(_ replies: [ServerMessage], request: ClientRequest) -> ServerMessage {
+        let tolerated: FanoutError.Code? = switch request {
+        case .createProject: .alreadyExists
+        case .deleteProject: .notFound
+        default: nil
+        }
+        var done: ServerMessage?
+        var toleratedError: ServerMessage?
+        for reply in replies {
+            guard case .error(let error) = reply else {
+                done = done ?? reply
+                continue
+            }
+            if error.code == tolerated {
+                toleratedError = toleratedError ?? reply
+                continue
+            }
+            return reply
+        }
+        return done ?? toleratedError ?? .error(FanoutError(.internal, "no shard answered"))
+    }
+
+    /// The first reply that is not the error `notFound` (the shard that had it), or that error.
+    private static func first(_ replies: [ServerMessage], notFound: FanoutError.Code) -> ServerMessage {
+        replies.first { if case .error(let error) = $0, error.code == notFound { false } else { true } } ?? replies.first ?? .error(FanoutError(.internal, "no shard answered"))
+    }
+
+    /// The shards' counts added up; the first error is the reply.
+    private static func sum(_ replies: [ServerMessage], opcode: Opcode) -> ServerMessage {
+        var total: UInt64 = 0
+        for reply in replies {
+            guard case .count(_, let count) = reply else { return reply }
+            total += count
+        }
+        return .count(opcode, total)
+    }
+
+    /// The shards' pages of topics merged: subscriber counts added up per topic, in name order,
+    /// `limit` at most (each shard's page holds its first `limit` names after the same point, so
+    /// the merged first `limit` are among them).
+    private static func mergeTopics(_ replies: [ServerMessage], limit: Int) -> ServerMessage {
+        var counts: [String: UInt64] = [:]
+        for reply in replies {
+            guard case .topics(let topics) = reply else { return reply }
+            for topic in topics { counts[topic.topic, default: 0] += topic.subscribers }
+        }
+        return .topics(counts.sorted { $0.key < $1.key }.prefix(limit).map { TopicCount(topic: $0.key, subscribers: $0.value) })
+    }
+
+    /// The shards' stale installations: their totals added up, the least recently seen `limit`.
+    private static func mergeStale(_ replies: [ServerMessage], limit: Int) -> ServerMessage {
+        var total: UInt64 = 0
+        var installations: [Installation] = []
+        for reply in replies {
+            guard case .staleInstallations(let count, let some) = reply else { return reply }
+            total += count
+            installations += some
+        }
+        return .staleInstallations(total: total, Array(installations.sorted { $0.lastSeen < $1.lastSeen }.prefix(limit)))
+    }
+
+    /// The shards' statistics added up (a send that reached every shard counts once per shard).
+    private static func sumStatistics(_ replies: [ServerMessage]) -> ServerMessage {
+        var installations: UInt64 = 0
+        var deliveries = DeliveryStatistics()
+        var log = WALStatistics()
+        for reply in replies {
+            guard case .stats(let statistics) = reply else { return reply }
+            installations += statistics.installations
+            deliveries.add(statistics.deliveries)
+            log.records += statistics.log.records
+            log.batches += statistics.log.batches
+            log.syncs += statistics.log.syncs
+            log.bytes += statistics.log.bytes
+        }
+        return .stats(ProjectStatistics(installations: installations, deliveries: deliveries, log: log))
+    }
+
+    /// The shards' parts of one send: audiences and platform reports added up; per recipient,
+    /// `ok` where the shard holding it queued it, otherwise the error of the shard that knew it
+    /// (any error but `UNREGISTERED`), otherwise `UNREGISTERED`. The message id is the first
+    /// shard's: each shard names its part with an id of its own (docs/scale-out.md). The first
+    /// error is the reply (a send refused by one shard, as one over the quota, may have been
+    /// queued by others).
+    private static func mergeSends(_ replies: [ServerMessage]) -> ServerMessage {
+        var merged: SendReceipt?
+        for reply in replies {
+            guard case .sent(let receipt) = reply else { return reply }
+            guard var sum = merged else {
+                merged = receipt
+                continue
+            }
+            sum.audience += receipt.audience
+            sum.enqueued += receipt.enqueued
+            for (index, recipient) in receipt.recipients.enumerated() where index < sum.recipients.count {
+                sum.recipients[index] = Self.merge(sum.recipients[index], recipient)
+            }
+            for report in receipt.platforms {
+                guard let index = sum.platforms.firstIndex(where: { $0.platform == report.platform }) else {
+                    sum.platforms.append(report)
+                    continue
+                }
+                sum.platforms[index].add(report)
+            }
+            merged = sum
+        }
+        return merged.map(ServerMessage.sent) ?? .error(FanoutError(.internal, "no shard answered"))
+    }
+
+    private static func merge(_ a: RecipientResult, _ b: RecipientResult) -> RecipientResult {
+        if a == .ok || b == .ok { return .ok }
+        if a.code == .unregistered { return b }
+        return a
+    }
+}
+
+extension Result where Success == ServerMessage, Failure == ClusterRouter.Refusal {
+    /// The reply, whichever it is.
+    var reply: ServerMessage {
+        switch self {
+        case .success(let reply): reply
+        case .failure(let refusal): refusal.reply
+        }
+    }
+}
+
+extension DeliveryStatistics {
+    /// Adds another engine's counters (a cluster's shards).
+    mutating func add(_ other: DeliveryStatistics) {
+        self.sends += other.sends
+        self.enqueued += other.enqueued
+        self.delivered += other.delivered
+        self.acknowledged += other.acknowledged
+        self.expired += other.expired
+        self.collapsed += other.collapsed
+        self.dropped += other.dropped
+        self.rejected += other.rejected
+        self.skipped += other.skipped
+        self.pending += other.pending
+        self.messages += other.messages
+        self.consumers += other.consumers
+    }
+}
+
+extension PlatformSendReport {
+    /// Adds another shard's part of the same send on this platform.
+    mutating func add(_ other: PlatformSendReport) {
+        self.audience += other.audience
+        self.enqueued += other.enqueued
+        self.refused += other.refused
+        self.skippedWithoutToken += other.skippedWithoutToken
+        self.skippedStale += other.skippedStale
+        self.collapsed += other.collapsed
+        self.dropped += other.dropped
+        self.expired += other.expired
+    }
+}

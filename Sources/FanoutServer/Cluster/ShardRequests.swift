@@ -1,0 +1,159 @@
+internal import FanoutCluster
+internal import FanoutCore
+internal import FanoutKeys
+internal import FanoutModel
+internal import FanoutWire
+internal import NIOCore
+
+/// Requests for one shard, performed by its owner (docs/scale-out.md, "Routing"): here when this
+/// node owns the shard, otherwise sent over NATS to the subject `fanout.requests.shard.N`, which
+/// only the shard's owner subscribes to. A request travels as its wire frame (docs/wire-protocol.md)
+/// and is answered with the reply's frame. The node that received the request from its client has
+/// checked the client's key already; the owner performs it as the cluster's own principal.
+final class ShardRequests: Sendable {
+    let node: ClusterNode
+    private let requester: NATSRequester
+    private let maximumPayloadSize: Int
+    /// How long a request waits for a remote owner's answer.
+    private let timeout: Duration
+    /// The owner's side: one subscription per shard this node owns.
+    private let subscriptions = Locked<[Int: NATSSubscription]>([:])
+
+    /// What an owner performs forwarded requests as: every request of every project.
+    static let principal = Principal.key(APIKey(name: "cluster", role: .admin, projects: .all, digest: []), role: .admin)
+
+    init(node: ClusterNode, maximumPayloadSize: Int, timeout: Duration = .seconds(10)) throws(FanoutError) {
+        self.node = node
+        self.requester = try NATSRequester(node.jetStream)
+        self.maximumPayloadSize = maximumPayloadSize
+        self.timeout = timeout
+    }
+
+    static func subject(_ shard: Int) -> String { "fanout.requests.shard.\(shard)" }
+
+    // MARK: - The edge's side
+
+    /// `request` performed by shard `shard`'s owner: its reply, or `.error` when no owner answered.
+    /// While nobody owns the shard (a hand-over between two turns) it is sent again, for up to a
+    /// lease; a request whose answer did not come back is not (it may have been applied).
+    func perform(_ request: ClientRequest, onShard shard: Int) async -> ServerMessage {
+        let deadline = ContinuousClock.now + self.node.lease
+        while true {
+            if let applied = self.performHere(request, onShard: shard) {
+                do {
+                    return try await applied.durable()
+                } catch {
+                    return .error(error)
+                }
+            }
+            var frame = ByteBuffer()
+            do {
+                try ClientFrame(requestID: 0, request: request).encode(into: &frame, maximumPayloadSize: self.maximumPayloadSize)
+            } catch {
+                return .error(error.fanoutError)
+            }
+            switch await self.requester.request(Array(frame.readableBytesView), to: Self.subject(shard), timeout: self.timeout) {
+            case .answer(let bytes):
+                return self.decodeReply(bytes, shard: shard)
+            case .failed(let error):
+                return .error(error)
+            case .noResponders:
+                guard ContinuousClock.now < deadline else {
+                    return .error(FanoutError(.unavailable, "no node owns shard \(shard) now: try again"))
+                }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    }
+
+    /// `request` performed on every shard, each reply by its shard's number.
+    func performOnEveryShard(_ request: ClientRequest) async -> [ServerMessage] {
+        await self.perform(Array(repeating: request, count: self.node.map.count).enumerated().map { ($0.offset, $0.element) })
+    }
+
+    /// Requests on several shards at once, the replies in the order given.
+    func perform(_ requests: [(shard: Int, request: ClientRequest)]) async -> [ServerMessage] {
+        await withTaskGroup(of: (Int, ServerMessage).self) { group in
+            for (index, (shard, request)) in requests.enumerated() {
+                group.addTask { (index, await self.perform(request, onShard: shard)) }
+            }
+            var replies = [ServerMessage](repeating: .error(FanoutError(.internal, "no reply")), count: requests.count)
+            for await (index, reply) in group { replies[index] = reply }
+            return replies
+        }
+    }
+
+    private func decodeReply(_ bytes: [UInt8], shard: Int) -> ServerMessage {
+        var buffer = ByteBuffer(bytes: bytes)
+        var decoder = FrameDecoder<ServerMessage>(maximumPayloadSize: self.maximumPayloadSize)
+        guard let frame = try? decoder.decode(buffer: &buffer), buffer.readableBytes == 0 else {
+            return .error(FanoutError(.internal, "shard \(shard)'s owner answered with \(bytes.count) bytes that are not one reply frame"))
+        }
+        return frame.message
+    }
+
+    // MARK: - The owner's side
+
+    /// `request` applied to shard `shard`'s engine when this node owns it; nil when it does not.
+    private func performHere(_ request: ClientRequest, onShard shard: Int) -> Engine.Applied<ServerMessage>? {
+        let served = self.node.served(shard)
+        guard served.isOwner else { return nil }
+        let executor = RequestExecutor(engine: served.engine, maximumPayloadSize: self.maximumPayloadSize)
+        return served.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+            try executor.execute(request, principal: Self.principal, changes: &changes)
+        }
+    }
+
+    /// Subscribes to the requests of the shards this node owns now, and stops answering those of
+    /// the shards it no longer owns. Call it after each of the node's turns.
+    func followOwnership() {
+        let owned = Set(self.node.servedShards.indices.filter { self.node.served($0).isOwner })
+        self.subscriptions.withLock { subscriptions in
+            for (shard, subscription) in subscriptions where !owned.contains(shard) {
+                subscription.cancel()
+                subscriptions[shard] = nil
+            }
+            for shard in owned where subscriptions[shard] == nil {
+                subscriptions[shard] = try? self.node.jetStream.subscribe(Self.subject(shard)) { [weak self] message in
+                    self?.answer(message, shard: shard)
+                }
+            }
+        }
+    }
+
+    /// Stops answering every shard's requests.
+    func stopAnswering() {
+        self.subscriptions.withLock { subscriptions in
+            subscriptions.values.forEach { $0.cancel() }
+            subscriptions = [:]
+        }
+    }
+
+    private func answer(_ message: NATSSubscription.Message, shard: Int) {
+        guard let reply = message.reply else { return }
+        let respond: @Sendable (ServerMessage) -> Void = { [node = self.node, maximumPayloadSize = self.maximumPayloadSize] answer in
+            var frame = ByteBuffer()
+            if (try? ServerFrame(requestID: 0, message: answer).encode(into: &frame, maximumPayloadSize: maximumPayloadSize)) == nil {
+                frame.clear()
+                try? ServerFrame(requestID: 0, message: .error(FanoutError(.internal, "the reply does not encode"))).encode(into: &frame)
+            }
+            try? node.jetStream.publishCore(Array(frame.readableBytesView), to: reply)
+        }
+        var buffer = ByteBuffer(bytes: message.data)
+        var decoder = FrameDecoder<ClientRequest>(maximumPayloadSize: self.maximumPayloadSize)
+        guard let frame = try? decoder.decode(buffer: &buffer), buffer.readableBytes == 0 else {
+            respond(.error(FanoutError(.invalidArgument, "a forwarded request is not one request frame")))
+            return
+        }
+        guard let applied = self.performHere(frame.request, onShard: shard) else {
+            respond(.error(FanoutError(.unavailable, "shard \(shard) is not owned here now: try again")))
+            return
+        }
+        applied.whenDurable { result in
+            switch result {
+            case .success(let answer): respond(answer)
+            case .failure(let error): respond(.error(error))
+            }
+        }
+    }
+}

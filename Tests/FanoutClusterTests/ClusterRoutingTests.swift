@@ -1,0 +1,177 @@
+@testable import FanoutCluster
+import FanoutClient
+import FanoutCore
+import FanoutKeys
+import FanoutServer
+import FanoutTestSupport
+import FanoutWire
+import Foundation
+import Logging
+import Testing
+
+/// Three cluster nodes in this process, each a `ClusterNode` with its `ClusterService` and a
+/// `FanoutServer`, over one real nats-server: the same requests, sent round-robin to the three
+/// nodes and to one plain fanoutd engine, get the same answers (FIDs the engines made up aside).
+@Suite("Cluster routing", .serialized)
+struct ClusterRoutingTests {
+    static let key = "cluster-test-admin-key-01"
+    static let keys = APIKeyStore([APIKey(name: "admin", role: .admin, projects: .all, secret: Array(key.utf8))])
+    static let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A reply as the comparison sees it: the FIDs and slots an engine made up are left out.
+    static func normalized(_ message: ServerMessage) -> String {
+        func installation(_ installation: Installation) -> String {
+            "\(installation.token?.value ?? "-") \(installation.platform) \(installation.appID) \(installation.apnsToken.map { "\($0)" } ?? "-")"
+        }
+        func registered(_ result: RegistrationResult) -> String {
+            "\(installation(result.installation)) existing=\(result.isExisting)"
+        }
+        switch message {
+        case .installation(let opcode, let one): return "\(opcode) \(installation(one))"
+        case .registered(let result): return "registered \(registered(result))"
+        case .registeredBatch(let outcomes):
+            return "batch " + outcomes.map { outcome in
+                switch outcome {
+                case .registered(let result): registered(result)
+                case .failed(let error): "\(error.code) \(error.field ?? "-")"
+                }
+            }.joined(separator: "; ")
+        case .sent(let receipt): return "sent audience=\(receipt.audience) enqueued=\(receipt.enqueued) \(receipt.recipients)"
+        case .pending(let deliveries): return "pending \(deliveries.count)"
+        case .error(let error): return "error \(error.code) \(error.field ?? "-")"
+        default: return "\(message)"
+        }
+    }
+
+    /// Sends each request to the next node and to the plain engine, and keeps the replies that differ.
+    final class Comparison: @unchecked Sendable {
+        let cluster: [FanoutClient]
+        let single: FanoutClient
+        private var turn = 0
+        private(set) var mismatches: [String] = []
+
+        init(cluster: [FanoutClient], single: FanoutClient) {
+            self.cluster = cluster
+            self.single = single
+        }
+
+        /// The reply, an error reply included (`request` throws it).
+        static func reply(_ client: FanoutClient, _ request: ClientRequest) async throws -> ServerMessage {
+            do {
+                return try await client.request(request)
+            } catch let error as FanoutError {
+                return .error(error)
+            }
+        }
+
+        /// The node's reply.
+        func both(_ request: ClientRequest) async throws -> ServerMessage {
+            let fromCluster = try await Self.reply(self.cluster[self.turn % self.cluster.count], request)
+            self.turn += 1
+            let fromOne = try await Self.reply(self.single, request)
+            if ClusterRoutingTests.normalized(fromCluster) != ClusterRoutingTests.normalized(fromOne) {
+                self.mismatches.append("\(request.opcode): cluster \(ClusterRoutingTests.normalized(fromCluster)) / one engine \(ClusterRoutingTests.normalized(fromOne))")
+            }
+            return fromCluster
+        }
+    }
+
+    @Test func threeNodesAnswerAsOneEngineDoes() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, idleTimeout: .seconds(900))
+                configuration.handshakeTimeout = .seconds(900)
+                let nodes = try ["node-a", "node-b", "node-c"].map { name in
+                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: 8, lease: .seconds(3)))
+                }
+                let services = try nodes.map { try ClusterService(node: $0, logger: Self.quiet) }
+                var servers: [FanoutServer] = []
+                for service in services {
+                    servers.append(try await FanoutServer.bind(cluster: service, keys: Self.keys, configuration: configuration, logger: Self.quiet))
+                }
+                let single = Engine()
+                let reference = try await FanoutServer.bind(engine: single, keys: Self.keys, configuration: configuration, logger: Self.quiet)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for service in services { group.addTask { try await service.run() } }
+                    for server in servers + [reference] { group.addTask { try await server.run() } }
+                    defer { group.cancelAll() }
+
+                    // Each node owns the shards placed on it.
+                    let names = nodes.map(\.node)
+                    func settled() -> Bool {
+                        nodes.allSatisfy { node in (0..<8).allSatisfy { node.served($0).isOwner == (ShardPlacement.preferredOwner(of: $0, among: names) == node.node) } }
+                    }
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while ContinuousClock.now < deadline, !settled() { try await Task.sleep(for: .milliseconds(100)) }
+                    try #require(settled(), "the nodes own the shards placed on them")
+
+                    var clients: [FanoutClient] = []
+                    for server in servers { clients.append(try await FanoutClient.connect(host: "127.0.0.1", port: server.localPort, apiKey: Self.key)) }
+                    let single = try await FanoutClient.connect(host: "127.0.0.1", port: reference.localPort, apiKey: Self.key)
+                    let comparison = Comparison(cluster: clients, single: single)
+                    @discardableResult
+                    func both(_ request: ClientRequest) async throws -> ServerMessage { try await comparison.both(request) }
+
+                    var random = SeededRandomNumberGenerator(seed: 22)
+                    let offered = (0..<200).map { _ in FID.make(fromRandomBytes: (0..<17).map { _ in UInt8.random(in: 0...255, using: &random) }).string }
+                    let platforms: [Platform] = [.android, .ios, .web]
+                    func fields(_ index: Int) -> RegistrationFields {
+                        let platform = platforms[index % 3]
+                        let appID = platform == .ios ? "1:1:ios:a" : platform == .web ? "1:1:web:a" : "1:1:android:a"
+                        return RegistrationFields(offeredFID: index % 4 == 0 ? offered[index % 200] : nil, token: "token-\(index)", platform: platform, appID: appID)
+                    }
+                    try await both(.createProject(project: "shop-app"))
+                    try await both(.createProject(project: "shop-app"))  // ALREADY_EXISTS on every shard
+                    #expect(try await clients[2].listProjects().contains("shop-app"))
+                    for index in 0..<60 { try await both(.register(project: "default", fields(index))) }
+                    try await both(.register(project: "default", fields(7)))  // a repeat: the same one
+                    try await both(.registerBatch(project: "default", (60..<160).map(fields) + [fields(3), RegistrationFields(token: "", platform: .android, appID: "1:1:android:a")]))
+                    try await both(.register(project: "shop-app", fields(500)))
+                    let topics = ["news", "sport", "weather"]
+                    for topic in topics {
+                        var members: [String] = []
+                        for index in 0..<160 where Bool.random(using: &random) { members.append("token-\(index)") }
+                        members += ["unknown-token", ""]
+                        try await both(.subscribe(project: "default", topic: topic, registrations: members))
+                    }
+                    try await both(.unsubscribe(project: "default", topic: "news", registrations: (0..<40).map { "token-\($0)" }))
+                    for index in stride(from: 1, to: 160, by: 15) {
+                        try await both(.refreshToken(project: "default", registration: "token-\(index)", token: "rotated-\(index)"))
+                    }
+                    for index in 0..<12 {
+                        try await both(.getInstallation(project: "default", registration: "token-\(index)"))
+                        try await both(.topicsOf(project: "default", registration: "rotated-\(index)"))
+                    }
+                    for _ in 0..<3 {
+                        try await both(.installationCount(project: "default"))
+                        try await both(.listTopics(project: "default", startAfter: "", limit: 10))
+                        for topic in topics { try await both(.subscriberCount(project: "default", topic: topic)) }
+                        try await both(.audience(project: "default", .condition("'news' in topics && !('sport' in topics)")))
+                        try await both(.audience(project: "default", .condition("'weather' in topics || 'sport' in topics")))
+                    }
+                    try await both(.send(project: "default", body: Array(#"{"message": {"topic": "weather", "data": {"k": "v"}}}"#.utf8)))
+                    try await both(.send(project: "default", body: Array(#"{"message": {"condition": "'news' in topics || 'sport' in topics", "notification": {"title": "t"}}}"#.utf8)))
+                    let toToken = try await both(.send(project: "default", body: Array(#"{"message": {"token": "token-5", "data": {"k": "v"}}}"#.utf8)))
+                    try await both(.send(project: "default", body: Array(#"{"message": {"token": "token-1", "data": {"k": "v"}}}"#.utf8)))  // rotated away
+                    try await both(.pending(project: "default", registration: "token-5"))
+                    try await both(.deleteInstallation(project: "default", fid: "cAECAwQFBgcICQoLDA0ODx"))
+                    try await both(.installationCount(project: "default"))
+                    #expect(comparison.mismatches.isEmpty, "\(comparison.mismatches.joined(separator: "\n"))")
+
+                    // The message id of a send to one token names its delivery, and ids are unique across shards.
+                    guard case .sent(let receipt) = toToken else { throw FanoutError(.internal, "no receipt") }
+                    let pending = try await clients[1].pendingDeliveries(for: "token-5")
+                    #expect(pending.contains { $0.id.messageSequence == receipt.sequence })
+                    #expect(receipt.sequence % 8 == UInt64(nodes[0].map.shard(of: try #require(FID(try await clients[0].installation("token-5").fid.string)))))
+
+                    // What the cluster does not serve yet is refused, naming it.
+                    await #expect(throws: FanoutError(.failedPrecondition, "")) { _ = try await clients[0].attach(.platform(.android), credit: 10) }
+                    await #expect(throws: FanoutError(.failedPrecondition, "")) { _ = try await clients[0].user("someone") }
+                }
+                try? single.close()
+                for node in nodes { node.close() }
+            }
+        }
+    }
+}
