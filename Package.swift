@@ -127,11 +127,11 @@ let package = Package(
         // MARK: - Executables
         .executableTarget(
             name: "fanoutd",
-            dependencies: ["FanoutCore", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, metrics, prometheus, serviceLifecycle, unixSignals, nioSSL, hummingbird, hummingbirdHTTP2]
+            dependencies: ["FanoutCore", "FanoutCluster", "FanoutServer", "FanoutHTTP", "FanoutKeys", "FanoutWire", argumentParser, logging, metrics, prometheus, serviceLifecycle, unixSignals, nioSSL, hummingbird, hummingbirdHTTP2]
         ),
         .executableTarget(
             name: "fanout",
-            dependencies: ["FanoutCore", "FanoutClient", "FanoutKeys", "FanoutWire", argumentParser, nioSSL]
+            dependencies: ["FanoutCore", "FanoutCluster", "FanoutClient", "FanoutKeys", "FanoutWire", argumentParser, nioSSL]
         ),
         .executableTarget(
             name: "fanout-load",

@@ -13,14 +13,14 @@ import Glibc
 /// `ShardPlacement`.
 ///
 /// `turn()` is one round of the node's loop: call it every third of the lease, from a thread that
-/// may block on NATS (fanoutd runs it on its thread pool). In a turn the node announces itself,
-/// then steps every shard: an owner renews its lease, a follower catches up. A follower takes a
-/// free shard at once when it is the shard's preferred owner, and any free shard that stayed free
-/// for a lease (its preferred owner is gone or stuck), once it has itself been a member for a
-/// lease (so nodes started together take only their own share). An owner hands a shard on to its preferred
-/// owner once that node has been a member for a lease, one shard per turn, so a node that joins
-/// gets its share back a shard at a time, each free only for the moment between the release and
-/// the new owner's take.
+/// may block on NATS (fanoutd runs it on its thread pool). In a turn, first every owner renews its
+/// lease and every follower catches up; then, for a third of a lease at most, roles change: a
+/// follower takes a free shard at once when it is the shard's preferred owner, and any free shard
+/// that stayed free for a lease (its preferred owner is gone or stuck), once it has itself been a
+/// member for a lease (so nodes started together take only their own share); an owner hands one
+/// shard on to its preferred owner once that node has been a member for a lease, so a node that
+/// joins gets its share back a shard a turn, each free only between the release and the new
+/// owner's take. Last, the node announces itself, with what it holds (`ClusterStatus`).
 package final class ClusterNode: @unchecked Sendable {
     // Safe to share: `shards`, `memberSince` and `freeSince` are touched only by `turn()` and
     // `close()`, which the caller never runs at once; what other threads read is in `served`.
@@ -70,6 +70,11 @@ package final class ClusterNode: @unchecked Sendable {
         package var appliedSequence: UInt64?
     }
 
+    /// The buckets: the cluster's layout (its shard count), and its members (each node's entry,
+    /// holding what it says of its shards, expires a lease after its last turn).
+    static let layoutBucket = "fanout-cluster"
+    static let membersBucket = "fanout-nodes"
+
     package let node: String
     package let map: ShardMap
     package let lease: Duration
@@ -96,7 +101,7 @@ package final class ClusterNode: @unchecked Sendable {
             throw FanoutError(.unavailable, "cannot make the node's data directory \(configuration.directory): errno \(errno)")
         }
         let jetStream = try JetStream(urls: configuration.urls)
-        let layout = try KeyValueBucket(jetStream, name: "fanout-cluster", replicas: configuration.replicas)
+        let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
         let map = try Self.shardMap(in: layout, creating: configuration.shardCount)
         let ownership = try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas)
         var shards: [ShardNode] = []
@@ -117,7 +122,7 @@ package final class ClusterNode: @unchecked Sendable {
         self.lease = configuration.lease
         self.jetStream = jetStream
         self.ownership = ownership
-        self.members = try KeyValueBucket(jetStream, name: "fanout-nodes", ttl: configuration.lease, replicas: configuration.replicas)
+        self.members = try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas)
         self.shards = shards
         self.served = Mutex(shards.map { ServedShard(engine: $0.engine, isOwner: false, appliedSequence: $0.appliedSequence) })
     }
@@ -160,9 +165,8 @@ package final class ClusterNode: @unchecked Sendable {
     /// - Throws: `UNAVAILABLE` when the node cannot announce itself or read the members.
     @discardableResult
     package func turn() throws(FanoutError) -> [Int: FanoutError] {
-        try self.members.put(self.node, Array(self.node.utf8))
         let now = ContinuousClock.now
-        let live = try self.members.keys()
+        let live = Set(try self.members.keys()).union([self.node])
         self.memberSince = live.reduce(into: [:]) { since, member in since[member] = self.memberSince[member] ?? now }
         // A node takes shards only once it has been a member for a lease: nodes started together
         // then see each other first, and take only their own share.
@@ -182,13 +186,13 @@ package final class ClusterNode: @unchecked Sendable {
         // that the next turn's renewals come in time: one shard handed on to its preferred owner,
         // or free shards taken.
         let deadline = now + self.lease / 3
-        for (shard, shardNode) in self.shards.enumerated() where ContinuousClock.now < deadline {
+        roles: for (shard, shardNode) in self.shards.enumerated() where ContinuousClock.now < deadline {
             let preferred = ShardPlacement.preferredOwner(of: shard, among: live)
             switch shardNode.role {
             case .owning:
                 guard let preferred, preferred != self.node, let since = self.memberSince[preferred], now - since >= self.lease else { continue }
                 attempt(shard) { () throws(FanoutError) in try shardNode.release() }
-                return failures
+                break roles
             case .following:
                 attempt(shard) { () throws(FanoutError) in
                     let isFree = try self.ownership.owner(of: shard) == nil
@@ -200,6 +204,8 @@ package final class ClusterNode: @unchecked Sendable {
                 }
             }
         }
+        // Last, the node announces itself, with what it now holds (`fanout cluster status`).
+        try self.members.put(self.node, Array(NodeProgress(self.servedShards).encoded.utf8))
         return failures
     }
 

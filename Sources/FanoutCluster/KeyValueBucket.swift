@@ -36,6 +36,17 @@ package final class KeyValueBucket: @unchecked Sendable {
         self.name = name
     }
 
+    /// Opens the bucket `name` as it exists, whatever its configuration.
+    /// - Throws: `UNAVAILABLE` when it does not exist or NATS does not answer.
+    package init(_ jetStream: JetStream, existing name: String) throws(FanoutError) {
+        var store: OpaquePointer?
+        let status = js_KeyValue(&store, jetStream.context, name)
+        guard status == NATS_OK, let store else { throw JetStream.error("cannot open the key-value bucket \(name)", status) }
+        self.jetStream = jetStream
+        self.store = store
+        self.name = name
+    }
+
     deinit {
         kvStore_Destroy(self.store)
     }

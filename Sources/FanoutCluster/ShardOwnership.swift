@@ -18,7 +18,9 @@ package final class ShardOwnership: Sendable {
 
     /// Opens (creating it when missing) the bucket `name`, whose entries live `lease` after their
     /// last write, with `replicas` copies.
-    package init(_ jetStream: JetStream, bucket name: String = "fanout-shard-owners", lease: Duration, replicas: Int = 1) throws(FanoutError) {
+    static let bucket = "fanout-shard-owners"
+
+    package init(_ jetStream: JetStream, bucket name: String = ShardOwnership.bucket, lease: Duration, replicas: Int = 1) throws(FanoutError) {
         self.bucket = try KeyValueBucket(jetStream, name: name, ttl: lease, replicas: replicas)
         self.lease = lease
     }

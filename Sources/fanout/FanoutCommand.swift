@@ -27,7 +27,7 @@ struct FanoutCommand: AsyncParsableCommand {
             UnsubscribeCommand.self, TopicsCommand.self, AudienceCommand.self, SendCommand.self, PendingCommand.self,
             TailCommand.self, ExpireCommand.self, StatsCommand.self,
             FIDCommand.self, TopicCommand.self, ConditionCommand.self, ValidateCommand.self, WALCommand.self,
-            SnapshotCommand.self, KeyCommand.self, AuthCommand.self, TLSCommand.self, DemoCommand.self,
+            SnapshotCommand.self, KeyCommand.self, AuthCommand.self, TLSCommand.self, ClusterCommand.self, DemoCommand.self,
         ]
     )
 

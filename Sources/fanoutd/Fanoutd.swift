@@ -103,6 +103,21 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("device-messages-per-hour"), help: "Messages one device may be sent an hour by sends to its token or FID (FCM: 5000; 0: no limit).")
     var deviceMessagesPerHour = 5000
 
+    @Option(help: "Run as a node of the cluster at these NATS servers (nats://HOST:PORT, comma-separated; docs/scale-out.md). Needs --node.")
+    var cluster: String?
+
+    @Option(help: "With --cluster: this node's name, unique in the cluster (A-Z a-z 0-9 _ -, at most 64).")
+    var node: String?
+
+    @Option(help: "With --cluster: the shard count, when this node creates the cluster (1 to 4096; a node joining an existing cluster may omit it, or must give the same).")
+    var shards: Int?
+
+    @Option(help: "With --cluster: seconds a shard's owner holds it without renewing (failover takes about this long).")
+    var lease = 3
+
+    @Option(help: "With --cluster: copies of each shard's stream and of the cluster's buckets in JetStream (1 on one NATS server, 3 on three).")
+    var replicas = 1
+
     mutating func run() async throws {
         guard let level = Logger.Level(rawValue: self.logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -151,6 +166,10 @@ struct Fanoutd: AsyncParsableCommand {
             deviceMessagesPerMinute: self.deviceMessagesPerMinute,
             deviceMessagesPerHour: self.deviceMessagesPerHour
         )
+        if let urls = self.cluster {
+            try await self.runClusterNode(urls: urls, durability: durability, engine: engineConfiguration, configuration: self.serverConfiguration(host: host, port: port, tls: tls), logger: logger)
+            return
+        }
         // Metrics go to one Prometheus registry, served at the HTTP front's /metrics.
         let registry = PrometheusCollectorRegistry()
         let metricsFactory = HTTPFront.prometheusFactory(registry: registry)
@@ -171,11 +190,7 @@ struct Fanoutd: AsyncParsableCommand {
             now: engine.clock.now().secondsSinceEpoch
         )
         let tokens = InstallationTokens(keys: signingKeys, lifetime: Int64(self.authTokenLifetime))
-        var configuration = ServerConfiguration(host: host, port: port)
-        configuration.idleTimeout = .seconds(self.idleTimeout)
-        configuration.handshakeTimeout = .seconds(max(1, self.handshakeTimeout))
-        configuration.maximumPendingHandshakes = max(1, self.maximumPendingHandshakes)
-        configuration.tls = tls
+        let configuration = self.serverConfiguration(host: host, port: port, tls: tls)
         let server: FanoutServer
         do {
             server = try await FanoutServer.bind(engine: engine, keys: keys, tokens: tokens, configuration: configuration, logger: logger)
@@ -185,14 +200,7 @@ struct Fanoutd: AsyncParsableCommand {
         }
         let tlsMode = tls != nil ? (self.tlsClientCA != nil ? "mutual" : "on") : "off"
         logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(tlsMode)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
-        if let readyFile = self.readyFile {
-            let temporary = readyFile + ".tmp"
-            guard FileManager.default.createFile(atPath: temporary, contents: Data("\(host):\(server.localPort)\n".utf8)),
-                rename(temporary, readyFile) == 0
-            else {
-                throw ValidationError("cannot write the ready file \(readyFile)")
-            }
-        }
+        try self.writeReadyFile(host: host, port: server.localPort)
         var maintenance = MaintenanceService(
             engine: engine,
             snapshotInterval: self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil,
@@ -224,26 +232,45 @@ struct Fanoutd: AsyncParsableCommand {
             )
             services.append(.init(service: application))
         }
-        var groupConfiguration = ServiceGroupConfiguration(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        groupConfiguration.maximumGracefulShutdownDuration = .seconds(max(1, self.shutdownGrace))
-        let group = ServiceGroup(configuration: groupConfiguration)
+        await self.runServices(services, logger: logger)
+        try engine.close()
+        logger.info("stopped; the log is synced")
+    }
+
+    func serverConfiguration(host: String, port: Int, tls: TLSConfiguration?) -> ServerConfiguration {
+        var configuration = ServerConfiguration(host: host, port: port)
+        configuration.idleTimeout = .seconds(self.idleTimeout)
+        configuration.handshakeTimeout = .seconds(max(1, self.handshakeTimeout))
+        configuration.maximumPendingHandshakes = max(1, self.maximumPendingHandshakes)
+        configuration.tls = tls
+        return configuration
+    }
+
+    /// Once listening: host:port in --ready-file (written to a temporary name, then renamed).
+    func writeReadyFile(host: String, port: Int) throws {
+        guard let readyFile = self.readyFile else { return }
+        let temporary = readyFile + ".tmp"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data("\(host):\(port)\n".utf8)), rename(temporary, readyFile) == 0 else {
+            throw ValidationError("cannot write the ready file \(readyFile)")
+        }
+    }
+
+    /// Runs the services until SIGTERM or SIGINT (or one of them fails), then shuts them down in
+    /// reverse order, for --shutdown-grace at most.
+    func runServices(_ services: [ServiceGroupConfiguration.ServiceConfiguration], logger: Logger) async {
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(max(1, self.shutdownGrace))
         do {
-            try await group.run()
+            try await ServiceGroup(configuration: configuration).run()
         } catch {
             logger.error("stopped", metadata: ["error": "\(error)"])
         }
-        try engine.close()
-        logger.info("stopped; the log is synced")
     }
 
     /// The key file: the one given, or DATA_DIR/api-keys. On the first start (no DATA_DIR/api-keys)
     /// it is created with a fresh admin key, which is printed once and also left in DATA_DIR/admin-key
     /// (0600) for the CLI on this machine. Keys a file holds in clear are rewritten as hashes.
-    private func loadKeys(logger: Logger) throws -> (APIKeyStore, path: String) {
+    func loadKeys(logger: Logger) throws -> (APIKeyStore, path: String) {
         let path = self.keyFilePath
         if FileManager.default.fileExists(atPath: path) {
             let keys = try APIKeyFile.read(path)

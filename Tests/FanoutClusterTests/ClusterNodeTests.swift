@@ -120,6 +120,16 @@ struct ClusterNodeTests {
                 #expect(strays.isEmpty, "shards taken by a node they are not placed on, then handed on")
                 #expect(Self.owned(by: a).union(Self.owned(by: b)).union(Self.owned(by: c)) == Set(0..<8))
 
+                // `fanout cluster status` reads the same from NATS: owners, and followers caught up.
+                let status = try ClusterStatus.read(urls: server.url)
+                #expect(status.shardCount == 8 && status.nodes == names)
+                for shard in status.shards {
+                    let owner = try #require(all.first { Self.owned(by: $0).contains(shard.shard) }).node
+                    #expect(shard.owner == owner && shard.applied[owner] == .some(nil), "shard \(shard.shard)")
+                    for node in names where node != owner { #expect(shard.lag(of: node) == 0, "shard \(shard.shard), \(node)") }
+                }
+                #expect(status.table.split(separator: "\n").count == 10)
+
                 // A change on each of node-c's shards, answered by its owner's engine.
                 var written: [Int: Installation] = [:]
                 for shard in Self.owned(by: c) {

@@ -1,0 +1,51 @@
+import ArgumentParser
+import FanoutCluster
+import FanoutCore
+import FanoutServer
+import Foundation
+import Logging
+import ServiceLifecycle
+
+extension Fanoutd {
+    /// `--cluster`: this process is one node of a cluster (docs/scale-out.md). It takes part in
+    /// every shard on its own directory under --data-dir (`shard-N`), owns its share, and answers
+    /// any request over TCP, routing it to the shards' owners. What a node does not serve yet
+    /// (the HTTP front, consumers, users, installation credentials, snapshots and the maintenance
+    /// that prunes and snapshots on a schedule) is refused at start or per request.
+    func runClusterNode(urls: String, durability: Durability, engine: EngineConfiguration, configuration: ServerConfiguration, logger: Logger) async throws {
+        guard let node = self.node else { throw ValidationError("--cluster needs --node NAME") }
+        guard ClusterNode.isValidName(node) else {
+            throw ValidationError("--node must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -")
+        }
+        guard (1...3600).contains(self.lease) else { throw ValidationError("--lease must be 1 to 3600 seconds") }
+        guard [1, 3, 5].contains(self.replicas) else { throw ValidationError("--replicas must be 1, 3 or 5") }
+        guard self.http == nil else {
+            throw ValidationError("a cluster node does not serve the HTTP front yet (docs/scale-out.md): leave out --http")
+        }
+        guard mkdir(self.dataDirectory, 0o700) == 0 || errno == EEXIST else {
+            throw ValidationError("cannot make the data directory \(self.dataDirectory): errno \(errno)")
+        }
+        var clusterConfiguration = ClusterNode.Configuration(
+            urls: urls, node: node, directory: self.dataDirectory, shardCount: self.shards, lease: .seconds(self.lease), replicas: self.replicas
+        )
+        clusterConfiguration.durability = durability
+        clusterConfiguration.engine = engine
+        let clusterNode = try ClusterNode(clusterConfiguration)
+        logger.info("joined the cluster", metadata: ["node": "\(node)", "shards": "\(clusterNode.map.count)", "nats": "\(urls)"])
+        let cluster = try ClusterService(node: clusterNode, maximumPayloadSize: configuration.maximumPayloadSize, logger: logger)
+        let (keys, keyFile) = try self.loadKeys(logger: logger)
+        let server: FanoutServer
+        do {
+            server = try await FanoutServer.bind(cluster: cluster, keys: keys, configuration: configuration, logger: logger)
+        } catch {
+            clusterNode.close()
+            throw ListenError(description: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        logger.info("listening", metadata: ["address": "\(configuration.host):\(server.localPort)", "tls": "\(configuration.tls == nil ? "off" : "on")", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
+        try self.writeReadyFile(host: configuration.host, port: server.localPort)
+        // Shut down in reverse order: the server answers what it applied, then the node hands its
+        // shards on and closes their engines.
+        await self.runServices([.init(service: cluster), .init(service: server), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger))], logger: logger)
+        logger.info("stopped; the shards are handed on and their logs synced")
+    }
+}
