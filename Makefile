@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 PYTHON_VENV := .build/python-venv
 PYTHON_PACKAGES := firebase-admin==7.7.0 prometheus-client==0.26.0
 
-.PHONY: deps python-deps build run demo test benchmark benchmark-check benchmark-thresholds load compare clean
+.PHONY: deps python-deps build run cluster demo test benchmark benchmark-check benchmark-thresholds load compare clean
 
 deps:
 	@missing=""; \
@@ -48,6 +48,13 @@ run: deps
 	swift build -c release --product fanoutd
 	swift build -c release --product fanout
 	.build/release/fanoutd --data-dir ./fanout-data --listen 127.0.0.1:7400 --http 127.0.0.1:7401
+
+# `cluster` runs three NATS servers (one JetStream cluster) and three fanoutd nodes on loopback,
+# in the foreground until Ctrl-C (scripts/cluster.sh; docs/scale-out.md).
+cluster: deps
+	swift build -c release --product fanoutd
+	swift build -c release --product fanout
+	scripts/cluster.sh
 
 # The engine's demo (no server): registers, subscribes and sends into ./fanout-demo-data.
 demo: deps
