@@ -102,7 +102,7 @@ package final class ClusterNode: @unchecked Sendable {
         }
         let jetStream = try JetStream(urls: configuration.urls)
         let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
-        let map = try Self.shardMap(in: layout, creating: configuration.shardCount)
+        let map = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in try Self.shardMap(in: layout, creating: configuration.shardCount) }
         let ownership = try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas)
         var shards: [ShardNode] = []
         for shard in 0..<map.count {

@@ -137,6 +137,20 @@ package final class JetStream: @unchecked Sendable {
         return StoredMessage(data: bytes, messageID: id)
     }
 
+    /// Runs `body` again every 100 ms while it throws `UNAVAILABLE`, for `patience` at most: a
+    /// replicated stream or bucket answers only once its replicas have elected a leader, moments
+    /// after it is created or after a server restarts.
+    package static func retrying<Result>(for patience: Duration, _ body: () throws(FanoutError) -> Result) throws(FanoutError) -> Result {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            do throws(FanoutError) {
+                return try body()
+            } catch where error.code == .unavailable && ContinuousClock.now < deadline {
+                usleep(100_000)
+            }
+        }
+    }
+
     static func error(_ what: String, _ status: natsStatus, _ code: jsErrCode = jsErrCode(rawValue: 0)) -> FanoutError {
         let text = natsStatus_GetText(status).map { String(cString: $0) } ?? "status \(status.rawValue)"
         let detail = code.rawValue == 0 ? text : "\(text), JetStream error \(code.rawValue)"

@@ -22,10 +22,14 @@ package struct ShardStream: Hashable, Sendable {
     /// of 0 means no check at all), so even a shard's first change is fenced against a deposed
     /// owner. Creating it again changes nothing (two creators at once store one marker: its message
     /// id is de-duplicated).
-    package func create(on jetStream: JetStream, replicas: Int) throws(FanoutError) {
-        try jetStream.addStream(self.name, subjects: [self.subject], replicas: replicas)
-        guard try jetStream.state(of: self.name).lastSequence == 0 else { return }
-        _ = try jetStream.publish(WALRecord.encodeBatch([]), to: self.subject, messageID: self.creationMessageID, expectedLastSequence: 0)
+    /// A replicated stream answers only once its replicas have elected a leader: until then the
+    /// calls are tried again (`JetStream.retrying`), for `patience` at most.
+    package func create(on jetStream: JetStream, replicas: Int, patience: Duration = .seconds(30)) throws(FanoutError) {
+        try JetStream.retrying(for: patience) { () throws(FanoutError) in
+            try jetStream.addStream(self.name, subjects: [self.subject], replicas: replicas)
+            guard try jetStream.state(of: self.name).lastSequence == 0 else { return }
+            _ = try jetStream.publish(WALRecord.encodeBatch([]), to: self.subject, messageID: self.creationMessageID, expectedLastSequence: 0)
+        }
     }
 
     /// Message `sequence`'s term and the LSN after it; nil for the creation marker.

@@ -55,7 +55,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private let settings: ConnectionSettings
     private var state: ConnectionState
-    private var attachment: (consumer: DeliveryConsumer, requestID: UInt32)?
+    private var attachment: (source: DeliverySource, requestID: UInt32)?
     private let durableReplies = DurableReplies()
     /// The replies of applied changes in the order applied, nil until durable; the first is
     /// number `firstWaitingReply`. They leave from the front, in order.
@@ -186,7 +186,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.expiry?.cancel()
         self.expiry = nil
         self.settings.devices.remove(context.channel)
-        self.attachment?.consumer.detach()
+        self.attachment?.source.detach()
         self.attachment = nil
         if let role = self.countedRole {
             self.settings.metrics.connection(role, opened: false)
@@ -228,7 +228,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .fail(let message):
             guard !self.isClosing else { return }
             self.ending = ConnectionState.Ending(detach: true, goAway: nil)
-            self.attachment?.consumer.detach()
+            self.attachment?.source.detach()
             self.attachment = nil
             // A refused HELLO is answered later the more its address failed lately (a brute force slows down).
             var delay = TimeAmount.zero
@@ -284,16 +284,29 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 break
             }
         case .acknowledge(let ids):
-            guard let consumer = self.attachment?.consumer else {
+            switch self.attachment?.source {
+            case .engine(let consumer):
+                self.answer(exchange, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+                    .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
+                }, context: context)
+            case .cluster(let consumer):
+                self.answer(exchange, whenDone: { done in
+                    consumer.acknowledge(ids) { result in done(result.map { .count(.acknowledge, UInt64($0)) }) }
+                }, context: context)
+            case nil:
                 self.reply(exchange, .error(FanoutError(.internal, "no consumer for the attachment")), context: context)
-                return
             }
-            self.answer(exchange, self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
-                .count(.acknowledge, UInt64(try changes.acknowledge(ids, by: consumer)))
-            }, context: context)
         case .attach(let project, let scope, let credit):
-            guard self.settings.router == nil else {
-                self.reply(exchange, ClusterRouter.notServed("consumers"), context: context)
+            if let router = self.settings.router {
+                do throws(FanoutError) {
+                    guard self.state.principal?.installation == nil else { throw FanoutError(.failedPrecondition, "a cluster node does not serve devices yet (docs/scale-out.md)") }
+                    self.attachment = (.cluster(try router.attach(scope, credit: Int(credit), in: project)), exchange.id)
+                    self.state.attached(credit: credit)
+                    self.reply(exchange, .done(.attach), context: context)
+                    self.pumpDeliveries(context: context)
+                } catch {
+                    self.reply(exchange, .error(error), context: context)
+                }
                 return
             }
             do throws(FanoutError) {
@@ -303,7 +316,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                     credit: credit,
                     in: try RequestExecutor.project(project)
                 )
-                self.attachment = (consumer, exchange.id)
+                self.attachment = (.engine(consumer), exchange.id)
                 self.state.attached(credit: credit)
                 self.reply(exchange, .done(.attach), context: context)
                 self.pumpDeliveries(context: context)
@@ -312,14 +325,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
         case .grant(let credit):
             do throws(FanoutError) {
-                try self.attachment?.consumer.grant(credit)
+                try self.attachment?.source.grant(credit)
                 self.state.granted(credit)
                 self.reply(exchange, .done(.grant), context: context)
             } catch {
                 self.reply(exchange, .error(error), context: context)
             }
         case .detach:
-            self.attachment?.consumer.detach()
+            self.attachment?.source.detach()
             self.attachment = nil
             self.reply(exchange, .done(.detach), context: context)
         case .snapshot:
@@ -485,7 +498,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let ending = self.state.inputEnded(goAway: goAway)
         self.ending = ending
         if ending.detach {
-            self.attachment?.consumer.detach()
+            self.attachment?.source.detach()
             self.attachment = nil
         }
         self.flushIfNeeded(context: context)
@@ -511,10 +524,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Writes what the consumer has been handed, a batch per turn of the loop while the socket
     /// takes it; when nothing is left, asks the consumer to call back when more arrives.
     private func pumpDeliveries(context: ChannelHandlerContext) {
-        guard let (consumer, attachID) = self.attachment, !self.pumpScheduled, !self.isClosing else { return }
+        guard let (source, attachID) = self.attachment, !self.pumpScheduled, !self.isClosing else { return }
         guard context.channel.isWritable else { return }  // resumed by `channelWritabilityChanged`
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let (deliveries, _) = consumer.poll(maximum: Self.deliveryBatch) {
+        let deliveries = source.poll(maximum: Self.deliveryBatch) {
             handler.eventLoop.execute {
                 let (handler, context) = handler.value
                 handler.pumpScheduled = false

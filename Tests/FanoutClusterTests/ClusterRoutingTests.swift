@@ -43,6 +43,22 @@ struct ClusterRoutingTests {
         }
     }
 
+    /// Deliveries as workers record them, from several tasks.
+    final class Tally: @unchecked Sendable {
+        private let lock = NSLock()
+        private var items: [String] = []
+
+        /// Adds `more`; the total now.
+        func add(_ more: [String]) -> Int {
+            self.lock.withLock {
+                self.items += more
+                return self.items.count
+            }
+        }
+
+        var all: [String] { self.lock.withLock { self.items } }
+    }
+
     /// Sends each request to the next node and to the plain engine, and keeps the replies that differ.
     final class Comparison: @unchecked Sendable {
         let cluster: [FanoutClient]
@@ -165,8 +181,55 @@ struct ClusterRoutingTests {
                     #expect(pending.contains { $0.id.messageSequence == receipt.sequence })
                     #expect(receipt.sequence % 8 == UInt64(nodes[0].map.shard(of: try #require(FID(try await clients[0].installation("token-5").fid.string)))))
 
+                    // Consumers: a worker attached to each node receives the deliveries of the shards
+                    // it owns, with a credit of 7 across them; together they get what one worker of the
+                    // plain engine gets, and once acknowledged nothing is pending.
+                    func received(_ streams: [(FanoutClient, DeliveryStream)], expecting count: Int) async throws -> [String] {
+                        let got = Tally()
+                        // At the deadline, or once `count` came in, the workers' connections close,
+                        // which ends their waits for a delivery.
+                        let closeAll: @Sendable () async -> Void = { for (client, _) in streams { try? await client.close() } }
+                        let watchdog = Task {
+                            try await Task.sleep(for: .seconds(30))
+                            await closeAll()
+                        }
+                        defer { watchdog.cancel() }
+                        await withTaskGroup(of: Void.self) { group in
+                            for (client, stream) in streams {
+                                group.addTask {
+                                    while let batch = try? await stream.nextBatch(maximum: 7), !batch.isEmpty {
+                                        _ = try? await client.acknowledge(batch.map(\.id))
+                                        let total = got.add(batch.map { "\($0.token?.value ?? "-") \(String(decoding: $0.payload, as: UTF8.self))" })
+                                        if total >= count { await closeAll() }
+                                    }
+                                }
+                            }
+                        }
+                        return got.all
+                    }
+                    var androidPending = 0
+                    for index in stride(from: 0, to: 160, by: 3) {
+                        // Android's installations (index % 3 == 0), by their token now.
+                        let token = index % 15 == 1 ? "rotated-\(index)" : "token-\(index)"
+                        androidPending += try await single.pendingDeliveries(for: token).count
+                    }
+                    let singleWorker = try await FanoutClient.connect(host: "127.0.0.1", port: reference.localPort, apiKey: Self.key)
+                    let expected = try await received([(singleWorker, try await singleWorker.attach(.platform(.android), credit: 7))], expecting: androidPending).sorted()
+                    #expect(expected.count == androidPending)
+                    var workers: [(FanoutClient, DeliveryStream)] = []
+                    for server in servers {
+                        let worker = try await FanoutClient.connect(host: "127.0.0.1", port: server.localPort, apiKey: Self.key)
+                        workers.append((worker, try await worker.attach(.platform(.android), credit: 7)))
+                    }
+                    #expect(expected.count > 20, "android deliveries: \(expected.count)")
+                    #expect(try await received(workers, expecting: expected.count).sorted() == expected)
+                    for index in stride(from: 0, to: 160, by: 3) {
+                        let token = index % 15 == 1 ? "rotated-\(index)" : "token-\(index)"
+                        #expect(try await clients[index % 3].pendingDeliveries(for: token).isEmpty, "\(token)")
+                    }
+
                     // What the cluster does not serve yet is refused, naming it.
-                    await #expect(throws: FanoutError(.failedPrecondition, "")) { _ = try await clients[0].attach(.platform(.android), credit: 10) }
+                    await #expect(throws: FanoutError(.failedPrecondition, "", field: "scope")) { _ = try await clients[0].attach(.installations(["token-3"]), credit: 10) }
                     await #expect(throws: FanoutError(.failedPrecondition, "")) { _ = try await clients[0].user("someone") }
                 }
                 try? single.close()

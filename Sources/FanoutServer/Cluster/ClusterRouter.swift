@@ -15,8 +15,34 @@ final class ClusterRouter: Sendable {
     private var node: ClusterNode { self.shards.node }
     private var map: ShardMap { self.shards.node.map }
 
+    /// The consumers attached through this node, to follow its ownership.
+    private let consumers = Locked<[ObjectIdentifier: WeakConsumer]>([:])
+
+    private struct WeakConsumer {
+        weak var consumer: ClusterConsumer?
+    }
+
     init(_ shards: ShardRequests) {
         self.shards = shards
+    }
+
+    /// A consumer of `scope`'s deliveries from every shard this node owns (`ClusterConsumer`);
+    /// a consumer of named installations is not served yet.
+    func attach(_ scope: AttachScope, credit: Int, in project: String) throws(FanoutError) -> ClusterConsumer {
+        guard case .platform(let platform) = scope else {
+            throw FanoutError(.failedPrecondition, "a cluster node does not serve consumers of named installations yet (docs/scale-out.md)", field: "scope")
+        }
+        let consumer = try ClusterConsumer(node: self.node, scope: .platform(platform), credit: credit, in: try RequestExecutor.project(project))
+        self.consumers.withLock { consumers in
+            consumers = consumers.filter { $0.value.consumer != nil }
+            consumers[ObjectIdentifier(consumer)] = WeakConsumer(consumer: consumer)
+        }
+        return consumer
+    }
+
+    /// After the node's turn: every consumer attached here follows the node's ownership.
+    func refreshConsumers() {
+        for entry in self.consumers.withLock({ Array($0.values) }) { entry.consumer?.refresh() }
     }
 
     /// The reply to `request` from a client that `principal` speaks for (its permissions checked).

@@ -41,6 +41,7 @@ package final class ClusterService: Service, Sendable {
                         nextTurn = ContinuousClock.now + node.lease / 3
                         let failures = try await pool.runIfActive { try node.turn() }
                         self.router.shards.followOwnership()
+                        self.router.refreshConsumers()
                         for (shard, error) in failures.sorted(by: { $0.key < $1.key }) {
                             self.logger.warning("cluster: shard \(shard)'s turn failed: \(error)")
                         }

@@ -1,0 +1,31 @@
+internal import FanoutCore
+internal import FanoutModel
+
+/// What a connection's attachment takes deliveries from: its engine's consumer, or on a cluster
+/// node the consumer over the shards the node owns.
+enum DeliverySource {
+    case engine(DeliveryConsumer)
+    case cluster(ClusterConsumer)
+
+    /// Up to `maximum` deliveries; when there are none, `ready` is called once when some arrive.
+    func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> [Delivery] {
+        switch self {
+        case .engine(let consumer): consumer.poll(maximum: maximum, orWhenReady: ready).deliveries
+        case .cluster(let consumer): consumer.poll(maximum: maximum, orWhenReady: ready)
+        }
+    }
+
+    func grant(_ credit: Int) throws(FanoutError) {
+        switch self {
+        case .engine(let consumer): try consumer.grant(credit)
+        case .cluster(let consumer): try consumer.grant(credit)
+        }
+    }
+
+    func detach() {
+        switch self {
+        case .engine(let consumer): consumer.detach()
+        case .cluster(let consumer): consumer.detach()
+        }
+    }
+}
