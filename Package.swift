@@ -174,7 +174,7 @@ let package = Package(
         // `swift build --build-tests` build them).
         .testTarget(
             name: "FanoutCLITests",
-            dependencies: ["fanout", "fanoutd", "fanout-crash-child", "FanoutCore", "FanoutTestSupport"]
+            dependencies: ["fanout", "fanoutd", "fanout-crash-child", "FanoutCore", "FanoutCluster", "FanoutClient", "FanoutWire", "FanoutTestSupport"]
         ),
         // The RESP codec against a reference model, and every scenario against a fanoutd it starts.
         .testTarget(

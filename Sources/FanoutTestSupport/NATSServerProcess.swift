@@ -32,11 +32,20 @@ public final class NATSServerProcess: @unchecked Sendable {
 
     /// Starts the server on `port` (-1: one it picks) and returns once its ports file says it
     /// listens. Generous by default: a whole test suite may be starting on two cores.
-    public func start(port: Int = -1, timeout: Duration = .seconds(120)) async throws {
+    /// With `cluster`, the server is one of a JetStream cluster: its name, its route port and the
+    /// routes to every member (`NATSServerProcess.cluster`).
+    public func start(port: Int = -1, cluster: Membership? = nil, timeout: Duration = .seconds(120)) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: self.executable)
         let logFile = self.directory + "/nats-server.log"
         process.arguments = ["-js", "-a", "127.0.0.1", "-p", "\(port)", "-sd", self.directory + "/store", "--ports_file_dir", self.directory, "-l", logFile]
+        if let cluster {
+            process.arguments! += [
+                "-n", cluster.name, "--cluster_name", "fanout", "--cluster", "nats://127.0.0.1:\(cluster.routePort)",
+                "--routes", cluster.routePorts.map { "nats://127.0.0.1:\($0)" }.joined(separator: ","),
+            ]
+            self.membership = cluster
+        }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -57,10 +66,50 @@ public final class NATSServerProcess: @unchecked Sendable {
         throw NATSServerError(description: "nats-server wrote no ports file (running: \(process.isRunning)); its log:\n\(log)")
     }
 
-    /// Starts it again on the same port with the same store.
+    /// Starts it again on the same port with the same store (and the same cluster).
     public func restart() async throws {
         guard let port = URLComponents(string: self.url)?.port else { throw NATSServerError(description: "nats-server was never started") }
-        try await self.start(port: port)
+        try await self.start(port: port, cluster: self.membership)
+    }
+
+    /// A member of a JetStream cluster on loopback.
+    public struct Membership: Sendable {
+        public var name: String
+        public var routePort: Int
+        /// Every member's route port, this one's included.
+        public var routePorts: [Int]
+    }
+
+    private var membership: Membership?
+
+    /// `count` servers forming one JetStream cluster, each in `directory/nats-N`, started; their
+    /// client URLs are `url`s. The route ports are free ports found by binding port 0.
+    public static func cluster(_ count: Int, executable: String, directory: String) async throws -> [NATSServerProcess] {
+        let routePorts = try (0..<count).map { _ in try Self.freePort() }
+        var servers: [NATSServerProcess] = []
+        for index in 0..<count {
+            let server = try NATSServerProcess(executable: executable, directory: "\(directory)/nats-\(index + 1)")
+            try await server.start(cluster: Membership(name: "nats-\(index + 1)", routePort: routePorts[index], routePorts: routePorts))
+            servers.append(server)
+        }
+        return servers
+    }
+
+    /// A port nobody listens on now (bound on 127.0.0.1 port 0, then closed).
+    private static func freePort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw NATSServerError(description: "no socket: errno \(errno)") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw NATSServerError(description: "cannot bind a free port: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// SIGKILL, as a crash would, and wait until it is gone.
