@@ -101,9 +101,16 @@ package final class ClusterNode: @unchecked Sendable {
             throw FanoutError(.unavailable, "cannot make the node's data directory \(configuration.directory): errno \(errno)")
         }
         let jetStream = try JetStream(urls: configuration.urls)
-        let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
-        let map = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in try Self.shardMap(in: layout, creating: configuration.shardCount) }
-        let ownership = try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas)
+        // Moments after the NATS servers start, JetStream answers only once they have elected
+        // their leaders: the buckets and streams are made (or found) within 30 s.
+        let (map, ownership, members) = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
+            let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
+            return (
+                try Self.shardMap(in: layout, creating: configuration.shardCount),
+                try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas),
+                try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas)
+            )
+        }
         var shards: [ShardNode] = []
         for shard in 0..<map.count {
             let stream = ShardStream(shard: shard)
@@ -122,7 +129,7 @@ package final class ClusterNode: @unchecked Sendable {
         self.lease = configuration.lease
         self.jetStream = jetStream
         self.ownership = ownership
-        self.members = try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas)
+        self.members = members
         self.shards = shards
         self.served = Mutex(shards.map { ServedShard(engine: $0.engine, isOwner: false, appliedSequence: $0.appliedSequence) })
     }

@@ -134,23 +134,25 @@ struct ClusterFailoverTests {
         await Self.load(300, prefix: "after", key: key, ports: livePorts, into: acknowledged)
         #expect(acknowledged.count == 900)
 
-        // Every acknowledged change is there, through either surviving node.
+        // Every acknowledged change is there, through a surviving node. A read is tried again for
+        // up to 10 s while a shard has no owner (a NATS server's loss can let leases lapse).
         let client = try await FanoutClient.connect(host: "127.0.0.1", port: survivor, apiKey: key)
+        func retried<Value>(_ read: () async throws -> Value) async throws -> Value {
+            for _ in 0..<100 {
+                if let value = try? await read() { return value }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return try await read()
+        }
         var missing: [String] = []
         for token in acknowledged.all {
-            var found = false
-            for _ in 0..<50 where !found {
-                if let installation = try? await client.installation(token), installation.token?.value == token {
-                    found = try await client.topics(of: token) == ["all"]
-                } else {
-                    try await Task.sleep(for: .milliseconds(100))
-                }
-            }
-            if !found { missing.append(token) }
+            let installation = try? await retried { try await client.installation(token) }
+            let topics = try? await retried { try await client.topics(of: token) }
+            if installation?.token?.value != token || topics != ["all"] { missing.append(token) }
         }
         #expect(missing.isEmpty, "\(missing.count) acknowledged changes missing: \(missing.prefix(10))")
-        #expect(try await client.audience(.topic("all")) == 900)
-        #expect(try await client.installationCount() == 900)
+        #expect(try await retried { try await client.audience(.topic("all")) } == 900)
+        #expect(try await retried { try await client.installationCount() } == 900)
         try await client.close()
     }
 }

@@ -26,7 +26,7 @@ struct FanoutdTests {
             // The log line `... address=127.0.0.1:PORT ... listening` says it serves.
             while self.port == 0 {
                 let data = self.standardError.fileHandleForReading.availableData
-                guard !data.isEmpty else { throw CocoaError(.fileReadUnknown) }
+                guard !data.isEmpty else { throw FanoutError(.unavailable, "fanoutd exited before it listened: \(self.errorText)") }
                 self.errorText += String(decoding: data, as: UTF8.self)
                 for line in self.errorText.split(separator: "\n") where line.hasSuffix("listening") {
                     if let range = line.range(of: "address=127.0.0.1:") {

@@ -34,8 +34,9 @@ final class ShardRequests: Sendable {
     // MARK: - The edge's side
 
     /// `request` performed by shard `shard`'s owner: its reply, or `.error` when no owner answered.
-    /// While nobody owns the shard (a hand-over between two turns) it is sent again, for up to a
-    /// lease; a request whose answer did not come back is not (it may have been applied).
+    /// While nobody owns the shard (a hand-over between two turns), or the node it reached has just
+    /// lost it, it is sent again, for up to a lease; a request whose answer did not come back is
+    /// not (it may have been applied).
     func perform(_ request: ClientRequest, onShard shard: Int) async -> ServerMessage {
         let deadline = ContinuousClock.now + self.node.lease
         while true {
@@ -54,7 +55,10 @@ final class ShardRequests: Sendable {
             }
             switch await self.requester.request(Array(frame.readableBytesView), to: Self.subject(shard), timeout: self.timeout) {
             case .answer(let bytes):
-                return self.decodeReply(bytes, shard: shard)
+                let reply = self.decodeReply(bytes, shard: shard)
+                // The node it reached had just lost the shard and performed nothing: try again.
+                guard case .error(let error) = reply, error == Self.notOwnedHere(shard), ContinuousClock.now < deadline else { return reply }
+                try? await Task.sleep(for: .milliseconds(50))
             case .failed(let error):
                 return .error(error)
             case .noResponders:
@@ -93,6 +97,12 @@ final class ShardRequests: Sendable {
     }
 
     // MARK: - The owner's side
+
+    /// The answer of a node that no longer owns the shard (it lost it since it subscribed): it
+    /// performed nothing, so the request may be sent again.
+    static func notOwnedHere(_ shard: Int) -> FanoutError {
+        FanoutError(.unavailable, "shard \(shard) is not owned here now: try again", field: "shard")
+    }
 
     /// `request` applied to shard `shard`'s engine when this node owns it; nil when it does not.
     private func performHere(_ request: ClientRequest, onShard shard: Int) -> Engine.Applied<ServerMessage>? {
@@ -146,7 +156,7 @@ final class ShardRequests: Sendable {
             return
         }
         guard let applied = self.performHere(frame.request, onShard: shard) else {
-            respond(.error(FanoutError(.unavailable, "shard \(shard) is not owned here now: try again")))
+            respond(.error(Self.notOwnedHere(shard)))
             return
         }
         applied.whenDurable { result in
