@@ -15,9 +15,10 @@ import Glibc
 /// `turn()` is one round of the node's loop: call it every third of the lease, from a thread that
 /// may block on NATS (fanoutd runs it on its thread pool). In a turn, first every owner renews its
 /// lease and every follower catches up; then, for a third of a lease at most, roles change: a
-/// follower takes a free shard at once when it is the shard's preferred owner, and any free shard
-/// that stayed free for a lease (its preferred owner is gone or stuck), once it has itself been a
-/// member for a lease (so nodes started together take only their own share); an owner hands one
+/// follower takes a free shard at once when it is the shard's preferred owner (a dead owner's
+/// shards have a new preferred owner once its membership expires), and any free shard that stayed
+/// free for three leases (its preferred owner is alive but stuck), once it has itself been a member
+/// for a lease (so nodes started together take only their own share); an owner hands one
 /// shard on to its preferred owner once that node has been a member for a lease, so a node that
 /// joins gets its share back a shard a turn, each free only between the release and the new
 /// owner's take. Last, the node announces itself, with what it holds (`ClusterStatus`).
@@ -206,7 +207,9 @@ package final class ClusterNode: @unchecked Sendable {
                     // Counted from when this node settled: until then, the preferred owner may not
                     // have settled either.
                     if !isFree { self.freeSince[shard] = nil } else if isSettled, self.freeSince[shard] == nil { self.freeSince[shard] = now }
-                    let mayTake = isSettled && (preferred == self.node || self.freeSince[shard].map { now - $0 >= self.lease } ?? false)
+                    // Another node's shard only when its preferred owner, a member, left it free
+                    // for three leases (stuck): a slow one takes its shards a few a turn.
+                    let mayTake = isSettled && (preferred == self.node || self.freeSince[shard].map { now - $0 >= self.lease * 3 } ?? false)
                     if isFree && mayTake { try shardNode.step(mayTake: true) }
                 }
             }

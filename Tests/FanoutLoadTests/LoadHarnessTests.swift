@@ -53,6 +53,17 @@ struct LoadHarnessTests {
             #expect(failover.operations == 1 && failover.errors.isEmpty, "node-b took the shard over and answered")
             return
         }
+        if scenario == .cluster {
+            // The same registrations and subscriptions on one fanoutd, then through a node of three.
+            for system in ["fanout", "fanout cluster"] {
+                let register = try Self.phase(report, system, "register")
+                #expect(register.operations == 600 && register.items == 600 && register.errors.isEmpty, "\(system): \(register.errors)")
+                let subscribe = try Self.phase(report, system, "subscribe")
+                #expect(subscribe.items == harness.workload.subscriptionCount && subscribe.errors.isEmpty, "\(system): \(subscribe.errors)")
+            }
+            #expect(report.table.contains("fanout cluster  register"))
+            return
+        }
         for phase in report.phases {
             #expect(phase.errors.isEmpty, "\(phase.phase): \(phase.errors)")
             #expect(phase.latency.p50 <= phase.latency.p99 && phase.latency.p99 <= phase.latency.max)
@@ -93,7 +104,7 @@ struct LoadHarnessTests {
                 let phase = try Self.phase(report, "fanout", name)
                 #expect(phase.operations == 150 && phase.errors.isEmpty, "\(name): every send answered 200 / OK")
             }
-        case .register, .subscribe, .connections, .replication:
+        case .register, .subscribe, .connections, .replication, .cluster:
             break
         }
         #expect(report.table.contains("fanout  register"))

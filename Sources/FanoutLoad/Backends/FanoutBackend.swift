@@ -6,21 +6,25 @@ import FanoutWire
 /// sends of a typical message (the server validates it, resolves the audience and puts one
 /// delivery per recipient in a mailbox, durably).
 public final class FanoutBackend: LoadBackend {
-    public let system = "fanout"
+    /// How reports name it: `fanout`, or `fanout cluster` through a cluster node.
+    public let system: String
     private let workload: LoadWorkload
     private let clients: [FanoutClient]
 
-    public init(workload: LoadWorkload, clients: [FanoutClient]) {
+    public init(workload: LoadWorkload, clients: [FanoutClient], system: String = "fanout") {
         self.workload = workload
         self.clients = clients
+        self.system = system
     }
 
-    public static func connect(workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int, tls: FanoutClient.TLS? = nil) async throws -> FanoutBackend {
+    public static func connect(
+        workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int, tls: FanoutClient.TLS? = nil, system: String = "fanout"
+    ) async throws -> FanoutBackend {
         var clients: [FanoutClient] = []
         for _ in 0..<max(1, connections) {
             clients.append(try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, tls: tls, clientName: "fanout-load"))
         }
-        return FanoutBackend(workload: workload, clients: clients)
+        return FanoutBackend(workload: workload, clients: clients, system: system)
     }
 
     private func client(_ worker: Int) -> FanoutClient {

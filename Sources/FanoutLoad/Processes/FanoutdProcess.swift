@@ -22,6 +22,10 @@ public final class FanoutdProcess: @unchecked Sendable {
     public private(set) var httpPort: Int?
     private let http: Bool
     private var process: Process?
+    /// The keys it accepts (a cluster's nodes share them).
+    private let keys: APIKeyStore
+    /// More options, as `--cluster` and its companions for a cluster node.
+    public var extraArguments: [String] = []
 
     /// The `fanoutd` next to this program's own executable (they are built together).
     public static var siblingExecutable: String {
@@ -31,7 +35,16 @@ public final class FanoutdProcess: @unchecked Sendable {
     /// What clients need to speak TLS to it, when it was started with TLS.
     public private(set) var clientTLS: FanoutClient.TLS?
 
-    public init(executable: String = FanoutdProcess.siblingExecutable, dataDirectory: String, durability: String, tls: Bool = false, http: Bool = false) throws {
+    /// With `keysOf`, it accepts that server's keys (a node of the same cluster) instead of keys
+    /// of its own.
+    public init(
+        executable: String = FanoutdProcess.siblingExecutable,
+        dataDirectory: String,
+        durability: String,
+        tls: Bool = false,
+        http: Bool = false,
+        keysOf other: FanoutdProcess? = nil
+    ) throws {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw LoadError("no fanoutd at \(executable) (build it, or pass --fanoutd PATH)")
         }
@@ -40,11 +53,14 @@ public final class FanoutdProcess: @unchecked Sendable {
         self.durability = durability
         self.http = http
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        let admin = try APIKey.generate(name: "load-admin", role: .admin, projects: .all)
-        let consumer = try APIKey.generate(name: "load-consumer", role: .consumer, projects: .all)
-        self.adminKey = admin.secret
-        self.consumerKey = consumer.secret
-        try APIKeyFile.write(APIKeyStore([admin.key, consumer.key]), to: self.keyFile)
+        if let other {
+            (self.adminKey, self.consumerKey, self.keys) = (other.adminKey, other.consumerKey, other.keys)
+        } else {
+            let admin = try APIKey.generate(name: "load-admin", role: .admin, projects: .all)
+            let consumer = try APIKey.generate(name: "load-consumer", role: .consumer, projects: .all)
+            (self.adminKey, self.consumerKey, self.keys) = (admin.secret, consumer.secret, APIKeyStore([admin.key, consumer.key]))
+        }
+        try APIKeyFile.write(self.keys, to: self.keyFile)
         if tls {
             let pair = try DevelopmentCertificate.generate()
             try SecretFile.write(pair.privateKeyPEM, to: self.tlsFiles.key)
@@ -73,7 +89,7 @@ public final class FanoutdProcess: @unchecked Sendable {
             "--snapshot-every", "0",
             // The harness measures the engine's rate, which FCM's send quotas would cap (600k a minute).
             "--project-messages-per-minute", "0", "--device-messages-per-minute", "0", "--device-messages-per-hour", "0",
-        ] + (self.clientTLS == nil ? [] : ["--tls-cert", self.tlsFiles.certificate, "--tls-key", self.tlsFiles.key])
+        ] + (self.clientTLS == nil ? [] : ["--tls-cert", self.tlsFiles.certificate, "--tls-key", self.tlsFiles.key]) + self.extraArguments
         if self.http {
             let httpPort = try await Self.freeLoopbackPort()
             self.httpPort = httpPort

@@ -49,6 +49,11 @@ public struct LoadHarness: Sendable {
             try await self.replication(into: &report)
             return report
         }
+        if scenario == .cluster {
+            guard running == nil else { throw LoadError("cluster starts its fanoutd processes (leave out --server)") }
+            try await self.cluster(into: &report)
+            return report
+        }
         if let running {
             guard scenario != .recover, scenario != .httpSend else {
                 throw LoadError("\(scenario.rawValue) needs a server the harness starts (leave out --server)")
@@ -165,7 +170,7 @@ public struct LoadHarness: Sendable {
             await session.latency()
         case .registerBatch:
             await session.registerBatches()
-        case .connections, .replication:
+        case .connections, .replication, .cluster:
             break  // run before any session
         case .httpSend:
             guard let http else { throw LoadError("http-send needs fanoutd's HTTP front") }
@@ -236,6 +241,60 @@ public struct LoadHarness: Sendable {
         await replicatedSession.backend.close()
         report.add(replicatedSession)
         report.phases.append(try await self.failover(jetStream: jetStream, directory: directory))
+    }
+
+    /// The register and subscribe phases on one fanoutd (system `fanout`), then through node-1 of
+    /// a three-node cluster (`fanout cluster`: 16 shards, a 3 s lease, one nats-server, one
+    /// replica), every process started here on this machine. The server's CPU and memory reported
+    /// for the cluster are node-1's alone.
+    private func cluster(into report: inout LoadReport) async throws {
+        let directory = TemporaryDirectory.path("fanout-load-cluster")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+
+        let single = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/single", durability: self.durability)
+        try await single.start()
+        let singleSession = try await self.fanoutSession(host: "127.0.0.1", port: single.port, adminKey: single.adminKey, resources: { single.resources })
+        await singleSession.register()
+        await singleSession.subscribe()
+        await singleSession.backend.close()
+        single.stop()
+        report.add(singleSession)
+
+        guard let executable = NATSServerProcess.installedExecutable else {
+            throw LoadError("nats-server is not installed (apt: nats-server; `make deps` installs it)")
+        }
+        let nats = try NATSServerProcess(executable: executable, directory: directory + "/nats")
+        try await nats.start(timeout: .seconds(60))
+        defer { nats.kill() }
+        var nodes: [FanoutdProcess] = []
+        defer { nodes.forEach { $0.stop() } }
+        for index in 1...3 {
+            let node = try FanoutdProcess(executable: self.fanoutd, dataDirectory: "\(directory)/node-\(index)", durability: self.durability, keysOf: nodes.first)
+            node.extraArguments = ["--cluster", nats.url, "--node", "node-\(index)", "--shards", "16", "--lease", "3"]
+            try await node.start()
+            nodes.append(node)
+        }
+        // Until each node owns the shards placed on it.
+        let deadline = ContinuousClock.now + .seconds(120)
+        while true {
+            let status = try ClusterStatus.read(urls: nats.url)
+            let owners = status.shards.compactMap(\.owner)
+            if owners.count == 16, Set(owners).count == 3 { break }
+            guard ContinuousClock.now < deadline else { throw LoadError("the cluster did not settle in 120 s:\n\(status.table)") }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let first = nodes[0]
+        let backend = try await FanoutBackend.connect(
+            workload: self.workload, host: "127.0.0.1", port: first.port, apiKey: first.adminKey, connections: self.options.connections, system: "fanout cluster"
+        )
+        let clusterSession = LoadSession(
+            backend: backend, workload: self.workload, options: self.options, serverResources: { first.resources }, dataMemory: { first.resources?.residentBytes }
+        )
+        await clusterSession.register()
+        await clusterSession.subscribe()
+        await clusterSession.backend.close()
+        report.add(clusterSession)
     }
 
     /// The failover time: two `ShardNode`s on their own directories (a 3 s lease, a turn every

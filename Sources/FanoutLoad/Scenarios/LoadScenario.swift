@@ -20,8 +20,14 @@ public enum LoadScenario: String, CaseIterable, Sendable, Codable {
     /// harness on its data directory, then on a shard owner's engine that also publishes each
     /// change to JetStream (a nats-server started here).
     case replication
+    /// What a cluster costs a change (issue 22), through fanoutd: registrations and subscriptions
+    /// on one fanoutd, then through one node of three `fanoutd --cluster` nodes (16 shards, one
+    /// nats-server started here): a third of the changes are the node's own shards, the others
+    /// go to their owners over NATS.
+    case cluster
 
     package var needsSubscriptions: Bool {
         self != .register && self != .registerBatch && self != .latency && self != .connections && self != .httpSend && self != .replication
+            && self != .cluster
     }
 }
