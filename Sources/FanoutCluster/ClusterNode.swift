@@ -139,7 +139,7 @@ package final class ClusterNode: @unchecked Sendable {
     /// created the cluster.
     private static func shardMap(in layout: KeyValueBucket, creating count: Int?) throws(FanoutError) -> ShardMap {
         if let count {
-            guard let map = ShardMap(count: count) else {
+            guard ShardMap(count: count) != nil else {
                 throw FanoutError(.invalidArgument, "a cluster has 1 to 4096 shards, not \(count)", field: "shards")
             }
             _ = try layout.create("shards", Array(String(count).utf8))

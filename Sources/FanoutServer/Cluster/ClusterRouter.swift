@@ -124,12 +124,13 @@ final class ClusterRouter: Sendable {
         }
     }
 
-    /// Where a registration goes: to the shard that holds its token if one does; otherwise to its
-    /// offered FID's shard; otherwise to its token's (so two registrations of one new token meet
-    /// there); otherwise (neither given) to any shard, whose engine gives it a FID of its own.
+    /// Where a registration goes: to the shard that holds its token if this node's copies of the
+    /// shards know one (asking no other node: a registration is mostly of a new token); otherwise
+    /// to its offered FID's shard; otherwise to its token's (so two registrations of one new token
+    /// meet there); otherwise (neither given) to any shard, whose engine gives it a FID of its own.
     private func shard(registering fields: RegistrationFields, in project: String) async -> Int {
         let token = fields.token.flatMap(RegistrationToken.init)
-        if let token, let holder = await self.shard(of: token, in: project) { return holder }
+        if let token, let holder = self.localShard(of: token, in: project) { return holder }
         if let fid = fields.offeredFID.flatMap({ FID($0) }) { return self.map.shard(of: fid) }
         if let token { return self.map.shard(of: token) }
         return Int.random(in: 0..<self.map.count)
@@ -140,17 +141,7 @@ final class ClusterRouter: Sendable {
     /// owner of the token's own shard, where a new token registers, then of every other owner (a
     /// token registered with a FID of another shard a moment ago). Nil when none knows it.
     private func shard(of token: RegistrationToken, in project: String) async -> Int? {
-        guard let id = ProjectID(project) else { return nil }
-        for (shard, served) in self.node.servedShards.enumerated() {
-            do {
-                _ = try served.engine.installation(.token(token), in: id)
-                return shard
-            } catch where error.code == .unregistered {
-                return shard
-            } catch {
-                continue
-            }
-        }
+        if let shard = self.localShard(of: token, in: project) { return shard }
         let lookup = ClientRequest.getInstallation(project: project, registration: token.value)
         func knows(_ reply: ServerMessage) -> Bool {
             switch reply {
@@ -164,6 +155,22 @@ final class ClusterRouter: Sendable {
         let others = (0..<self.map.count).filter { $0 != home }
         let replies = await self.shards.perform(others.map { ($0, lookup) })
         return zip(others, replies).first { knows($0.1) }?.0
+    }
+
+    /// The shard whose copy on this node knows `token` (holds it, or retired it).
+    private func localShard(of token: RegistrationToken, in project: String) -> Int? {
+        guard let id = ProjectID(project) else { return nil }
+        for (shard, served) in self.node.servedShards.enumerated() {
+            do {
+                _ = try served.engine.installation(.token(token), in: id)
+                return shard
+            } catch where error.code == .unregistered {
+                return shard
+            } catch {
+                continue
+            }
+        }
+        return nil
     }
 
     // MARK: - Sends
