@@ -13,8 +13,8 @@ import Glibc
 /// `ShardPlacement`.
 ///
 /// `turn()` is one round of the node's loop: call it every third of the lease, from a thread that
-/// may block on NATS (fanoutd runs it on its thread pool). In a turn, first every owner renews its
-/// lease and every follower catches up; then, for a third of a lease at most, roles change: a
+/// may block on NATS (fanoutd runs it on a thread of its own). In a turn, first every owner renews
+/// its lease; then, for a third of a lease at most, roles change: a
 /// follower takes a free shard at once when it is the shard's preferred owner (a dead owner's
 /// shards have a new preferred owner once its membership expires), and any free shard that stayed
 /// free for three leases (its preferred owner is alive but stuck), once it has itself been a member
@@ -23,8 +23,9 @@ import Glibc
 /// joins gets its share back a shard a turn, each free only between the release and the new
 /// owner's take. Last, the node announces itself, with what it holds (`ClusterStatus`).
 package final class ClusterNode: @unchecked Sendable {
-    // Safe to share: `shards`, `memberSince` and `freeSince` are touched only by `turn()` and
-    // `close()`, which the caller never runs at once; what other threads read is in `served`.
+    // Safe to share: `memberSince` and `freeSince` are touched only by `turn()`, which the caller
+    // never runs twice at once; a shard's `ShardNode` only under its lock in `locks`; what other
+    // threads read is in `served`.
 
     /// A node's name: 1 to 64 characters of `A-Z a-z 0-9 _ -` (a key in NATS's key-value buckets,
     /// and part of each term it publishes under).
@@ -85,6 +86,8 @@ package final class ClusterNode: @unchecked Sendable {
     private let members: KeyValueBucket
     private let shards: [ShardNode]
     private let served: Mutex<[ServedShard]>
+    /// Held while a shard is stepped: by a turn, or by catching up.
+    private let locks: [Locked<Void>]
     private var memberSince: [String: ContinuousClock.Instant] = [:]
     private var freeSince: [Int: ContinuousClock.Instant] = [:]
 
@@ -132,6 +135,7 @@ package final class ClusterNode: @unchecked Sendable {
         self.ownership = ownership
         self.members = members
         self.shards = shards
+        self.locks = shards.map { _ in Locked(()) }
         self.served = Mutex(shards.map { ServedShard(engine: $0.engine, isOwner: false, appliedSequence: $0.appliedSequence) })
     }
 
@@ -181,13 +185,16 @@ package final class ClusterNode: @unchecked Sendable {
         let isSettled = self.memberSince[self.node].map { now - $0 >= self.lease } ?? false
         var failures: [Int: FanoutError] = [:]
         func attempt(_ shard: Int, _ body: () throws(FanoutError) -> Void) {
-            do throws(FanoutError) { try body() } catch { failures[shard] = error }
-            self.publish(shard)
+            self.locks[shard].withLock { _ in
+                do throws(FanoutError) { try body() } catch { failures[shard] = error }
+                self.publish(shard)
+            }
         }
-        // First what is quick and must not wait: owners renew their leases, followers catch up.
+        // First what is quick and must not wait: owners renew their leases (followers catch up
+        // in `catchUp()`, which may take long under load).
         for (shard, shardNode) in self.shards.enumerated() {
             attempt(shard) { () throws(FanoutError) in
-                if case .owning = shardNode.role { try shardNode.step() } else { try shardNode.catchUp() }
+                if case .owning = shardNode.role { try shardNode.step() }
             }
         }
         // Then the slow changes of role (each opens an engine), for a third of a lease at most so
@@ -219,20 +226,22 @@ package final class ClusterNode: @unchecked Sendable {
         return failures
     }
 
-    /// Applies what the shards' streams gained since, on every shard this node follows (between
-    /// turns, so that followers stay close behind their owners). Like `turn()`, never at the same
-    /// time as another call of either.
+    /// Applies what the shards' streams gained since, on every shard this node follows, so that
+    /// followers stay close behind their owners. It may run while a turn does (on another thread:
+    /// a shard is stepped by one of them at a time), never at the same time as another `catchUp()`.
     /// - Returns: the shards whose catching up failed, with why.
     @discardableResult
     package func catchUp() -> [Int: FanoutError] {
         var failures: [Int: FanoutError] = [:]
         for (shard, shardNode) in self.shards.enumerated() {
-            do throws(FanoutError) {
-                try shardNode.catchUp()
-            } catch {
-                failures[shard] = error
+            self.locks[shard].withLock { _ in
+                do throws(FanoutError) {
+                    try shardNode.catchUp()
+                } catch {
+                    failures[shard] = error
+                }
+                self.publish(shard)
             }
-            self.publish(shard)
         }
         return failures
     }
@@ -242,9 +251,11 @@ package final class ClusterNode: @unchecked Sendable {
     /// engine is closed.
     package func close() {
         for (shard, shardNode) in self.shards.enumerated() {
-            try? shardNode.release()
-            try? shardNode.engine.close()
-            self.publish(shard)
+            self.locks[shard].withLock { _ in
+                try? shardNode.release()
+                try? shardNode.engine.close()
+                self.publish(shard)
+            }
         }
     }
 

@@ -6,12 +6,13 @@ package import Logging
 internal import NIOPosix
 package import ServiceLifecycle
 
-/// A cluster node's loop (docs/scale-out.md), run as a service next to its `FanoutServer`: a turn
-/// every third of the lease (announce the node, renew, take and hand on shards), in between the
-/// followers catching up every `catchUpInterval`, and after each turn the node answers the
-/// requests of exactly the shards it owns. The calls block on NATS, so they run on NIO's thread
-/// pool. On shutdown (after the server's, so list it first in the service group) it stops
-/// answering, hands its shards on and closes their engines.
+/// A cluster node's loops (docs/scale-out.md), run as a service next to its `FanoutServer`: a turn
+/// every third of the lease (renew, take and hand on shards, announce the node), after which the
+/// node answers the requests of exactly the shards it owns and its consumers follow; and, on
+/// another thread at the same time, the followers catching up every `catchUpInterval` (a long
+/// catch-up under load never delays a renewal). The calls block on NATS, so they run on two
+/// threads of the service's own. On shutdown (after the server's, so list it first in the service
+/// group) it stops answering, hands its shards on and closes their engines.
 package final class ClusterService: Service, Sendable {
     package let node: ClusterNode
     let router: ClusterRouter
@@ -32,32 +33,40 @@ package final class ClusterService: Service, Sendable {
 
     package func run() async throws {
         let node = self.node
-        let pool = NIOThreadPool.singleton
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
         await cancelWhenGracefulShutdown {
-            var nextTurn = ContinuousClock.now
-            while !Task.isCancelled {
-                do {
-                    if ContinuousClock.now >= nextTurn {
-                        nextTurn = ContinuousClock.now + node.lease / 3
-                        let failures = try await pool.runIfActive { try node.turn() }
-                        self.router.shards.followOwnership()
-                        self.router.refreshConsumers()
-                        for (shard, error) in failures.sorted(by: { $0.key < $1.key }) {
-                            self.logger.warning("cluster: shard \(shard)'s turn failed: \(error)")
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        let started = ContinuousClock.now
+                        do {
+                            let failures = try await pool.runIfActive { try node.turn() }
+                            self.router.shards.followOwnership()
+                            self.router.refreshConsumers()
+                            self.log(failures, "turn failed")
+                        } catch {
+                            self.logger.warning("cluster: the node's turn failed: \(error)")
                         }
-                    } else {
-                        let failures = try await pool.runIfActive { node.catchUp() }
-                        for (shard, error) in failures.sorted(by: { $0.key < $1.key }) {
-                            self.logger.warning("cluster: shard \(shard) could not catch up: \(error)")
-                        }
+                        try? await Task.sleep(until: started + node.lease / 3)
                     }
-                } catch {
-                    self.logger.warning("cluster: the node's turn failed: \(error)")
                 }
-                try? await Task.sleep(for: self.catchUpInterval)
+                group.addTask {
+                    while !Task.isCancelled {
+                        if let failures = try? await pool.runIfActive({ node.catchUp() }) { self.log(failures, "could not catch up") }
+                        try? await Task.sleep(for: self.catchUpInterval)
+                    }
+                }
             }
         }
         self.router.shards.stopAnswering()
         try await pool.runIfActive { node.close() }
+        try await pool.shutdownGracefully()
+    }
+
+    private func log(_ failures: [Int: FanoutError], _ what: String) {
+        for (shard, error) in failures.sorted(by: { $0.key < $1.key }) {
+            self.logger.warning("cluster: shard \(shard): \(what): \(error)")
+        }
     }
 }
