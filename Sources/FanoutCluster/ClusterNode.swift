@@ -14,14 +14,15 @@ import Glibc
 ///
 /// `turn()` is one round of the node's loop: call it every third of the lease, from a thread that
 /// may block on NATS (fanoutd runs it on a thread of its own). In a turn, first every owner renews
-/// its lease; then, for a third of a lease at most, roles change: a
-/// follower takes a free shard at once when it is the shard's preferred owner (a dead owner's
-/// shards have a new preferred owner once its membership expires), and any free shard that stayed
-/// free for three leases (its preferred owner is alive but stuck), once it has itself been a member
-/// for a lease (so nodes started together take only their own share); an owner hands one
-/// shard on to its preferred owner once that node has been a member for a lease, so a node that
-/// joins gets its share back a shard a turn, each free only between the release and the new
-/// owner's take. Last, the node announces itself, with what it holds (`ClusterStatus`).
+/// its lease; then, for a third of a lease at most, roles change: a follower takes a free shard at
+/// once when it is the shard's preferred owner (a dead owner's shards have a new preferred owner
+/// once its membership expires), and any free shard that stayed free for three leases (its
+/// preferred owner is alive but stuck), once it has itself been a member for a lease (so nodes
+/// started together take only their own share); an owner hands one shard on to its preferred owner
+/// once that node has been a member for a lease, so a node that joins gets its share back a shard a
+/// turn, each free only between the release and the new owner's take. Last, the node announces
+/// itself, with what it holds (`ClusterStatus`). `catchUp()`, on another thread between and during
+/// turns, keeps the followers close behind their owners.
 package final class ClusterNode: @unchecked Sendable {
     // Safe to share: `memberSince` and `freeSince` are touched only by `turn()`, which the caller
     // never runs twice at once; a shard's `ShardNode` only under its lock in `locks`; what other
