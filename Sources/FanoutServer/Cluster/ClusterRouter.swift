@@ -303,8 +303,9 @@ final class ClusterRouter: Sendable {
 
     /// The shards' parts of one send: audiences and platform reports added up; per recipient,
     /// `ok` where the shard holding it queued it, otherwise the error of the shard that knew it
-    /// (any error but `UNREGISTERED`), otherwise `UNREGISTERED`. The message id is the first
-    /// shard's: each shard names its part with an id of its own (docs/scale-out.md). The first
+    /// (any error but `UNREGISTERED`), otherwise `UNREGISTERED`. The message id is that of the
+    /// first shard the send reached (the first shard's when it reached none): each shard names its
+    /// part with an id of its own (docs/scale-out.md). The first
     /// error is the reply (a send refused by one shard, as one over the quota, may have been
     /// queued by others).
     private static func mergeSends(_ replies: [ServerMessage]) -> ServerMessage {
@@ -314,6 +315,10 @@ final class ClusterRouter: Sendable {
             guard var sum = merged else {
                 merged = receipt
                 continue
+            }
+            if sum.audience == 0, receipt.audience > 0 {
+                // The reply names the part of the first shard the send reached.
+                (sum.messageID, sum.sequence) = (receipt.messageID, receipt.sequence)
             }
             sum.audience += receipt.audience
             sum.enqueued += receipt.enqueued
