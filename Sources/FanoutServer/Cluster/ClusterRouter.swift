@@ -69,7 +69,10 @@ final class ClusterRouter: Sendable {
             }.map(ServerMessage.registeredBatch).reply
         case .refreshToken(let project, let registration, _), .touch(let project, let registration), .setAPNsToken(let project, let registration, _),
             .getInstallation(let project, let registration), .topicsOf(let project, let registration), .pending(let project, let registration):
-            return await self.shards.perform(request, onShard: await self.shard(of: registration, in: project))
+            switch await self.shard(of: registration, in: project) {
+            case .success(let shard): return await self.shards.perform(request, onShard: shard)
+            case .failure(let error): return .error(error)
+            }
         case .deleteInstallation(_, let fid):
             return await self.shards.perform(request, onShard: FID(fid).map(self.map.shard(of:)) ?? 0)
         case .installationByAPNsToken:
@@ -78,10 +81,12 @@ final class ClusterRouter: Sendable {
             guard registrations.count <= EngineConfiguration().maximumBatchSize else {
                 return .error(.invalidArgument("at most \(EngineConfiguration().maximumBatchSize) registrations per request, got \(registrations.count)", field: "registrations"))
             }
-            var shards: [Int] = []
-            for registration in registrations { shards.append(await self.shard(of: registration, in: project)) }
+            // An item whose installation could not be looked up (a shard's owner did not answer)
+            // is answered UNAVAILABLE, not sent.
+            var shards: [Int?] = []
+            for registration in registrations { shards.append(try? await self.shard(of: registration, in: project).get()) }
             let isSubscribe = opcode == .subscribe
-            return await self.split(registrations, by: shards, into: {
+            return await self.split(registrations, by: shards, unrouted: BatchItemResult.failed(.unavailable), into: {
                 isSubscribe ? .subscribe(project: project, topic: topic, registrations: $0) : .unsubscribe(project: project, topic: topic, registrations: $0)
             }) { (reply: ServerMessage) -> [BatchItemResult]? in
                 if case .itemResults(_, let results) = reply { return results }
@@ -115,12 +120,12 @@ final class ClusterRouter: Sendable {
     /// The shard of the installation `registration` names: a FID's own; a token's, where the
     /// token is registered (or was, and was retired); a token no shard knows, the shard new
     /// registrations of it go to. A string that is neither goes to shard 0, whose owner answers
-    /// what is wrong with it.
-    private func shard(of registration: String, in project: String) async -> Int {
+    /// what is wrong with it. `UNAVAILABLE` when a shard that may hold the token did not answer.
+    private func shard(of registration: String, in project: String) async -> Result<Int, FanoutError> {
         switch RegistrationAddress(parsing: registration) {
-        case .fid(let fid): return self.map.shard(of: fid)
-        case .token(let token): return await self.shard(of: token, in: project) ?? self.map.shard(of: token)
-        case nil: return 0
+        case .fid(let fid): return .success(self.map.shard(of: fid))
+        case .token(let token): return await self.shard(of: token, in: project).map { $0 ?? self.map.shard(of: token) }
+        case nil: return .success(0)
         }
     }
 
@@ -139,22 +144,32 @@ final class ClusterRouter: Sendable {
     /// The shard that knows `token` (holds it, or retired it): asked of this node's own copies of
     /// the shards first (every node follows every shard, a moment behind its owner), then of the
     /// owner of the token's own shard, where a new token registers, then of every other owner (a
-    /// token registered with a FID of another shard a moment ago). Nil when none knows it.
-    private func shard(of token: RegistrationToken, in project: String) async -> Int? {
-        if let shard = self.localShard(of: token, in: project) { return shard }
+    /// token registered with a FID of another shard a moment ago). Nil when none knows it;
+    /// `UNAVAILABLE` when none that answered knows it and some did not answer (a failover): then
+    /// nobody can say.
+    private func shard(of token: RegistrationToken, in project: String) async -> Result<Int?, FanoutError> {
+        if let shard = self.localShard(of: token, in: project) { return .success(shard) }
         let lookup = ClientRequest.getInstallation(project: project, registration: token.value)
-        func knows(_ reply: ServerMessage) -> Bool {
+        /// Whether the reply says the shard knows the token; nil when it did not answer.
+        func knows(_ reply: ServerMessage) -> Bool? {
             switch reply {
             case .installation: return true
-            case .error(let error): return error.code == .unregistered
-            default: return false
+            case .error(let error) where error.code == .unregistered: return true
+            case .error(let error) where error.code == .notFound: return false
+            default: return nil
             }
         }
         let home = self.map.shard(of: token)
-        if knows(await self.shards.perform(lookup, onShard: home)) { return home }
+        let homeReply = await self.shards.perform(lookup, onShard: home)
+        if knows(homeReply) == true { return .success(home) }
         let others = (0..<self.map.count).filter { $0 != home }
-        let replies = await self.shards.perform(others.map { ($0, lookup) })
-        return zip(others, replies).first { knows($0.1) }?.0
+        let replies = [homeReply] + (await self.shards.perform(others.map { ($0, lookup) }))
+        if let (shard, _) = zip([home] + others, replies).first(where: { knows($0.1) == true }) { return .success(shard) }
+        if let silent = replies.first(where: { knows($0) == nil }) {
+            let why = if case .error(let error) = silent { error.message } else { "an unexpected reply" }
+            return .failure(FanoutError(.unavailable, "cannot tell which shard holds the token now (\(why)): try again"))
+        }
+        return .success(nil)
     }
 
     /// The shard whose copy on this node knows `token` (holds it, or retired it).
@@ -186,7 +201,10 @@ final class ClusterRouter: Sendable {
         case .fid(let fid):
             return await self.shards.perform(request, onShard: self.map.shard(of: fid))
         case .token(let token):
-            return await self.shards.perform(request, onShard: await self.shard(of: token, in: project) ?? self.map.shard(of: token))
+            switch await self.shard(of: token, in: project) {
+            case .success(let shard): return await self.shards.perform(request, onShard: shard ?? self.map.shard(of: token))
+            case .failure(let error): return .error(error)
+            }
         case .topic, .condition, .user, .multicast:
             return Self.mergeSends(await self.shards.performOnEveryShard(request))
         }
@@ -195,19 +213,22 @@ final class ClusterRouter: Sendable {
     // MARK: - Splitting and merging
 
     /// Items sent to their shards' owners in one request per shard, and the per-item answers put
-    /// back in input order; or the reply of a shard's owner that did not answer one per item (an
-    /// error: the client's reply then).
+    /// back in input order (`unrouted` for an item without a shard); or the reply of a shard's
+    /// owner that did not answer one per item (an error: the client's reply then).
     private func split<Item, Answer>(
         _ items: [Item],
-        by shards: [Int],
+        by shards: [Int?],
+        unrouted: Answer? = nil,
         into request: ([Item]) -> ClientRequest,
         answers: (ServerMessage) -> [Answer]?
     ) async -> Result<[Answer], Refusal> {
         var positions: [Int: [Int]] = [:]
-        for (index, shard) in shards.enumerated() { positions[shard, default: []].append(index) }
+        for (index, shard) in shards.enumerated() {
+            if let shard { positions[shard, default: []].append(index) }
+        }
         let groups = positions.sorted { $0.key < $1.key }
         let replies = await self.shards.perform(groups.map { (shard, indices) in (shard, request(indices.map { items[$0] })) })
-        var merged = [Answer?](repeating: nil, count: items.count)
+        var merged = [Answer?](repeating: unrouted, count: items.count)
         for ((_, indices), reply) in zip(groups, replies) {
             guard let answers = answers(reply), answers.count == indices.count else { return .failure(Refusal(reply: reply)) }
             for (index, answer) in zip(indices, answers) { merged[index] = answer }
