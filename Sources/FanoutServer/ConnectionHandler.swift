@@ -263,7 +263,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             if let router = self.settings.router {
                 // A cluster node: the request goes to the shards it touches (not to a device's key).
                 guard principal.installation == nil else {
-                    self.reply(exchange, ClusterRouter.notServed("devices"), context: context)
+                    self.reply(exchange, .error(ClusterRouter.notServed("devices")), context: context)
                     return
                 }
                 self.answer(exchange, whenDone: { done in
@@ -297,26 +297,20 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 self.reply(exchange, .error(FanoutError(.internal, "no consumer for the attachment")), context: context)
             }
         case .attach(let project, let scope, let credit):
-            if let router = self.settings.router {
-                do throws(FanoutError) {
-                    guard self.state.principal?.installation == nil else { throw FanoutError(.failedPrecondition, "a cluster node does not serve devices yet (docs/scale-out.md)") }
-                    self.attachment = (.cluster(try router.attach(scope, credit: Int(credit), in: project)), exchange.id)
-                    self.state.attached(credit: credit)
-                    self.reply(exchange, .done(.attach), context: context)
-                    self.pumpDeliveries(context: context)
-                } catch {
-                    self.reply(exchange, .error(error), context: context)
-                }
-                return
-            }
             do throws(FanoutError) {
-                if let principal = self.state.principal { try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine) }
-                let consumer = try self.engine.attachConsumer(
-                    try RequestExecutor.scope(scope),
-                    credit: credit,
-                    in: try RequestExecutor.project(project)
-                )
-                self.attachment = (.engine(consumer), exchange.id)
+                let source: DeliverySource
+                if let router = self.settings.router {
+                    // A cluster node serves no devices (it issues no credentials): a worker's key.
+                    source = .cluster(try router.attach(scope, credit: Int(credit), in: project))
+                } else {
+                    if let principal = self.state.principal { try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine) }
+                    source = .engine(try self.engine.attachConsumer(
+                        try RequestExecutor.scope(scope),
+                        credit: credit,
+                        in: try RequestExecutor.project(project)
+                    ))
+                }
+                self.attachment = (source, exchange.id)
                 self.state.attached(credit: credit)
                 self.reply(exchange, .done(.attach), context: context)
                 self.pumpDeliveries(context: context)
@@ -337,7 +331,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.reply(exchange, .done(.detach), context: context)
         case .snapshot:
             guard self.settings.router == nil else {
-                self.reply(exchange, ClusterRouter.notServed("SNAPSHOT"), context: context)
+                self.reply(exchange, .error(ClusterRouter.notServed("SNAPSHOT")), context: context)
                 return
             }
             // File I/O for seconds: on the NIO thread pool, answered when written.

@@ -30,7 +30,7 @@ final class ClusterRouter: Sendable {
     /// a consumer of named installations is not served yet.
     func attach(_ scope: AttachScope, credit: Int, in project: String) throws(FanoutError) -> ClusterConsumer {
         guard case .platform(let platform) = scope else {
-            throw FanoutError(.failedPrecondition, "a cluster node does not serve consumers of named installations yet (docs/scale-out.md)", field: "scope")
+            throw Self.notServed("consumers of named installations", field: "scope")
         }
         let consumer = try ClusterConsumer(node: self.node, scope: .platform(platform), credit: credit, in: try RequestExecutor.project(project))
         self.consumers.withLock { consumers in
@@ -57,7 +57,7 @@ final class ClusterRouter: Sendable {
             return .names(opcode, names.filter { principal.projects.contains($0) })
         case .register(let project, let fields, let issuingCredentials):
             if issuingCredentials || principal.kind == .app {
-                return Self.notServed("installation credentials")
+                return .error(Self.notServed("installation credentials"))
             }
             return await self.shards.perform(request, onShard: await self.shard(registering: fields, in: project))
         case .registerBatch(let project, let items):
@@ -103,16 +103,16 @@ final class ClusterRouter: Sendable {
         case .send(let project, let body, _):
             return await self.send(request, body: body, in: project)
         case .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers:
-            return Self.notServed("users")
+            return .error(Self.notServed("users"))
         case .issueCredentials, .generateAuthToken, .jwks, .rotateSigningKey:
-            return Self.notServed("installation credentials")
+            return .error(Self.notServed("installation credentials"))
         case .hello, .ping, .snapshot, .attach, .grant, .acknowledge, .detach:
             return .error(FanoutError(.internal, "\(opcode) is handled by the connection"))
         }
     }
 
-    static func notServed(_ what: String) -> ServerMessage {
-        .error(FanoutError(.failedPrecondition, "a cluster node does not serve \(what) yet (docs/scale-out.md)"))
+    static func notServed(_ what: String, field: String? = nil) -> FanoutError {
+        FanoutError(.failedPrecondition, "a cluster node does not serve \(what) yet (docs/scale-out.md)", field: field)
     }
 
     // MARK: - Where an installation lives
