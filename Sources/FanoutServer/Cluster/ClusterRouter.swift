@@ -59,10 +59,9 @@ final class ClusterRouter: Sendable {
             if issuingCredentials || principal.kind == .app {
                 return .error(Self.notServed("installation credentials"))
             }
-            return await self.shards.perform(request, onShard: await self.shard(registering: fields, in: project))
+            return await self.shards.perform(request, onShard: self.shard(registering: fields, in: project))
         case .registerBatch(let project, let items):
-            var shards: [Int] = []
-            for fields in items { shards.append(await self.shard(registering: fields, in: project)) }
+            let shards = items.map { self.shard(registering: $0, in: project) }
             return await self.split(items, by: shards, into: { .registerBatch(project: project, $0) }) { (reply: ServerMessage) -> [RegistrationOutcome]? in
                 if case .registeredBatch(let outcomes) = reply { return outcomes }
                 return nil
@@ -133,7 +132,7 @@ final class ClusterRouter: Sendable {
     /// shards know one (asking no other node: a registration is mostly of a new token); otherwise
     /// to its offered FID's shard; otherwise to its token's (so two registrations of one new token
     /// meet there); otherwise (neither given) to any shard, whose engine gives it a FID of its own.
-    private func shard(registering fields: RegistrationFields, in project: String) async -> Int {
+    private func shard(registering fields: RegistrationFields, in project: String) -> Int {
         let token = fields.token.flatMap(RegistrationToken.init)
         if let token, let holder = self.localShard(of: token, in: project) { return holder }
         if let fid = fields.offeredFID.flatMap({ FID($0) }) { return self.map.shard(of: fid) }
