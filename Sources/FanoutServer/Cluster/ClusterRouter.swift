@@ -82,8 +82,7 @@ final class ClusterRouter: Sendable {
             }
             // An item whose installation could not be looked up (a shard's owner did not answer)
             // is answered UNAVAILABLE, not sent.
-            var shards: [Int?] = []
-            for registration in registrations { shards.append(try? await self.shard(of: registration, in: project).get()) }
+            let shards = await self.shards(of: registrations, in: project)
             let isSubscribe = opcode == .subscribe
             return await self.split(registrations, by: shards, unrouted: BatchItemResult.failed(.unavailable), into: {
                 isSubscribe ? .subscribe(project: project, topic: topic, registrations: $0) : .unsubscribe(project: project, topic: topic, registrations: $0)
@@ -126,6 +125,21 @@ final class ClusterRouter: Sendable {
         case .token(let token): return await self.shard(of: token, in: project).map { $0 ?? self.map.shard(of: token) }
         case nil: return .success(0)
         }
+    }
+
+    /// The shards of `registrations`' installations, looked up 64 at a time; nil for one whose
+    /// lookup could not be answered.
+    private func shards(of registrations: [String], in project: String) async -> [Int?] {
+        var shards = [Int?](repeating: nil, count: registrations.count)
+        for start in stride(from: 0, to: registrations.count, by: 64) {
+            await withTaskGroup(of: (Int, Int?).self) { group in
+                for index in start..<min(start + 64, registrations.count) {
+                    group.addTask { (index, try? await self.shard(of: registrations[index], in: project).get()) }
+                }
+                for await (index, shard) in group { shards[index] = shard }
+            }
+        }
+        return shards
     }
 
     /// Where a registration goes: to the shard that holds its token if this node's copies of the
