@@ -55,27 +55,34 @@ final class ClusterConsumer: Sendable {
 
     private func refresh(throwing: Bool) throws(FanoutError) {
         let served = self.node.servedShards
-        let (credit, held) = self.state.withLock { ($0.credit, Set($0.parts.keys)) }
+        /// Whether `part` is on the engine the node owns shard `shard` with now.
+        func isCurrent(_ shard: Int, _ part: Part?) -> Bool {
+            served[shard].isOwner && part.map { $0.engine === served[shard].engine } == true
+        }
+        let (credit, held) = self.state.withLock { ($0.credit, $0.parts) }
         var attached: [Int: Part] = [:]
-        for (shard, view) in served.enumerated() where view.isOwner && !held.contains(shard) {
+        for (shard, view) in served.enumerated() where view.isOwner && !isCurrent(shard, held[shard]) {
             do throws(FanoutError) {
                 attached[shard] = Part(engine: view.engine, consumer: try view.engine.attachConsumer(self.scope, credit: credit, in: self.project))
             } catch {
                 if throwing { throw error }
             }
         }
-        let ready: (@Sendable () -> Void)? = self.state.withLock { state in
-            guard !state.isDetached else { return nil }
-            for (shard, part) in state.parts where !served[shard].isOwner {
-                part.consumer.detach()
+        let (ready, unwanted): ((@Sendable () -> Void)?, [Part]) = self.state.withLock { state in
+            guard !state.isDetached else { return (nil, Array(attached.values)) }
+            var unwanted: [Part] = []
+            for (shard, part) in state.parts where !isCurrent(shard, part) {
+                unwanted.append(part)
                 state.parts[shard] = nil
                 state.outstanding = state.outstanding.filter { self.shard(of: $0) != shard }
             }
-            state.parts.merge(attached) { old, _ in old }
-            guard !attached.isEmpty else { return nil }
+            state.parts.merge(attached) { _, new in new }
+            guard !attached.isEmpty else { return (nil, unwanted) }
             defer { state.ready = nil }
-            return state.ready
+            return (state.ready, unwanted)
         }
+        // The parts of shards lost (their engines are closing), or attached after a detach.
+        for part in unwanted { part.consumer.detach() }
         ready?()
     }
 
