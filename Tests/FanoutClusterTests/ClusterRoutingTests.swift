@@ -85,10 +85,21 @@ struct ClusterRoutingTests {
         func both(_ request: ClientRequest) async throws -> ServerMessage {
             var fromCluster = try await Self.reply(self.cluster[self.turn % self.cluster.count], request)
             for _ in 0..<40 {
-                guard case .error(let error) = fromCluster, error.code == .unavailable else { break }
+                switch fromCluster {
+                case .error(let error) where error.code == .unavailable: break
+                // A subscription batch whose items could not all be looked up (sent again whole:
+                // subscribing twice changes nothing).
+                case .itemResults(_, let results) where results.contains(.failed(.unavailable)): break
+                default: return try await self.compare(request, fromCluster)
+                }
                 try await Task.sleep(for: .milliseconds(250))
                 fromCluster = try await Self.reply(self.cluster[self.turn % self.cluster.count], request)
             }
+            return try await self.compare(request, fromCluster)
+        }
+
+        /// Sends `request` to the plain engine and keeps the two replies if they differ.
+        private func compare(_ request: ClientRequest, _ fromCluster: ServerMessage) async throws -> ServerMessage {
             self.turn += 1
             let fromOne = try await Self.reply(self.single, request)
             if ClusterRoutingTests.normalized(fromCluster) != ClusterRoutingTests.normalized(fromOne) {
