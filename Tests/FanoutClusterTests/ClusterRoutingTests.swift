@@ -94,6 +94,13 @@ struct ClusterRoutingTests {
                 }
                 try await Task.sleep(for: .milliseconds(250))
                 fromCluster = try await Self.reply(self.cluster[self.turn % self.cluster.count], request)
+                // An UNAVAILABLE rotation may have applied (its answer timed out): sent again, its
+                // old token is retired; the rotation is then read back.
+                if case .refreshToken(let project, _, let token) = request, case .error(let error) = fromCluster, error.code == .unregistered,
+                    case .installation(_, let installation) = try await Self.reply(self.cluster[0], .getInstallation(project: project, registration: token))
+                {
+                    fromCluster = .installation(.refreshToken, installation)
+                }
             }
             return try await self.compare(request, fromCluster)
         }

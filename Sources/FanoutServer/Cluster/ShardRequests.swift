@@ -22,7 +22,7 @@ final class ShardRequests: Sendable {
     /// What an owner performs forwarded requests as: every request of every project.
     static let principal = Principal.key(APIKey(name: "cluster", role: .admin, projects: .all, digest: []), role: .admin)
 
-    init(node: ClusterNode, maximumPayloadSize: Int, timeout: Duration = .seconds(10)) throws(FanoutError) {
+    init(node: ClusterNode, maximumPayloadSize: Int, timeout: Duration = .seconds(30)) throws(FanoutError) {
         self.node = node
         self.requester = try NATSRequester(node.jetStream)
         self.maximumPayloadSize = maximumPayloadSize
