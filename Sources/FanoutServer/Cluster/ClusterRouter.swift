@@ -127,18 +127,12 @@ final class ClusterRouter: Sendable {
         }
     }
 
-    /// The shards of `registrations`' installations, looked up 64 at a time; nil for one whose
-    /// lookup could not be answered.
+    /// The shards of `registrations`' installations, one after the other (looking them up 64 at
+    /// a time measured slower, with failures: docs/performance.md); nil for one whose lookup could
+    /// not be answered.
     private func shards(of registrations: [String], in project: String) async -> [Int?] {
-        var shards = [Int?](repeating: nil, count: registrations.count)
-        for start in stride(from: 0, to: registrations.count, by: 64) {
-            await withTaskGroup(of: (Int, Int?).self) { group in
-                for index in start..<min(start + 64, registrations.count) {
-                    group.addTask { (index, try? await self.shard(of: registrations[index], in: project).get()) }
-                }
-                for await (index, shard) in group { shards[index] = shard }
-            }
-        }
+        var shards: [Int?] = []
+        for registration in registrations { shards.append(try? await self.shard(of: registration, in: project).get()) }
         return shards
     }
 
