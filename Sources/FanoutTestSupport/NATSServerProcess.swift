@@ -83,9 +83,9 @@ public final class NATSServerProcess: @unchecked Sendable {
     private var membership: Membership?
 
     /// `count` servers forming one JetStream cluster, each in `directory/nats-N`, started; their
-    /// client URLs are `url`s. The route ports are free ports found by binding port 0.
+    /// client URLs are `url`s. The route ports are `LoopbackPort.free()`'s.
     public static func cluster(_ count: Int, executable: String, directory: String) async throws -> [NATSServerProcess] {
-        let routePorts = try (0..<count).map { _ in try Self.freePort() }
+        let routePorts = try (0..<count).map { _ in try LoopbackPort.free() }
         var servers: [NATSServerProcess] = []
         for index in 0..<count {
             let server = try NATSServerProcess(executable: executable, directory: "\(directory)/nats-\(index + 1)")
@@ -93,23 +93,6 @@ public final class NATSServerProcess: @unchecked Sendable {
             servers.append(server)
         }
         return servers
-    }
-
-    /// A port nobody listens on now (bound on 127.0.0.1 port 0, then closed).
-    private static func freePort() throws -> Int {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw NATSServerError(description: "no socket: errno \(errno)") }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
-        }
-        guard bound else { throw NATSServerError(description: "cannot bind a free port: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// SIGKILL, as a crash would, and wait until it is gone.

@@ -1,6 +1,7 @@
 public import FanoutClient
 import FanoutKeys
 import FanoutWire
+import FanoutTestSupport
 import Foundation
 import NIOCore
 import NIOPosix
@@ -91,7 +92,7 @@ public final class FanoutdProcess: @unchecked Sendable {
             "--project-messages-per-minute", "0", "--device-messages-per-minute", "0", "--device-messages-per-hour", "0",
         ] + (self.clientTLS == nil ? [] : ["--tls-cert", self.tlsFiles.certificate, "--tls-key", self.tlsFiles.key]) + self.extraArguments
         if self.http {
-            let httpPort = try await Self.freeLoopbackPort()
+            let httpPort = try LoopbackPort.free()
             self.httpPort = httpPort
             process.arguments! += ["--http", "127.0.0.1:\(httpPort)"]
         }
@@ -111,14 +112,6 @@ public final class FanoutdProcess: @unchecked Sendable {
             }
         }
         return ContinuousClock.now - started
-    }
-
-    /// A loopback port no one listens on now (the kernel's pick; free again when this returns).
-    static func freeLoopbackPort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        defer { channel.close(promise: nil) }
-        guard let port = channel.localAddress?.port else { throw LoadError("cannot find a free loopback port") }
-        return port
     }
 
     /// Whether something accepts connections on the loopback `port`.

@@ -1,3 +1,4 @@
+import FanoutTestSupport
 import Foundation
 import NIOCore
 import NIOPosix
@@ -50,19 +51,10 @@ public final class RedisProcess: @unchecked Sendable {
         return nil
     }
 
-    /// A port that was free a moment ago (the kernel picks it; redis-server cannot be told port 0).
-    private static func freePort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        let port = channel.localAddress?.port
-        try await channel.close()
-        guard let port else { throw LoadError("no local port") }
-        return port
-    }
-
     /// Starts the server and returns once it answers PING.
     public func start(appendFsync: String, timeout: Duration = .seconds(60)) async throws {
         let executable = try Self.executable()
-        self.port = try await Self.freePort()
+        self.port = try LoopbackPort.free()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = [
