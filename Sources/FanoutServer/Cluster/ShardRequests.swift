@@ -88,12 +88,18 @@ final class ShardRequests: Sendable {
     }
 
     private func decodeReply(_ bytes: [UInt8], shard: Int) -> ServerMessage {
-        var buffer = ByteBuffer(bytes: bytes)
-        var decoder = FrameDecoder<ServerMessage>(maximumPayloadSize: self.maximumPayloadSize)
-        guard let frame = try? decoder.decode(buffer: &buffer), buffer.readableBytes == 0 else {
+        guard let frame: ServerFrame = self.frame(bytes) else {
             return .error(FanoutError(.internal, "shard \(shard)'s owner answered with \(bytes.count) bytes that are not one reply frame"))
         }
         return frame.message
+    }
+
+    /// The one whole frame `bytes` hold, or nil.
+    private func frame<Message: WireMessage>(_ bytes: [UInt8]) -> Frame<Message>? {
+        var buffer = ByteBuffer(bytes: bytes)
+        var decoder = FrameDecoder<Message>(maximumPayloadSize: self.maximumPayloadSize)
+        guard let frame = try? decoder.decode(buffer: &buffer), buffer.readableBytes == 0 else { return nil }
+        return frame
     }
 
     // MARK: - The owner's side
@@ -149,9 +155,7 @@ final class ShardRequests: Sendable {
             }
             try? node.jetStream.publishCore(Array(frame.readableBytesView), to: reply)
         }
-        var buffer = ByteBuffer(bytes: message.data)
-        var decoder = FrameDecoder<ClientRequest>(maximumPayloadSize: self.maximumPayloadSize)
-        guard let frame = try? decoder.decode(buffer: &buffer), buffer.readableBytes == 0 else {
+        guard let frame: ClientFrame = self.frame(message.data) else {
             respond(.error(FanoutError(.invalidArgument, "a forwarded request is not one request frame")))
             return
         }
