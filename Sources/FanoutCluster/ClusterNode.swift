@@ -172,6 +172,11 @@ package final class ClusterNode: @unchecked Sendable {
         self.served.withLock { $0 }
     }
 
+    /// The shards this node owns now.
+    package var ownedShards: Set<Int> {
+        self.served.withLock { served in Set(served.indices.filter { served[$0].isOwner }) }
+    }
+
     /// One round of the node's loop (see the type's description). A shard whose step fails (NATS
     /// slow or gone) is tried again next turn; the others go on.
     /// - Returns: the shards whose step failed, with why.
@@ -191,12 +196,11 @@ package final class ClusterNode: @unchecked Sendable {
                 self.publish(shard)
             }
         }
-        // First what is quick and must not wait: owners renew their leases (followers catch up
-        // in `catchUp()`, which may take long under load).
-        for (shard, shardNode) in self.shards.enumerated() {
-            attempt(shard) { () throws(FanoutError) in
-                if case .owning = shardNode.role { try shardNode.step() }
-            }
+        // First what is quick and must not wait: owners renew their leases. (Only this thread
+        // changes roles, so it reads them without the shard's lock, and waits for no follower's
+        // catching up.)
+        for (shard, shardNode) in self.shards.enumerated() where shardNode.isOwner {
+            attempt(shard) { () throws(FanoutError) in try shardNode.step() }
         }
         // Then the slow changes of role (each opens an engine), for a third of a lease at most so
         // that the next turn's renewals come in time: one shard handed on to its preferred owner,
@@ -234,18 +238,27 @@ package final class ClusterNode: @unchecked Sendable {
     @discardableResult
     package func catchUp() -> [Int: FanoutError] {
         var failures: [Int: FanoutError] = [:]
-        for (shard, shardNode) in self.shards.enumerated() {
-            self.locks[shard].withLock { _ in
-                do throws(FanoutError) {
-                    try shardNode.catchUp()
-                } catch {
-                    failures[shard] = error
+        // A few messages of a shard under its lock at a time, round the shards, so that a turn
+        // waiting for a shard's lock waits for those only.
+        var behind = Array(self.shards.indices)
+        while !behind.isEmpty {
+            behind.removeAll { shard in
+                self.locks[shard].withLock { _ in
+                    defer { self.publish(shard) }
+                    do throws(FanoutError) {
+                        return try self.shards[shard].catchUp(atMost: Self.catchUpSlice)
+                    } catch {
+                        failures[shard] = error
+                        return true
+                    }
                 }
-                self.publish(shard)
             }
         }
         return failures
     }
+
+    /// The messages a follower applies under its shard's lock at once.
+    static let catchUpSlice = 64
 
     /// Leaves the cluster: every shard this node owns is handed on (its engine closed, its lease
     /// released, so another node takes it at its next turn instead of after a lease), and every
@@ -262,8 +275,7 @@ package final class ClusterNode: @unchecked Sendable {
 
     private func publish(_ shard: Int) {
         let shardNode = self.shards[shard]
-        let isOwner = if case .owning = shardNode.role { true } else { false }
-        let view = ServedShard(engine: shardNode.engine, isOwner: isOwner, appliedSequence: shardNode.appliedSequence)
+        let view = ServedShard(engine: shardNode.engine, isOwner: shardNode.isOwner, appliedSequence: shardNode.appliedSequence)
         self.served.withLock { $0[shard] = view }
     }
 }

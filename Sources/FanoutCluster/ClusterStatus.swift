@@ -45,6 +45,9 @@ package struct ClusterStatus: Sendable {
         package var streamEnd: UInt64
         /// Per member: nil when it says it owns the shard, else the sequence it applied.
         package var applied: [String: UInt64?]
+        /// The member the placement gives the shard to (`ShardPlacement`); the owner hands the
+        /// shard to it when they differ.
+        package var placedOn: String?
 
         /// How many messages `node` is behind the stream's end; nil for the owner or a node that
         /// said nothing of the shard.
@@ -57,6 +60,12 @@ package struct ClusterStatus: Sendable {
     package var shardCount: Int
     package var nodes: [String]
     package var shards: [Shard]
+
+    /// Whether every shard is owned by the member the placement gives it to: no hand-over is
+    /// due, so no request waits for one (until a member comes or goes).
+    package var isSettled: Bool {
+        self.shards.allSatisfy { $0.owner != nil && $0.owner == $0.placedOn }
+    }
 
     /// Reads the cluster at `urls`.
     /// - Throws: `FAILED_PRECONDITION` when there is no cluster there, `UNAVAILABLE` when NATS
@@ -80,7 +89,8 @@ package struct ClusterStatus: Sendable {
             let end = try jetStream.state(of: ShardStream(shard: shard).name).lastSequence
             var applied: [String: UInt64?] = [:]
             for (node, reported) in progress { if let sequence = reported.applied[shard] { applied[node] = sequence } }
-            shards.append(Shard(shard: shard, owner: owner, streamEnd: end, applied: applied))
+            let placedOn = ShardPlacement.preferredOwner(of: shard, among: progress.keys)
+            shards.append(Shard(shard: shard, owner: owner, streamEnd: end, applied: applied, placedOn: placedOn))
         }
         return ClusterStatus(shardCount: count, nodes: progress.keys.sorted(), shards: shards)
     }
@@ -88,11 +98,16 @@ package struct ClusterStatus: Sendable {
     /// The status as a table: a line per shard, a column per node (`owns`, or the sequence it
     /// applied and its lag).
     package var table: String {
-        var lines = ["cluster: \(self.shardCount) shards; nodes: \(self.nodes.isEmpty ? "none" : self.nodes.joined(separator: ", "))"]
+        var lines = [
+            "cluster: \(self.shardCount) shards; nodes: \(self.nodes.isEmpty ? "none" : self.nodes.joined(separator: ", "))",
+            self.isSettled ? "every shard is on the node placed for it" : "shards are moving (owner -> the node placed for it)",
+        ]
         let header = ["shard", "owner", "stream"] + self.nodes
         var rows = [header]
         for shard in self.shards {
-            var row = ["\(shard.shard)", shard.owner ?? "(none)", "\(shard.streamEnd)"]
+            let owner = shard.owner ?? "(none)"
+            let moving = shard.placedOn.map { $0 == shard.owner ? "" : " -> \($0)" } ?? ""
+            var row = ["\(shard.shard)", owner + moving, "\(shard.streamEnd)"]
             for node in self.nodes {
                 switch shard.applied[node] {
                 case .some(.none): row.append("owns")

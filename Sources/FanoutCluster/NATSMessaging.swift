@@ -54,9 +54,17 @@ package final class NATSSubscription: @unchecked Sendable {
         self.subscription = subscription
     }
 
-    /// Stops the handler: no message is handled once the handler running now (if any) returns.
-    package func cancel() {
-        natsSubscription_Unsubscribe(self.subscription)
+    /// Stops the subscription without losing a message NATS has already routed to it: the handler
+    /// still gets every message that reached this subscription before NATS took the unsubscription
+    /// (libnats' drain), and this returns once it has, or after `timeout`. Dropping them instead
+    /// would leave each of their requesters waiting for an answer that never comes.
+    package func cancel(timeout: Duration = .seconds(5)) {
+        guard natsSubscription_Drain(self.subscription) == NATS_OK else {
+            natsSubscription_Unsubscribe(self.subscription)
+            return
+        }
+        let (seconds, attoseconds) = timeout.components
+        _ = natsSubscription_WaitForDrainCompletion(self.subscription, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
     deinit {

@@ -76,6 +76,7 @@ package final class ShardNode: @unchecked Sendable {
             guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
             // What the last owner published before its lease lapsed.
             try self.follower.catchUp()
+            self.follower.stopReading()
             try self.engine.close()
             do {
                 let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
@@ -91,10 +92,17 @@ package final class ShardNode: @unchecked Sendable {
         }
     }
 
-    /// A follower applies what the stream gained since; nothing for an owner.
-    package func catchUp() throws(FanoutError) {
-        guard case .following = self.role else { return }
-        try self.follower.catchUp()
+    /// A follower applies what the stream gained since, at most `limit` messages of it: whether
+    /// it reached the stream's end (always for an owner, which has nothing to apply).
+    @discardableResult
+    package func catchUp(atMost limit: Int = .max) throws(FanoutError) -> Bool {
+        guard case .following = self.role else { return true }
+        return try self.follower.catchUp(atMost: limit).reachedEnd
+    }
+
+    /// Whether this node owns the shard now.
+    package var isOwner: Bool {
+        if case .owning = self.role { true } else { false }
     }
 
     /// An owner hands the shard on: it closes its engine (answering what its replica holds), then

@@ -121,13 +121,15 @@ package final class ShardPublisher: @unchecked Sendable {
 }
 
 /// A follower's side: applies the shard's stream to its engine, message by message in stream
-/// order, and remembers how far it got.
+/// order, and remembers how far it got. It reads the stream through an ordered consumer
+/// (`OrderedConsumer`), opened at the first catch-up after the last message applied.
 package final class ShardFollower: @unchecked Sendable {
     private let jetStream: JetStream
     private let stream: ShardStream
     package let engine: Engine
     /// The last stream sequence applied; touched by one thread at a time.
     package private(set) var appliedSequence: UInt64
+    private var consumer: OrderedConsumer?
 
     /// A follower of `stream` whose engine holds everything through `appliedSequence` (0: nothing).
     package init(_ jetStream: JetStream, stream: ShardStream, engine: Engine, appliedSequence: UInt64 = 0) {
@@ -171,23 +173,60 @@ package final class ShardFollower: @unchecked Sendable {
 
     /// Applies every message after `appliedSequence` up to the stream's end as it is now; returns
     /// how many records were applied.
-    /// - Throws: `UNAVAILABLE` when NATS does not answer, `INTERNAL` when a message does not
-    ///   decode or apply, or when the stream has a gap (purged past what this follower applied):
-    ///   it then needs a snapshot first.
+    /// - Throws: `UNAVAILABLE` when NATS does not answer, or the messages up to that end do not
+    ///   come within `patience`; `INTERNAL` when a message does not decode or apply, or when the
+    ///   stream has a gap (purged past what this follower applied): it then needs a snapshot first.
     @discardableResult
-    package func catchUp() throws(FanoutError) -> Int {
+    package func catchUp(patience: Duration = .seconds(10)) throws(FanoutError) -> Int {
         let end = try self.jetStream.state(of: self.stream.name).lastSequence
+        let deadline = ContinuousClock.now + patience
         var applied = 0
         while self.appliedSequence < end {
-            let sequence = self.appliedSequence + 1
-            guard let data = try self.jetStream.message(sequence, of: self.stream.name) else {
-                throw FanoutError(.internal, "\(self.stream.name) has no message \(sequence): the stream was purged past this follower")
+            let left = deadline - ContinuousClock.now
+            guard left > .zero, let message = try self.reader().next(waiting: left) else {
+                throw FanoutError(.unavailable, "\(self.stream.name) did not deliver its messages up to \(end) within \(patience)")
             }
-            let records = try WALRecord.decodeBatch(data)
-            try self.engine.applyReplicated(records)
-            self.appliedSequence = sequence
-            applied += records.count
+            applied += try self.apply(message)
         }
         return applied
+    }
+
+    /// Applies at most `limit` of the messages the stream has delivered already, without waiting
+    /// for more: how many records that was, and whether none is left waiting.
+    /// - Throws: as `catchUp()`.
+    package func catchUp(atMost limit: Int) throws(FanoutError) -> (records: Int, reachedEnd: Bool) {
+        var applied = 0
+        for _ in 0..<limit {
+            guard let message = try self.reader().next() else { return (applied, true) }
+            applied += try self.apply(message)
+        }
+        return (applied, false)
+    }
+
+    /// Stops reading the stream (an owner-to-be that applied it to its end).
+    package func stopReading() {
+        self.consumer = nil
+    }
+
+    /// The ordered consumer, from the message after the last applied.
+    private func reader() throws(FanoutError) -> OrderedConsumer {
+        if let consumer = self.consumer { return consumer }
+        let consumer = try OrderedConsumer(self.jetStream, stream: self.stream.name, subject: self.stream.subject, from: self.appliedSequence + 1)
+        self.consumer = consumer
+        return consumer
+    }
+
+    /// Applies one message; returns how many records it held.
+    private func apply(_ message: OrderedConsumer.Message) throws(FanoutError) -> Int {
+        // Already applied (a consumer made again from an earlier point): nothing to do.
+        guard message.sequence > self.appliedSequence else { return 0 }
+        guard message.sequence == self.appliedSequence + 1 else {
+            self.consumer = nil
+            throw FanoutError(.internal, "\(self.stream.name) has no message \(self.appliedSequence + 1): the stream was purged past this follower")
+        }
+        let records = try WALRecord.decodeBatch(message.data)
+        try self.engine.applyReplicated(records)
+        self.appliedSequence = message.sequence
+        return records.count
     }
 }

@@ -126,10 +126,10 @@ struct WorkloadOptions: ParsableArguments {
 struct Scenario: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency, connections, http-send or replication."
+        abstract: "Run one scenario: register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency, connections, http-send, replication or cluster."
     )
 
-    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency, connections, http-send or replication.")
+    @Argument(help: "register, register-batch, subscribe, send-topic, send-condition, mixed, recover, latency, connections, http-send, replication or cluster.")
     var scenario: String
 
     @OptionGroup var workload: WorkloadOptions

@@ -155,7 +155,8 @@ struct ClusterNodeTests {
                     // The stream holds its creation marker; a follower reports how far it applied it.
                     for node in names where node != owner { #expect(shard.lag(of: node).map { $0 <= 1 } == true, "shard \(shard.shard), \(node)") }
                 }
-                #expect(status.table.split(separator: "\n").count == 10)
+                #expect(status.isSettled && status.shards.allSatisfy { $0.placedOn == $0.owner })
+                #expect(status.table.split(separator: "\n").count == 11)
 
                 // A change on each of node-c's shards, answered by its owner's engine.
                 var written: [Int: Installation] = [:]

@@ -275,12 +275,11 @@ public struct LoadHarness: Sendable {
             try await node.start()
             nodes.append(node)
         }
-        // Until each node owns the shards placed on it.
+        // Until each node owns the shards placed on it, so no hand-over falls inside the phases.
         let deadline = ContinuousClock.now + .seconds(120)
         while true {
             let status = try ClusterStatus.read(urls: nats.url)
-            let owners = status.shards.compactMap(\.owner)
-            if owners.count == 16, Set(owners).count == 3 { break }
+            if status.nodes.count == 3, status.isSettled { break }
             guard ContinuousClock.now < deadline else { throw LoadError("the cluster did not settle in 120 s:\n\(status.table)") }
             try await Task.sleep(for: .milliseconds(200))
         }

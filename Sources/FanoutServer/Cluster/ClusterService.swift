@@ -40,11 +40,13 @@ package final class ClusterService: Service, Sendable {
                 group.addTask {
                     while !Task.isCancelled {
                         let started = ContinuousClock.now
+                        let owned = node.ownedShards
                         do {
                             let failures = try await pool.runIfActive { try node.turn() }
                             self.router.shards.followOwnership()
                             self.router.refreshConsumers()
                             self.log(failures, "turn failed")
+                            self.logChanges(from: owned, to: node.ownedShards, turnTook: ContinuousClock.now - started)
                         } catch {
                             self.logger.warning("cluster: the node's turn failed: \(error)")
                         }
@@ -62,6 +64,15 @@ package final class ClusterService: Service, Sendable {
         self.router.shards.stopAnswering()
         try await pool.runIfActive { node.close() }
         try await pool.shutdownGracefully()
+    }
+
+    private func logChanges(from before: Set<Int>, to after: Set<Int>, turnTook: Duration) {
+        for shard in after.subtracting(before).sorted() {
+            self.logger.info("cluster: shard \(shard): owned here now", metadata: ["turn": "\(turnTook)"])
+        }
+        for shard in before.subtracting(after).sorted() {
+            self.logger.info("cluster: shard \(shard): no longer owned here", metadata: ["turn": "\(turnTook)"])
+        }
     }
 
     private func log(_ failures: [Int: FanoutError], _ what: String) {

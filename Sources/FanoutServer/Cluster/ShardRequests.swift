@@ -123,26 +123,28 @@ final class ShardRequests: Sendable {
     /// Subscribes to the requests of the shards this node owns now, and stops answering those of
     /// the shards it no longer owns. Call it after each of the node's turns.
     func followOwnership() {
-        let owned = Set(self.node.servedShards.indices.filter { self.node.served($0).isOwner })
-        self.subscriptions.withLock { subscriptions in
-            for (shard, subscription) in subscriptions where !owned.contains(shard) {
-                subscription.cancel()
-                subscriptions[shard] = nil
-            }
+        let owned = self.node.ownedShards
+        let lost = self.subscriptions.withLock { subscriptions in
+            let lost = subscriptions.filter { !owned.contains($0.key) }
+            for shard in lost.keys { subscriptions[shard] = nil }
             for shard in owned where subscriptions[shard] == nil {
                 subscriptions[shard] = try? self.node.jetStream.subscribe(Self.subject(shard)) { [weak self] message in
                     self?.answer(message, shard: shard)
                 }
             }
+            return lost
         }
+        // The requests already routed here are answered (`notOwnedHere`, so sent again), not dropped.
+        lost.values.forEach { $0.cancel() }
     }
 
     /// Stops answering every shard's requests.
     func stopAnswering() {
-        self.subscriptions.withLock { subscriptions in
-            subscriptions.values.forEach { $0.cancel() }
-            subscriptions = [:]
+        let subscriptions = self.subscriptions.withLock { subscriptions in
+            defer { subscriptions = [:] }
+            return subscriptions
         }
+        subscriptions.values.forEach { $0.cancel() }
     }
 
     private func answer(_ message: NATSSubscription.Message, shard: Int) {
