@@ -226,6 +226,17 @@ public final class Engine: Sendable {
         }
     }
 
+    /// Which of `tokens` this engine knows in `project` (registered now, or once and retired), in
+    /// order, under one lock for all of them; none in a project it does not have. (A cluster node
+    /// finds a token's shard this way, docs/scale-out.md.)
+    package func knows(_ tokens: [RegistrationToken], in project: ProjectID) -> [Bool] {
+        let addresses = tokens.map(RegistrationAddress.token)
+        let known = try? self.withProject(project) { (state: inout ProjectState) -> [Bool] in
+            zip(addresses, state.registry.slots(for: addresses)).map { address, slot in slot != nil || state.isRetired(address) }
+        }
+        return known ?? Array(repeating: false, count: tokens.count)
+    }
+
     /// The installation in `slot`, if that slot is live (slots come from audience resolution).
     package func installation(atSlot slot: UInt32, in project: ProjectID = .default) throws(FanoutError) -> Installation? {
         try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in

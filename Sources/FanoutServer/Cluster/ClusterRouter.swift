@@ -80,15 +80,9 @@ final class ClusterRouter: Sendable {
             guard registrations.count <= EngineConfiguration().maximumBatchSize else {
                 return .error(.invalidArgument("at most \(EngineConfiguration().maximumBatchSize) registrations per request, got \(registrations.count)", field: "registrations"))
             }
-            // An item whose installation could not be looked up (a shard's owner did not answer)
-            // is answered UNAVAILABLE, not sent.
-            let shards = await self.shards(of: registrations, in: project)
             let isSubscribe = opcode == .subscribe
-            return await self.split(registrations, by: shards, unrouted: BatchItemResult.failed(.unavailable), into: {
+            return await self.performItems(registrations, in: project) {
                 isSubscribe ? .subscribe(project: project, topic: topic, registrations: $0) : .unsubscribe(project: project, topic: topic, registrations: $0)
-            }) { (reply: ServerMessage) -> [BatchItemResult]? in
-                if case .itemResults(_, let results) = reply { return results }
-                return nil
             }.map { .itemResults(opcode, $0) }.reply
         case .installationCount, .subscriberCount, .audience, .pruneExpired, .expireDeliveries:
             return Self.sum(await self.shards.performOnEveryShard(request), opcode: opcode)
@@ -127,13 +121,58 @@ final class ClusterRouter: Sendable {
         }
     }
 
-    /// The shards of `registrations`' installations, one after the other (looking them up 64 at
-    /// a time measured slower, with failures: docs/performance.md); nil for one whose lookup could
-    /// not be answered.
-    private func shards(of registrations: [String], in project: String) async -> [Int?] {
-        var shards: [Int?] = []
-        for registration in registrations { shards.append(try? await self.shard(of: registration, in: project).get()) }
-        return shards
+    /// A batch of items, each about one installation, each performed by its installation's shard,
+    /// the answers in input order. An item goes where this node's copies of the shards place it (a
+    /// FID's shard, or the shard a copy knows the token on), or else, asking no other node first,
+    /// to its token's own shard, where a new token registers; an item that shard answers
+    /// `NOT_FOUND` is looked up on every shard (`shard(of:)`) and sent again where it is, or
+    /// answered `UNAVAILABLE` when a shard that may know it did not answer. (Looking every token
+    /// up first cost a request per token: docs/performance.md.)
+    private func performItems(
+        _ registrations: [String],
+        in project: String,
+        as request: ([String]) -> ClientRequest
+    ) async -> Result<[BatchItemResult], Refusal> {
+        func answers(_ reply: ServerMessage) -> [BatchItemResult]? {
+            if case .itemResults(_, let results) = reply { return results }
+            return nil
+        }
+        let addresses = registrations.map(RegistrationAddress.init(parsing:))
+        let tokens = addresses.enumerated().compactMap { index, address in
+            if case .token(let token) = address { (index, token) } else { nil }
+        }
+        var shards = addresses.map { address in
+            if case .fid(let fid) = address { self.map.shard(of: fid) } else { 0 }
+        }
+        var guessed: [Int] = []
+        for ((index, token), shard) in zip(tokens, self.localShards(of: tokens.map(\.1), in: project)) {
+            if shard == nil { guessed.append(index) }
+            shards[index] = shard ?? self.map.shard(of: token)
+        }
+        var results: [BatchItemResult]
+        switch await self.split(registrations, by: shards, into: request, answers: answers) {
+        case .success(let answered): results = answered
+        case .failure(let refusal): return .failure(refusal)
+        }
+        // A guess that missed: a token registered with a FID of another shard, and not yet on this
+        // node's copy of that shard.
+        var moved: [(index: Int, shard: Int)] = []
+        for index in guessed where results[index] == .failed(.notFound) {
+            guard case .token(let token) = RegistrationAddress(parsing: registrations[index]) else { continue }
+            switch await self.shard(of: token, in: project) {
+            case .success(let shard?) where shard != shards[index]: moved.append((index, shard))
+            case .success: continue
+            case .failure: results[index] = .failed(.unavailable)
+            }
+        }
+        guard !moved.isEmpty else { return .success(results) }
+        switch await self.split(moved.map { registrations[$0.index] }, by: moved.map(\.shard), into: request, answers: answers) {
+        case .success(let answered):
+            for (item, answer) in zip(moved, answered) { results[item.index] = answer }
+            return .success(results)
+        case .failure(let refusal):
+            return .failure(refusal)
+        }
     }
 
     /// Where a registration goes: to the shard that holds its token if this node's copies of the
@@ -181,18 +220,21 @@ final class ClusterRouter: Sendable {
 
     /// The shard whose copy on this node knows `token` (holds it, or retired it).
     private func localShard(of token: RegistrationToken, in project: String) -> Int? {
-        guard let id = ProjectID(project) else { return nil }
-        for (shard, served) in self.node.servedShards.enumerated() {
-            do {
-                _ = try served.engine.installation(.token(token), in: id)
-                return shard
-            } catch where error.code == .unregistered {
-                return shard
-            } catch {
-                continue
-            }
+        self.localShards(of: [token], in: project)[0]
+    }
+
+    /// For each token, the shard whose copy on this node knows it, or nil: each shard's copy asked
+    /// once for the tokens no copy before it knew.
+    private func localShards(of tokens: [RegistrationToken], in project: String) -> [Int?] {
+        var shards = [Int?](repeating: nil, count: tokens.count)
+        guard let id = ProjectID(project) else { return shards }
+        var unknown = Array(tokens.indices)
+        for (shard, served) in self.node.servedShards.enumerated() where !unknown.isEmpty {
+            let known = served.engine.knows(unknown.map { tokens[$0] }, in: id)
+            for (index, isKnown) in zip(unknown, known) where isKnown { shards[index] = shard }
+            unknown = zip(unknown, known).filter { !$0.1 }.map(\.0)
         }
-        return nil
+        return shards
     }
 
     // MARK: - Sends
@@ -220,22 +262,19 @@ final class ClusterRouter: Sendable {
     // MARK: - Splitting and merging
 
     /// Items sent to their shards' owners in one request per shard, and the per-item answers put
-    /// back in input order (`unrouted` for an item without a shard); or the reply of a shard's
-    /// owner that did not answer one per item (an error: the client's reply then).
+    /// back in input order; or the reply of a shard's owner that did not answer one per item (an
+    /// error: the client's reply then).
     private func split<Item, Answer>(
         _ items: [Item],
-        by shards: [Int?],
-        unrouted: Answer? = nil,
+        by shards: [Int],
         into request: ([Item]) -> ClientRequest,
         answers: (ServerMessage) -> [Answer]?
     ) async -> Result<[Answer], Refusal> {
         var positions: [Int: [Int]] = [:]
-        for (index, shard) in shards.enumerated() {
-            if let shard { positions[shard, default: []].append(index) }
-        }
+        for (index, shard) in shards.enumerated() { positions[shard, default: []].append(index) }
         let groups = positions.sorted { $0.key < $1.key }
         let replies = await self.shards.perform(groups.map { (shard, indices) in (shard, request(indices.map { items[$0] })) })
-        var merged = [Answer?](repeating: unrouted, count: items.count)
+        var merged = [Answer?](repeating: nil, count: items.count)
         for ((_, indices), reply) in zip(groups, replies) {
             guard let answers = answers(reply), answers.count == indices.count else { return .failure(Refusal(reply: reply)) }
             for (index, answer) in zip(indices, answers) { merged[index] = answer }
