@@ -38,6 +38,10 @@ struct ClusterRoutingTests {
             }.joined(separator: "; ")
         case .sent(let receipt): return "sent audience=\(receipt.audience) enqueued=\(receipt.enqueued) \(receipt.recipients)"
         case .pending(let deliveries): return "pending \(deliveries.count)"
+        // Times are each side's own; a cluster lists a user's devices shard after shard.
+        case .user(let opcode, let user):
+            return "\(opcode) user \(user.id) anonymous=\(user.isAnonymous) \(user.devices.map(installation).sorted())"
+        case .users(let users): return "users " + users.map { "\($0.id) anonymous=\($0.isAnonymous) devices=\($0.devices)" }.joined(separator: ", ")
         case .error(let error): return "error \(error.code) \(error.field ?? "-")"
         default: return "\(message)"
         }
@@ -188,6 +192,35 @@ struct ClusterRoutingTests {
                     let throughOne = try await Comparison.reply(single, .subscribe(project: "default", topic: "far-behind", registrations: farBehind))
                     #expect(throughC == throughOne && throughOne == .itemResults(.subscribe, Array(repeating: .ok, count: 48) + [.failed(.notFound)]))
                     try await both(.subscriberCount(project: "default", topic: "far-behind"))
+                    // Users whose devices span shards.
+                    for index in 0..<24 {
+                        try await both(.bindDevice(project: "default", registration: "token-\(100 + index)", user: "user-\(index % 5)", anonymous: index % 5 == 4))
+                    }
+                    try await both(.bindDevice(project: "default", registration: "token-130", user: "user-4", anonymous: false))  // anonymous already
+                    try await both(.bindDevice(project: "default", registration: "token-131", user: "user-0", anonymous: true))  // permanent already
+                    // The kind of a user known only on another shard than the device's.
+                    func home(_ index: Int) -> Int { nodes[0].map.shard(of: RegistrationToken("token-\(index)")!) }
+                    let elsewhere = try #require((142..<160).first { $0 % 4 != 0 && home($0) != home(141) })
+                    try await both(.bindDevice(project: "default", registration: "token-141", user: "solo", anonymous: true))
+                    let kind = try await both(.bindDevice(project: "default", registration: "token-\(elsewhere)", user: "solo", anonymous: false))
+                    #expect(kind == .error(FanoutError(.failedPrecondition, "", field: "user")))
+                    try await both(.bindDevice(project: "default", registration: "token-132", user: "bad user", anonymous: false))
+                    try await both(.bindDevice(project: "default", registration: "unknown-token", user: "user-0", anonymous: false))
+                    for user in ["user-0", "user-4", "nobody"] { try await both(.getUser(project: "default", user: user)) }
+                    try await both(.listUsers(project: "default", startAfter: "", limit: 3))
+                    try await both(.listUsers(project: "default", startAfter: "user-2", limit: 10))
+                    try await both(.signOut(project: "default", user: "user-1", registration: "token-101"))
+                    try await both(.signOut(project: "default", user: "user-1", registration: "token-102"))  // user-2's device
+                    try await both(.linkUser(project: "default", anonymous: "user-0", permanent: "user-9"))  // not anonymous
+                    try await both(.linkUser(project: "default", anonymous: "user-4", permanent: "user-4"))
+                    try await both(.bindDevice(project: "default", registration: "token-140", user: "anon-b", anonymous: true))
+                    try await both(.linkUser(project: "default", anonymous: "user-4", permanent: "anon-b"))  // target anonymous
+                    try await both(.linkUser(project: "default", anonymous: "user-4", permanent: "user-3"))
+                    try await both(.linkUser(project: "default", anonymous: "user-4", permanent: "user-3"))  // gone now
+                    try await both(.getUser(project: "default", user: "user-3"))
+                    try await both(.listUsers(project: "default", startAfter: "", limit: 100))
+                    try await both(.cleanUpAnonymousUsers(project: "default", dryRun: true))
+                    try await both(.send(project: "default", body: Array(#"{"message": {"user": "user-3", "data": {"k": "v"}}}"#.utf8)))
                     for index in stride(from: 1, to: 160, by: 15) {
                         try await both(.refreshToken(project: "default", registration: "token-\(index)", token: "rotated-\(index)"))
                     }
@@ -266,7 +299,7 @@ struct ClusterRoutingTests {
 
                     // What the cluster does not serve yet is refused, naming it.
                     await #expect(throws: FanoutError(.failedPrecondition, "", field: "scope")) { _ = try await clients[0].attach(.installations(["token-3"]), credit: 10) }
-                    await #expect(throws: FanoutError(.failedPrecondition, "")) { _ = try await clients[0].user("someone") }
+                    #expect(try await Comparison.reply(clients[0], .issueCredentials(project: "default", registration: "token-3")) == .error(FanoutError(.failedPrecondition, "")))
                 }
                 try? single.close()
                 for node in nodes { node.close() }

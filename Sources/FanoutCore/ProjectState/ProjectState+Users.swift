@@ -1,3 +1,17 @@
+extension FanoutError {
+    /// A bind to an existing user of the other kind (anonymous or permanent) than asked.
+    package static func userOfTheOtherKind(isAnonymous: Bool) -> FanoutError {
+        FanoutError(
+            .failedPrecondition,
+            isAnonymous ? "the user is anonymous; link it to a permanent user instead" : "the user is permanent and cannot be bound as anonymous",
+            field: "user"
+        )
+    }
+
+    /// A link whose permanent user exists as an anonymous one.
+    package static let linkTargetIsAnonymous = FanoutError(.failedPrecondition, "the target user is anonymous", field: "permanentUser")
+}
+
 /// Users and their devices (the device-store model).
 extension ProjectState {
     /// Binds an installation to `user`, creating the user on first use. A device bound to another
@@ -10,13 +24,7 @@ extension ProjectState {
     ) throws(FanoutError) -> Logged<Installation> {
         let slot = try self.slot(for: address)
         if let existing = self.users[user], existing.isAnonymous != anonymous {
-            throw FanoutError(
-                .failedPrecondition,
-                existing.isAnonymous
-                    ? "the user is anonymous; link it to a permanent user instead"
-                    : "the user is permanent and cannot be bound as anonymous",
-                field: "user"
-            )
+            throw .userOfTheOtherKind(isAnonymous: existing.isAnonymous)
         }
         if self.registry.user(ofSlot: slot) != user {
             self.unbind(slot)
@@ -59,7 +67,7 @@ extension ProjectState {
             throw FanoutError(.failedPrecondition, "the user to link is not anonymous", field: "anonymousUser")
         }
         if let target = self.users[permanent], target.isAnonymous {
-            throw FanoutError(.failedPrecondition, "the target user is anonymous", field: "permanentUser")
+            throw .linkTargetIsAnonymous
         }
         self.users[anonymous] = nil
         var target = self.users[permanent] ?? UserRecord(isAnonymous: false, devices: [], lastActive: 0, createdAt: now.millisecondsSinceEpoch)

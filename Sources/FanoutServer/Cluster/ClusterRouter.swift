@@ -67,11 +67,9 @@ final class ClusterRouter: Sendable {
                 return nil
             }.map(ServerMessage.registeredBatch).reply
         case .refreshToken(let project, let registration, _), .touch(let project, let registration), .setAPNsToken(let project, let registration, _),
-            .getInstallation(let project, let registration), .topicsOf(let project, let registration), .pending(let project, let registration):
-            switch await self.shard(of: registration, in: project) {
-            case .success(let shard): return await self.shards.perform(request, onShard: shard)
-            case .failure(let error): return .error(error)
-            }
+            .getInstallation(let project, let registration), .topicsOf(let project, let registration), .pending(let project, let registration),
+            .signOut(let project, _, let registration):
+            return await self.performOnShard(of: registration, request, in: project)
         case .deleteInstallation(_, let fid):
             return await self.shards.perform(request, onShard: FID(fid).map(self.map.shard(of:)) ?? 0)
         case .installationByAPNsToken:
@@ -94,8 +92,16 @@ final class ClusterRouter: Sendable {
             return Self.sumStatistics(await self.shards.performOnEveryShard(request))
         case .send(let project, let body, _):
             return await self.send(request, body: body, in: project)
-        case .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers:
-            return .error(Self.notServed("users"))
+        case .bindDevice(let project, let registration, let user, let anonymous):
+            return await self.bind(request, registration: registration, user: user, anonymous: anonymous, in: project)
+        case .linkUser(let project, let anonymous, let permanent):
+            return await self.link(request, anonymous: anonymous, permanent: permanent, in: project)
+        case .getUser:
+            return Self.mergeUsers(await self.shards.performOnEveryShard(request), opcode: opcode)
+        case .listUsers(_, _, let limit):
+            return Self.mergeUserPages(await self.shards.performOnEveryShard(request), limit: Int(limit))
+        case .cleanUpAnonymousUsers:
+            return Self.mergeNames(await self.shards.performOnEveryShard(request), opcode: opcode)
         case .issueCredentials, .generateAuthToken, .jwks, .rotateSigningKey:
             return .error(Self.notServed("installation credentials"))
         case .hello, .ping, .snapshot, .attach, .grant, .acknowledge, .detach:
@@ -108,6 +114,14 @@ final class ClusterRouter: Sendable {
     }
 
     // MARK: - Where an installation lives
+
+    /// `request`, about the installation `registration` names, performed by its shard.
+    func performOnShard(of registration: String, _ request: ClientRequest, in project: String) async -> ServerMessage {
+        switch await self.shard(of: registration, in: project) {
+        case .success(let shard): return await self.shards.perform(request, onShard: shard)
+        case .failure(let error): return .error(error)
+        }
+    }
 
     /// The shard of the installation `registration` names: a FID's own; a token's, where the
     /// token is registered (or was, and was retired); a token no shard knows, the shard new
