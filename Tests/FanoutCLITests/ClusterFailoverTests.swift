@@ -74,6 +74,126 @@ struct ClusterFailoverTests {
         }
     }
 
+    /// The bulk of the cluster: `count` android installations (`bulk-N`, every third with an
+    /// offered FID, so they live on their FIDs' shards, the others on their tokens'), each
+    /// subscribed to `a`, `b` and `c` at random (about 1/2, 1/3, 1/5), registered and subscribed
+    /// in batches of 1000 through the nodes in turn, and the same on `reference`, one engine.
+    static func bulk(_ count: Int, key: String, ports: [Int], reference: Engine) async throws {
+        var random = SeededRandomNumberGenerator(seed: 22)
+        let fields = (0..<count).map { index in
+            let offered = index % 3 == 0 ? FID.make(fromRandomBytes: (0..<17).map { _ in UInt8.random(in: 0...255, using: &random) }).string : nil
+            return RegistrationFields(offeredFID: offered, token: "bulk-\(index)", platform: .android, appID: "1:1:android:a")
+        }
+        let topics: [(String, Int)] = [("a", 2), ("b", 3), ("c", 5)]
+        let members = topics.map { topic, odds in (topic, (0..<count).filter { _ in Int.random(in: 0..<odds, using: &random) == 0 }.map { "bulk-\($0)" }) }
+        let batches = stride(from: 0, to: count, by: 1000).map { $0..<min($0 + 1000, count) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, port) in ports.enumerated() {
+                group.addTask {
+                    let client = try await FanoutClient.connect(host: "127.0.0.1", port: port, apiKey: key)
+                    defer { Task { try? await client.close() } }
+                    for batch in batches.enumerated().filter({ $0.offset % ports.count == index }).map(\.element) {
+                        let outcomes = try await client.register(Array(fields[batch]))
+                        guard outcomes.allSatisfy({ if case .registered = $0 { true } else { false } }) else {
+                            throw FanoutError(.internal, "a bulk registration failed: \(outcomes.first { if case .registered = $0 { false } else { true } }!)")
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+            for (position, (topic, tokens)) in members.enumerated() {
+                group.addTask {
+                    let client = try await FanoutClient.connect(host: "127.0.0.1", port: ports[position % ports.count], apiKey: key)
+                    defer { Task { try? await client.close() } }
+                    for start in stride(from: 0, to: tokens.count, by: 1000) {
+                        let results = try await client.subscribe(Array(tokens[start..<min(start + 1000, tokens.count)]), to: topic)
+                        guard results.allSatisfy({ $0 == .ok }) else { throw FanoutError(.internal, "a bulk subscription failed: \(results.first { $0 != .ok }!)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        for start in stride(from: 0, to: count, by: 1000) {
+            let requests = fields[start..<min(start + 1000, count)].map {
+                RegistrationRequest(offeredFID: $0.offeredFID, token: $0.token.flatMap(RegistrationToken.init), platform: $0.platform, appID: AppID($0.appID)!)
+            }
+            _ = try await reference.register(requests)
+        }
+        for (topic, tokens) in members {
+            for start in stride(from: 0, to: tokens.count, by: 1000) {
+                try await reference.subscribe(tokens[start..<min(start + 1000, tokens.count)].map { .token(RegistrationToken($0)!) }, to: TopicName(topic)!)
+            }
+        }
+    }
+
+    /// What the workers received and acknowledged, from several tasks: a delivery received again
+    /// after its acknowledgement was answered is a delivery twice (at-least-once allows a delivery
+    /// again only when its acknowledgement was not answered).
+    final class Deliveries: @unchecked Sendable {
+        struct Key: Hashable {
+            var message: UInt64
+            var fid: FID
+        }
+
+        private let lock = NSLock()
+        private var receipts: [Key: Int] = [:]
+        private var acknowledged: Set<Key> = []
+        private var tokens: [String: Key] = [:]
+        private(set) var twiceAfterAcknowledgement: [Key] = []
+        private var clients: [FanoutClient] = []
+
+        func received(_ batch: [WireDelivery]) {
+            self.lock.withLock {
+                for delivery in batch {
+                    let key = Key(message: delivery.id.messageSequence, fid: delivery.fid)
+                    if self.acknowledged.contains(key) { self.twiceAfterAcknowledgement.append(key) }
+                    self.receipts[key, default: 0] += 1
+                    if let token = delivery.token?.value { self.tokens[token] = key }
+                }
+            }
+        }
+
+        func acknowledged(_ batch: [WireDelivery]) {
+            self.lock.withLock { for delivery in batch { self.acknowledged.insert(Key(message: delivery.id.messageSequence, fid: delivery.fid)) } }
+        }
+
+        var count: Int { self.lock.withLock { self.receipts.count } }
+        /// Deliveries received more than once.
+        var redelivered: Int { self.lock.withLock { self.receipts.values.filter { $0 > 1 }.count } }
+        /// The tokens with a prefix that received a delivery.
+        func tokens(withPrefix prefix: String) -> Set<String> { self.lock.withLock { Set(self.tokens.keys.filter { $0.hasPrefix(prefix) }) } }
+
+        func keep(_ client: FanoutClient) { self.lock.withLock { self.clients.append(client) } }
+        /// Closes every worker's connection, which ends its wait.
+        func closeAll() async {
+            for client in self.lock.withLock({ self.clients }) { try? await client.close() }
+        }
+    }
+
+    /// A worker: attached to a node for android deliveries (credit 64), acknowledging each batch;
+    /// when its node dies it attaches to the next live one, as a worker fleet does. It stops when
+    /// `deliveries.closeAll()` closes its connection and `stop` says so.
+    static func worker(first: Int, key: String, ports: @escaping @Sendable () -> [Int], into deliveries: Deliveries, stop: Acknowledged) async {
+        var turn = first
+        while stop.count == 0 {
+            let live = ports()
+            guard let client = try? await FanoutClient.connect(host: "127.0.0.1", port: live[turn % live.count], apiKey: key),
+                let stream = try? await client.attach(.platform(.android), credit: 64)
+            else {
+                turn += 1
+                try? await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            deliveries.keep(client)
+            while let batch = try? await stream.nextBatch(maximum: 64), !batch.isEmpty {
+                deliveries.received(batch)
+                if (try? await client.acknowledge(batch.map(\.id))) != nil { deliveries.acknowledged(batch) }
+            }
+            try? await client.close()
+            turn += 1
+        }
+    }
+
     /// How long until a send to a topic through `port` is answered (every shard has an owner).
     static func timeUntilSendsWork(port: Int, key: String) async throws -> Duration {
         let started = ContinuousClock.now
@@ -119,6 +239,24 @@ struct ClusterFailoverTests {
         }
         try #require(status.shards.allSatisfy { $0.owner != nil } && Set(status.shards.compactMap(\.owner)).count == 3, "\(status.table)")
 
+        // 100,000 installations over every shard, and the same on one engine: audiences of topics
+        // and conditions spanning every shard are the one engine's.
+        let reference = Engine()
+        let bulk = 100_000
+        let bulkStarted = ContinuousClock.now
+        try await Self.bulk(bulk, key: key, ports: daemons.map(\.port), reference: reference)
+        print("cluster: \(bulk) installations registered and subscribed in \(ContinuousClock.now - bulkStarted)")
+        let cluster = try await FanoutClient.connect(host: "127.0.0.1", port: daemons[1].port, apiKey: key)
+        #expect(try await cluster.installationCount() == bulk)
+        for condition in ["'a' in topics && !('b' in topics)", "'b' in topics || 'c' in topics", "('a' in topics || 'b' in topics) && 'c' in topics"] {
+            let expected = try reference.audience(of: try Condition(parsing: condition)).count
+            #expect(try await cluster.audience(.condition(condition)) == expected, "\(condition)")
+        }
+        for topic in ["a", "b", "c"] {
+            #expect(try await cluster.subscriberCount(of: topic) == (try reference.subscriberCount(of: TopicName(topic)!)), "\(topic)")
+        }
+        try await cluster.close()
+
         // Load through every node; once some of it is acknowledged, the node owning the most shards is killed.
         let owners = Dictionary(grouping: status.shards.compactMap(\.owner), by: { $0 }).mapValues(\.count)
         let victim = try #require(owners.max { $0.value < $1.value }?.key)
@@ -128,8 +266,19 @@ struct ClusterFailoverTests {
         let livePorts: @Sendable () -> [Int] = { killed.count == 0 ? ports : ports.enumerated().filter { $0.offset != victimIndex }.map(\.element) }
         let acknowledged = Acknowledged()
         let refusals = Acknowledged()  // subscription items refused other than UNAVAILABLE
+        // Workers on every node, and a send to a condition whose audience spans every shard:
+        // the kill comes while they take its deliveries.
+        let deliveries = Deliveries()
+        let stopWorkers = Acknowledged()
+        let workers = (0..<3).map { first in Task { await Self.worker(first: first, key: key, ports: livePorts, into: deliveries, stop: stopWorkers) } }
+        let sender = try await FanoutClient.connect(host: "127.0.0.1", port: daemons[(victimIndex + 1) % 3].port, apiKey: key)
+        let conditionAudience = try reference.audience(of: try Condition(parsing: "'c' in topics")).count
+        let sent = try await sender.send(#"{"message": {"condition": "'c' in topics", "data": {"k": "v"}}}"#)
+        #expect(sent.audience == conditionAudience && sent.enqueued == conditionAudience)
+        try await sender.close()
         let load = Task { await Self.load(600, prefix: "before", key: key, ports: livePorts, into: acknowledged, refusals: refusals) }
-        while acknowledged.count < 150 { try await Task.sleep(for: .milliseconds(20)) }
+        while acknowledged.count < 150 || deliveries.count < 2000 { try await Task.sleep(for: .milliseconds(20)) }
+        let receivedBeforeKill = deliveries.count
         Glibc.kill(daemons[victimIndex].process.processIdentifier, SIGKILL)
         daemons[victimIndex].process.waitUntilExit()
         killed.add(victim)
@@ -164,7 +313,22 @@ struct ClusterFailoverTests {
         }
         #expect(missing.isEmpty, "\(missing.count) acknowledged changes missing: \(missing.prefix(10))")
         #expect(try await retried { try await client.audience(.topic("all")) } == 900)
-        #expect(try await retried { try await client.installationCount() } == 900)
+        #expect(try await retried { try await client.installationCount() } == bulk + 900)
         try await client.close()
+
+        // Every installation of the condition's audience got its delivery, across the failover,
+        // and none got one again after its acknowledgement was answered.
+        let deadline = ContinuousClock.now + .seconds(120)
+        let waitStarted = ContinuousClock.now
+        while deliveries.tokens(withPrefix: "bulk-").count < conditionAudience, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        stopWorkers.add("stop")
+        await deliveries.closeAll()
+        for worker in workers { await worker.value }
+        print("cluster: \(receivedBeforeKill) deliveries received before the kill, \(deliveries.count) in all, \(deliveries.redelivered) again (unacknowledged when their node died), the last \(ContinuousClock.now - waitStarted) after the checks; sends worked again \(failover) after the kill")
+        #expect(receivedBeforeKill < conditionAudience, "the kill came while the workers took the deliveries")
+        #expect(deliveries.tokens(withPrefix: "bulk-").count == conditionAudience, "every recipient got the delivery")
+        #expect(deliveries.twiceAfterAcknowledgement.isEmpty, "\(deliveries.twiceAfterAcknowledgement.count) deliveries came again after their acknowledgement")
     }
 }
