@@ -61,6 +61,12 @@ package struct ClusterStatus: Sendable {
     package var nodes: [String]
     package var shards: [Shard]
 
+    /// The largest lag of any follower of any shard, in messages (0 when every follower is at its
+    /// stream's end, as of the nodes' last turns).
+    package var maximumLag: UInt64 {
+        self.shards.flatMap { shard in self.nodes.compactMap { shard.lag(of: $0) } }.max() ?? 0
+    }
+
     /// Whether every shard is owned by the member the placement gives it to: no hand-over is
     /// due, so no request waits for one (until a member comes or goes).
     package var isSettled: Bool {

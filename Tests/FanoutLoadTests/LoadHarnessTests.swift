@@ -70,6 +70,10 @@ struct LoadHarnessTests {
             #expect(clusterSubscribe.operations + clusterSubscribe.errors.values.reduce(0, +) == subscribe.operations, "every batch was answered")
             #expect(clusterSubscribe.errors.keys.allSatisfy { $0 == "UNAVAILABLE" || $0 == "HARNESS" }, "\(clusterSubscribe.errors)")
             #expect(report.table.contains("fanout cluster  register"))
+            // The followers' lag was sampled, and they caught up once the phases ended.
+            let lag = try #require(report.followerLag)
+            #expect(lag.samples > 0 && lag.secondsUntilCaughtUp < 60 && Double(lag.maximumMessages) >= lag.meanMaximumMessages)
+            #expect(report.table.contains("cluster followers: lag"))
             return
         }
         for phase in report.phases {

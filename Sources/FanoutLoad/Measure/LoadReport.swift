@@ -13,6 +13,7 @@ public struct LoadReport: Codable, Sendable {
     public var memory: [MemoryFigures] = []
     public var recovery: RecoveryFigures?
     public var idleConnections: ConnectionFigures?
+    public var followerLag: FollowerLagFigures?
     /// fanout's figures over Redis's, for the phases both ran.
     public var comparisons: [Comparison] = []
 
@@ -114,6 +115,13 @@ public struct LoadReport: Codable, Sendable {
                         held.bytesPerConnection, held.freshConnectMilliseconds, held.freshPingP50Milliseconds, held.freshPingP99Milliseconds)
             )
         }
+        if let lag = self.followerLag {
+            lines.append("")
+            lines.append(String(
+                format: "cluster followers: lag behind the stream's end, the most over every shard and node, sampled %d times during the phases: max %llu messages, mean %.1f; every follower at its stream's end %.1f s after the phases",
+                lag.samples, lag.maximumMessages, lag.meanMaximumMessages, lag.secondsUntilCaughtUp
+            ))
+        }
         if !self.comparisons.isEmpty {
             lines.append("")
             var comparisonRows = [["figure", "fanout", "redis", "fanout/redis", ""]]
@@ -149,6 +157,20 @@ public struct LoadReport: Codable, Sendable {
     private static func bytes(_ value: Int) -> String {
         value >= 1 << 20 ? String(format: "%.1f MiB", Double(value) / 1_048_576) : String(format: "%.1f KiB", Double(value) / 1024)
     }
+}
+
+/// The `cluster` scenario's followers: how far they trailed their shards' owners, as
+/// `fanout cluster status` shows it (each node reports what it applied at the end of each turn,
+/// every third of the lease, so a sample may overstate a lag by a turn's worth of changes).
+public struct FollowerLagFigures: Codable, Sendable {
+    public var samples: Int
+    /// The largest lag seen, in stream messages (each message a batch of changes its owner logged
+    /// together), over every shard and follower.
+    public var maximumMessages: UInt64
+    /// The mean over the samples of each sample's largest lag.
+    public var meanMaximumMessages: Double
+    /// From the end of the phases until every follower reported its streams applied to their end.
+    public var secondsUntilCaughtUp: Double
 }
 
 /// The `recover` scenario: a populated server killed with SIGKILL and started again.

@@ -290,10 +290,32 @@ public struct LoadHarness: Sendable {
         let clusterSession = LoadSession(
             backend: backend, workload: self.workload, options: self.options, serverResources: { first.resources }, dataMemory: { first.resources?.residentBytes }
         )
+        // The followers' lag, sampled while the phases run, then until they caught up.
+        let sampler = Task { () -> [UInt64] in
+            var maxima: [UInt64] = []
+            while !Task.isCancelled {
+                if let status = try? ClusterStatus.read(urls: nats.url) { maxima.append(status.maximumLag) }
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+            return maxima
+        }
         await clusterSession.register()
         await clusterSession.subscribe()
+        sampler.cancel()
+        let maxima = await sampler.value
+        let ended = ContinuousClock.now
+        while ContinuousClock.now - ended < .seconds(60), (try? ClusterStatus.read(urls: nats.url).maximumLag) != 0 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let caughtUp = ContinuousClock.now - ended
         await clusterSession.backend.close()
         report.add(clusterSession)
+        report.followerLag = FollowerLagFigures(
+            samples: maxima.count,
+            maximumMessages: maxima.max() ?? 0,
+            meanMaximumMessages: maxima.isEmpty ? 0 : Double(maxima.reduce(0, +)) / Double(maxima.count),
+            secondsUntilCaughtUp: caughtUp / .seconds(1)
+        )
     }
 
     /// The failover time: two `ShardNode`s on their own directories (a 3 s lease, a turn every
