@@ -67,6 +67,13 @@ package final class NATSSubscription: @unchecked Sendable {
         _ = natsSubscription_WaitForDrainCompletion(self.subscription, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
+    /// Messages received and waiting for the handler.
+    package var pendingMessages: Int {
+        var messages: Int32 = 0
+        _ = natsSubscription_GetPending(self.subscription, &messages, nil)
+        return Int(messages)
+    }
+
     deinit {
         natsSubscription_Unsubscribe(self.subscription)
         natsSubscription_Destroy(self.subscription)
