@@ -231,17 +231,18 @@ package final class ClusterNode: @unchecked Sendable {
         return failures
     }
 
-    /// Applies what the shards' streams gained since, on every shard this node follows, so that
-    /// followers stay close behind their owners. It may run while a turn does (on another thread:
+    /// Applies what the shards' streams have delivered since (up to 4,096 messages a shard), on
+    /// every shard this node follows, so that followers stay close behind their owners. It may run while a turn does (on another thread:
     /// a shard is stepped by one of them at a time), never at the same time as another `catchUp()`.
     /// - Returns: the shards whose catching up failed, with why.
     @discardableResult
     package func catchUp() -> [Int: FanoutError] {
         var failures: [Int: FanoutError] = [:]
         // A few messages of a shard under its lock at a time, round the shards, so that a turn
-        // waiting for a shard's lock waits for those only.
+        // waiting for a shard's lock waits for those only; a bounded number of rounds, so that a
+        // stream that never rests does not keep this call (and a stopping node) from returning.
         var behind = Array(self.shards.indices)
-        while !behind.isEmpty {
+        for _ in 0..<Self.catchUpRounds where !behind.isEmpty {
             behind.removeAll { shard in
                 self.locks[shard].withLock { _ in
                     defer { self.publish(shard) }
@@ -257,8 +258,10 @@ package final class ClusterNode: @unchecked Sendable {
         return failures
     }
 
-    /// The messages a follower applies under its shard's lock at once.
+    /// The messages a follower applies under its shard's lock at once, and the rounds over the
+    /// shards one `catchUp()` makes at most.
     static let catchUpSlice = 64
+    static let catchUpRounds = 64
 
     /// Leaves the cluster: every shard this node owns is handed on (its engine closed, its lease
     /// released, so another node takes it at its next turn instead of after a lease), and every

@@ -158,6 +158,14 @@ package final class JetStream: @unchecked Sendable {
     }
 }
 
+extension Duration {
+    /// Whole milliseconds, as libnats takes its timeouts.
+    var wholeMilliseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}
+
 /// Runs `body` with `strings` as a C array of C strings, valid only during the call.
 private func withCStrings<Result>(_ strings: [String], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Result) -> Result {
     var pointers: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) }

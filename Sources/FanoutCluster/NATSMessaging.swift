@@ -63,8 +63,7 @@ package final class NATSSubscription: @unchecked Sendable {
             natsSubscription_Unsubscribe(self.subscription)
             return
         }
-        let (seconds, attoseconds) = timeout.components
-        _ = natsSubscription_WaitForDrainCompletion(self.subscription, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        _ = natsSubscription_WaitForDrainCompletion(self.subscription, timeout.wholeMilliseconds)
     }
 
     /// Messages received and waiting for the handler.

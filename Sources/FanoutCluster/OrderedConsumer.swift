@@ -46,9 +46,8 @@ package final class OrderedConsumer: @unchecked Sendable {
     /// - Throws: `UNAVAILABLE` when the subscription failed (the connection closed, or libnats
     ///   could not make the consumer again).
     package func next(waiting timeout: Duration = .zero) throws(FanoutError) -> Message? {
-        let (seconds, attoseconds) = timeout.components
         var message: OpaquePointer?
-        let status = natsSubscription_NextMsg(&message, self.subscription, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        let status = natsSubscription_NextMsg(&message, self.subscription, timeout.wholeMilliseconds)
         defer { natsMsg_Destroy(message) }
         if status == NATS_TIMEOUT { return nil }
         guard status == NATS_OK, let message else { throw JetStream.error("cannot read the next message of a stream", status) }

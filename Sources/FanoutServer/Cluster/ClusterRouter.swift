@@ -172,7 +172,7 @@ final class ClusterRouter: Sendable {
         // node's copy of that shard.
         var moved: [(index: Int, shard: Int)] = []
         for index in guessed where results[index] == .failed(.notFound) {
-            guard case .token(let token) = RegistrationAddress(parsing: registrations[index]) else { continue }
+            guard case .token(let token) = addresses[index] else { continue }
             switch await self.shard(of: token, in: project) {
             case .success(let shard?) where shard != shards[index]: moved.append((index, shard))
             case .success: continue
