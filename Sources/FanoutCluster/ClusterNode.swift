@@ -85,6 +85,9 @@ package final class ClusterNode: @unchecked Sendable {
     package let jetStream: JetStream
     private let ownership: ShardOwnership
     private let members: KeyValueBucket
+    private let layout: KeyValueBucket
+    /// The pins as last read (kept when a read fails, so a slow NATS moves no shard).
+    private var pins = ShardPins()
     private let shards: [ShardNode]
     private let served: Mutex<[ServedShard]>
     /// Held while a shard is stepped: by a turn, or by catching up.
@@ -108,12 +111,13 @@ package final class ClusterNode: @unchecked Sendable {
         let jetStream = try JetStream(urls: configuration.urls)
         // Moments after the NATS servers start, JetStream answers only once they have elected
         // their leaders: the buckets and streams are made (or found) within 30 s.
-        let (map, ownership, members) = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
+        let (map, ownership, members, layout) = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
             let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
             return (
                 try Self.shardMap(in: layout, creating: configuration.shardCount),
                 try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas),
-                try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas)
+                try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas),
+                layout
             )
         }
         var shards: [ShardNode] = []
@@ -135,6 +139,7 @@ package final class ClusterNode: @unchecked Sendable {
         self.jetStream = jetStream
         self.ownership = ownership
         self.members = members
+        self.layout = layout
         self.shards = shards
         self.locks = shards.map { _ in Locked(()) }
         self.served = Mutex(shards.map { ServedShard(engine: $0.engine, isOwner: false, appliedSequence: $0.appliedSequence) })
@@ -185,6 +190,7 @@ package final class ClusterNode: @unchecked Sendable {
     package func turn() throws(FanoutError) -> [Int: FanoutError] {
         let now = ContinuousClock.now
         let live = Set(try self.members.keys()).union([self.node])
+        if let (pins, _) = try? ShardPins.read(from: self.layout) { self.pins = pins }
         self.memberSince = live.reduce(into: [:]) { since, member in since[member] = self.memberSince[member] ?? now }
         // A node takes shards only once it has been a member for a lease: nodes started together
         // then see each other first, and take only their own share.
@@ -207,7 +213,7 @@ package final class ClusterNode: @unchecked Sendable {
         // or free shards taken.
         let deadline = now + self.lease / 3
         roles: for (shard, shardNode) in self.shards.enumerated() where ContinuousClock.now < deadline {
-            let preferred = ShardPlacement.preferredOwner(of: shard, among: live)
+            let preferred = self.pins.owner(of: shard, among: live)
             switch shardNode.role {
             case .owning:
                 guard let preferred, preferred != self.node, let since = self.memberSince[preferred], now - since >= self.lease else { continue }

@@ -45,9 +45,11 @@ package struct ClusterStatus: Sendable {
         package var streamEnd: UInt64
         /// Per member: nil when it says it owns the shard, else the sequence it applied.
         package var applied: [String: UInt64?]
-        /// The member the placement gives the shard to (`ShardPlacement`); the owner hands the
-        /// shard to it when they differ.
+        /// The member the placement gives the shard to (`ShardPlacement`, or its pin while the
+        /// pinned node is a member); the owner hands the shard to it when they differ.
         package var placedOn: String?
+        /// The node an operator pinned the shard to (`fanout cluster pin`), if any.
+        package var pinnedTo: String?
 
         /// How many messages `node` is behind the stream's end; nil for the owner or a node that
         /// said nothing of the shard.
@@ -89,14 +91,16 @@ package struct ClusterStatus: Sendable {
             if let entry = try members.entry(node) { progress[node] = NodeProgress(decoding: String(decoding: entry.value, as: UTF8.self)) }
         }
         let ownership = try KeyValueBucket(jetStream, existing: ShardOwnership.bucket)
+        let pins = try ShardPins.read(from: layout).pins
+        let memberNames = Set(progress.keys)
         var shards: [Shard] = []
         for shard in 0..<count {
             let owner = try ownership.entry("shard-\(shard)").flatMap { $0.value.isEmpty ? nil : String(decoding: $0.value, as: UTF8.self) }
             let end = try jetStream.state(of: ShardStream(shard: shard).name).lastSequence
             var applied: [String: UInt64?] = [:]
             for (node, reported) in progress { if let sequence = reported.applied[shard] { applied[node] = sequence } }
-            let placedOn = ShardPlacement.preferredOwner(of: shard, among: progress.keys)
-            shards.append(Shard(shard: shard, owner: owner, streamEnd: end, applied: applied, placedOn: placedOn))
+            let placedOn = pins.owner(of: shard, among: memberNames)
+            shards.append(Shard(shard: shard, owner: owner, streamEnd: end, applied: applied, placedOn: placedOn, pinnedTo: pins.nodes[shard]))
         }
         return ClusterStatus(shardCount: count, nodes: progress.keys.sorted(), shards: shards)
     }
@@ -113,7 +117,8 @@ package struct ClusterStatus: Sendable {
         for shard in self.shards {
             let owner = shard.owner ?? "(none)"
             let moving = shard.placedOn.map { $0 == shard.owner ? "" : " -> \($0)" } ?? ""
-            var row = ["\(shard.shard)", owner + moving, "\(shard.streamEnd)"]
+            let pinned = shard.pinnedTo.map { " (pinned to \($0))" } ?? ""
+            var row = ["\(shard.shard)", owner + moving + pinned, "\(shard.streamEnd)"]
             for node in self.nodes {
                 switch shard.applied[node] {
                 case .some(.none): row.append("owns")

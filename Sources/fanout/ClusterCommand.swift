@@ -5,8 +5,8 @@ import FanoutCore
 struct ClusterCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cluster",
-        abstract: "Look at a cluster of fanoutd nodes (docs/scale-out.md).",
-        subcommands: [Status.self]
+        abstract: "Look at a cluster of fanoutd nodes, and move shards by hand (docs/scale-out.md).",
+        subcommands: [Status.self, Pin.self, Unpin.self]
     )
 
     struct Status: ParsableCommand {
@@ -26,6 +26,45 @@ struct ClusterCommand: ParsableCommand {
 
         func run() throws {
             print(try ClusterStatus.read(urls: self.cluster).table)
+        }
+    }
+
+    struct Pin: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Place a shard on a node by hand: its owner hands it to that node while the node is a member.",
+            discussion: """
+                Written to the cluster's NATS servers; the nodes read it at their next turn. A pin to a \
+                node that is not a member waits for it to join; while the pinned node is away, the shard \
+                is placed as if unpinned. `fanout cluster status` shows the pin and the move.
+                """
+        )
+
+        @Option(help: "The cluster's NATS servers, nats://HOST:PORT (comma-separated), as given to fanoutd --cluster.")
+        var cluster = "nats://127.0.0.1:4222"
+        @Argument(help: "The shard's number.")
+        var shard: Int
+        @Argument(help: "The node's name (as given to fanoutd --node).")
+        var node: String
+
+        func run() throws {
+            _ = try ShardPins.pin(self.shard, to: self.node, urls: self.cluster)
+            print("shard \(self.shard) pinned to \(self.node)")
+        }
+    }
+
+    struct Unpin: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Give a pinned shard back to the placement (rendezvous hashing over the members)."
+        )
+
+        @Option(help: "The cluster's NATS servers, nats://HOST:PORT (comma-separated), as given to fanoutd --cluster.")
+        var cluster = "nats://127.0.0.1:4222"
+        @Argument(help: "The shard's number.")
+        var shard: Int
+
+        func run() throws {
+            _ = try ShardPins.pin(self.shard, to: nil, urls: self.cluster)
+            print("shard \(self.shard) placed as the members' placement says")
         }
     }
 }

@@ -158,6 +158,19 @@ struct ClusterNodeTests {
                 #expect(status.isSettled && status.shards.allSatisfy { $0.placedOn == $0.owner })
                 #expect(status.table.split(separator: "\n").count == 11)
 
+                // A shard pinned by hand moves to its node, and back once unpinned.
+                let moved = try #require(Self.owned(by: a).min())
+                #expect(try ShardPins.pin(moved, to: "node-b", urls: server.url).nodes == [moved: "node-b"])
+                #expect(try ClusterStatus.read(urls: server.url).shards[moved].placedOn == "node-b")
+                try await Self.turns(all) { Self.owned(by: b).contains(moved) && !Self.owned(by: a).contains(moved) }
+                let pinned = try ClusterStatus.read(urls: server.url)
+                #expect(pinned.shards[moved].owner == "node-b" && pinned.shards[moved].pinnedTo == "node-b" && pinned.isSettled)
+                #expect(pinned.table.contains("node-b (pinned to node-b)"))
+                #expect(throws: FanoutError(.invalidArgument, "", field: "shard")) { try ShardPins.pin(8, to: "node-b", urls: server.url) }
+                #expect(throws: FanoutError(.invalidArgument, "", field: "node")) { try ShardPins.pin(0, to: "no such node", urls: server.url) }
+                #expect(try ShardPins.pin(moved, to: nil, urls: server.url).nodes.isEmpty)
+                try await Self.turns(all) { Self.owned(by: a).contains(moved) }
+
                 // A change on each of node-c's shards, answered by its owner's engine.
                 var written: [Int: Installation] = [:]
                 for shard in Self.owned(by: c) {
