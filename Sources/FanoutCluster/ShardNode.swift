@@ -12,7 +12,8 @@ import Glibc
 ///
 /// A directory whose log is not the stream's (a deposed owner's, with changes the stream never
 /// got) is set aside (renamed `<directory>.diverged-<seconds>`, kept for inspection) and the node
-/// follows from the stream's start in a fresh one.
+/// follows from the stream's start in a fresh one. A directory that never held an owner's log
+/// (marked `FOLLOWER-ONLY`) is not checked: its log is only what it applied from the stream.
 package final class ShardNode: @unchecked Sendable {
     // Touched by the one thread that steps it.
     package enum Role: Sendable {
@@ -78,6 +79,8 @@ package final class ShardNode: @unchecked Sendable {
             try self.follower.catchUp()
             self.follower.stopReading()
             try self.engine.close()
+            // From now on the log holds changes the stream may never get: checked at every start.
+            try Self.mark(self.directory, followerOnly: false)
             do {
                 let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
                 self.engine = try Engine.shardOwner(
@@ -139,12 +142,15 @@ package final class ShardNode: @unchecked Sendable {
         configuration: EngineConfiguration,
         jetStream: JetStream
     ) throws(FanoutError) -> (Engine, ShardFollower, setAside: [String]) {
-        let check = try ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false)
+        // A directory that does not exist yet, or never held an owner's log, needs no check (the
+        // check reads the stream back to this node's last batch, and on from there).
+        let isFollowerOnly = access(directory, F_OK) != 0 || access("\(directory)/\(Self.followerOnlyMarker)", F_OK) == 0
+        let check = isFollowerOnly ? nil : try ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false)
         var setAside: [String] = []
         let engine: Engine
         do {
             engine = try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: nil)
-        } catch where error.code == .failedPrecondition {
+        } catch where error.code == .failedPrecondition && check != nil {
             let aside = "\(directory).diverged-\(time(nil))"
             guard rename(directory, aside) == 0 else {
                 throw FanoutError(.unavailable, "cannot set aside \(directory), whose log is not \(stream.name)'s: errno \(errno)")
@@ -152,6 +158,37 @@ package final class ShardNode: @unchecked Sendable {
             setAside.append(aside)
             engine = try Engine(directory: directory, durability: durability, configuration: configuration)
         }
+        // Checked (or fresh): its log is the stream's, so far; the next start need not check it.
+        do {
+            try Self.mark(directory, followerOnly: true)
+        } catch {
+            try? engine.close()
+            throw error
+        }
         return (engine, try ShardFollower(jetStream, stream: stream, resuming: engine), setAside)
+    }
+
+    /// The file that marks a shard directory whose log holds nothing but what its node applied
+    /// from the stream, in the stream's order.
+    static let followerOnlyMarker = "FOLLOWER-ONLY"
+
+    /// Writes (`followerOnly`) or removes the marker in `directory`, and syncs the directory, so
+    /// that a crash cannot leave a marker in a directory whose log an owner wrote to.
+    static func mark(_ directory: String, followerOnly: Bool) throws(FanoutError) {
+        let path = "\(directory)/\(Self.followerOnlyMarker)"
+        if followerOnly {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0, fsync(descriptor) == 0 else {
+                if descriptor >= 0 { close(descriptor) }
+                throw FanoutError(.unavailable, "cannot write \(path): errno \(errno)")
+            }
+            close(descriptor)
+        } else if unlink(path) != 0, errno != ENOENT {
+            throw FanoutError(.unavailable, "cannot remove \(path): errno \(errno)")
+        }
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else { throw FanoutError(.unavailable, "cannot open \(directory): errno \(errno)") }
+        defer { close(directoryDescriptor) }
+        guard fsync(directoryDescriptor) == 0 else { throw FanoutError(.unavailable, "cannot sync \(directory): errno \(errno)") }
     }
 }

@@ -450,6 +450,51 @@ struct ShardReplicationTests {
         }
     }
 
+    /// A directory that never held an owner's log is marked `FOLLOWER-ONLY` and not checked at
+    /// start (the check reads the stream back to the node's last batch); taking the shard removes
+    /// the mark before the owner's engine writes, and a directory that owned is checked again, and
+    /// marked once it passes.
+    @Test func onlyADirectoryThatOwnedIsCheckedAtStart() async throws {
+        try await NATSServer.with { server in
+            let (_, stream) = try Self.stream(11, on: server)
+            try await TemporaryDirectory.with { base in
+                try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+                func node(_ name: String) throws -> ShardNode {
+                    let jetStream = try JetStream(urls: server.url)
+                    return try ShardNode(node: name, stream: stream, directory: "\(base)/\(name)", jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: .seconds(1)))
+                }
+                func isMarked(_ name: String) -> Bool { FileManager.default.fileExists(atPath: "\(base)/\(name)/FOLLOWER-ONLY") }
+                let a = try node("node-a")
+                #expect(isMarked("node-a"), "a fresh directory")
+                try a.step()
+                guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
+                #expect(!isMarked("node-a"), "an owner's directory")
+                for index in 0..<10 { _ = try await a.engine.register(Self.request("a-\(index)")) }
+                try a.release()
+                #expect(isMarked("node-a"), "checked against the stream when it followed again, and passed")
+                #expect(a.setAside.isEmpty)
+                #expect(try a.engine.installationCount() == 10)
+                try a.engine.close()
+
+                // A deposed owner's directory, holding a change the stream refused, is unmarked: it
+                // is checked at start and set aside, and the fresh one replacing it is marked.
+                let b = try node("node-b")
+                try b.step()
+                guard case .owning = b.role else { throw FanoutError(.internal, "node-b did not take the released shard") }
+                let late = try ShardPublisher(try JetStream(urls: server.url), stream: stream, term: "node-c.99")
+                _ = try late.publish([.createProject(ProjectID("elsewhere")!)], through: 1_000)  // b is deposed
+                let refused = b.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("b-refused")) }
+                #expect(throws: FanoutError(.unavailable, "")) { try refused.blockingUntilDurable() }
+                #expect(throws: FanoutError(.unavailable, ""), "its replica lacks the refused change") { try b.engine.close() }
+                let checked = try node("node-b")
+                #expect(checked.setAside.count == 1, "checked at start: it holds a change the stream refused")
+                #expect(isMarked("node-b"), "the fresh directory that replaced it")
+                try checked.engine.close()
+                for aside in checked.setAside { try? FileManager.default.removeItem(atPath: aside) }
+            }
+        }
+    }
+
     /// NATS killed (SIGKILL) under an owner on its data directory: a change is applied and synced
     /// but not answered; closing the owner does not hang (it gives up on the replica after its
     /// wait) and the change's caller hears `UNAVAILABLE`; once NATS is back, the owner's next start
