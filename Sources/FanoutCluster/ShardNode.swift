@@ -79,9 +79,9 @@ package final class ShardNode: @unchecked Sendable {
             try self.follower.catchUp()
             self.follower.stopReading()
             try self.engine.close()
-            // From now on the log holds changes the stream may never get: checked at every start.
-            try Self.mark(self.directory, followerOnly: false)
             do {
+                // From now on the log holds changes the stream may never get: checked at every start.
+                try Self.mark(self.directory, followerOnly: false)
                 let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
                 self.engine = try Engine.shardOwner(
                     directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher, followed: true
