@@ -191,8 +191,17 @@ struct ClusterNodeTests {
                 for (shard, installation) in written {
                     #expect(try c.served(shard).engine.installation(.fid(installation.fid)) == installation)
                 }
-                // Followers hold the owners' changes too, once they caught up.
-                for node in all { #expect(node.catchUp().isEmpty) }
+                // Followers hold the owners' changes too, once they caught up: a catch-up applies
+                // what the streams delivered so far, so it is repeated until they hold them.
+                func followersHoldEveryChange() -> Bool {
+                    written.allSatisfy { shard, installation in (try? a.served(shard).engine.installation(.fid(installation.fid))) == installation }
+                }
+                let deadline = ContinuousClock.now + .seconds(30)
+                repeat {
+                    for node in all { #expect(node.catchUp().isEmpty) }
+                    if followersHoldEveryChange() { break }
+                    try await Task.sleep(for: .milliseconds(50))
+                } while ContinuousClock.now < deadline
                 for (shard, installation) in written {
                     #expect(try a.served(shard).engine.installation(.fid(installation.fid)) == installation)
                     #expect(a.served(shard).appliedSequence != nil)
