@@ -25,11 +25,6 @@ package struct ShardMap: Hashable, Sendable {
     }
 
     private func shard(hashing string: String) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in string.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        return Int(hash % UInt64(self.count))
+        Int(FNV1a.hash64(string.utf8) % UInt64(self.count))
     }
 }

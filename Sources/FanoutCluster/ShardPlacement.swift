@@ -1,3 +1,5 @@
+import FanoutModel
+
 /// Which live node should own each shard: rendezvous (highest random weight) hashing of the node's
 /// name with the shard's number (docs/scale-out.md). Every node computes the same answer from the
 /// same list of members, the shards spread evenly over the nodes, and a node joining or leaving
@@ -11,12 +13,7 @@ package enum ShardPlacement {
     /// FNV-1a 64-bit over the node's name and the shard's number, then a finalizing mix
     /// (splitmix64's) so that names differing in one character still spread.
     static func weight(_ node: String, _ shard: Int) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in node.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        var value = hash ^ (UInt64(truncatingIfNeeded: shard) &* 0x9e37_79b9_7f4a_7c15)
+        var value = FNV1a.hash64(node.utf8) ^ (UInt64(truncatingIfNeeded: shard) &* 0x9e37_79b9_7f4a_7c15)
         value = (value ^ (value >> 30)) &* 0xbf58_476d_1ce4_e5b9
         value = (value ^ (value >> 27)) &* 0x94d0_49bb_1331_11eb
         return value ^ (value >> 31)

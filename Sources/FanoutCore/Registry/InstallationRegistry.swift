@@ -439,10 +439,6 @@ struct InstallationRegistry {
     /// FNV-1a 64 of the token bytes: stable across processes (unlike `Hasher`), so tombstones can be
     /// persisted. A false positive (a fresh token refused as retired) has probability ~1e-19 per pair.
     static func stableHash(_ token: RegistrationToken) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in token.value.utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
-        }
-        return hash
+        FNV1a.hash64(token.value.utf8)
     }
 }
