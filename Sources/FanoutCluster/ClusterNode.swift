@@ -127,7 +127,7 @@ package final class ClusterNode: @unchecked Sendable {
             let directory = "\(configuration.directory)/shard-\(shard)"
             var engine = configuration.engine
             engine.acceptsFID = { map.shard(of: $0) == shard }
-            engine.messageSequences = MessageSequences(offset: UInt64(shard), stride: UInt64(map.count))
+            engine.messageSequences = map.messageSequences(ofShard: shard)
             shards.append(try ShardNode(
                 node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
                 jetStream: jetStream, ownership: ownership

@@ -1,3 +1,4 @@
+package import FanoutCore
 package import FanoutModel
 
 /// Which shard an installation lives in: its FID's FNV-1a 64-bit hash over the FID's characters,
@@ -22,6 +23,17 @@ package struct ShardMap: Hashable, Sendable {
     /// token through different nodes thereby meet on one shard, which keeps the token unique.
     package func shard(of token: RegistrationToken) -> Int {
         self.shard(hashing: token.value)
+    }
+
+    /// The message sequences shard `shard`'s engine gives: those with `sequence % count == shard`,
+    /// so that a message id is unique across the cluster and names its shard.
+    package func messageSequences(ofShard shard: Int) -> MessageSequences {
+        MessageSequences(offset: UInt64(shard), stride: UInt64(self.count))
+    }
+
+    /// The shard whose engine handed out the delivery `id` (a "deleted messages" marker's too).
+    package func shard(of id: DeliveryID) -> Int {
+        Int((id.messageSequence & ~DeliveryID.markerBit) % UInt64(self.count))
     }
 
     private func shard(hashing string: String) -> Int {

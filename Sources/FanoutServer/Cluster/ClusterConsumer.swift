@@ -74,7 +74,7 @@ final class ClusterConsumer: Sendable {
             for (shard, part) in state.parts where !isCurrent(shard, part) {
                 unwanted.append(part)
                 state.parts[shard] = nil
-                state.outstanding = state.outstanding.filter { self.shard(of: $0) != shard }
+                state.outstanding = state.outstanding.filter { self.node.map.shard(of: $0) != shard }
             }
             state.parts.merge(attached) { _, new in new }
             guard !attached.isEmpty else { return (nil, unwanted) }
@@ -84,11 +84,6 @@ final class ClusterConsumer: Sendable {
         // The parts of shards lost (their engines are closing), or attached after a detach.
         for part in unwanted { part.consumer.detach() }
         ready?()
-    }
-
-    /// The shard whose engine handed out `id`.
-    private func shard(of id: DeliveryID) -> Int {
-        Int((id.messageSequence & ~DeliveryID.markerBit) % UInt64(self.node.map.count))
     }
 
     /// Takes up to `maximum` deliveries (and no more than the credit left) from the shards in
@@ -142,7 +137,7 @@ final class ClusterConsumer: Sendable {
         let (groups, ready) = self.state.withLock { state in
             var groups: [Int: (part: Part, ids: [DeliveryID])] = [:]
             for id in ids where state.outstanding.remove(id) != nil {
-                let shard = self.shard(of: id)
+                let shard = self.node.map.shard(of: id)
                 guard let part = state.parts[shard] else { continue }
                 groups[shard, default: (part, [])].ids.append(id)
             }
