@@ -144,7 +144,7 @@ package final class ShardNode: @unchecked Sendable {
     ) throws(FanoutError) -> (Engine, ShardFollower, setAside: [String]) {
         // A directory that does not exist yet, or never held an owner's log, needs no check (the
         // check reads the stream back to this node's last batch, and on from there).
-        let isFollowerOnly = access(directory, F_OK) != 0 || access("\(directory)/\(Self.followerOnlyMarker)", F_OK) == 0
+        let isFollowerOnly = !FileIO.exists(directory) || FileIO.exists("\(directory)/\(Self.followerOnlyMarker)")
         let check = isFollowerOnly ? nil : try ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false)
         var setAside: [String] = []
         let engine: Engine
@@ -176,19 +176,15 @@ package final class ShardNode: @unchecked Sendable {
     /// that a crash cannot leave a marker in a directory whose log an owner wrote to.
     static func mark(_ directory: String, followerOnly: Bool) throws(FanoutError) {
         let path = "\(directory)/\(Self.followerOnlyMarker)"
-        if followerOnly {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-            guard descriptor >= 0, fsync(descriptor) == 0 else {
-                if descriptor >= 0 { close(descriptor) }
-                throw FanoutError(.unavailable, "cannot write \(path): errno \(errno)")
+        do throws(FileIO.Error) {
+            if followerOnly {
+                try FileIO.replaceDurably(path, with: [], directory: directory)
+            } else if FileIO.exists(path) {
+                try FileIO.unlink(path)
+                try FileIO.syncDirectory(directory)
             }
-            close(descriptor)
-        } else if unlink(path) != 0, errno != ENOENT {
-            throw FanoutError(.unavailable, "cannot remove \(path): errno \(errno)")
+        } catch {
+            throw FanoutError(.unavailable, "cannot \(followerOnly ? "write" : "remove") \(path): \(error)")
         }
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryDescriptor >= 0 else { throw FanoutError(.unavailable, "cannot open \(directory): errno \(errno)") }
-        defer { close(directoryDescriptor) }
-        guard fsync(directoryDescriptor) == 0 else { throw FanoutError(.unavailable, "cannot sync \(directory): errno \(errno)") }
     }
 }

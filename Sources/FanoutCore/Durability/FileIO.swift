@@ -4,13 +4,14 @@ import Synchronization
 import Glibc
 #endif
 
-/// The few POSIX file operations the log needs, with errors that name the file.
-enum FileIO {
-    struct Error: Swift.Error, CustomStringConvertible {
+/// The few POSIX file operations the log needs, with errors that name the file (and the fault
+/// injection of `FileFaults`). A cluster node's shard directories use them too.
+package enum FileIO {
+    package struct Error: Swift.Error, CustomStringConvertible {
         var operation: String
         var path: String
         var code: Int32
-        var description: String { "\(self.operation) \(self.path): \(String(cString: strerror(self.code)))" }
+        package var description: String { "\(self.operation) \(self.path): \(String(cString: strerror(self.code)))" }
     }
 
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644) throws(Error) -> Int32 {
@@ -95,7 +96,7 @@ enum FileIO {
     }
 
     /// `fsync` of a directory, so that renames and new files in it are durable.
-    static func syncDirectory(_ path: String) throws(Error) {
+    package static func syncDirectory(_ path: String) throws(Error) {
         try FileFaults.check(.sync, path)
         let descriptor = try Self.open(path, O_RDONLY | O_DIRECTORY)
         defer { Glibc.close(descriptor) }
@@ -104,7 +105,7 @@ enum FileIO {
 
     /// Writes `bytes` to `path` durably: to `path.tmp`, synced, renamed over `path`, the directory
     /// synced. On failure the temporary file is removed and `path` is unchanged.
-    static func replaceDurably(_ path: String, with bytes: [UInt8], directory: String) throws(Error) {
+    package static func replaceDurably(_ path: String, with bytes: [UInt8], directory: String) throws(Error) {
         let temporary = path + ".tmp"
         do throws(Error) {
             let descriptor = try Self.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
@@ -124,7 +125,7 @@ enum FileIO {
         try Self.syncDirectory(directory)
     }
 
-    static func unlink(_ path: String) throws(Error) {
+    package static func unlink(_ path: String) throws(Error) {
         guard Glibc.unlink(path) == 0 else { throw Error(operation: "unlink", path: path, code: errno) }
     }
 
@@ -135,7 +136,7 @@ enum FileIO {
         return Int(status.st_size)
     }
 
-    static func exists(_ path: String) -> Bool {
+    package static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }
 
