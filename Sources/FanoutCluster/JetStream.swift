@@ -160,10 +160,7 @@ package final class JetStream: @unchecked Sendable {
 
 extension Duration {
     /// Whole milliseconds, as libnats takes its timeouts.
-    var wholeMilliseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
+    var wholeMilliseconds: Int64 { self.nanoseconds / 1_000_000 }
 }
 
 /// Runs `body` with `strings` as a C array of C strings, valid only during the call.

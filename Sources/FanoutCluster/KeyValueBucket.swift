@@ -24,9 +24,7 @@ package final class KeyValueBucket: @unchecked Sendable {
         let status = name.withCString { bucket in
             configuration.Bucket = bucket
             configuration.History = 1
-            if let (seconds, attoseconds) = ttl?.components {
-                configuration.TTL = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-            }
+            if let ttl { configuration.TTL = ttl.nanoseconds }
             configuration.Replicas = Int32(replicas)
             return js_CreateKeyValue(&store, jetStream.context, &configuration)
         }
