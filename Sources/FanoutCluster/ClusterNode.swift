@@ -25,8 +25,9 @@ import Glibc
 /// turns, keeps the followers close behind their owners.
 package final class ClusterNode: @unchecked Sendable {
     // Safe to share: `memberSince` and `freeSince` are touched only by `turn()`, which the caller
-    // never runs twice at once; a shard's `ShardNode` only under its lock in `locks`; what other
-    // threads read is in `served`.
+    // never runs twice at once, and `lastSnapshots` only by `maintain()`, likewise; a shard's
+    // `ShardNode` only under its lock in `locks` (but for an owner's engine, which is thread-safe);
+    // what other threads read is in `served`.
 
     /// A node's name: 1 to 64 characters of `A-Z a-z 0-9 _ -` (a key in NATS's key-value buckets,
     /// and part of each term it publishes under).
@@ -54,6 +55,9 @@ package final class ClusterNode: @unchecked Sendable {
         /// `messageSequences` are set per shard).
         package var durability: Durability = .always
         package var engine = EngineConfiguration()
+        /// How often each shard's engine writes a snapshot (`maintain()`), when it logged
+        /// anything since; an owner's is published, and its stream purged up to it. Nil: never.
+        package var snapshotInterval: Duration? = .seconds(600)
 
         package init(urls: String, node: String, directory: String, shardCount: Int? = nil, lease: Duration = .seconds(3), replicas: Int = 1) {
             self.urls = urls
@@ -86,6 +90,12 @@ package final class ClusterNode: @unchecked Sendable {
     private let ownership: ShardOwnership
     private let members: KeyValueBucket
     private let layout: KeyValueBucket
+    /// Where owners publish their snapshots, and followers behind a purged stream start from.
+    package let snapshots: ShardSnapshotStore
+    private let snapshotInterval: Duration?
+    /// Per shard, when its engine last wrote a snapshot (or the node started) and the LSN its log
+    /// reached then; touched only by `maintain()`.
+    private var lastSnapshots: [(at: ContinuousClock.Instant, lsn: UInt64?)]
     /// The pins as last read (kept when a read fails, so a slow NATS moves no shard).
     private var pins = ShardPins()
     private let shards: [ShardNode]
@@ -111,13 +121,14 @@ package final class ClusterNode: @unchecked Sendable {
         let jetStream = try JetStream(urls: configuration.urls)
         // Moments after the NATS servers start, JetStream answers only once they have elected
         // their leaders: the buckets and streams are made (or found) within 30 s.
-        let (map, ownership, members, layout) = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
+        let (map, ownership, members, layout, snapshots) = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
             let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
             return (
                 try Self.shardMap(in: layout, creating: configuration.shardCount),
                 try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas),
                 try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas),
-                layout
+                layout,
+                try ShardSnapshotStore(jetStream, layout: layout, replicas: configuration.replicas)
             )
         }
         var shards: [ShardNode] = []
@@ -130,7 +141,7 @@ package final class ClusterNode: @unchecked Sendable {
             engine.messageSequences = map.messageSequences(ofShard: shard)
             shards.append(try ShardNode(
                 node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
-                jetStream: jetStream, ownership: ownership
+                jetStream: jetStream, ownership: ownership, snapshots: snapshots
             ))
         }
         self.node = configuration.node
@@ -140,6 +151,9 @@ package final class ClusterNode: @unchecked Sendable {
         self.ownership = ownership
         self.members = members
         self.layout = layout
+        self.snapshots = snapshots
+        self.snapshotInterval = configuration.snapshotInterval
+        self.lastSnapshots = shards.map { _ in (ContinuousClock.now, nil) }
         self.shards = shards
         self.locks = shards.map { _ in Locked(()) }
         self.served = Mutex(shards.map { ServedShard(engine: $0.engine, isOwner: false, appliedSequence: $0.appliedSequence) })
@@ -262,6 +276,72 @@ package final class ClusterNode: @unchecked Sendable {
             }
         }
         return failures
+    }
+
+    /// Writes the snapshots that are due (docs/scale-out.md, "Snapshots and purging"): each
+    /// shard's engine, once `snapshotInterval` passed since its last one (or since the node
+    /// started) and it logged anything since. A follower's snapshot bounds its own log; it is
+    /// written under the shard's lock, between two catch-ups. An owner's is written while the
+    /// shard goes on serving, then published (`ShardSnapshotStore`), and the shard's stream purged
+    /// up to it, but not past what any member following the shard has applied (as its last turn
+    /// announced): a follower that was not a member then starts again from the snapshot. Runs on
+    /// the catch-up thread, never at the same time as `catchUp()`.
+    /// - Returns: the shards whose snapshot, publish or purge failed, with why (tried again an
+    ///   interval later).
+    @discardableResult
+    package func maintain(now: ContinuousClock.Instant = .now) -> [Int: FanoutError] {
+        guard let interval = self.snapshotInterval else { return [:] }
+        var failures: [Int: FanoutError] = [:]
+        var followers: [Int: UInt64]?
+        for shard in self.shards.indices where now - self.lastSnapshots[shard].at >= interval {
+            do throws(FanoutError) {
+                try self.snapshot(shard, followers: &followers)
+            } catch {
+                failures[shard] = error
+            }
+        }
+        return failures
+    }
+
+    /// Snapshots shard `shard`'s engine if it logged anything since its last snapshot; an owner's
+    /// is published and the stream purged. `followers`: per shard, the least sequence its
+    /// followers applied (read from the members' announcements when first needed).
+    private func snapshot(_ shard: Int, followers: inout [Int: UInt64]?) throws(FanoutError) {
+        let shardNode = self.shards[shard]
+        let last = self.lastSnapshots[shard].lsn
+        // A follower's under the lock (its state and log must not move while it is written); for an
+        // owner, only what it is.
+        let owned = try self.locks[shard].withLock { _ throws(FanoutError) -> (engine: Engine, term: String)? in
+            if let owned = shardNode.owned { return owned }
+            guard let lsn = shardNode.engine.loggedThrough, lsn != last else { return nil }
+            self.lastSnapshots[shard] = (ContinuousClock.now, Engine.lsn(ofSnapshot: try shardNode.engine.snapshot()))
+            return nil
+        }
+        guard let owned, let lsn = owned.engine.loggedThrough, lsn != last else { return }
+        // The engine snapshots while serving; should the node lose the shard meanwhile, closing
+        // the engine waits for the snapshot, which covers only what the stream holds.
+        let path = try owned.engine.snapshot()
+        guard let covered = Engine.lsn(ofSnapshot: path) else { throw FanoutError(.internal, "\(path) does not name a snapshot") }
+        // Should publishing or purging fail, all of it is tried again an interval later.
+        self.lastSnapshots[shard].at = ContinuousClock.now
+        let published = try self.snapshots.publish(shard: shard, term: owned.term, path: path, lsn: covered)
+        if followers == nil { followers = try self.followerProgress() }
+        let keeping = followers?[shard].map { $0 + 1 } ?? .max
+        _ = try shardNode.stream.purge(before: published.lsn, keeping: keeping, on: self.jetStream)
+        self.lastSnapshots[shard].lsn = covered
+    }
+
+    /// Per shard, the least stream sequence any member that follows it has applied, as the
+    /// members last announced.
+    private func followerProgress() throws(FanoutError) -> [Int: UInt64] {
+        var least: [Int: UInt64] = [:]
+        for member in try self.members.keys() {
+            guard let entry = try self.members.entry(member) else { continue }
+            for case let (shard, applied?) in NodeProgress(decoding: String(decoding: entry.value, as: UTF8.self)).applied {
+                least[shard] = min(least[shard] ?? .max, applied)
+            }
+        }
+        return least
     }
 
     /// The messages a follower applies under its shard's lock at once, and the rounds over the

@@ -99,14 +99,33 @@ package final class JetStream: @unchecked Sendable {
         return Acknowledgement(sequence: acknowledgement.pointee.Sequence, isDuplicate: acknowledgement.pointee.Duplicate)
     }
 
-    /// The stream's last sequence (0 while it is empty) and its message count.
-    package func state(of stream: String) throws(FanoutError) -> (lastSequence: UInt64, messages: UInt64) {
+    /// The stream's first sequence it still holds (past the last one once everything was
+    /// purged; 0 or 1 while it never held a message), its last sequence (0 while it is empty) and
+    /// its message count.
+    package func state(of stream: String) throws(FanoutError) -> (firstSequence: UInt64, lastSequence: UInt64, messages: UInt64) {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(rawValue: 0)
         let status = js_GetStreamInfo(&info, self.context, stream, nil, &code)
         defer { jsStreamInfo_Destroy(info) }
         guard status == NATS_OK, let info else { throw Self.error("cannot read stream \(stream)", status, code) }
-        return (info.pointee.State.LastSeq, info.pointee.State.Msgs)
+        return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq, info.pointee.State.Msgs)
+    }
+
+    /// Removes the messages of `stream` before sequence `sequence` (only those on `subject`, when
+    /// given; wildcards allowed). The sequences of the messages kept do not change.
+    package func purge(_ stream: String, subject: String? = nil, before sequence: UInt64) throws(FanoutError) {
+        // Nothing comes before 1 (and JetStream takes a purge before sequence 1 on a subject as
+        // a purge of all of it).
+        guard sequence > 1 else { return }
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.Stream.Purge.Sequence = sequence
+        var code = jsErrCode(rawValue: 0)
+        let status = withOptionalCString(subject) { subject in
+            options.Stream.Purge.Subject = subject
+            return js_PurgeStream(self.context, stream, &options, &code)
+        }
+        guard status == NATS_OK else { throw Self.error("cannot purge stream \(stream) before \(sequence)", status, code) }
     }
 
     /// A message as its stream stores it: its data and the message id it was published with.
@@ -129,12 +148,18 @@ package final class JetStream: @unchecked Sendable {
         defer { natsMsg_Destroy(message) }
         if status == NATS_NOT_FOUND || code == JSNoMessageFoundErr { return nil }
         guard status == NATS_OK, let message else { throw Self.error("cannot read message \(sequence) of \(stream)", status, code) }
-        var messageID: UnsafePointer<CChar>?
-        let id = natsMsgHeader_Get(message, "Nats-Msg-Id", &messageID) == NATS_OK ? messageID.map { String(cString: $0) } : nil
+        let id = Self.messageID(of: message)
         let count = Int(natsMsg_GetDataLength(message))
         guard count > 0, let data = natsMsg_GetData(message) else { return StoredMessage(data: [], messageID: id) }
         let bytes = data.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
         return StoredMessage(data: bytes, messageID: id)
+    }
+
+    /// A message's `Nats-Msg-Id` header (the id its publisher gave it), if it has one.
+    static func messageID(of message: OpaquePointer) -> String? {
+        var value: UnsafePointer<CChar>?
+        guard natsMsgHeader_Get(message, "Nats-Msg-Id", &value) == NATS_OK, let value else { return nil }
+        return String(cString: value)
     }
 
     /// Runs `body` again every 100 ms while it throws `UNAVAILABLE`, for `patience` at most: a
@@ -161,6 +186,12 @@ package final class JetStream: @unchecked Sendable {
 extension Duration {
     /// Whole milliseconds, as libnats takes its timeouts.
     var wholeMilliseconds: Int64 { self.nanoseconds / 1_000_000 }
+}
+
+/// Runs `body` with `string` as a C string (nil as NULL), valid only during the call.
+private func withOptionalCString<Result>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> Result) -> Result {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
 }
 
 /// Runs `body` with `strings` as a C array of C strings, valid only during the call.

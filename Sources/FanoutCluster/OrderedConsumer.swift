@@ -15,6 +15,8 @@ package final class OrderedConsumer: @unchecked Sendable {
         /// Its sequence in the stream.
         package var sequence: UInt64
         package var data: [UInt8]
+        /// The publisher's `Nats-Msg-Id`, when it gave one.
+        package var messageID: String?
     }
 
     /// Reads `stream` (over `subject`) from message `sequence` on (one after the stream's end
@@ -58,6 +60,6 @@ package final class OrderedConsumer: @unchecked Sendable {
         defer { jsMsgMetaData_Destroy(metadata) }
         let count = Int(natsMsg_GetDataLength(message))
         let data = natsMsg_GetData(message).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-        return Message(sequence: metadata.pointee.Sequence.Stream, data: data)
+        return Message(sequence: metadata.pointee.Sequence.Stream, data: data, messageID: JetStream.messageID(of: message))
     }
 }

@@ -8,11 +8,17 @@ package import FanoutCore
 package enum ShardLog {
     /// The last batch `node` published in `stream`: its sequence and the LSN after it; nil when it
     /// published none. Reads back from the stream's end, a message at a time.
+    /// - Throws: `FAILED_PRECONDITION` when the stream was purged and what it still holds has no
+    ///   batch of `node`'s (its last batch may be among the purged ones: the check cannot be made).
     package static func lastBatch(of node: String, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> (sequence: UInt64, lsn: UInt64)? {
-        var sequence = try jetStream.state(of: stream.name).lastSequence
-        while sequence > 0 {
+        let state = try jetStream.state(of: stream.name)
+        var sequence = state.lastSequence
+        while sequence >= max(state.firstSequence, 1) {
             if let batch = try stream.batch(sequence, on: jetStream), ShardPublisher.node(of: batch.term) == node { return (sequence, batch.lsn) }
             sequence -= 1
+        }
+        guard state.firstSequence <= 1 else {
+            throw FanoutError(.failedPrecondition, "\(stream.name) was purged before sequence \(state.firstSequence), and \(node)'s last batch is not after it: its log cannot be checked against the stream")
         }
         return nil
     }
@@ -24,7 +30,7 @@ package enum ShardLog {
         var next = sequence + 1
         while next <= last {
             guard let message = try jetStream.storedMessage(next, of: stream.name) else {
-                throw FanoutError(.internal, "\(stream.name) has no message \(next): the stream was purged")
+                throw FanoutError(.unavailable, "\(stream.name) has no message \(next): the stream was purged meanwhile")
             }
             records += try WALRecord.decodeBatch(message.data)
             next += 1
@@ -35,6 +41,7 @@ package enum ShardLog {
     /// The check `node`'s directory must pass at start (`Engine(directory:check:)`): its records
     /// from its own last batch on must be the stream's, all of them (`exactly`: to own the shard)
     /// or the first of them (to follow it).
+    /// - Throws: `FAILED_PRECONDITION` when the stream no longer holds what the check needs.
     package static func check(directory: String, against stream: ShardStream, _ jetStream: JetStream, node: String, exactly: Bool) throws(FanoutError) -> Engine.LogCheck {
         let own = try Self.lastBatch(of: node, in: stream, jetStream)
         let expected = try Self.records(after: own?.sequence ?? 0, in: stream, jetStream)

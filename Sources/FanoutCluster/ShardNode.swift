@@ -28,15 +28,21 @@ package final class ShardNode: @unchecked Sendable {
     private let configuration: EngineConfiguration
     private let jetStream: JetStream
     private let ownership: ShardOwnership
+    /// Where a follower the stream was purged past starts again (nil: nowhere, it fails).
+    private let snapshots: ShardSnapshotStore?
     /// The node's engine: a follower's, or once it owns the shard, the owner's.
     package private(set) var engine: Engine
     package private(set) var role = Role.following
     private var follower: ShardFollower
+    /// Whether the stream was found purged past what the follower applied (it starts again from
+    /// the shard's snapshot at its next catch-up or step).
+    private var isBehind = false
     /// The directories set aside, oldest first.
     package private(set) var setAside: [String] = []
 
     /// Starts as a follower of `stream` on `directory`; its engines (follower's and owner's) open
-    /// the directory with `durability` and `configuration`.
+    /// the directory with `durability` and `configuration`. With `snapshots`, a directory the
+    /// stream was purged past starts from the shard's published snapshot.
     package init(
         node: String,
         stream: ShardStream,
@@ -44,7 +50,8 @@ package final class ShardNode: @unchecked Sendable {
         durability: Durability = .always,
         configuration: EngineConfiguration = EngineConfiguration(),
         jetStream: JetStream,
-        ownership: ShardOwnership
+        ownership: ShardOwnership,
+        snapshots: ShardSnapshotStore? = nil
     ) throws(FanoutError) {
         self.node = node
         self.stream = stream
@@ -53,8 +60,10 @@ package final class ShardNode: @unchecked Sendable {
         self.configuration = configuration
         self.jetStream = jetStream
         self.ownership = ownership
+        self.snapshots = snapshots
         (self.engine, self.follower, self.setAside) = try Self.follow(
-            node: node, stream: stream, directory: directory, durability: durability, configuration: configuration, jetStream: jetStream
+            node: node, stream: stream, directory: directory, durability: durability, configuration: configuration, jetStream: jetStream,
+            snapshots: snapshots
         )
     }
 
@@ -73,7 +82,8 @@ package final class ShardNode: @unchecked Sendable {
             try? self.engine.close()
             try self.followAgain()
         case .following:
-            try self.follower.catchUp()
+            try self.startAgainIfBehind()
+            try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp() }
             guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
             // What the last owner published before its lease lapsed.
             try self.follower.catchUp()
@@ -82,7 +92,7 @@ package final class ShardNode: @unchecked Sendable {
             do {
                 // From now on the log holds changes the stream may never get: checked at every start.
                 try Self.mark(self.directory, followerOnly: false)
-                let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: "\(self.node).\(lease.revision)")
+                let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: self.term(of: lease))
                 self.engine = try Engine.shardOwner(
                     directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher, followed: true
                 )
@@ -97,10 +107,40 @@ package final class ShardNode: @unchecked Sendable {
 
     /// A follower applies what the stream gained since, at most `limit` messages of it: whether
     /// it reached the stream's end (always for an owner, which has nothing to apply).
+    /// A follower the stream was purged past (a node the owner did not know of when it purged)
+    /// throws `FAILED_PRECONDITION`, and its next call starts it again from the shard's snapshot.
     @discardableResult
     package func catchUp(atMost limit: Int = .max) throws(FanoutError) -> Bool {
         guard case .following = self.role else { return true }
-        return try self.follower.catchUp(atMost: limit).reachedEnd
+        try self.startAgainIfBehind()
+        return try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp(atMost: limit).reachedEnd }
+    }
+
+    private func startAgainIfBehind() throws(FanoutError) {
+        guard self.isBehind else { return }
+        try? self.engine.close()
+        try self.followAgain()
+        self.isBehind = false
+    }
+
+    private func behindWhenRefused<Result>(_ body: () throws(FanoutError) -> Result) throws(FanoutError) -> Result {
+        do {
+            return try body()
+        } catch where error.code == .failedPrecondition {
+            self.isBehind = true
+            throw error
+        }
+    }
+
+    /// The term an owner publishes under: the node and its lease's revision.
+    private func term(of lease: ShardOwnership.Lease) -> String {
+        "\(self.node).\(lease.revision)"
+    }
+
+    /// The owner's engine and term, while this node owns the shard.
+    package var owned: (engine: Engine, term: String)? {
+        guard case .owning(let lease) = self.role else { return nil }
+        return (self.engine, self.term(of: lease))
     }
 
     /// Whether this node owns the shard now.
@@ -126,46 +166,86 @@ package final class ShardNode: @unchecked Sendable {
 
     private func followAgain() throws(FanoutError) {
         let (engine, follower, setAside) = try Self.follow(
-            node: self.node, stream: self.stream, directory: self.directory, durability: self.durability, configuration: self.configuration, jetStream: self.jetStream
+            node: self.node, stream: self.stream, directory: self.directory, durability: self.durability, configuration: self.configuration,
+            jetStream: self.jetStream, snapshots: self.snapshots
         )
         (self.engine, self.follower, self.role) = (engine, follower, .following)
         self.setAside += setAside
     }
 
     /// A follower's engine on `directory`, checked against the stream; a directory that fails the
-    /// check is set aside for a fresh one.
+    /// check is set aside for a fresh one, and one the stream was purged past (a node back after a
+    /// long absence, a new node, a fresh directory) starts again from the shard's published
+    /// snapshot.
     private static func follow(
         node: String,
         stream: ShardStream,
         directory: String,
         durability: Durability,
         configuration: EngineConfiguration,
-        jetStream: JetStream
+        jetStream: JetStream,
+        snapshots: ShardSnapshotStore?
     ) throws(FanoutError) -> (Engine, ShardFollower, setAside: [String]) {
+        func open(check: Engine.LogCheck? = nil) throws(FanoutError) -> Engine {
+            try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: nil)
+        }
         // A directory that does not exist yet, or never held an owner's log, needs no check (the
         // check reads the stream back to this node's last batch, and on from there).
         let isFollowerOnly = !FileIO.exists(directory) || FileIO.exists("\(directory)/\(Self.followerOnlyMarker)")
-        let check = isFollowerOnly ? nil : try ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false)
         var setAside: [String] = []
-        let engine: Engine
+        var engine: Engine
         do {
-            engine = try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: nil)
-        } catch where error.code == .failedPrecondition && check != nil {
+            engine = try open(check: isFollowerOnly ? nil : ShardLog.check(directory: directory, against: stream, jetStream, node: node, exactly: false))
+        } catch where error.code == .failedPrecondition && !isFollowerOnly {
+            // Its log holds changes the stream never got, or can no longer be checked (the
+            // stream was purged past this node's last batch): kept aside, for inspection.
             let aside = "\(directory).diverged-\(time(nil))"
             guard rename(directory, aside) == 0 else {
                 throw FanoutError(.unavailable, "cannot set aside \(directory), whose log is not \(stream.name)'s: errno \(errno)")
             }
             setAside.append(aside)
-            engine = try Engine(directory: directory, durability: durability, configuration: configuration)
+            engine = try open()
         }
         // Checked (or fresh): its log is the stream's, so far; the next start need not check it.
+        let follower: ShardFollower
         do {
             try Self.mark(directory, followerOnly: true)
+            do {
+                follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+            } catch where error.code == .failedPrecondition {
+                // Behind the stream's purge: what it holds, the snapshot and the stream hold too.
+                try? engine.close()
+                engine = try Self.seed(directory, stream: stream, from: snapshots) { () throws(FanoutError) in try open() }
+                follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+            }
         } catch {
             try? engine.close()
             throw error
         }
-        return (engine, try ShardFollower(jetStream, stream: stream, resuming: engine), setAside)
+        return (engine, follower, setAside)
+    }
+
+    /// Replaces `directory` with the shard's newest published snapshot, marked follower-only,
+    /// and opens it.
+    /// - Throws: `UNAVAILABLE` when no snapshot is published, or it cannot be read or written.
+    private static func seed(
+        _ directory: String,
+        stream: ShardStream,
+        from snapshots: ShardSnapshotStore?,
+        open: () throws(FanoutError) -> Engine
+    ) throws(FanoutError) -> Engine {
+        guard let snapshots, let entry = try snapshots.latest(of: stream.shard) else {
+            throw FanoutError(.unavailable, "\(stream.name) was purged, and no snapshot of shard \(stream.shard) is published to start from")
+        }
+        let bytes = try snapshots.download(entry)
+        do throws(FileIO.Error) {
+            try FileIO.removeTree(directory)
+        } catch {
+            throw FanoutError(.unavailable, "cannot clear \(directory) for the shard's snapshot: \(error)")
+        }
+        try Engine.seed(directory: directory, snapshot: bytes, lsn: entry.lsn)
+        try Self.mark(directory, followerOnly: true)
+        return try open()
     }
 
     /// The file that marks a shard directory whose log holds nothing but what its node applied

@@ -32,17 +32,64 @@ package struct ShardStream: Hashable, Sendable {
         }
     }
 
-    /// Message `sequence`'s term and the LSN after it; nil for the creation marker.
-    /// - Throws: `INTERNAL` when the stream has no such message or its id is not a batch's.
-    func batch(_ sequence: UInt64, on jetStream: JetStream) throws(FanoutError) -> (term: Substring, lsn: UInt64)? {
+    /// Message `sequence`'s place in the shard's records: the term it was published under, the
+    /// LSN after its last record and how many records it holds; nil for the creation marker.
+    /// - Throws: `UNAVAILABLE` when the stream has no such message (purged meanwhile: read the
+    ///   stream's state again), `INTERNAL` when its id is not a batch's.
+    func batch(_ sequence: UInt64, on jetStream: JetStream) throws(FanoutError) -> (term: Substring, lsn: UInt64, records: UInt64)? {
         guard let message = try jetStream.storedMessage(sequence, of: self.name) else {
-            throw FanoutError(.internal, "\(self.name) has no message \(sequence): the stream was purged")
+            throw FanoutError(.unavailable, "\(self.name) has no message \(sequence): the stream was purged meanwhile")
         }
         if message.messageID == self.creationMessageID { return nil }
         guard let id = message.messageID, let (term, lsn) = ShardPublisher.parse(id, stream: self) else {
             throw FanoutError(.internal, "message \(sequence) of \(self.name) has the id \(message.messageID ?? "(none)"), not a shard batch's")
         }
-        return (term, lsn)
+        let records = UInt64(try WALRecord.countOfBatch(message.data))
+        guard records <= lsn else { throw FanoutError(.internal, "message \(sequence) of \(self.name) holds \(records) records ending at LSN \(lsn)") }
+        return (term, lsn, records)
+    }
+
+    /// Where a log that ends at `lsn` goes on in the stream: after the returned sequence, that of
+    /// the last message whose records all lie before `lsn`. The message after it holds record
+    /// `lsn` (a snapshot's LSN may fall inside a batch: a follower seeded from it applies that
+    /// batch's records from `lsn` on).
+    /// - Throws: `FAILED_PRECONDITION` when the stream no longer holds the records from `lsn`
+    ///   (it was purged past them: the log must start again from the shard's snapshot);
+    ///   `INTERNAL` when `lsn` is past the stream's end (the log is not this stream's).
+    package func resumption(after lsn: UInt64, on jetStream: JetStream) throws(FanoutError) -> UInt64 {
+        func end(_ sequence: UInt64) throws(FanoutError) -> UInt64 { try self.batch(sequence, on: jetStream)?.lsn ?? 0 }
+        let state = try jetStream.state(of: self.name)
+        let first = max(state.firstSequence, 1)
+        if first > 1 {
+            let start = try self.batch(first, on: jetStream).map { $0.lsn - $0.records } ?? 0
+            guard start <= lsn else {
+                throw FanoutError(.failedPrecondition, "\(self.name) was purged past LSN \(lsn) (it holds the records from LSN \(start) on): start from the shard's snapshot")
+            }
+        }
+        // The last message ending at or before `lsn`: LSNs grow with the sequence.
+        var low = first, high = state.lastSequence
+        var found = first - 1
+        var foundEnd: UInt64 = 0
+        while low <= high {
+            let middle = low + (high - low) / 2
+            let after = try end(middle)
+            if after <= lsn { (found, foundEnd) = (middle, after); low = middle + 1 } else { high = middle - 1 }
+        }
+        guard found < state.lastSequence || foundEnd == lsn else {
+            throw FanoutError(.internal, "\(self.name) ends at LSN \(foundEnd), before LSN \(lsn) where this log ends: the log is not this stream's")
+        }
+        return found
+    }
+
+    /// Purges the messages whose records all lie before `lsn` (a published snapshot holds them),
+    /// but none from `keeping` on (the first message a follower still needs), and never the last
+    /// message (its id carries the stream's last LSN). Returns the stream's first sequence now.
+    package func purge(before lsn: UInt64, keeping: UInt64, on jetStream: JetStream) throws(FanoutError) -> UInt64 {
+        let state = try jetStream.state(of: self.name)
+        let first = min(try self.resumption(after: lsn, on: jetStream) + 1, keeping, state.lastSequence)
+        guard first > state.firstSequence else { return state.firstSequence }
+        try jetStream.purge(self.name, before: first)
+        return first
     }
 }
 
@@ -92,9 +139,11 @@ package final class ShardPublisher: @unchecked Sendable {
     /// A batch's message id, `<stream>.<term>.<LSN after the batch>`, taken apart.
     static func parse(_ id: String, stream: ShardStream) -> (term: Substring, lsn: UInt64)? {
         let prefix = stream.name + "."
-        guard id.hasPrefix(prefix), let dot = id.lastIndex(of: ".") else { return nil }
-        let term = id[id.index(id.startIndex, offsetBy: prefix.count)..<dot]
-        guard !term.isEmpty, let lsn = UInt64(id[id.index(after: dot)...]) else { return nil }
+        guard id.hasPrefix(prefix) else { return nil }
+        let rest = id.dropFirst(prefix.count)
+        guard let dot = rest.lastIndex(of: ".") else { return nil }
+        let term = rest[..<dot]
+        guard !term.isEmpty, let lsn = UInt64(rest[rest.index(after: dot)...]) else { return nil }
         return (term, lsn)
     }
 
@@ -139,43 +188,23 @@ package final class ShardFollower: @unchecked Sendable {
         self.appliedSequence = appliedSequence
     }
 
-    /// A follower whose engine is on its own data directory, started again: its log holds the
-    /// stream's records in order (`Engine.applyReplicated` logs them), so it resumes after the
-    /// message whose id carries the LSN its log ends at (found by bisecting the stream's ids).
-    /// - Throws: `INTERNAL` when no message ends there (the directory is not this stream's), or
-    ///   the stream was purged past it; `UNAVAILABLE` when NATS does not answer.
+    /// A follower whose engine is on its own data directory, started again (or seeded from the
+    /// shard's snapshot): its log holds the stream's records in order (`Engine.applyReplicated`
+    /// logs them), so it goes on from the message holding the record its log ends at.
+    /// - Throws: `FAILED_PRECONDITION` when the stream was purged past where the log ends (start
+    ///   from the shard's snapshot); `INTERNAL` when the log reaches past the stream's end (the
+    ///   directory is not this stream's); `UNAVAILABLE` when NATS does not answer.
     package convenience init(_ jetStream: JetStream, stream: ShardStream, resuming engine: Engine) throws(FanoutError) {
         let through = engine.loggedThrough ?? 0
-        self.init(jetStream, stream: stream, engine: engine, appliedSequence: try Self.sequence(endingAt: through, in: stream, jetStream))
-    }
-
-    /// The sequence of the stream's message whose records end at `lsn` in the stream's record
-    /// order (0 for LSN 0: nothing applied).
-    static func sequence(endingAt lsn: UInt64, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> UInt64 {
-        guard lsn > 0 else { return 0 }
-        func lsnAfter(_ sequence: UInt64) throws(FanoutError) -> UInt64 {
-            try stream.batch(sequence, on: jetStream)?.lsn ?? 0
-        }
-        // The last message whose LSN is at most `lsn`: LSNs grow with the sequence.
-        var low: UInt64 = 1, high = try jetStream.state(of: stream.name).lastSequence
-        var found: UInt64?
-        while low <= high {
-            let middle = low + (high - low) / 2
-            let after = try lsnAfter(middle)
-            if after == lsn { found = middle }
-            if after <= lsn { low = middle + 1 } else { high = middle - 1 }
-        }
-        guard let found else {
-            throw FanoutError(.internal, "no message of \(stream.name) ends at LSN \(lsn), where this follower's log ends: the directory does not follow this stream")
-        }
-        return found
+        self.init(jetStream, stream: stream, engine: engine, appliedSequence: try stream.resumption(after: through, on: jetStream))
     }
 
     /// Applies every message after `appliedSequence` up to the stream's end as it is now; returns
     /// how many records were applied.
     /// - Throws: `UNAVAILABLE` when NATS does not answer, or the messages up to that end do not
-    ///   come within `patience`; `INTERNAL` when a message does not decode or apply, or when the
-    ///   stream has a gap (purged past what this follower applied): it then needs a snapshot first.
+    ///   come within `patience`; `INTERNAL` when a message does not decode or apply;
+    ///   `FAILED_PRECONDITION` when the stream has a gap (purged past what this follower
+    ///   applied): it then starts again from the shard's snapshot.
     @discardableResult
     package func catchUp(patience: Duration = .seconds(10)) throws(FanoutError) -> Int {
         let end = try self.jetStream.state(of: self.stream.name).lastSequence
@@ -216,16 +245,25 @@ package final class ShardFollower: @unchecked Sendable {
         return consumer
     }
 
-    /// Applies one message; returns how many records it held.
+    /// Applies one message; returns how many records it applied. A follower on a data directory
+    /// applies only the records from where its log ends (the first message after a snapshot's
+    /// LSN may hold records the snapshot has).
     private func apply(_ message: OrderedConsumer.Message) throws(FanoutError) -> Int {
         // Already applied (a consumer made again from an earlier point): nothing to do.
         guard message.sequence > self.appliedSequence else { return 0 }
         guard message.sequence == self.appliedSequence + 1 else {
             self.consumer = nil
-            throw FanoutError(.internal, "\(self.stream.name) has no message \(self.appliedSequence + 1): the stream was purged past this follower")
+            throw FanoutError(.failedPrecondition, "\(self.stream.name) has no message \(self.appliedSequence + 1): the stream was purged past this follower")
         }
-        let records = try WALRecord.decodeBatch(message.data)
-        try self.engine.applyReplicated(records)
+        var records = try WALRecord.decodeBatch(message.data)[...]
+        if let through = self.engine.loggedThrough, let id = message.messageID, let (_, end) = ShardPublisher.parse(id, stream: self.stream) {
+            let start = end - min(end, UInt64(records.count))
+            guard start <= through else {
+                throw FanoutError(.internal, "message \(message.sequence) of \(self.stream.name) starts at LSN \(start), past LSN \(through) where this follower's log ends")
+            }
+            records = records.dropFirst(Int(min(through - start, UInt64(records.count))))
+        }
+        try self.engine.applyReplicated(Array(records))
         self.appliedSequence = message.sequence
         return records.count
     }

@@ -39,6 +39,8 @@ public final class Engine: Sendable {
     let directory: String?
     /// The `flock` on the data directory (released by `close`).
     private let directoryLock: Mutex<Int32?>
+    /// Whether the engine holds its data directory (opened on one, and not closed).
+    var holdsItsDirectory: Bool { self.directoryLock.withLock { $0 != nil } }
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
     /// The engine's swift-metrics handles (and the factory that made them).
@@ -50,6 +52,10 @@ public final class Engine: Sendable {
     private let isHalted = Atomic<Bool>(false)
     /// Held while files are removed after a snapshot and while the state is rebuilt from them.
     let fileMaintenance = Mutex(())
+    /// Held for the whole of a snapshot, and by `close` while it releases the directory: a
+    /// closing engine waits for the snapshot being written, and no snapshot starts once the engine
+    /// closed (another engine may have opened the directory since).
+    let snapshotting = Mutex(())
     /// Deliveries handed to consumers, waiting until the changes that made them are durable.
     let handOuts = HandOutQueue()
 
@@ -131,9 +137,11 @@ public final class Engine: Sendable {
     /// `UNAVAILABLE` (reads still answer from memory). A no-op for an in-memory engine.
     public func close() throws(FanoutError) {
         guard let log = self.log else { return }
-        let descriptor = self.directoryLock.withLock { lock -> Int32? in
-            defer { lock = nil }
-            return lock
+        let descriptor = self.snapshotting.withLock { _ in
+            self.directoryLock.withLock { lock -> Int32? in
+                defer { lock = nil }
+                return lock
+            }
         }
         // Only the first close of a data directory's engine does anything.
         if self.directory != nil && descriptor == nil { return }

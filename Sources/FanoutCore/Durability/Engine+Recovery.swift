@@ -341,6 +341,9 @@ extension Engine {
     /// held only while the states are copied, which is copy-on-write), then deletes what it makes
     /// unnecessary (`EngineConfiguration.logRetention`): the segments it covers, or those the
     /// snapshot before it covers, and snapshots older than those two. Returns the snapshot's path.
+    /// - Throws: `FAILED_PRECONDITION` for an in-memory engine and once the engine is closed (a
+    ///   snapshot being written when `close()` is called finishes first); `UNAVAILABLE` when the
+    ///   log has failed or the file cannot be written.
     @discardableResult
     public func snapshot() throws(FanoutError) -> String {
         try self.snapshot(waitingForTheReplicaAtMost: .seconds(10))
@@ -351,6 +354,15 @@ extension Engine {
     /// what the replica lacks must be published from the log.
     /// - Throws: `UNAVAILABLE` when the replica does not hold them in time (NATS unreachable).
     package func snapshot(waitingForTheReplicaAtMost limit: Duration) throws(FanoutError) -> String {
+        try self.snapshotting.withLock { _ throws(FanoutError) in
+            guard self.directory == nil || self.holdsItsDirectory else {
+                throw FanoutError(.failedPrecondition, "the engine is closed: it no longer holds its data directory")
+            }
+            return try self.writeSnapshot(waitingForTheReplicaAtMost: limit)
+        }
+    }
+
+    private func writeSnapshot(waitingForTheReplicaAtMost limit: Duration) throws(FanoutError) -> String {
         guard let wal = self.wal, let directory = self.directory else {
             throw FanoutError(.failedPrecondition, "an in-memory engine has no data directory to snapshot")
         }

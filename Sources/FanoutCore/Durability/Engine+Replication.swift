@@ -17,6 +17,17 @@ extension WALRecord {
         return batch.bytes
     }
 
+    /// How many records a replication message holds, read from its head alone.
+    /// - Throws: `INTERNAL` when it is too short to be a batch.
+    package static func countOfBatch(_ bytes: [UInt8]) throws(FanoutError) -> Int {
+        var reader = BinaryReader(bytes)
+        do {
+            return Int(try reader.read(UInt32.self))
+        } catch {
+            throw FanoutError(.internal, "a replicated batch does not decode: \(error)")
+        }
+    }
+
     /// The records of a replication message. - Throws: `INTERNAL` naming the record that does not
     /// decode (a message that is not a batch, cut short, or from a newer format).
     package static func decodeBatch(_ bytes: [UInt8]) throws(FanoutError) -> [WALRecord] {
@@ -69,6 +80,27 @@ extension Engine {
             _ = try log.appendReplicated(applied == records.count ? records : Array(records[..<applied]))
         }
         if let refusal { throw refusal }
+    }
+
+    /// The LSN a snapshot file covers (everything before it), from its path; nil when the path
+    /// does not name a snapshot (`snapshot()` returns such paths).
+    package static func lsn(ofSnapshot path: String) -> UInt64? {
+        Snapshot.lsn(ofFileName: String(path.split(separator: "/").last ?? ""))
+    }
+
+    /// Makes `directory` (missing or empty) start at `lsn` from `snapshot`, the bytes of a snapshot
+    /// file at that LSN (another node's, as published): an engine opened on it recovers the
+    /// snapshot's state and logs on from `lsn` (a follower seeded from its shard's snapshot).
+    /// The file and the manifest naming it are written durably.
+    /// - Throws: `UNAVAILABLE` when the files cannot be written.
+    package static func seed(directory: String, snapshot bytes: [UInt8], lsn: UInt64) throws(FanoutError) {
+        do throws(FileIO.Error) {
+            try FileIO.makeDirectory(directory)
+            try FileIO.replaceDurably("\(directory)/\(Snapshot.fileName(lsn: lsn))", with: bytes, directory: directory)
+            try WALManifest(segments: [], snapshots: [lsn]).write(directory: directory)
+        } catch {
+            throw FanoutError(.unavailable, "cannot seed \(directory) with a snapshot: \(error)")
+        }
     }
 
     /// The LSN after the last record this engine logged (nil for an in-memory engine): for a

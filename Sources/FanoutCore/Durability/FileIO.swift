@@ -42,7 +42,7 @@ package enum FileIO {
     }
 
     /// A file's bytes from `offset` (0: all of it) to its end.
-    static func readAll(_ path: String, from offset: Int = 0) throws(Error) -> [UInt8] {
+    package static func readAll(_ path: String, from offset: Int = 0) throws(Error) -> [UInt8] {
         let descriptor = try Self.open(path, O_RDONLY)
         defer { Glibc.close(descriptor) }
         if offset > 0 && lseek(descriptor, off_t(offset), SEEK_SET) < 0 {
@@ -155,6 +155,16 @@ package enum FileIO {
 
     static func makeDirectory(_ path: String) throws(Error) {
         if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Error(operation: "mkdir", path: path, code: errno) }
+    }
+
+    /// Removes `path` and, when it is a directory, everything in it; nothing when it does not exist.
+    package static func removeTree(_ path: String) throws(Error) {
+        if Glibc.unlink(path) == 0 || errno == ENOENT { return }
+        guard errno == EISDIR || errno == EPERM else { throw Error(operation: "unlink", path: path, code: errno) }
+        for name in try Self.list(path) {
+            try Self.removeTree("\(path)/\(name)")
+        }
+        guard rmdir(path) == 0 else { throw Error(operation: "rmdir", path: path, code: errno) }
     }
 
     /// The names in a directory (without `.` and `..`).

@@ -10,7 +10,8 @@ package import ServiceLifecycle
 /// every third of the lease (renew, take and hand on shards, announce the node), after which the
 /// node answers the requests of exactly the shards it owns and its consumers follow; and, on
 /// another thread at the same time, the followers catching up every `catchUpInterval` (a long
-/// catch-up under load never delays a renewal). The calls block on NATS, so they run on two
+/// catch-up under load never delays a renewal), and between catch-ups the shards' snapshots when
+/// they are due (`ClusterNode.maintain()`). The calls block on NATS, so they run on two
 /// threads of the service's own. On shutdown (after the server's, so list it first in the service
 /// group) it stops answering, hands its shards on and closes their engines.
 package final class ClusterService: Service, Sendable {
@@ -56,6 +57,7 @@ package final class ClusterService: Service, Sendable {
                 group.addTask {
                     while !Task.isCancelled {
                         if let failures = try? await pool.runIfActive({ node.catchUp() }) { self.log(failures, "could not catch up") }
+                        if let failures = try? await pool.runIfActive({ node.maintain() }) { self.log(failures, "snapshot failed") }
                         try? await Task.sleep(for: self.catchUpInterval)
                     }
                 }

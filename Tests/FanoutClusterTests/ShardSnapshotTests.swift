@@ -1,0 +1,143 @@
+@testable import FanoutCluster
+import FanoutCore
+import FanoutTestSupport
+import Foundation
+import Testing
+
+/// Snapshots in NATS and purged streams, against a real nats-server: an owner publishes its
+/// snapshot and purges its stream; a new node, and a node whose directory the purge left behind,
+/// start from the snapshot and end with the owner's state; a snapshot whose LSN falls inside a
+/// batch is continued from the right record.
+@Suite("Shard snapshots", .serialized)
+struct ShardSnapshotTests {
+    static func node(_ name: String, _ directory: String, _ stream: ShardStream, _ server: NATSServerProcess, snapshots: Bool = true) throws -> ShardNode {
+        let jetStream = try JetStream(urls: server.url)
+        let store = snapshots ? try Self.store(jetStream) : nil
+        return try ShardNode(
+            node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: .seconds(1)), snapshots: store
+        )
+    }
+
+    static func store(_ jetStream: JetStream) throws -> ShardSnapshotStore {
+        try ShardSnapshotStore(jetStream, layout: KeyValueBucket(jetStream, name: ClusterNode.layoutBucket), replicas: 1)
+    }
+
+    /// Every token's installation and topics, as `engine` holds them.
+    static func state(of engine: Engine, tokens: [String]) throws -> [String: String] {
+        var state: [String: String] = ["count": "\(try engine.installationCount())"]
+        for token in tokens {
+            let address = RegistrationAddress.token(RegistrationToken(token)!)
+            state[token] = "\(try engine.installation(address)) \(try engine.topics(of: address))"
+        }
+        return state
+    }
+
+    @Test func aNewNodeAndANodeLeftBehindStartFromThePublishedSnapshot() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try ShardReplicationTests.stream(3, on: server)
+            try await TemporaryDirectory.with { base in
+                try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+                let a = try Self.node("node-a", "\(base)/a", stream, server)
+                try a.step()
+                guard let (owner, term) = a.owned else { throw FanoutError(.internal, "node-a did not take the free shard") }
+                var tokens: [String] = []
+                func register(_ prefix: String, _ count: Int) async throws {
+                    for index in 0..<count {
+                        tokens.append("\(prefix)-\(index)")
+                        _ = try await owner.register(ShardReplicationTests.request(tokens.last!))
+                    }
+                    _ = try await owner.subscribe(tokens.suffix(count).map { .token(RegistrationToken($0)!) }, to: TopicName(prefix)!)
+                }
+                try await register("early", 30)
+
+                // B follows, then stops (its directory stays as it was).
+                let b = try Self.node("node-b", "\(base)/b", stream, server)
+                try b.step(mayTake: false)
+                try b.engine.close()
+
+                try await register("middle", 20)
+                let path = try owner.snapshot()
+                let lsn = try #require(Engine.lsn(ofSnapshot: path))
+                let store = try Self.store(jetStream)
+                let published = try store.publish(shard: stream.shard, term: term, path: path, lsn: lsn)
+                let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
+                #expect(published.lsn == lsn && published.bytes == size)
+                #expect(try store.publish(shard: stream.shard, term: term, path: path, lsn: lsn - 1) == published, "an older snapshot does not replace it")
+                let first = try stream.purge(before: lsn, keeping: .max, on: jetStream)
+                let state = try jetStream.state(of: stream.name)
+                #expect(first > 2 && state.firstSequence == first, "the stream was purged up to the snapshot")
+                try await register("late", 5)
+                let expected = try Self.state(of: owner, tokens: tokens)
+
+                // A new node's fresh directory starts from the snapshot, then the stream after it.
+                let c = try Self.node("node-c", "\(base)/c", stream, server)
+                try c.step(mayTake: false)
+                #expect(c.engine.recovery?.snapshot?.lsn == lsn, "opened from the published snapshot")
+                #expect(try Self.state(of: c.engine, tokens: tokens) == expected)
+
+                // B's log ends before what the stream still holds: it starts again from the snapshot.
+                let bAgain = try Self.node("node-b", "\(base)/b", stream, server)
+                try bAgain.step(mayTake: false)
+                #expect(bAgain.engine.recovery?.snapshot?.lsn == lsn)
+                #expect(try Self.state(of: bAgain.engine, tokens: tokens) == expected)
+
+                // Without the published snapshots, a node cannot start behind a purged stream.
+                #expect(throws: FanoutError(.unavailable, "")) { try Self.node("node-d", "\(base)/d", stream, server, snapshots: false) }
+
+                // A follower the stream is purged past before it reads on (a node the owner did not
+                // count when it purged) starts again from the newer snapshot.
+                let e = try Self.node("node-e", "\(base)/e", stream, server)
+                try await register("after", 5)
+                let newer = try owner.snapshot()
+                let newerLSN = try #require(Engine.lsn(ofSnapshot: newer))
+                try store.publish(shard: stream.shard, term: term, path: newer, lsn: newerLSN)
+                _ = try stream.purge(before: newerLSN, keeping: .max, on: jetStream)
+                try await register("last", 3)
+                #expect(throws: FanoutError(.failedPrecondition, "")) { try e.step(mayTake: false) }
+                try e.step(mayTake: false)
+                #expect(e.engine.recovery?.snapshot?.lsn == newerLSN)
+                #expect(try Self.state(of: e.engine, tokens: tokens) == Self.state(of: owner, tokens: tokens))
+
+                for engine in [c.engine, bAgain.engine, e.engine] { try engine.close() }
+                try a.release()
+                try a.engine.close()
+            }
+        }
+    }
+
+    /// An owner's snapshot may end inside a batch it published (a group commit holding several
+    /// changes): a follower seeded from it applies that batch's records from the snapshot's LSN
+    /// on, once each.
+    @Test func aSnapshotEndingInsideABatchIsContinuedFromItsLSN() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try ShardReplicationTests.stream(5, on: server)
+            let publisher = try ShardPublisher(jetStream, stream: stream, term: "node-a.1")
+            let tokens = (0..<6).map { "token-\($0)" }
+            // The owner's records, published as two batches of three.
+            let log = InMemoryChangeLog()
+            let owner = Engine(log: log)
+            for token in tokens { _ = try await owner.register(ShardReplicationTests.request(token)) }
+            #expect(log.records.count == 6)
+            try publisher.publish(Array(log.records[0..<3]), through: 3)
+            try publisher.publish(Array(log.records[3..<6]), through: 6)
+
+            try await TemporaryDirectory.with { base in
+                try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+                // A directory whose log ends at LSN 4, inside the second batch, and its snapshot.
+                let source = try Engine(directory: "\(base)/source")
+                try source.applyReplicated(Array(log.records[0..<4]))
+                let path = try source.snapshot()
+                #expect(Engine.lsn(ofSnapshot: path) == 4)
+                try source.close()
+                try Engine.seed(directory: "\(base)/seeded", snapshot: FileIO.readAll(path), lsn: 4)
+
+                let engine = try Engine(directory: "\(base)/seeded")
+                let follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+                #expect(follower.appliedSequence == 2, "after the first batch: the second holds record 4")
+                #expect(try follower.catchUp() == 2, "records 4 and 5 only")
+                #expect(try Self.state(of: engine, tokens: tokens) == Self.state(of: owner, tokens: tokens))
+                try engine.close()
+            }
+        }
+    }
+}
