@@ -89,8 +89,8 @@ struct ClusterNodeTests {
     }
 
     /// Takes each node's turns on a thread of its own, a third of a lease apart, as fanoutd does,
-    /// until `done` (checked every 100 ms) or 60 s.
-    static func turns(_ nodes: [ClusterNode], until done: () throws -> Bool) async throws {
+    /// while `body` runs.
+    static func whileTakingTurns<Result>(_ nodes: [ClusterNode], _ body: () async throws -> Result) async throws -> Result {
         let stop = Stop()
         let finished = DispatchGroup()
         for node in nodes {
@@ -107,12 +107,31 @@ struct ClusterNodeTests {
             stop.request()
             finished.wait()
         }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if try done() { return }
-            try await Task.sleep(for: .milliseconds(100))
+        return try await body()
+    }
+
+    /// Takes each node's turns until `done` (checked every 100 ms) or 60 s.
+    static func turns(_ nodes: [ClusterNode], until done: () throws -> Bool) async throws {
+        try await Self.whileTakingTurns(nodes) {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                if try done() { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("the nodes did not get there within 60 s")
         }
-        Issue.record("the nodes did not get there within 60 s")
+    }
+
+    /// Catches `nodes`' followers up until `done` (every 50 ms, 30 s at most): a catch-up applies
+    /// what the streams delivered so far.
+    static func catchUp(_ nodes: [ClusterNode], until done: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        repeat {
+            for node in nodes { #expect(node.catchUp().isEmpty) }
+            if try done() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        } while ContinuousClock.now < deadline
+        Issue.record("the followers did not get there within 30 s")
     }
 
     static func owned(by node: ClusterNode) -> Set<Int> {
@@ -196,15 +215,82 @@ struct ClusterNodeTests {
                 func followersHoldEveryChange() -> Bool {
                     written.allSatisfy { shard, installation in (try? a.served(shard).engine.installation(.fid(installation.fid))) == installation }
                 }
-                let deadline = ContinuousClock.now + .seconds(30)
-                repeat {
-                    for node in all { #expect(node.catchUp().isEmpty) }
-                    if followersHoldEveryChange() { break }
-                    try await Task.sleep(for: .milliseconds(50))
-                } while ContinuousClock.now < deadline
+                try await Self.catchUp(all, until: followersHoldEveryChange)
                 for (shard, installation) in written {
                     #expect(try a.served(shard).engine.installation(.fid(installation.fid)) == installation)
                     #expect(a.served(shard).appliedSequence != nil)
+                }
+            }
+        }
+    }
+
+    /// Scheduled snapshots (`maintain()`): an owner publishes its shard's snapshot and purges the
+    /// stream up to it, but not past what a member following the shard announced it applied; a
+    /// follower's snapshot bounds its own log; a node that joins afterwards starts its shards from
+    /// the published snapshots and ends with the owners' state.
+    @Test func ownersPublishSnapshotsAndPurgeNoFurtherThanTheirFollowersApplied() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode {
+                    var configuration = ClusterNode.Configuration(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: shards, lease: Self.lease)
+                    configuration.snapshotInterval = .zero  // due at every call
+                    return try ClusterNode(configuration)
+                }
+                let a = try join("node-a", shards: 4)
+                let b = try join("node-b")
+                defer { [a, b].forEach { $0.close() } }
+                let names = ["node-a", "node-b"]
+                try await Self.whileTakingTurns([a, b]) {
+                    try await Self.turns([]) { [a, b].allSatisfy { Self.owned(by: $0) == Self.preferred($0.node, among: names, shards: 4) } }
+                    func owner(of shard: Int) -> ClusterNode { Self.owned(by: a).contains(shard) ? a : b }
+                    func follower(of shard: Int) -> ClusterNode { Self.owned(by: a).contains(shard) ? b : a }
+                    func register(_ prefix: String, on shards: some Sequence<Int>) async throws {
+                        for shard in shards {
+                            for index in 0..<10 {
+                                _ = try await owner(of: shard).served(shard).engine.register(ShardReplicationTests.request("\(prefix)-\(shard)-\(index)"))
+                            }
+                        }
+                    }
+                    func count(_ node: ClusterNode, _ shard: Int) -> Int { (try? node.served(shard).engine.installationCount()) ?? -1 }
+                    try await register("first", on: 0..<4)
+                    try await Self.catchUp([a, b]) { (0..<4).allSatisfy { count(follower(of: $0), $0) == count(owner(of: $0), $0) } }
+
+                    // The nodes announce (at their turns) that they applied everything; then node-b,
+                    // which catches up no more, falls behind on node-a's shards.
+                    try await Self.turns([]) { (try? ClusterStatus.read(urls: server.url))?.maximumLag == 0 }
+                    let announced = try ClusterStatus.read(urls: server.url)
+                    try await register("second", on: Self.owned(by: a))
+                    #expect(a.maintain().isEmpty)
+                    #expect(b.maintain().isEmpty)
+                    let jetStream = try JetStream(urls: server.url)
+                    for shard in 0..<4 {
+                        let state = try jetStream.state(of: ShardStream(shard: shard).name)
+                        let entry = try #require(try a.snapshots.latest(of: shard))
+                        #expect(entry.lsn == owner(of: shard).served(shard).engine.loggedThrough, "shard \(shard): the owner's snapshot, of everything")
+                        if owner(of: shard) === a {
+                            let applied = try #require(announced.shards[shard].applied["node-b"] ?? nil)
+                            #expect(state.firstSequence == applied + 1, "shard \(shard): purged up to what node-b still needs")
+                        } else {
+                            #expect(state.firstSequence == state.lastSequence, "shard \(shard): purged up to the snapshot (the last message stays)")
+                        }
+                        let files = try FileManager.default.contentsOfDirectory(atPath: "\(directory)/\(follower(of: shard).node)/shard-\(shard)")
+                        #expect(files.contains { $0.hasPrefix("snapshot-") }, "shard \(shard): the follower's own snapshot")
+                    }
+                    // node-b reads on from where it was: the purge kept what it needs.
+                    try await Self.catchUp([b]) { Self.owned(by: a).allSatisfy { count(b, $0) == count(a, $0) } }
+
+                    // A node that joins now starts each shard from its snapshot.
+                    let c = try join("node-c")
+                    defer { c.close() }
+                    for shard in 0..<4 {
+                        #expect(c.served(shard).engine.recovery?.snapshot != nil, "shard \(shard): from the published snapshot")
+                    }
+                    try await Self.catchUp([c]) { (0..<4).allSatisfy { count(c, $0) == count(owner(of: $0), $0) } }
+                    for shard in 0..<4 {
+                        let token = RegistrationAddress.token(RegistrationToken("first-\(shard)-3")!)
+                        #expect(try c.served(shard).engine.installation(token) == owner(of: shard).served(shard).engine.installation(token))
+                    }
                 }
             }
         }
