@@ -228,6 +228,8 @@ struct ClusterFailoverTests {
         for index in 1...3 {
             daemons.append(try FanoutdTests.Daemon(directory: "\(directory)/node-\(index)", arguments: [
                 "--cluster", urls, "--node", "node-\(index)", "--shards", "8", "--replicas", "3", "--lease", "2", "--api-keys", "\(directory)/api-keys",
+                // Snapshots (published by owners, purging the streams) all through the load and the kills.
+                "--snapshot-every", "2",
             ]))
         }
         // Every shard owned, each node owning its share.
@@ -315,6 +317,15 @@ struct ClusterFailoverTests {
         #expect(try await retried { try await client.audience(.topic("all")) } == 900)
         #expect(try await retried { try await client.installationCount() } == bulk + 900)
         try await client.close()
+
+        // Under the load and across the kills, owners published their snapshots and purged their
+        // streams up to them.
+        let jetStream = try JetStream(urls: urls)
+        let snapshots = try ShardSnapshotStore(jetStream, layout: KeyValueBucket(jetStream, existing: "fanout-cluster"), replicas: 3)
+        for shard in 0..<8 {
+            #expect(try snapshots.latest(of: shard) != nil, "shard \(shard) has a published snapshot")
+            #expect(try jetStream.state(of: ShardStream(shard: shard).name).firstSequence > 1, "shard \(shard)'s stream was purged")
+        }
 
         // Every installation of the condition's audience got its delivery, across the failover,
         // and none got one again after its acknowledgement was answered.
