@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// The engine on a data directory: everything acknowledged survives close and reopen; damage is
@@ -399,6 +400,46 @@ struct DurableEngineTests {
             try engine.close()
             let second = try Engine(directory: directory, durability: .none)
             try second.close()
+        }
+    }
+
+    /// A snapshot being written when the engine is closed finishes first (so no other engine can
+    /// open the directory under it, as a cluster node's next role does), and none starts once the
+    /// engine is closed.
+    @Test func closingWaitsForTheSnapshotBeingWrittenAndRefusesTheNext() async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory, durability: .always)
+            _ = try await engine.register(RegistrationRequest(platform: .web, appID: AppID("app")!))
+            FileFaults.hold(.rename, pathContains: "\(directory)/snapshot-")
+            // On threads of their own: a blocked call must not take one of the concurrency pool's.
+            let snapshot = Task { try await Self.onThread { try engine.snapshot() } }
+            // Held at its rename: the snapshot's temporary file is written.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !(try FileManager.default.contentsOfDirectory(atPath: directory).contains { $0.hasSuffix(".tmp") }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let hasClosed = Mutex(false)
+            let closed = Task {
+                try await Self.onThread {
+                    try engine.close()
+                    hasClosed.withLock { $0 = true }
+                }
+            }
+            // Not a timing assertion: a close that does not wait returns long before this.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!hasClosed.withLock { $0 }, "closing waits while the snapshot is written")
+            FileFaults.release(pathContains: "\(directory)/snapshot-")
+            let path = try await snapshot.value
+            try await closed.value
+            #expect(FileManager.default.fileExists(atPath: path), "the snapshot finished before the engine let go of its directory")
+            #expect(throws: FanoutError(.failedPrecondition, "")) { try engine.snapshot() }
+        }
+    }
+
+    /// Runs `body` on a thread of its own.
+    static func onThread<Result: Sendable>(_ body: @escaping @Sendable () throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Swift.Result { try body() }) }
         }
     }
 
