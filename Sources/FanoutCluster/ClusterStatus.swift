@@ -43,6 +43,10 @@ package struct ClusterStatus: Sendable {
         package var owner: String?
         /// The stream's last sequence.
         package var streamEnd: UInt64
+        /// The stream's first sequence it still holds (above 1 once it was purged).
+        package var streamStart: UInt64 = 1
+        /// The LSN of the shard's newest published snapshot; nil while none is.
+        package var snapshotLSN: UInt64?
         /// Per member: nil when it says it owns the shard, else the sequence it applied.
         package var applied: [String: UInt64?]
         /// The member the placement gives the shard to (`ShardPlacement`, or its pin while the
@@ -96,29 +100,34 @@ package struct ClusterStatus: Sendable {
         var shards: [Shard] = []
         for shard in 0..<count {
             let owner = try ownership.entry("shard-\(shard)").flatMap { $0.value.isEmpty ? nil : String(decoding: $0.value, as: UTF8.self) }
-            let end = try jetStream.state(of: ShardStream(shard: shard).name).lastSequence
+            let stream = try jetStream.state(of: ShardStream(shard: shard).name)
+            let snapshot = try layout.entry(ShardSnapshotStore.key(shard)).flatMap { ShardSnapshotStore.Entry(decoding: $0.value) }
             var applied: [String: UInt64?] = [:]
             for (node, reported) in progress { if let sequence = reported.applied[shard] { applied[node] = sequence } }
             let placedOn = pins.owner(of: shard, among: memberNames)
-            shards.append(Shard(shard: shard, owner: owner, streamEnd: end, applied: applied, placedOn: placedOn, pinnedTo: pins.nodes[shard]))
+            var status = Shard(shard: shard, owner: owner, streamEnd: stream.lastSequence, applied: applied, placedOn: placedOn, pinnedTo: pins.nodes[shard])
+            status.streamStart = max(stream.firstSequence, 1)
+            status.snapshotLSN = snapshot?.lsn
+            shards.append(status)
         }
         return ClusterStatus(shardCount: count, nodes: progress.keys.sorted(), shards: shards)
     }
 
-    /// The status as a table: a line per shard, a column per node (`owns`, or the sequence it
-    /// applied and its lag).
+    /// The status as a table: a line per shard (its owner, the sequences its stream holds, its
+    /// newest published snapshot's LSN), a column per node (`owns`, or the sequence it applied and
+    /// its lag).
     package var table: String {
         var lines = [
             "cluster: \(self.shardCount) shards; nodes: \(self.nodes.isEmpty ? "none" : self.nodes.joined(separator: ", "))",
             self.isSettled ? "every shard is on the node placed for it" : "shards are moving (owner -> the node placed for it)",
         ]
-        let header = ["shard", "owner", "stream"] + self.nodes
+        let header = ["shard", "owner", "stream", "snapshot"] + self.nodes
         var rows = [header]
         for shard in self.shards {
             let owner = shard.owner ?? "(none)"
             let moving = shard.placedOn.map { $0 == shard.owner ? "" : " -> \($0)" } ?? ""
             let pinned = shard.pinnedTo.map { " (pinned to \($0))" } ?? ""
-            var row = ["\(shard.shard)", owner + moving + pinned, "\(shard.streamEnd)"]
+            var row = ["\(shard.shard)", owner + moving + pinned, "\(shard.streamStart)-\(shard.streamEnd)", shard.snapshotLSN.map { "LSN \($0)" } ?? "-"]
             for node in self.nodes {
                 switch shard.applied[node] {
                 case .some(.none): row.append("owns")

@@ -264,9 +264,13 @@ struct ClusterNodeTests {
                     #expect(a.maintain().isEmpty)
                     #expect(b.maintain().isEmpty)
                     let jetStream = try JetStream(urls: server.url)
+                    let status = try ClusterStatus.read(urls: server.url)
                     for shard in 0..<4 {
                         let state = try jetStream.state(of: ShardStream(shard: shard).name)
                         let entry = try #require(try a.snapshots.latest(of: shard))
+                        #expect(status.shards[shard].streamStart == state.firstSequence && status.shards[shard].snapshotLSN == entry.lsn)
+                        let row = status.table.split(separator: "\n").map { $0.split(separator: " ") }.first { $0.first == "\(shard)" }
+                        #expect(row?[2...4] == ["\(state.firstSequence)-\(state.lastSequence)", "LSN", "\(entry.lsn)"], "\(status.table)")
                         #expect(entry.lsn == owner(of: shard).served(shard).engine.loggedThrough, "shard \(shard): the owner's snapshot, of everything")
                         if owner(of: shard) === a {
                             let applied = try #require(announced.shards[shard].applied["node-b"] ?? nil)
