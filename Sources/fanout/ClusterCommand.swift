@@ -14,6 +14,8 @@ struct ClusterCommand: ParsableCommand {
             abstract: "The nodes, and per shard its owner, its stream's length and how far each node has applied it.",
             discussion: """
                 Read from the cluster's NATS servers, not from a node: it works while nodes are down. \
+                `stream` is the range of sequences the shard's stream holds (purged below the first, up to \
+                its owner's last published snapshot), `snapshot` that snapshot's LSN. \
                 A node's column says `owns`, or the last stream sequence it applied and its lag behind \
                 the stream's end in messages (as of the node's last turn, a third of a lease ago at most); \
                 `-` when the node said nothing of the shard. An owner of `(none)` is a shard between two \
