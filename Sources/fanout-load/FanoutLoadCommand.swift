@@ -59,6 +59,9 @@ struct WorkloadOptions: ParsableArguments {
     @Option(name: .customLong("token-sends"), help: "Sends of each kind (binary protocol, HTTP front) in http-send.")
     var tokenSends = 20_000
 
+    @Option(name: .customLong("node-snapshot-every"), help: "In cluster, each node's --snapshot-every (seconds; 0: none).")
+    var nodeSnapshotEvery = 600
+
     @Option(help: "Operations per second in mixed (open loop).")
     var rate = 2000
 
@@ -86,7 +89,7 @@ struct WorkloadOptions: ParsableArguments {
     func validate() throws {
         guard self.installations > 0, self.topics > 0, self.concurrency > 0, self.connections > 0, self.sends > 0,
             self.sendConcurrency > 0, self.consumers > 0, self.rate > 0, self.duration > 0, self.latencyRequests > 0, self.tokenSends > 0,
-            self.batchConcurrency > 0, self.idleConnections > 0
+            self.batchConcurrency > 0, self.idleConnections > 0, self.nodeSnapshotEvery >= 0
         else {
             throw ValidationError("sizes, counts, rates and durations must be positive")
         }
@@ -109,6 +112,7 @@ struct WorkloadOptions: ParsableArguments {
         options.duration = .seconds(self.duration)
         options.latencyRequests = self.latencyRequests
         options.tokenSends = self.tokenSends
+        options.nodeSnapshotEvery = self.nodeSnapshotEvery
         options.batchConcurrency = self.batchConcurrency
         options.idleConnections = self.idleConnections
         options.quiet = self.quiet

@@ -14,6 +14,7 @@ public struct LoadReport: Codable, Sendable {
     public var recovery: RecoveryFigures?
     public var idleConnections: ConnectionFigures?
     public var followerLag: FollowerLagFigures?
+    public var clusterJoin: ClusterJoinFigures?
     /// fanout's figures over Redis's, for the phases both ran.
     public var comparisons: [Comparison] = []
 
@@ -122,6 +123,13 @@ public struct LoadReport: Codable, Sendable {
                 lag.samples, lag.maximumMessages, lag.meanMaximumMessages, lag.secondsUntilCaughtUp
             ))
         }
+        if let join = self.clusterJoin {
+            lines.append("")
+            lines.append(String(
+                format: "cluster join (nodes snapshot every %d s): a fourth node on a fresh directory followed every shard at its stream's end %.1f s after it started; the streams held %llu of the %llu messages they got, %d shards had a published snapshot",
+                join.snapshotEverySeconds, join.secondsUntilFollowing, join.streamMessagesHeld, join.streamMessagesWritten, join.publishedSnapshots
+            ))
+        }
         if !self.comparisons.isEmpty {
             lines.append("")
             var comparisonRows = [["figure", "fanout", "redis", "fanout/redis", ""]]
@@ -171,6 +179,20 @@ public struct FollowerLagFigures: Codable, Sendable {
     public var meanMaximumMessages: Double
     /// From the end of the phases until every follower reported its streams applied to their end.
     public var secondsUntilCaughtUp: Double
+}
+
+/// The `cluster` scenario's fourth node, started after the phases on a fresh data directory:
+/// how long until it follows every shard at its stream's end, and what the streams held then.
+public struct ClusterJoinFigures: Codable, Sendable {
+    /// The nodes' `--snapshot-every`.
+    public var snapshotEverySeconds: Int
+    /// From starting the process until its turn announced every shard applied to its stream's end.
+    public var secondsUntilFollowing: Double
+    /// Messages the shards' streams held when it joined (after purges), and ever got.
+    public var streamMessagesHeld: UInt64
+    public var streamMessagesWritten: UInt64
+    /// Shards with a published snapshot when it joined.
+    public var publishedSnapshots: Int
 }
 
 /// The `recover` scenario: a populated server killed with SIGKILL and started again.

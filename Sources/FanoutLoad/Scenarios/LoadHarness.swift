@@ -271,7 +271,7 @@ public struct LoadHarness: Sendable {
         defer { nodes.forEach { $0.stop() } }
         for index in 1...3 {
             let node = try FanoutdProcess(executable: self.fanoutd, dataDirectory: "\(directory)/node-\(index)", durability: self.durability, keysOf: nodes.first)
-            node.extraArguments = ["--cluster", nats.url, "--node", "node-\(index)", "--shards", "16", "--lease", "3"]
+            node.extraArguments = Self.clusterArguments(nats.url, node: index, snapshotEvery: self.options.nodeSnapshotEvery)
             try await node.start()
             nodes.append(node)
         }
@@ -316,6 +316,33 @@ public struct LoadHarness: Sendable {
             meanMaximumMessages: maxima.isEmpty ? 0 : Double(maxima.reduce(0, +)) / Double(maxima.count),
             secondsUntilCaughtUp: caughtUp / .seconds(1)
         )
+
+        // A fourth node joins on a fresh directory: from the published snapshots and the streams
+        // after them (or, without snapshots, the whole streams).
+        let joined = try ClusterStatus.read(urls: nats.url)
+        let fourth = try FanoutdProcess(executable: self.fanoutd, dataDirectory: "\(directory)/node-4", durability: self.durability, keysOf: first)
+        fourth.extraArguments = Self.clusterArguments(nats.url, node: 4, snapshotEvery: self.options.nodeSnapshotEvery)
+        let joinStarted = ContinuousClock.now
+        try await fourth.start()
+        nodes.append(fourth)
+        func follows(_ status: ClusterStatus) -> Bool {
+            status.shards.allSatisfy { $0.applied["node-4"] != nil && ($0.lag(of: "node-4") ?? 0) == 0 }
+        }
+        while ContinuousClock.now - joinStarted < .seconds(300), !((try? ClusterStatus.read(urls: nats.url)).map(follows) ?? false) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        report.clusterJoin = ClusterJoinFigures(
+            snapshotEverySeconds: self.options.nodeSnapshotEvery,
+            secondsUntilFollowing: (ContinuousClock.now - joinStarted) / .seconds(1),
+            streamMessagesHeld: joined.shards.reduce(0) { $0 + $1.streamEnd + 1 - min($1.streamStart, $1.streamEnd + 1) },
+            streamMessagesWritten: joined.shards.reduce(0) { $0 + $1.streamEnd },
+            publishedSnapshots: joined.shards.filter { $0.snapshotLSN != nil }.count
+        )
+    }
+
+    /// A cluster node's options: 16 shards, a 3 s lease, the nodes' snapshot interval.
+    private static func clusterArguments(_ urls: String, node: Int, snapshotEvery: Int) -> [String] {
+        ["--cluster", urls, "--node", "node-\(node)", "--shards", "16", "--lease", "3", "--snapshot-every", "\(snapshotEvery)"]
     }
 
     /// The failover time: two `ShardNode`s on their own directories (a 3 s lease, a turn every

@@ -22,6 +22,8 @@ public struct LoadOptions: Sendable {
     public var latencyRequests = 20_000
     /// Sends of each kind in http-send.
     public var tokenSends = 20_000
+    /// In `cluster`, each node's `--snapshot-every` (seconds; 0: none).
+    public var nodeSnapshotEvery = 600
     public var quiet = false
     /// Run the fanoutd the harness starts with TLS (a development certificate), and every client over it.
     public var tls = false
