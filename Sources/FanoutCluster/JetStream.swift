@@ -102,7 +102,9 @@ package final class JetStream: @unchecked Sendable {
     /// The stream's first sequence it still holds (past the last one once everything was
     /// purged; 0 or 1 while it never held a message), its last sequence (0 while it is empty) and
     /// its message count.
-    package func state(of stream: String) throws(FanoutError) -> (firstSequence: UInt64, lastSequence: UInt64, messages: UInt64) {
+    package typealias StreamState = (firstSequence: UInt64, lastSequence: UInt64, messages: UInt64)
+
+    package func state(of stream: String) throws(FanoutError) -> StreamState {
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var code = jsErrCode(rawValue: 0)
         let status = js_GetStreamInfo(&info, self.context, stream, nil, &code)

@@ -6,12 +6,11 @@ package import FanoutCore
 /// follower's may stop short of the stream's end). A deposed owner's log, with changes the stream
 /// never got, does not, even where the LSNs agree.
 package enum ShardLog {
-    /// The last batch `node` published in `stream`: its sequence and the LSN after it; nil when it
-    /// published none. Reads back from the stream's end, a message at a time.
+    /// The last batch `node` published in `stream` (as of `state`): its sequence and the LSN after
+    /// it; nil when it published none. Reads back from the stream's end, a message at a time.
     /// - Throws: `FAILED_PRECONDITION` when the stream was purged and what it still holds has no
     ///   batch of `node`'s (its last batch may be among the purged ones: the check cannot be made).
-    package static func lastBatch(of node: String, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> (sequence: UInt64, lsn: UInt64)? {
-        let state = try jetStream.state(of: stream.name)
+    private static func lastBatch(of node: String, in stream: ShardStream, state: JetStream.StreamState, _ jetStream: JetStream) throws(FanoutError) -> (sequence: UInt64, lsn: UInt64)? {
         var sequence = state.lastSequence
         while sequence >= max(state.firstSequence, 1) {
             if let batch = try stream.batch(sequence, on: jetStream), ShardPublisher.node(of: batch.term) == node { return (sequence, batch.lsn) }
@@ -24,8 +23,8 @@ package enum ShardLog {
     }
 
     /// The records of every message of `stream` after `sequence`, in order.
-    package static func records(after sequence: UInt64, in stream: ShardStream, _ jetStream: JetStream) throws(FanoutError) -> [WALRecord] {
-        let last = try jetStream.state(of: stream.name).lastSequence
+    private static func records(after sequence: UInt64, in stream: ShardStream, state: JetStream.StreamState, _ jetStream: JetStream) throws(FanoutError) -> [WALRecord] {
+        let last = state.lastSequence
         var records: [WALRecord] = []
         var next = sequence + 1
         while next <= last {
@@ -43,8 +42,10 @@ package enum ShardLog {
     /// or the first of them (to follow it).
     /// - Throws: `FAILED_PRECONDITION` when the stream no longer holds what the check needs.
     package static func check(directory: String, against stream: ShardStream, _ jetStream: JetStream, node: String, exactly: Bool) throws(FanoutError) -> Engine.LogCheck {
-        let own = try Self.lastBatch(of: node, in: stream, jetStream)
-        let expected = try Self.records(after: own?.sequence ?? 0, in: stream, jetStream)
+        let (own, expected) = try stream.readingWhilePurged(on: jetStream) { (state) throws(FanoutError) in
+            let own = try Self.lastBatch(of: node, in: stream, state: state, jetStream)
+            return (own, try Self.records(after: own?.sequence ?? 0, in: stream, state: state, jetStream))
+        }
         let from = own?.lsn ?? 0
         return Engine.LogCheck(from: from) { (logged: [WALRecord]) throws(FanoutError) in
             let matches = exactly ? logged == expected : logged.count <= expected.count && logged[...] == expected.prefix(logged.count)

@@ -57,8 +57,11 @@ package struct ShardStream: Hashable, Sendable {
     ///   (it was purged past them: the log must start again from the shard's snapshot);
     ///   `INTERNAL` when `lsn` is past the stream's end (the log is not this stream's).
     package func resumption(after lsn: UInt64, on jetStream: JetStream) throws(FanoutError) -> UInt64 {
+        try self.readingWhilePurged(on: jetStream) { (state) throws(FanoutError) in try self.resumption(after: lsn, in: state, on: jetStream) }
+    }
+
+    private func resumption(after lsn: UInt64, in state: JetStream.StreamState, on jetStream: JetStream) throws(FanoutError) -> UInt64 {
         func end(_ sequence: UInt64) throws(FanoutError) -> UInt64 { try self.batch(sequence, on: jetStream)?.lsn ?? 0 }
-        let state = try jetStream.state(of: self.name)
         let first = max(state.firstSequence, 1)
         if first > 1 {
             let start = try self.batch(first, on: jetStream).map { $0.lsn - $0.records } ?? 0
@@ -79,6 +82,23 @@ package struct ShardStream: Hashable, Sendable {
             throw FanoutError(.internal, "\(self.name) ends at LSN \(foundEnd), before LSN \(lsn) where this log ends: the log is not this stream's")
         }
         return found
+    }
+
+    /// Runs `body` with the stream's state, and again with its new state when a message it read
+    /// was purged meanwhile (an owner purging while this node reads the stream back): a read
+    /// that fails while the stream's first sequence stays put is NATS's failure, and is thrown.
+    func readingWhilePurged<Result>(on jetStream: JetStream, _ body: (JetStream.StreamState) throws(FanoutError) -> Result) throws(FanoutError) -> Result {
+        var state = try jetStream.state(of: self.name)
+        for _ in 0..<8 {
+            do {
+                return try body(state)
+            } catch where error.code == .unavailable {
+                let now = try jetStream.state(of: self.name)
+                guard now.firstSequence != state.firstSequence else { throw error }
+                state = now
+            }
+        }
+        return try body(state)
     }
 
     /// Purges the messages whose records all lie before `lsn` (a published snapshot holds them),

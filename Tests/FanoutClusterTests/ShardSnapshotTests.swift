@@ -105,6 +105,35 @@ struct ShardSnapshotTests {
         }
     }
 
+    /// A node reading the stream back while its owner purges it (a message it was about to read
+    /// is gone) reads it again from the new first sequence; a read that fails with the stream
+    /// unpurged is NATS's failure, thrown at once.
+    @Test func aReadThatMeetsAPurgeIsMadeAgain() async throws {
+        try await NATSServer.with { server in
+            let (jetStream, stream) = try ShardReplicationTests.stream(6, on: server)
+            let publisher = try ShardPublisher(jetStream, stream: stream, term: "node-a.1")
+            for lsn in 1...4 { try publisher.publish([.createProject(ProjectID("project-\(lsn)")!)], through: UInt64(lsn)) }
+            var calls = 0
+            let first = try stream.readingWhilePurged(on: jetStream) { (state) throws(FanoutError) -> UInt64 in
+                calls += 1
+                if calls == 1 {
+                    try jetStream.purge(stream.name, before: 3)
+                    _ = try stream.batch(2, on: jetStream)  // purged meanwhile: UNAVAILABLE
+                }
+                return state.firstSequence
+            }
+            #expect(first == 3 && calls == 2)
+            calls = 0
+            #expect(throws: FanoutError(.unavailable, "")) {
+                try stream.readingWhilePurged(on: jetStream) { (_) throws(FanoutError) in
+                    calls += 1
+                    throw FanoutError(.unavailable, "NATS does not answer")
+                }
+            }
+            #expect(calls == 1)
+        }
+    }
+
     /// An owner's snapshot may end inside a batch it published (a group commit holding several
     /// changes): a follower seeded from it applies that batch's records from the snapshot's LSN
     /// on, once each.
