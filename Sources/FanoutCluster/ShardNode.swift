@@ -234,10 +234,20 @@ package final class ShardNode: @unchecked Sendable {
         from snapshots: ShardSnapshotStore?,
         open: () throws(FanoutError) -> Engine
     ) throws(FanoutError) -> Engine {
-        guard let snapshots, let entry = try snapshots.latest(of: stream.shard) else {
+        guard let snapshots, var entry = try snapshots.latest(of: stream.shard) else {
             throw FanoutError(.unavailable, "\(stream.name) was purged, and no snapshot of shard \(stream.shard) is published to start from")
         }
-        let bytes = try snapshots.download(entry)
+        var bytes: [UInt8]
+        while true {
+            do {
+                bytes = try snapshots.download(entry)
+                break
+            } catch where error.code == .unavailable {
+                // A newer snapshot replaced it while it came (its chunks purged): that one, then.
+                guard let newer = try snapshots.latest(of: stream.shard), newer != entry else { throw error }
+                entry = newer
+            }
+        }
         do throws(FileIO.Error) {
             try FileIO.removeTree(directory)
         } catch {
