@@ -139,10 +139,14 @@ package final class ClusterNode: @unchecked Sendable {
             var engine = configuration.engine
             engine.acceptsFID = { map.shard(of: $0) == shard }
             engine.messageSequences = map.messageSequences(ofShard: shard)
-            shards.append(try ShardNode(
-                node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
-                jetStream: jetStream, ownership: ownership, snapshots: snapshots
-            ))
+            // A shard that cannot start for now (NATS slow, its snapshot being replaced) is tried
+            // again for 30 s before the node gives up.
+            shards.append(try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
+                try ShardNode(
+                    node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
+                    jetStream: jetStream, ownership: ownership, snapshots: snapshots
+                )
+            })
         }
         self.node = configuration.node
         self.map = map

@@ -210,13 +210,18 @@ package final class ShardNode: @unchecked Sendable {
         let follower: ShardFollower
         do {
             try Self.mark(directory, followerOnly: true)
-            do {
-                follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
-            } catch where error.code == .failedPrecondition {
-                // Behind the stream's purge: what it holds, the snapshot and the stream hold too.
-                try? engine.close()
-                engine = try Self.seed(directory, stream: stream, from: snapshots) { () throws(FanoutError) in try open() }
-                follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+            var seeded = 0
+            while true {
+                do {
+                    follower = try ShardFollower(jetStream, stream: stream, resuming: engine)
+                    break
+                } catch where error.code == .failedPrecondition && seeded < 5 {
+                    // Behind the stream's purge (what it holds, the snapshot and the stream hold
+                    // too), or a newer snapshot's purge passed the one it started from meanwhile.
+                    try? engine.close()
+                    engine = try Self.seed(directory, stream: stream, from: snapshots) { () throws(FanoutError) in try open() }
+                    seeded += 1
+                }
             }
         } catch {
             try? engine.close()
