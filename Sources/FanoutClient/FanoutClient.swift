@@ -162,9 +162,16 @@ public final class FanoutClient: Sendable {
         try await self.names(.listProjects)
     }
 
-    /// Writes a snapshot of every project now (a key for all projects only); returns its file's name.
+    /// Writes a snapshot of every project now (a key for all projects only); returns its file's name
+    /// (on a cluster node, the first shard's: `snapshotFiles()` has them all).
     public func snapshot() async throws -> String {
         try await self.request(.snapshot) { if case .names(_, let names) = $0, let name = names.first { name } else { nil } }
+    }
+
+    /// Writes a snapshot now, as `snapshot()`; returns every file written: one for a fanoutd, one per
+    /// shard for a cluster node (`shard-N/<name>`).
+    public func snapshotFiles() async throws -> [String] {
+        try await self.request(.snapshot) { if case .names(_, let names) = $0 { names } else { nil } }
     }
 
     // MARK: - Installation credentials

@@ -299,40 +299,76 @@ package final class ClusterNode: @unchecked Sendable {
         var followers: [Int: UInt64]?
         for shard in self.shards.indices where now - self.lastSnapshots[shard].at >= interval {
             do throws(FanoutError) {
-                try self.snapshot(shard, followers: &followers)
+                if let written = try self.snapshot(shard, unlessAt: self.lastSnapshots[shard].lsn, followers: &followers) {
+                    self.lastSnapshots[shard] = (now, written.lsn)
+                }
             } catch {
                 failures[shard] = error
+                self.lastSnapshots[shard].at = now
             }
         }
         return failures
     }
 
-    /// Snapshots shard `shard`'s engine if it logged anything since its last snapshot; an owner's
-    /// is published and the stream purged. `followers`: per shard, the least sequence its
-    /// followers applied (read from the members' announcements when first needed).
-    private func snapshot(_ shard: Int, followers: inout [Int: UInt64]?) throws(FanoutError) {
+    /// Snapshots every shard's engine now (the SNAPSHOT request on a cluster node), as `maintain()`
+    /// does when they are due: owners' snapshots published and their streams purged. May run while
+    /// `maintain()`, `catchUp()` and `turn()` do. Returns each snapshot's file, `shard-N/<name>`.
+    /// - Throws: the first shard's failure, naming the shard, once every shard was tried.
+    package func snapshotNow() throws(FanoutError) -> [String] {
+        var followers: [Int: UInt64]?
+        var names: [String] = []
+        var failure: FanoutError?
+        for shard in self.shards.indices {
+            do throws(FanoutError) {
+                if let written = try self.snapshot(shard, unlessAt: nil, followers: &followers) {
+                    names.append("shard-\(shard)/\(written.path.split(separator: "/").last ?? "")")
+                }
+            } catch {
+                failure = failure ?? FanoutError(error.code, "shard \(shard): \(error.message)")
+            }
+        }
+        if let failure { throw failure }
+        return names
+    }
+
+    /// Snapshots shard `shard`'s engine, unless its log is still at LSN `last` (nothing logged
+    /// since); an owner's is published and the stream purged. `followers`: per shard, the least
+    /// sequence its followers applied (read from the members' announcements when first needed).
+    /// Returns the snapshot's path and LSN; nil when nothing was written.
+    private func snapshot(_ shard: Int, unlessAt last: UInt64?, followers: inout [Int: UInt64]?) throws(FanoutError) -> (path: String, lsn: UInt64)? {
         let shardNode = self.shards[shard]
-        let last = self.lastSnapshots[shard].lsn
         // A follower's under the lock (its state and log must not move while it is written); for an
         // owner, only what it is.
-        let owned = try self.locks[shard].withLock { _ throws(FanoutError) -> (engine: Engine, term: String)? in
-            if let owned = shardNode.owned { return owned }
-            guard let lsn = shardNode.engine.loggedThrough, lsn != last else { return nil }
-            self.lastSnapshots[shard] = (ContinuousClock.now, Engine.lsn(ofSnapshot: try shardNode.engine.snapshot()))
-            return nil
+        enum Role {
+            case follower(written: (path: String, lsn: UInt64)?)
+            case owner(Engine, term: String)
         }
-        guard let owned, let lsn = owned.engine.loggedThrough, lsn != last else { return }
+        let role = try self.locks[shard].withLock { _ throws(FanoutError) -> Role in
+            if let owned = shardNode.owned { return .owner(owned.engine, term: owned.term) }
+            guard let lsn = shardNode.engine.loggedThrough, lsn != last else { return .follower(written: nil) }
+            let path = try shardNode.engine.snapshot()
+            return .follower(written: Engine.lsn(ofSnapshot: path).map { (path, $0) })
+        }
+        switch role {
+        case .follower(let written): return written
+        case .owner(let engine, let term): return try self.snapshotOwned(shard, engine, term: term, unlessAt: last, followers: &followers)
+        }
+    }
+
+    /// An owner's snapshot, published, and its stream purged: see `snapshot(_:unlessAt:followers:)`.
+    private func snapshotOwned(
+        _ shard: Int, _ engine: Engine, term: String, unlessAt last: UInt64?, followers: inout [Int: UInt64]?
+    ) throws(FanoutError) -> (path: String, lsn: UInt64)? {
+        guard let lsn = engine.loggedThrough, lsn != last else { return nil }
         // The engine snapshots while serving; should the node lose the shard meanwhile, closing
         // the engine waits for the snapshot, which covers only what the stream holds.
-        let path = try owned.engine.snapshot()
+        let path = try engine.snapshot()
         guard let covered = Engine.lsn(ofSnapshot: path) else { throw FanoutError(.internal, "\(path) does not name a snapshot") }
-        // Should publishing or purging fail, all of it is tried again an interval later.
-        self.lastSnapshots[shard].at = ContinuousClock.now
-        let published = try self.snapshots.publish(shard: shard, term: owned.term, path: path, lsn: covered)
+        let published = try self.snapshots.publish(shard: shard, term: term, path: path, lsn: covered)
         if followers == nil { followers = try self.followerProgress() }
         let keeping = followers?[shard].map { $0 + 1 } ?? .max
-        _ = try shardNode.stream.purge(before: published.lsn, keeping: keeping, on: self.jetStream)
-        self.lastSnapshots[shard].lsn = covered
+        _ = try self.shards[shard].stream.purge(before: published.lsn, keeping: keeping, on: self.jetStream)
+        return (path, covered)
     }
 
     /// Per shard, the least stream sequence any member that follows it has applied, as the

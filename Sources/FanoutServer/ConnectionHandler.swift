@@ -330,21 +330,21 @@ final class ConnectionHandler: ChannelDuplexHandler {
             self.attachment = nil
             self.reply(exchange, .done(.detach), context: context)
         case .snapshot:
-            guard self.settings.router == nil else {
-                self.reply(exchange, .error(ClusterRouter.notServed("SNAPSHOT")), context: context)
-                return
-            }
-            // File I/O for seconds: on the NIO thread pool, answered when written.
+            // File I/O for seconds: on the NIO thread pool, answered when written. A cluster node
+            // snapshots each of its shards (owners publish theirs): `shard-N/<file name>` each.
             let engine = self.engine
+            let router = self.settings.router
             self.inFlight += 1
-            NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { try engine.snapshot() }
+            NIOThreadPool.singleton.runIfActive(eventLoop: context.eventLoop) { () throws -> [String] in
+                // The file's name, not the server's path to it.
+                try router?.snapshot() ?? [String(try engine.snapshot().split(separator: "/").last ?? "")]
+            }
                 .assumeIsolated()
                 .whenComplete { result in
                     let reply: ServerMessage
                     switch result {
-                    case .success(let path):
-                        // The file's name, not the server's path to it.
-                        reply = .names(.snapshot, [String(path.split(separator: "/").last ?? "")])
+                    case .success(let names):
+                        reply = .names(.snapshot, names)
                     case .failure(let error as FanoutError):
                         reply = .error(error)
                     case .failure:

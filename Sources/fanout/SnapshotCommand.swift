@@ -8,7 +8,8 @@ struct SnapshotCommand: AsyncParsableCommand {
         abstract: "Write a snapshot now, through fanoutd or offline into a data directory, then drop the log it covers.",
         discussion: """
             With DIR, offline: recovers the directory first and takes its lock (run it while no fanoutd \
-            uses the directory). Without, fanoutd writes one (a key for all projects is needed).
+            uses the directory). Without, fanoutd writes one (a key for all projects is needed); a \
+            cluster node writes one per shard, and its shards' owners publish theirs.
             """
     )
 
@@ -19,11 +20,14 @@ struct SnapshotCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let directory = self.directory else {
-            let file = try await self.server.withClient(command: "snapshot") { try await $0.snapshot() }
+            // One file from a fanoutd; one per shard (`shard-N/<name>`) from a cluster node.
+            let files = try await self.server.withClient(command: "snapshot") { try await $0.snapshotFiles() }
             if self.server.json {
-                printJSON(.object(JSONObject([.init(key: "snapshot", value: .string(file))])))
+                var fields = [JSONObject.Member(key: "snapshot", value: .string(files.first ?? ""))]
+                if files.count > 1 { fields.append(.init(key: "snapshots", value: .array(files.map { .string($0) }))) }
+                printJSON(.object(JSONObject(fields)))
             } else {
-                print("wrote \(file)")
+                for file in files { print("wrote \(file)") }
             }
             return
         }

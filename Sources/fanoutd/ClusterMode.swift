@@ -10,9 +10,9 @@ extension Fanoutd {
     /// `--cluster`: this process is one node of a cluster (docs/scale-out.md). It takes part in
     /// every shard on its own directory under --data-dir (`shard-N`), owns its share, and answers
     /// any request over TCP, routing it to the shards' owners. What a node does not serve yet
-    /// (the HTTP front, named-installation consumers, installation credentials, SNAPSHOT and the
-    /// scheduled expiry) is refused at start or per request. Each shard's engine snapshots every
-    /// --snapshot-every seconds; owners publish theirs and purge their streams.
+    /// (the HTTP front, named-installation consumers, installation credentials) is refused at
+    /// start or per request. Each shard's engine snapshots every --snapshot-every seconds; owners
+    /// publish theirs and purge their streams, and sweep their shards as one fanoutd does.
     func runClusterNode(urls: String, durability: Durability, engine: EngineConfiguration, configuration: ServerConfiguration, logger: Logger) async throws {
         guard let node = self.node else { throw ValidationError("--cluster needs --node NAME") }
         guard ClusterNode.isValidName(node) else {

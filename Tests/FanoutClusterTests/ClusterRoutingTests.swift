@@ -120,6 +120,34 @@ struct ClusterRoutingTests {
         }
     }
 
+    /// A node sweeps the shards it owns as one fanoutd sweeps its engine: a delivery whose TTL ran
+    /// out is expired by the node (not only hidden from reads).
+    @Test func aNodeSweepsTheShardsItOwns() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                let node = try ClusterNode(.init(urls: server.url, node: "node-a", directory: directory, shardCount: 2, lease: .seconds(1)))
+                let service = try ClusterService(node: node, expiryInterval: .milliseconds(50), logger: Self.quiet)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await service.run() }
+                    defer { group.cancelAll() }
+                    let deadline = ContinuousClock.now + .seconds(30)
+                    while ContinuousClock.now < deadline, node.ownedShards != [0, 1] { try await Task.sleep(for: .milliseconds(50)) }
+                    try #require(node.ownedShards == [0, 1])
+                    let engine = node.served(1).engine
+                    _ = try await engine.register(RegistrationRequest(token: RegistrationToken("token-1")!, platform: .android, appID: AppID("1:1:android:a")!))
+                    _ = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                        try changes.send(Array(#"{"message": {"token": "token-1", "android": {"ttl": "1s"}, "data": {"k": "v"}}}"#.utf8))
+                    }.durable()
+                    #expect(try engine.deliveryStatistics().pending == 1)
+                    while ContinuousClock.now < deadline, try engine.deliveryStatistics().expired == 0 { try await Task.sleep(for: .milliseconds(50)) }
+                    let statistics = try engine.deliveryStatistics()
+                    #expect(statistics.expired == 1 && statistics.pending == 0, "\(statistics)")
+                }
+                node.close()
+            }
+        }
+    }
+
     @Test func threeNodesAnswerAsOneEngineDoes() async throws {
         try await NATSServer.with { server in
             try await TemporaryDirectory.with { directory in
@@ -295,6 +323,16 @@ struct ClusterRoutingTests {
                     for index in stride(from: 0, to: 160, by: 3) {
                         let token = index % 15 == 1 ? "rotated-\(index)" : "token-\(index)"
                         #expect(try await clients[index % 3].pendingDeliveries(for: token).isEmpty, "\(token)")
+                    }
+
+                    // SNAPSHOT through a node: a snapshot of each of its shards, the owners' published.
+                    let files = try await clients[1].snapshotFiles()
+                    #expect(files.count == 8 && files.enumerated().allSatisfy { $1.hasPrefix("shard-\($0)/snapshot-") && $1.hasSuffix(".lz4") }, "\(files)")
+                    let published = try ShardSnapshotStore(nodes[1].jetStream, layout: KeyValueBucket(nodes[1].jetStream, existing: "fanout-cluster"), replicas: 1)
+                    for shard in nodes[1].ownedShards {
+                        let entry = try #require(try published.latest(of: shard))
+                        let hex = String(entry.lsn, radix: 16)
+                        #expect(files[shard] == "shard-\(shard)/snapshot-\(String(repeating: "0", count: 16 - hex.count) + hex).lz4", "shard \(shard): the one published")
                     }
 
                     // What the cluster does not serve yet is refused, naming it.

@@ -109,6 +109,12 @@ final class ClusterRouter: Sendable {
         }
     }
 
+    /// SNAPSHOT on a cluster node: a snapshot of each of its shards (`ClusterNode.snapshotNow()`);
+    /// blocks on files and NATS.
+    func snapshot() throws(FanoutError) -> [String] {
+        try self.node.snapshotNow()
+    }
+
     static func notServed(_ what: String, field: String? = nil) -> FanoutError {
         FanoutError(.failedPrecondition, "a cluster node does not serve \(what) yet (docs/scale-out.md)", field: field)
     }

@@ -11,24 +11,31 @@ package import ServiceLifecycle
 /// node answers the requests of exactly the shards it owns and its consumers follow; and, on
 /// another thread at the same time, the followers catching up every `catchUpInterval` (a long
 /// catch-up under load never delays a renewal), and between catch-ups the shards' snapshots when
-/// they are due (`ClusterNode.maintain()`). The calls block on NATS, so they run on two
+/// they are due (`ClusterNode.maintain()`); and the engine's sweeps (expiry, pruning) on the shards
+/// it owns. The calls block on NATS, so they run on two
 /// threads of the service's own. On shutdown (after the server's, so list it first in the service
 /// group) it stops answering, hands its shards on and closes their engines.
 package final class ClusterService: Service, Sendable {
     package let node: ClusterNode
     let router: ClusterRouter
     private let catchUpInterval: Duration
+    private let expiryInterval: Duration
+    private let pruneInterval: Duration
     private let logger: Logger
 
     package init(
         node: ClusterNode,
         maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize,
         catchUpInterval: Duration = .milliseconds(100),
+        expiryInterval: Duration = .seconds(1),
+        pruneInterval: Duration = .seconds(3600),
         logger: Logger = Logger(label: "fanoutd")
     ) throws(FanoutError) {
         self.node = node
         self.router = ClusterRouter(try ShardRequests(node: node, maximumPayloadSize: maximumPayloadSize))
         self.catchUpInterval = catchUpInterval
+        self.expiryInterval = expiryInterval
+        self.pruneInterval = pruneInterval
         self.logger = logger
     }
 
@@ -54,6 +61,7 @@ package final class ClusterService: Service, Sendable {
                         try? await Task.sleep(until: started + node.lease / 3)
                     }
                 }
+                group.addTask { await self.sweepOwnedShards() }
                 group.addTask {
                     while !Task.isCancelled {
                         if let failures = try? await pool.runIfActive({ node.catchUp() }) { self.log(failures, "could not catch up") }
@@ -66,6 +74,27 @@ package final class ClusterService: Service, Sendable {
         self.router.shards.stopAnswering()
         try await pool.runIfActive { node.close() }
         try await pool.shutdownGracefully()
+    }
+
+    /// The engine's periodic sweeps, as one fanoutd's `MaintenanceService` makes them, on the
+    /// shards this node owns (a follower applies their results from the stream): expired
+    /// deliveries every `expiryInterval`; installations past their expiry and the anonymous users
+    /// due, at start and every `pruneInterval`.
+    private func sweepOwnedShards() async {
+        var nextPrune = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(for: self.expiryInterval)
+            let isPruneDue = ContinuousClock.now >= nextPrune
+            if isPruneDue { nextPrune = ContinuousClock.now + self.pruneInterval }
+            for served in self.node.servedShards where served.isOwner && served.engine.logFailure == nil {
+                let sweep = MaintenanceService(engine: served.engine, logger: self.logger)
+                await sweep.expireDeliveries()
+                if isPruneDue {
+                    await sweep.pruneInstallations()
+                    await sweep.cleanUpAnonymousUsers()
+                }
+            }
+        }
     }
 
     private func logChanges(from before: Set<Int>, to after: Set<Int>, turnTook: Duration) {
