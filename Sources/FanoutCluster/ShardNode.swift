@@ -34,8 +34,9 @@ package final class ShardNode: @unchecked Sendable {
     package private(set) var engine: Engine
     package private(set) var role = Role.following
     private var follower: ShardFollower
-    /// Whether the stream was found purged past what the follower applied (it starts again from
-    /// the shard's snapshot at its next catch-up or step).
+    /// Whether the follower must start again from its directory at its next catch-up or step (the
+    /// stream was purged past what it applied, or it stopped owning the shard and could not
+    /// follow yet).
     private var isBehind = false
     /// The directories set aside, oldest first.
     package private(set) var setAside: [String] = []
@@ -67,7 +68,8 @@ package final class ShardNode: @unchecked Sendable {
         )
     }
 
-    /// One turn: an owner renews its lease, and follows again once it lost the shard; a follower
+    /// One turn: an owner renews its lease, and follows again once it lost the shard (or its log
+    /// failed for good: it then frees the lease at once); a follower
     /// catches up, and (when `mayTake`) takes the shard once nobody holds it (catching up again,
     /// then opening the owner's engine under the lease's term).
     /// - Throws: `UNAVAILABLE` when NATS does not answer (the next turn tries again), and what
@@ -75,6 +77,15 @@ package final class ShardNode: @unchecked Sendable {
     package func step(mayTake: Bool = true) throws(FanoutError) {
         switch self.role {
         case .owning(let lease):
+            if self.engine.logFailure != nil {
+                // Its log refuses changes for good (deposed by another publisher, a failed disk):
+                // holding the lease would keep the shard refusing; another node takes it.
+                try? self.engine.close()
+                try? self.ownership.release(lease)
+                (self.role, self.isBehind) = (.following, true)
+                try self.startAgainIfBehind()
+                return
+            }
             if let renewed = try self.ownership.renew(lease, for: self.node) {
                 self.role = .owning(renewed)
                 return
@@ -85,14 +96,15 @@ package final class ShardNode: @unchecked Sendable {
             try self.startAgainIfBehind()
             try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp() }
             guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
-            // What the last owner published before its lease lapsed.
-            try self.follower.catchUp()
+            // What the last owner published before its lease lapsed, then the fence: the last owner
+            // may still be publishing (it learns of its lapsed lease only at its next renewal).
+            let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: self.term(of: lease))
+            try self.fence(publisher)
             self.follower.stopReading()
             try self.engine.close()
             do {
                 // From now on the log holds changes the stream may never get: checked at every start.
                 try Self.mark(self.directory, followerOnly: false)
-                let publisher = try ShardPublisher(self.jetStream, stream: self.stream, term: self.term(of: lease))
                 self.engine = try Engine.shardOwner(
                     directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher, followed: true
                 )
@@ -101,6 +113,20 @@ package final class ShardNode: @unchecked Sendable {
                 // Cannot own it (the stream moved on meanwhile): follow again; the lease lapses.
                 try self.followAgain()
                 throw error
+            }
+        }
+    }
+
+    /// Catches up to the stream's end and fences it for `publisher` (`ShardPublisher.fence`), again
+    /// while the last owner appended in between (a few times at most).
+    private func fence(_ publisher: ShardPublisher) throws(FanoutError) {
+        for attempt in 1...5 {
+            try self.follower.catchUp()
+            do throws(FanoutError) {
+                try publisher.fence(through: self.engine.loggedThrough ?? 0, after: self.follower.appliedSequence)
+                return
+            } catch where error.code == .failedPrecondition && attempt < 5 {
+                continue  // the last owner appended meanwhile
             }
         }
     }

@@ -172,6 +172,19 @@ package final class ShardPublisher: @unchecked Sendable {
         term.lastIndex(of: ".").map { term[..<$0] } ?? term[...]
     }
 
+    /// Fences the shard for this publisher's term: appends an empty batch ending at `lsn`, only if
+    /// the stream still ends at `sequence` (what the new owner applied through). From then on a
+    /// previous owner still publishing is refused; until then, it could append changes (and answer
+    /// them) that the new owner, which caught up before, would not hold.
+    /// - Throws: `FAILED_PRECONDITION` when the stream moved past `sequence` (catch up, then fence
+    ///   again), `UNAVAILABLE` when NATS does not answer.
+    package func fence(through lsn: UInt64, after sequence: UInt64) throws(FanoutError) {
+        let acknowledgement = try self.jetStream.publish(
+            WALRecord.encodeBatch([]), to: self.stream.subject, messageID: "\(self.stream.name).\(self.term).\(lsn)", expectedLastSequence: sequence
+        )
+        self.lastSequence = max(self.lastSequence, acknowledgement.sequence)
+    }
+
     /// Publishes one batch and waits until JetStream stored it; returns its stream sequence.
     /// - Parameter lsn: the log position after the batch's last record.
     /// - Throws: `FAILED_PRECONDITION` when another publisher appended (this owner is deposed),

@@ -311,12 +311,23 @@ struct ClusterFailoverTests {
         for token in acknowledged.all {
             let installation = try? await retried { try await client.installation(token) }
             let topics = try? await retried { try await client.topics(of: token) }
-            if installation?.token?.value != token || topics != ["all"] { missing.append(token) }
+            if installation?.token?.value != token || topics != ["all"] {
+                missing.append("\(token) (\(installation == nil ? "no installation" : "installed"), topics \(topics.map { "\($0)" } ?? "unread"))")
+            }
         }
         #expect(missing.isEmpty, "\(missing.count) acknowledged changes missing: \(missing.prefix(10))")
+        if !missing.isEmpty {
+            // What the nodes logged at warning level and above, for the investigation.
+            for daemon in daemons { print(daemon.logLines.filter { $0.contains("warning") || $0.contains("error") || $0.contains("cluster: shard") }.suffix(60).joined(separator: "\n")) }
+        }
         #expect(try await retried { try await client.audience(.topic("all")) } == 900)
         #expect(try await retried { try await client.installationCount() } == bulk + 900)
         try await client.close()
+
+        // `fanout snapshot` through a node: a file per shard.
+        let snapshot = try FanoutCLITests.fanout(["snapshot", "--json", "--server", "127.0.0.1:\(survivor)", "--api-key", key])
+        #expect(snapshot.status == 0 && snapshot.output.hasPrefix(#"{"snapshot":"shard-0/snapshot-"#), "\(snapshot.output)")
+        #expect(snapshot.output.components(separatedBy: "/snapshot-").count == 8 + 2, "the first, then one per shard: \(snapshot.output)")
 
         // Under the load and across the kills, owners published their snapshots and purged their
         // streams up to them.

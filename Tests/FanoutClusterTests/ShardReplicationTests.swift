@@ -398,7 +398,8 @@ struct ShardReplicationTests {
 
     /// Two `ShardNode`s hand a shard over: A takes the free shard and answers changes while B
     /// follows on its directory; A stops (no more turns); B takes the lapsed lease with everything
-    /// A answered. A, still acting as the owner, logs a change JetStream then refuses; at its next
+    /// A answered, and fences the stream. A, still acting as the owner, logs a change JetStream then
+    /// refuses, before B changed anything; at its next
     /// turn it learns it lost the shard and follows again: its directory, holding that change, is
     /// set aside, and a fresh one follows the stream to B's state.
     @Test func twoShardNodesHandAShardOver() async throws {
@@ -431,11 +432,13 @@ struct ShardReplicationTests {
                     for installation in answered {
                         #expect(try b.engine.installation(.fid(installation.fid)) == installation, "every change A answered")
                     }
-                    _ = try await b.engine.register(Self.request("b-0"))
 
-                    // A, not knowing yet, logs a change; JetStream refuses it (B appended since).
+                    // A, not knowing yet, logs a change before B changed anything; JetStream refuses
+                    // it: B fenced the stream when it took over (else A would answer a change B,
+                    // which caught up before, never holds).
                     let late = a.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a-late")) }
                     #expect(throws: FanoutError(.unavailable, "")) { try late.blockingUntilDurable() }
+                    _ = try await b.engine.register(Self.request("b-0"))
                     try a.step()
                     guard case .following = a.role else { throw FanoutError(.internal, "node-a still owns the shard") }
                     #expect(a.setAside.count == 1, "the directory with the refused change was set aside")
@@ -491,6 +494,32 @@ struct ShardReplicationTests {
                 #expect(isMarked("node-b"), "the fresh directory that replaced it")
                 try checked.engine.close()
                 for aside in checked.setAside { try? FileManager.default.removeItem(atPath: aside) }
+            }
+        }
+    }
+
+    /// An owner whose log fails for good while it still holds its lease (here deposed by another
+    /// publisher, as a lapsed-lease owner's successor fences it) frees the shard at its next turn
+    /// and follows again, instead of renewing a lease for a shard that refuses every change.
+    @Test func anOwnerWhoseLogFailedHandsTheShardOn() async throws {
+        try await NATSServer.with { server in
+            let (_, stream) = try Self.stream(12, on: server)
+            try await TemporaryDirectory.with { base in
+                try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+                let jetStream = try JetStream(urls: server.url)
+                let ownership = try ShardOwnership(jetStream, lease: .seconds(30))
+                let a = try ShardNode(node: "node-a", stream: stream, directory: "\(base)/a", jetStream: jetStream, ownership: ownership)
+                try a.step()
+                guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
+                _ = try await a.engine.register(Self.request("a-0"))
+                _ = try ShardPublisher(jetStream, stream: stream, term: "node-b.99").publish([.createProject(ProjectID("elsewhere")!)], through: 1_000)
+                let refused = a.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a-refused")) }
+                #expect(throws: FanoutError(.unavailable, "")) { try refused.blockingUntilDurable() }
+                try a.step()
+                #expect(!a.isOwner, "it let the shard go")
+                #expect(try ownership.owner(of: stream.shard) == nil, "at once, not a 30 s lease later")
+                try a.engine.close()
+                for aside in a.setAside { try? FileManager.default.removeItem(atPath: aside) }
             }
         }
     }
