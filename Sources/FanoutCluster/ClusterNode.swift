@@ -345,6 +345,7 @@ package final class ClusterNode: @unchecked Sendable {
         }
         let role = try self.locks[shard].withLock { _ throws(FanoutError) -> Role in
             if let owned = shardNode.owned { return .owner(owned.engine, term: owned.term) }
+            try shardNode.followAgainIfNeeded()
             guard let lsn = shardNode.engine.loggedThrough, lsn != last else { return .follower(written: nil) }
             let path = try shardNode.engine.snapshot()
             return .follower(written: Engine.lsn(ofSnapshot: path).map { (path, $0) })

@@ -34,10 +34,9 @@ package final class ShardNode: @unchecked Sendable {
     package private(set) var engine: Engine
     package private(set) var role = Role.following
     private var follower: ShardFollower
-    /// Whether the follower must start again from its directory at its next catch-up or step (the
-    /// stream was purged past what it applied, or it stopped owning the shard and could not
-    /// follow yet).
-    private var isBehind = false
+    /// Whether the node must follow again from its directory at its next step or catch-up (the
+    /// stream was purged past what it applied, or it stopped owning and could not follow yet).
+    private var mustFollowAgain = false
     /// The directories set aside, oldest first.
     package private(set) var setAside: [String] = []
 
@@ -80,20 +79,17 @@ package final class ShardNode: @unchecked Sendable {
             if self.engine.logFailure != nil {
                 // Its log refuses changes for good (deposed by another publisher, a failed disk):
                 // holding the lease would keep the shard refusing; another node takes it.
-                try? self.engine.close()
                 try? self.ownership.release(lease)
-                (self.role, self.isBehind) = (.following, true)
-                try self.startAgainIfBehind()
+                try self.followAgain()
                 return
             }
             if let renewed = try self.ownership.renew(lease, for: self.node) {
                 self.role = .owning(renewed)
                 return
             }
-            try? self.engine.close()
             try self.followAgain()
         case .following:
-            try self.startAgainIfBehind()
+            try self.followAgainIfNeeded()
             try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp() }
             guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
             // What the last owner published before its lease lapsed, then the fence: the last owner
@@ -138,22 +134,15 @@ package final class ShardNode: @unchecked Sendable {
     @discardableResult
     package func catchUp(atMost limit: Int = .max) throws(FanoutError) -> Bool {
         guard case .following = self.role else { return true }
-        try self.startAgainIfBehind()
+        try self.followAgainIfNeeded()
         return try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp(atMost: limit).reachedEnd }
-    }
-
-    private func startAgainIfBehind() throws(FanoutError) {
-        guard self.isBehind else { return }
-        try? self.engine.close()
-        try self.followAgain()
-        self.isBehind = false
     }
 
     private func behindWhenRefused<Result>(_ body: () throws(FanoutError) -> Result) throws(FanoutError) -> Result {
         do {
             return try body()
         } catch where error.code == .failedPrecondition {
-            self.isBehind = true
+            self.mustFollowAgain = true
             throw error
         }
     }
@@ -178,9 +167,10 @@ package final class ShardNode: @unchecked Sendable {
     /// frees the lease for another node to take at once, and follows. Nothing for a follower.
     package func release() throws(FanoutError) {
         guard case .owning(let lease) = self.role else { return }
-        try? self.engine.close()
-        try self.followAgain()
+        var failure: FanoutError?
+        do throws(FanoutError) { try self.followAgain() } catch { failure = error }
         try self.ownership.release(lease)
+        if let failure { throw failure }
     }
 
     /// How far this node has applied the shard's stream (its sequence), while it follows; nil
@@ -190,13 +180,23 @@ package final class ShardNode: @unchecked Sendable {
         return self.follower.appliedSequence
     }
 
+    /// Closes the engine (an owner's stops owning) and follows the stream again on the directory
+    /// (`follow`). Until that succeeds, the node follows with its engine closed (its reads answer
+    /// from memory) and every step and catch-up tries again.
     private func followAgain() throws(FanoutError) {
+        try? self.engine.close()
+        (self.role, self.mustFollowAgain) = (.following, true)
         let (engine, follower, setAside) = try Self.follow(
             node: self.node, stream: self.stream, directory: self.directory, durability: self.durability, configuration: self.configuration,
             jetStream: self.jetStream, snapshots: self.snapshots
         )
-        (self.engine, self.follower, self.role) = (engine, follower, .following)
+        (self.engine, self.follower, self.mustFollowAgain) = (engine, follower, false)
         self.setAside += setAside
+    }
+
+    /// Follows again if the node must (`mustFollowAgain`): a follower's engine is then open.
+    package func followAgainIfNeeded() throws(FanoutError) {
+        if self.mustFollowAgain { try self.followAgain() }
     }
 
     /// A follower's engine on `directory`, checked against the stream; a directory that fails the

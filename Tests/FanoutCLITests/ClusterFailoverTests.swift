@@ -328,6 +328,9 @@ struct ClusterFailoverTests {
         let snapshot = try FanoutCLITests.fanout(["snapshot", "--json", "--server", "127.0.0.1:\(survivor)", "--api-key", key])
         #expect(snapshot.status == 0 && snapshot.output.hasPrefix(#"{"snapshot":"shard-0/snapshot-"#), "\(snapshot.output)")
         #expect(snapshot.output.components(separatedBy: "/snapshot-").count == 8 + 2, "the first, then one per shard: \(snapshot.output)")
+        if snapshot.status != 0 {
+            for daemon in daemons { print(daemon.logLines.filter { $0.contains("warning") || $0.contains("error") }.suffix(40).joined(separator: "\n")) }
+        }
 
         // Under the load and across the kills, owners published their snapshots and purged their
         // streams up to them.
