@@ -299,7 +299,7 @@ package final class ClusterNode: @unchecked Sendable {
         var followers: [Int: UInt64]?
         for shard in self.shards.indices where now - self.lastSnapshots[shard].at >= interval {
             do throws(FanoutError) {
-                if let written = try self.snapshot(shard, unlessAt: self.lastSnapshots[shard].lsn, followers: &followers) {
+                if let written = try self.snapshot(shard, unlessAt: self.lastSnapshots[shard].lsn, purging: true, followers: &followers) {
                     self.lastSnapshots[shard] = (now, written.lsn)
                 }
             } catch {
@@ -311,8 +311,9 @@ package final class ClusterNode: @unchecked Sendable {
     }
 
     /// Snapshots every shard's engine now (the SNAPSHOT request on a cluster node), as `maintain()`
-    /// does when they are due: owners' snapshots published and their streams purged. May run while
-    /// `maintain()`, `catchUp()` and `turn()` do. Returns each snapshot's file, `shard-N/<name>`.
+    /// does when they are due: owners' snapshots published and their streams purged (a purge that
+    /// fails is left to the schedule's next snapshot). May run while `maintain()`, `catchUp()` and
+    /// `turn()` do. Returns each snapshot's file, `shard-N/<name>`.
     /// - Throws: the first shard's failure, naming the shard, once every shard was tried.
     package func snapshotNow() throws(FanoutError) -> [String] {
         var followers: [Int: UInt64]?
@@ -320,7 +321,7 @@ package final class ClusterNode: @unchecked Sendable {
         var failure: FanoutError?
         for shard in self.shards.indices {
             do throws(FanoutError) {
-                if let written = try self.snapshot(shard, unlessAt: nil, followers: &followers) {
+                if let written = try self.snapshot(shard, unlessAt: nil, purging: false, followers: &followers) {
                     names.append("shard-\(shard)/\(written.path.split(separator: "/").last ?? "")")
                 }
             } catch {
@@ -332,10 +333,11 @@ package final class ClusterNode: @unchecked Sendable {
     }
 
     /// Snapshots shard `shard`'s engine, unless its log is still at LSN `last` (nothing logged
-    /// since); an owner's is published and the stream purged. `followers`: per shard, the least
-    /// sequence its followers applied (read from the members' announcements when first needed).
-    /// Returns the snapshot's path and LSN; nil when nothing was written.
-    private func snapshot(_ shard: Int, unlessAt last: UInt64?, followers: inout [Int: UInt64]?) throws(FanoutError) -> (path: String, lsn: UInt64)? {
+    /// since); an owner's is published and the stream purged (when `purging`, a failure to purge
+    /// is thrown; else it is left for later). `followers`: per shard, the least sequence its
+    /// followers applied (read from the members' announcements when first needed). Returns the
+    /// snapshot's path and LSN; nil when nothing was written.
+    private func snapshot(_ shard: Int, unlessAt last: UInt64?, purging: Bool, followers: inout [Int: UInt64]?) throws(FanoutError) -> (path: String, lsn: UInt64)? {
         let shardNode = self.shards[shard]
         // A follower's under the lock (its state and log must not move while it is written); for an
         // owner, only what it is.
@@ -352,24 +354,27 @@ package final class ClusterNode: @unchecked Sendable {
         }
         switch role {
         case .follower(let written): return written
-        case .owner(let engine, let term): return try self.snapshotOwned(shard, engine, term: term, unlessAt: last, followers: &followers)
+        case .owner(let engine, let term):
+            guard let lsn = engine.loggedThrough, lsn != last else { return nil }
+            // The engine snapshots while serving; should the node lose the shard meanwhile, closing
+            // the engine waits for the snapshot, which covers only what the stream holds.
+            let path = try engine.snapshot()
+            guard let covered = Engine.lsn(ofSnapshot: path) else { throw FanoutError(.internal, "\(path) does not name a snapshot") }
+            let published = try self.snapshots.publish(shard: shard, term: term, path: path, lsn: covered)
+            do throws(FanoutError) {
+                try self.purge(shard, before: published.lsn, followers: &followers)
+            } catch {
+                if purging { throw error }  // else the schedule's next snapshot purges
+            }
+            return (path, covered)
         }
     }
 
-    /// An owner's snapshot, published, and its stream purged: see `snapshot(_:unlessAt:followers:)`.
-    private func snapshotOwned(
-        _ shard: Int, _ engine: Engine, term: String, unlessAt last: UInt64?, followers: inout [Int: UInt64]?
-    ) throws(FanoutError) -> (path: String, lsn: UInt64)? {
-        guard let lsn = engine.loggedThrough, lsn != last else { return nil }
-        // The engine snapshots while serving; should the node lose the shard meanwhile, closing
-        // the engine waits for the snapshot, which covers only what the stream holds.
-        let path = try engine.snapshot()
-        guard let covered = Engine.lsn(ofSnapshot: path) else { throw FanoutError(.internal, "\(path) does not name a snapshot") }
-        let published = try self.snapshots.publish(shard: shard, term: term, path: path, lsn: covered)
+    /// Purges shard `shard`'s stream before `lsn`, not past what its followers applied.
+    private func purge(_ shard: Int, before lsn: UInt64, followers: inout [Int: UInt64]?) throws(FanoutError) {
         if followers == nil { followers = try self.followerProgress() }
         let keeping = followers?[shard].map { $0 + 1 } ?? .max
-        _ = try self.shards[shard].stream.purge(before: published.lsn, keeping: keeping, on: self.jetStream)
-        return (path, covered)
+        _ = try self.shards[shard].stream.purge(before: lsn, keeping: keeping, on: self.jetStream)
     }
 
     /// Per shard, the least stream sequence any member that follows it has applied, as the
