@@ -307,6 +307,10 @@ struct ClusterFailoverTests {
             }
             return try await read()
         }
+        /// What the nodes logged at warning level and above (and their shards' changes), when a check fails.
+        func printNodeWarnings() {
+            for daemon in daemons { print(daemon.logLines.filter { $0.contains("warning") || $0.contains("error") || $0.contains("cluster: shard") }.suffix(60).joined(separator: "\n")) }
+        }
         var missing: [String] = []
         for token in acknowledged.all {
             let installation = try? await retried { try await client.installation(token) }
@@ -317,8 +321,7 @@ struct ClusterFailoverTests {
         }
         #expect(missing.isEmpty, "\(missing.count) acknowledged changes missing: \(missing.prefix(10))")
         if !missing.isEmpty {
-            // What the nodes logged at warning level and above, for the investigation.
-            for daemon in daemons { print(daemon.logLines.filter { $0.contains("warning") || $0.contains("error") || $0.contains("cluster: shard") }.suffix(60).joined(separator: "\n")) }
+            printNodeWarnings()
         }
         #expect(try await retried { try await client.audience(.topic("all")) } == 900)
         #expect(try await retried { try await client.installationCount() } == bulk + 900)
@@ -334,7 +337,7 @@ struct ClusterFailoverTests {
         #expect(snapshot.status == 0 && snapshot.output.hasPrefix(#"{"snapshot":"shard-0/snapshot-"#), "\(snapshot.output)")
         #expect(snapshot.output.components(separatedBy: "/snapshot-").count == 8 + 2, "the first, then one per shard: \(snapshot.output)")
         if snapshot.status != 0 {
-            for daemon in daemons { print(daemon.logLines.filter { $0.contains("warning") || $0.contains("error") }.suffix(40).joined(separator: "\n")) }
+            printNodeWarnings()
         }
 
         // Under the load and across the kills, owners published their snapshots and purged their
