@@ -381,9 +381,8 @@ package final class ClusterNode: @unchecked Sendable {
     /// members last announced.
     private func followerProgress() throws(FanoutError) -> [Int: UInt64] {
         var least: [Int: UInt64] = [:]
-        for member in try self.members.keys() {
-            guard let entry = try self.members.entry(member) else { continue }
-            for case let (shard, applied?) in NodeProgress(decoding: String(decoding: entry.value, as: UTF8.self)).applied {
+        for progress in try NodeProgress.readAll(from: self.members).values {
+            for case let (shard, applied?) in progress.applied {
                 least[shard] = min(least[shard] ?? .max, applied)
             }
         }

@@ -26,6 +26,15 @@ struct NodeProgress: Hashable, Sendable {
         self.applied = applied
     }
 
+    /// Every member's announcement in the members bucket, by node.
+    static func readAll(from members: KeyValueBucket) throws(FanoutError) -> [String: NodeProgress] {
+        var progress: [String: NodeProgress] = [:]
+        for node in try members.keys() {
+            if let entry = try members.entry(node) { progress[node] = NodeProgress(decoding: String(decoding: entry.value, as: UTF8.self)) }
+        }
+        return progress
+    }
+
     var encoded: String {
         self.applied.sorted { $0.key < $1.key }.map { shard, sequence in
             sequence.map { "\(shard) follower \($0)" } ?? "\(shard) owner"
@@ -90,10 +99,7 @@ package struct ClusterStatus: Sendable {
             throw FanoutError(.failedPrecondition, "no cluster exists at \(urls)")
         }
         let members = try KeyValueBucket(jetStream, existing: ClusterNode.membersBucket)
-        var progress: [String: NodeProgress] = [:]
-        for node in try members.keys() {
-            if let entry = try members.entry(node) { progress[node] = NodeProgress(decoding: String(decoding: entry.value, as: UTF8.self)) }
-        }
+        let progress = try NodeProgress.readAll(from: members)
         let ownership = try KeyValueBucket(jetStream, existing: ShardOwnership.bucket)
         let pins = try ShardPins.read(from: layout).pins
         let memberNames = Set(progress.keys)
