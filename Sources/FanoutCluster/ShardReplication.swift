@@ -211,6 +211,8 @@ package final class ShardFollower: @unchecked Sendable {
     package let engine: Engine
     /// The last stream sequence applied; touched by one thread at a time.
     package private(set) var appliedSequence: UInt64
+    /// Where it started: only the message after it can hold records its log already has.
+    private let resumedAfter: UInt64
     private var consumer: OrderedConsumer?
 
     /// A follower of `stream` whose engine holds everything through `appliedSequence` (0: nothing).
@@ -219,6 +221,7 @@ package final class ShardFollower: @unchecked Sendable {
         self.stream = stream
         self.engine = engine
         self.appliedSequence = appliedSequence
+        self.resumedAfter = appliedSequence
     }
 
     /// A follower whose engine is on its own data directory, started again (or seeded from the
@@ -280,7 +283,8 @@ package final class ShardFollower: @unchecked Sendable {
 
     /// Applies one message; returns how many records it applied. A follower on a data directory
     /// applies only the records from where its log ends (the first message after a snapshot's
-    /// LSN may hold records the snapshot has).
+    /// LSN may hold records the snapshot has; after that one, every message starts where the log
+    /// ends).
     private func apply(_ message: OrderedConsumer.Message) throws(FanoutError) -> Int {
         // Already applied (a consumer made again from an earlier point): nothing to do.
         guard message.sequence > self.appliedSequence else { return 0 }
@@ -289,7 +293,9 @@ package final class ShardFollower: @unchecked Sendable {
             throw FanoutError(.failedPrecondition, "\(self.stream.name) has no message \(self.appliedSequence + 1): the stream was purged past this follower")
         }
         var records = try WALRecord.decodeBatch(message.data)[...]
-        if let through = self.engine.loggedThrough, let id = message.messageID, let (_, end) = ShardPublisher.parse(id, stream: self.stream) {
+        if message.sequence == self.resumedAfter + 1, let through = self.engine.loggedThrough, let id = message.messageID,
+            let (_, end) = ShardPublisher.parse(id, stream: self.stream)
+        {
             let start = end - min(end, UInt64(records.count))
             guard start <= through else {
                 throw FanoutError(.internal, "message \(message.sequence) of \(self.stream.name) starts at LSN \(start), past LSN \(through) where this follower's log ends")
