@@ -42,6 +42,23 @@ struct ShardReplicationTests {
         return (jetStream, stream)
     }
 
+    /// Node `name`'s part in `stream` on `directory`, on a connection of its own to `server`, with
+    /// a lease of `lease` and, with `snapshots`, the cluster's snapshot store.
+    static func shardNode(
+        _ name: String, directory: String, stream: ShardStream, on server: NATSServerProcess, lease: Duration = .seconds(1), snapshots: Bool = false
+    ) throws -> ShardNode {
+        let jetStream = try JetStream(urls: server.url)
+        let store = snapshots ? try ShardSnapshotTests.store(jetStream) : nil
+        return try ShardNode(
+            node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: lease), snapshots: store
+        )
+    }
+
+    /// Appends a batch of another node's to `stream`: its owner is deposed (its next append refused).
+    static func depose(_ stream: ShardStream, on server: NATSServerProcess) throws {
+        _ = try ShardPublisher(JetStream(urls: server.url), stream: stream, term: "node-z.99").publish([.createProject(ProjectID("elsewhere")!)], through: 1_000)
+    }
+
     static func request(_ token: String) -> RegistrationRequest {
         RegistrationRequest(token: RegistrationToken(token)!, platform: .android, appID: AppID("1:1:android:a")!)
     }
@@ -407,12 +424,8 @@ struct ShardReplicationTests {
             let (_, stream) = try Self.stream(4, on: server)
             try await TemporaryDirectory.with { directoryA in
                 try await TemporaryDirectory.with { directoryB in
-                    func node(_ name: String, _ directory: String) throws -> ShardNode {
-                        let jetStream = try JetStream(urls: server.url)
-                        return try ShardNode(node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: .seconds(1)))
-                    }
-                    let a = try node("node-a", directoryA)
-                    let b = try node("node-b", directoryB)
+                    let a = try Self.shardNode("node-a", directory: directoryA, stream: stream, on: server)
+                    let b = try Self.shardNode("node-b", directory: directoryB, stream: stream, on: server)
                     try a.step()
                     guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
                     try b.step()
@@ -462,10 +475,7 @@ struct ShardReplicationTests {
             let (_, stream) = try Self.stream(11, on: server)
             try await TemporaryDirectory.with { base in
                 try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-                func node(_ name: String) throws -> ShardNode {
-                    let jetStream = try JetStream(urls: server.url)
-                    return try ShardNode(node: name, stream: stream, directory: "\(base)/\(name)", jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: .seconds(1)))
-                }
+                func node(_ name: String) throws -> ShardNode { try Self.shardNode(name, directory: "\(base)/\(name)", stream: stream, on: server) }
                 func isMarked(_ name: String) -> Bool { FileManager.default.fileExists(atPath: "\(base)/\(name)/FOLLOWER-ONLY") }
                 let a = try node("node-a")
                 #expect(isMarked("node-a"), "a fresh directory")
@@ -484,8 +494,7 @@ struct ShardReplicationTests {
                 let b = try node("node-b")
                 try b.step()
                 guard case .owning = b.role else { throw FanoutError(.internal, "node-b did not take the released shard") }
-                let late = try ShardPublisher(try JetStream(urls: server.url), stream: stream, term: "node-c.99")
-                _ = try late.publish([.createProject(ProjectID("elsewhere")!)], through: 1_000)  // b is deposed
+                try Self.depose(stream, on: server)
                 let refused = b.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("b-refused")) }
                 #expect(throws: FanoutError(.unavailable, "")) { try refused.blockingUntilDurable() }
                 #expect(throws: FanoutError(.unavailable, ""), "its replica lacks the refused change") { try b.engine.close() }
@@ -506,18 +515,16 @@ struct ShardReplicationTests {
             let (_, stream) = try Self.stream(12, on: server)
             try await TemporaryDirectory.with { base in
                 try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-                let jetStream = try JetStream(urls: server.url)
-                let ownership = try ShardOwnership(jetStream, lease: .seconds(30))
-                let a = try ShardNode(node: "node-a", stream: stream, directory: "\(base)/a", jetStream: jetStream, ownership: ownership)
+                let a = try Self.shardNode("node-a", directory: "\(base)/a", stream: stream, on: server, lease: .seconds(30))
                 try a.step()
                 guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
                 _ = try await a.engine.register(Self.request("a-0"))
-                _ = try ShardPublisher(jetStream, stream: stream, term: "node-b.99").publish([.createProject(ProjectID("elsewhere")!)], through: 1_000)
+                try Self.depose(stream, on: server)
                 let refused = a.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request("a-refused")) }
                 #expect(throws: FanoutError(.unavailable, "")) { try refused.blockingUntilDurable() }
                 try a.step()
                 #expect(!a.isOwner, "it let the shard go")
-                #expect(try ownership.owner(of: stream.shard) == nil, "at once, not a 30 s lease later")
+                #expect(try ShardOwnership(JetStream(urls: server.url), lease: .seconds(30)).owner(of: stream.shard) == nil, "at once, not a 30 s lease later")
                 try a.engine.close()
                 for aside in a.setAside { try? FileManager.default.removeItem(atPath: aside) }
             }

@@ -11,11 +11,7 @@ import Testing
 @Suite("Shard snapshots", .serialized)
 struct ShardSnapshotTests {
     static func node(_ name: String, _ directory: String, _ stream: ShardStream, _ server: NATSServerProcess, snapshots: Bool = true) throws -> ShardNode {
-        let jetStream = try JetStream(urls: server.url)
-        let store = snapshots ? try Self.store(jetStream) : nil
-        return try ShardNode(
-            node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: .seconds(1)), snapshots: store
-        )
+        try ShardReplicationTests.shardNode(name, directory: directory, stream: stream, on: server, snapshots: snapshots)
     }
 
     static func store(_ jetStream: JetStream) throws -> ShardSnapshotStore {
