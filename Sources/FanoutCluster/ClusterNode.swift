@@ -173,6 +173,11 @@ package final class ClusterNode: @unchecked Sendable {
             _ = try layout.create("shards", Array(String(count).utf8))
         }
         guard let entry = try layout.entry("shards") else {
+            if count != nil {
+                // Created (here or by a node started with it) but not yet readable: a replicated
+                // bucket's read may come from a replica a moment behind. `init` asks again.
+                throw FanoutError(.unavailable, "the cluster's layout is not readable yet")
+            }
             throw FanoutError(.failedPrecondition, "no cluster exists at these NATS servers: the first node creates it with a shard count", field: "shards")
         }
         let stored = String(decoding: entry.value, as: UTF8.self)
