@@ -6,6 +6,7 @@ public import Hummingbird
 public import HummingbirdCore
 public import NIOCore
 public import Prometheus
+public import CoreMetrics
 
 /// fanoutd's HTTP listener (docs/http-api.md), on Hummingbird 2: FCM's HTTP v1 send and topic
 /// management, so that an unmodified firebase-admin SDK can send through fanoutd; Firebase
@@ -17,7 +18,10 @@ public struct HTTPFront: Sendable {
     /// The largest request body read (FCM's send limit plus the envelope).
     public static let maximumBodySize = 1 << 20 + 4096
 
-    let engine: Engine
+    let backend: any HTTPFrontBackend
+    /// The engine when the front serves one: it takes sends on the event loop (`channelHandlers()`,
+    /// `http1()`) and serves Firebase Installations' calls.
+    let engine: Engine?
     let keys: @Sendable () -> APIKeyStore
     let tokens: InstallationTokens?
     let metrics: PrometheusCollectorRegistry?
@@ -37,6 +41,7 @@ public struct HTTPFront: Sendable {
         metrics: PrometheusCollectorRegistry? = nil,
         credentialsChanged: @escaping @Sendable (ProjectID) -> Void = { _ in }
     ) {
+        self.backend = engine
         self.engine = engine
         self.keys = keys
         self.tokens = tokens
@@ -45,17 +50,39 @@ public struct HTTPFront: Sendable {
         self.requestMetrics = HTTPRequestMetrics(factory: engine.metrics.factory)
     }
 
-    /// The channel handlers for Hummingbird's channels on HTTP types' parts (`http2Upgrade`'s
-    /// streams and its HTTP/1.1 over TLS, through `additionalChannelHandlers`), made for each: they
-    /// serve `messages:send` on the event loop and pass every other request to the router.
-    public func channelHandlers() -> [any RemovableChannelHandler] {
-        [MessagesSendHandler<HTTPTypesParts>(engine: self.engine, keys: self.keys, metrics: self.requestMetrics)]
+    /// A front serving FCM's send and topic management through `backend` (a cluster node's
+    /// routing), its requests counted with `metricsFactory`, and when given `metrics`, that
+    /// registry at `GET /metrics`. It issues no installation credentials: Firebase Installations'
+    /// calls are refused (`FAILED_PRECONDITION`) and it serves no JWK Set.
+    public init(
+        backend: any HTTPFrontBackend,
+        keys: @escaping @Sendable () -> APIKeyStore,
+        metrics: PrometheusCollectorRegistry? = nil,
+        metricsFactory: any MetricsFactory
+    ) {
+        self.backend = backend
+        self.engine = nil
+        self.keys = keys
+        self.tokens = nil
+        self.metrics = metrics
+        self.credentialsChanged = { _ in }
+        self.requestMetrics = HTTPRequestMetrics(factory: metricsFactory)
     }
 
-    /// Hummingbird's HTTP/1.1 server, with `messages:send` served on the event loop on NIOHTTP1's
-    /// parts (`FrontHTTP1Channel`).
+    /// The channel handlers for Hummingbird's channels on HTTP types' parts (`http2Upgrade`'s
+    /// streams and its HTTP/1.1 over TLS, through `additionalChannelHandlers`), made for each: with
+    /// an engine they serve `messages:send` on the event loop and pass every other request to the
+    /// router; through a backend, there are none (the router serves every request).
+    public func channelHandlers() -> [any RemovableChannelHandler] {
+        guard let engine = self.engine else { return [] }
+        return [MessagesSendHandler<HTTPTypesParts>(engine: engine, keys: self.keys, metrics: self.requestMetrics)]
+    }
+
+    /// Hummingbird's HTTP/1.1 server, with an engine's `messages:send` served on the event loop on
+    /// NIOHTTP1's parts (`FrontHTTP1Channel`).
     public func http1() -> HTTPServerBuilder {
-        let (engine, keys, metrics) = (self.engine, self.keys, self.requestMetrics)
+        guard let engine = self.engine else { return .http1() }
+        let (keys, metrics) = (self.keys, self.requestMetrics)
         return HTTPServerBuilder { responder in
             FrontHTTP1Channel(responder: responder) {
                 MessagesSendHandler<HTTP1Parts>(engine: engine, keys: keys, metrics: metrics)
@@ -66,7 +93,7 @@ public struct HTTPFront: Sendable {
     /// Every route, `messages:send` included, so that the router alone serves the whole API (the
     /// channel handlers only make the send cheaper).
     public func router() -> Router<BasicRequestContext> {
-        let (engine, keys, tokens, metrics) = (self.engine, self.keys, self.tokens, self.metrics)
+        let (backend, keys, tokens, metrics) = (self.backend, self.keys, self.tokens, self.metrics)
         let router = Router()
         router.add(middleware: RequestMetricsMiddleware(handles: self.requestMetrics))
         router.add(middleware: GoogleErrorMiddleware())
@@ -80,7 +107,7 @@ public struct HTTPFront: Sendable {
         }
         router.get("/healthz") { _, _ in Self.json(200, #"{"status":"ok"}"#) }
         router.get("/readyz") { _, _ in
-            engine.logFailure == nil ? Self.json(200, #"{"status":"ready"}"#) : Self.json(503, #"{"status":"the log refuses changes"}"#)
+            backend.isReady ? Self.json(200, #"{"status":"ready"}"#) : Self.json(503, #"{"status":"the log refuses changes"}"#)
         }
         router.get("/.well-known/jwks.json") { _, _ in
             guard let tokens, let jwks = try? tokens.keys.jwks() else {
@@ -89,7 +116,6 @@ public struct HTTPFront: Sendable {
             return Self.json(200, jwks)
         }
         router.post("/v1/projects/:project/messages:send") { request, context in
-            let result: Result<SendResult, FanoutError>
             do throws(FanoutError) {
                 let project = try MessagesSend.authorize(
                     project: context.parameters.get("project"),
@@ -98,17 +124,14 @@ public struct HTTPFront: Sendable {
                     keys: keys()
                 )
                 let body = try await Self.body(request)
-                result = .success(try await MessagesSend.apply(body, in: project, engine: engine).durable())
+                let sent = try await backend.sendMessage(body, in: project)
+                return Self.json(200, MessagesSend.body(name: try MessagesSend.name(sent.messageID, recipients: sent.recipients)))
             } catch {
-                result = .failure(error)
-            }
-            switch MessagesSend.answer(result) {
-            case .success(let name): return Self.json(200, name)
-            case .failure(let error): return Self.error(error)
+                return Self.error(error)
             }
         }
-        Self.addTopicRoutes(to: router, engine: engine, keys: keys)
-        Self.addInstallationRoutes(to: router, engine: engine, keys: keys, tokens: tokens, credentialsChanged: self.credentialsChanged)
+        Self.addTopicRoutes(to: router, backend: backend, keys: keys)
+        Self.addInstallationRoutes(to: router, engine: self.engine, keys: keys, tokens: tokens, credentialsChanged: self.credentialsChanged)
         return router
     }
 

@@ -10,7 +10,7 @@ internal import NIOCore
 extension HTTPFront {
     static func addInstallationRoutes(
         to router: Router<BasicRequestContext>,
-        engine: Engine,
+        engine: Engine?,
         keys: @escaping @Sendable () -> APIKeyStore,
         tokens: InstallationTokens?,
         credentialsChanged: @escaping @Sendable (ProjectID) -> Void
@@ -22,7 +22,7 @@ extension HTTPFront {
                 guard key.projects.contains(project.value) else {
                     throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
                 }
-                let tokens = try Self.issuing(tokens)
+                let (engine, tokens) = try Self.issuing(engine, tokens)
                 let registration = try Self.installationRequest(try await Self.body(request))
                 let now = engine.clock.now().secondsSinceEpoch
                 // An app's key creates only; an admin's re-issues an existing installation's credentials.
@@ -44,8 +44,9 @@ extension HTTPFront {
         router.post("/v1/projects/:project/installations/:fid/authTokens:generate") { request, context in
             do throws(FanoutError) {
                 let (project, fid, refresh) = try Self.installationCredential(request, context)
+                let (engine, tokens) = try Self.issuing(engine, tokens)
                 let now = engine.clock.now().secondsSinceEpoch
-                let token = try Self.issuing(tokens).generateAuthToken(for: fid, in: project, engine: engine, presented: refresh, now: now)
+                let token = try tokens.generateAuthToken(for: fid, in: project, engine: engine, presented: refresh, now: now)
                 return Self.json(200, JSONWriter.encode(Self.authToken(token, now: now)))
             } catch {
                 return Self.error(error)
@@ -54,7 +55,7 @@ extension HTTPFront {
         router.delete("/v1/projects/:project/installations/:fid") { request, context in
             do throws(FanoutError) {
                 let (project, fid, refresh) = try Self.installationCredential(request, context)
-                _ = try Self.issuing(tokens)
+                let (engine, _) = try Self.issuing(engine, tokens)
                 _ = try InstallationTokens.credential(of: fid, in: project, engine: engine, presented: refresh)
                 _ = try await engine.deleteInstallation(fid, in: project)
                 credentialsChanged(project)
@@ -67,9 +68,11 @@ extension HTTPFront {
 
     // MARK: - Pieces
 
-    static func issuing(_ tokens: InstallationTokens?) throws(FanoutError) -> InstallationTokens {
-        guard let tokens else { throw FanoutError(.failedPrecondition, "this server issues no installation credentials") }
-        return tokens
+    /// The engine and the credentials the installation calls need; `FAILED_PRECONDITION` when
+    /// the server issues none (a cluster node does not yet: docs/scale-out.md).
+    static func issuing(_ engine: Engine?, _ tokens: InstallationTokens?) throws(FanoutError) -> (Engine, InstallationTokens) {
+        guard let engine, let tokens else { throw FanoutError(.failedPrecondition, "this server issues no installation credentials") }
+        return (engine, tokens)
     }
 
     /// `{"token": ..., "expiresIn": "604800s"}`, as Firebase Installations answers an auth token.

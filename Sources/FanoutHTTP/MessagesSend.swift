@@ -27,12 +27,26 @@ enum MessagesSend {
     }
 
     /// FCM's answer: the body of a 200 (the message's name), or the error to answer in Google's
-    /// shape. A send to one recipient (a token or an FID) answers that recipient's refusal, as FCM
-    /// does.
+    /// shape.
     static func answer(_ result: Result<SendResult, FanoutError>) -> Result<[UInt8], FanoutError> {
         result.flatMap { sent in
-            if sent.recipients.count == 1, case .failed(let error) = sent.recipients[0] { return .failure(error) }
-            return .success(JSONWriter.encode(.object(JSONObject([.init(key: "name", value: .string(sent.messageID))]))))
+            do throws(FanoutError) {
+                return .success(Self.body(name: try Self.name(sent.messageID, recipients: sent.recipients)))
+            } catch {
+                return .failure(error)
+            }
         }
+    }
+
+    /// The name of a message sent to `recipients` (empty for a topic, a condition or a user); a send
+    /// to one recipient (a token or an FID) throws that recipient's refusal, as FCM answers it.
+    static func name(_ messageID: String, recipients: [RecipientResult]) throws(FanoutError) -> String {
+        if recipients.count == 1, case .failed(let error) = recipients[0] { throw error }
+        return messageID
+    }
+
+    /// `{"name": ...}`, the body of a send's 200.
+    static func body(name: String) -> [UInt8] {
+        JSONWriter.encode(.object(JSONObject([.init(key: "name", value: .string(name))])))
     }
 }

@@ -8,14 +8,14 @@ internal import NIOCore
 /// `registrations/{registration}/topicSubscriptions` (a FID or a token), and the Instance ID
 /// service's `iid/v1:batchAdd`, `iid/v1:batchRemove` and `iid/info/{token}`.
 extension HTTPFront {
-    static func addTopicRoutes(to router: Router<BasicRequestContext>, engine: Engine, keys: @escaping @Sendable () -> APIKeyStore) {
+    static func addTopicRoutes(to router: Router<BasicRequestContext>, backend: any HTTPFrontBackend, keys: @escaping @Sendable () -> APIKeyStore) {
         router.post("/v1/projects/:project/registrations/:registration/topicSubscriptions") { request, context in
             do throws(FanoutError) {
                 let project = try Self.project(context.parameters.get("project"))
                 try Self.authorize(request.headers, keys: keys(), project: project, roles: [.admin])
                 let topic = try Self.topic(request.uri.queryParameters.get("topic_name"))
                 let address = try Self.address(context.parameters.get("registration"))
-                try Self.single(try await engine.subscribe([address], to: topic, in: project))
+                try Self.single(try await backend.subscribe([address], to: topic, in: project))
                 return Self.json(200, "{}")
             } catch {
                 return Self.error(error)
@@ -27,7 +27,7 @@ extension HTTPFront {
                 try Self.authorize(request.headers, keys: keys(), project: project, roles: [.admin])
                 let topic = try Self.topic(context.parameters.get("topic"))
                 let address = try Self.address(context.parameters.get("registration"))
-                try Self.single(try await engine.unsubscribe([address], from: topic, in: project))
+                try Self.single(try await backend.unsubscribe([address], from: topic, in: project))
                 return Self.json(200, "{}")
             } catch {
                 return Self.error(error)
@@ -40,8 +40,8 @@ extension HTTPFront {
                     let project = try Self.iidProject(of: key)
                     let (topic, tokens) = try Self.batch(try await Self.body(request))
                     let results = subscribing
-                        ? try await engine.subscribe(tokens, to: topic, in: project)
-                        : try await engine.unsubscribe(tokens, from: topic, in: project)
+                        ? try await backend.subscribe(tokens, to: topic, in: project)
+                        : try await backend.unsubscribe(tokens, from: topic, in: project)
                     let items: [JSONValue] = results.map { result in
                         switch result {
                         case .ok: return .object(JSONObject())
@@ -59,7 +59,7 @@ extension HTTPFront {
                 let key = try Self.apiKey(of: request.headers, keys: keys(), roles: [.admin, .sender])
                 let project = try Self.iidProject(of: key)
                 let address = try Self.address(context.parameters.get("token"))
-                let installation = try engine.installation(address, in: project)
+                let installation = try await backend.installation(address, in: project)
                 var members: [JSONObject.Member] = [
                     .init(key: "application", value: .string(installation.appID.value)),
                     .init(key: "authorizedEntity", value: .string(project.value)),
@@ -67,7 +67,7 @@ extension HTTPFront {
                 ]
                 if request.uri.queryParameters.get("details") == "true" {
                     // fanout does not keep when a subscription was made: each topic's object is empty.
-                    let topics = try engine.topics(of: address, in: project).map { JSONObject.Member(key: $0.value, value: .object(JSONObject())) }
+                    let topics = try await backend.topics(of: address, in: project).map { JSONObject.Member(key: $0.value, value: .object(JSONObject())) }
                     members.append(.init(key: "rel", value: .object(JSONObject([.init(key: "topics", value: .object(JSONObject(topics)))]))))
                 }
                 return Self.json(200, JSONWriter.encode(.object(JSONObject(members))))

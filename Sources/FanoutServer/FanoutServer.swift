@@ -1,3 +1,4 @@
+package import CoreMetrics
 public import FanoutCore
 public import FanoutKeys
 internal import FanoutModel
@@ -53,14 +54,19 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         logger: Logger = Logger(label: "fanoutd"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> FanoutServer {
-        try await Self.bind(engine: engine, keys: keys, tokens: tokens, router: nil, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup)
+        try await Self.bind(
+            engine: engine, keys: keys, tokens: tokens, router: nil, metricsFactory: engine.metrics.factory, configuration: configuration, logger: logger,
+            eventLoopGroup: eventLoopGroup
+        )
     }
 
     /// Opens the listening socket of a cluster node (docs/scale-out.md): requests go to the owners
-    /// of the shards they touch, through `cluster` (run it as a service next to the server).
+    /// of the shards they touch, through `cluster` (run it as a service next to the server). Its
+    /// requests are counted with `metricsFactory`.
     package static func bind(
         cluster: ClusterService,
         keys: APIKeyStore,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory,
         configuration: ServerConfiguration = ServerConfiguration(),
         logger: Logger = Logger(label: "fanoutd"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -68,7 +74,8 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         // The connections' own engine serves nothing but their clock and metrics here: every
         // request that reaches an engine goes to a shard's.
         try await Self.bind(
-            engine: Engine(), keys: keys, tokens: nil, router: cluster.router, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup
+            engine: Engine(), keys: keys, tokens: nil, router: cluster.router, metricsFactory: metricsFactory, configuration: configuration, logger: logger,
+            eventLoopGroup: eventLoopGroup
         )
     }
 
@@ -77,6 +84,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         keys: APIKeyStore,
         tokens: InstallationTokens?,
         router: ClusterRouter?,
+        metricsFactory: any MetricsFactory,
         configuration: ServerConfiguration,
         logger: Logger,
         eventLoopGroup: any EventLoopGroup
@@ -106,7 +114,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             maximumInFlight: configuration.maximumInFlight,
             logger: logger,
             strangers: strangers,
-            metrics: ServerMetrics(factory: engine.metrics.factory),
+            metrics: ServerMetrics(factory: metricsFactory),
             router: router
         )
         let tls = try configuration.tls.map(NIOSSLContext.init(configuration:))

@@ -1,28 +1,30 @@
 import ArgumentParser
 import FanoutCluster
 import FanoutCore
+import FanoutHTTP
 import FanoutServer
 import Foundation
 import Logging
+import Prometheus
 import ServiceLifecycle
 
 extension Fanoutd {
     /// `--cluster`: this process is one node of a cluster (docs/scale-out.md). It takes part in
     /// every shard on its own directory under --data-dir (`shard-N`), owns its share, and answers
-    /// any request over TCP, routing it to the shards' owners. What a node does not serve yet
-    /// (the HTTP front, named-installation consumers, installation credentials) is refused at
-    /// start or per request. Each shard's engine snapshots every --snapshot-every seconds; owners
-    /// publish theirs and purge their streams, and sweep their shards as one fanoutd does.
-    func runClusterNode(urls: String, durability: Durability, engine: EngineConfiguration, configuration: ServerConfiguration, logger: Logger) async throws {
+    /// any request over TCP, and with --http FCM's send and topic management over HTTP, routing
+    /// each to the shards' owners. What a node does not serve yet (named-installation consumers,
+    /// installation credentials) is refused per request. Each shard's engine snapshots every
+    /// --snapshot-every seconds; owners publish theirs and purge their streams, and sweep their
+    /// shards as one fanoutd does.
+    func runClusterNode(
+        urls: String, durability: Durability, engine: EngineConfiguration, configuration: ServerConfiguration, httpAddress: (String, Int)?, logger: Logger
+    ) async throws {
         guard let node = self.node else { throw ValidationError("--cluster needs --node NAME") }
         guard ClusterNode.isValidName(node) else {
             throw ValidationError("--node must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -")
         }
         guard (1...3600).contains(self.lease) else { throw ValidationError("--lease must be 1 to 3600 seconds") }
         guard [1, 3, 5].contains(self.replicas) else { throw ValidationError("--replicas must be 1, 3 or 5") }
-        guard self.http == nil else {
-            throw ValidationError("a cluster node does not serve the HTTP front yet (docs/scale-out.md): leave out --http")
-        }
         guard mkdir(self.dataDirectory, 0o700) == 0 || errno == EEXIST else {
             throw ValidationError("cannot make the data directory \(self.dataDirectory): errno \(errno)")
         }
@@ -36,9 +38,13 @@ extension Fanoutd {
         logger.info("joined the cluster", metadata: ["node": "\(node)", "shards": "\(clusterNode.map.count)", "nats": "\(urls)"])
         let cluster = try ClusterService(node: clusterNode, maximumPayloadSize: configuration.maximumPayloadSize, logger: logger)
         let (keys, keyFile) = try self.loadKeys(logger: logger)
+        // The listeners' request metrics, served at the HTTP front's /metrics (the shards' engines
+        // export none yet: docs/scale-out.md).
+        let registry = PrometheusCollectorRegistry()
+        let metricsFactory = HTTPFront.prometheusFactory(registry: registry)
         let server: FanoutServer
         do {
-            server = try await FanoutServer.bind(cluster: cluster, keys: keys, configuration: configuration, logger: logger)
+            server = try await FanoutServer.bind(cluster: cluster, keys: keys, metricsFactory: metricsFactory, configuration: configuration, logger: logger)
         } catch {
             clusterNode.close()
             throw ListenError(description: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
@@ -47,7 +53,14 @@ extension Fanoutd {
         try self.writeReadyFile(host: configuration.host, port: server.localPort)
         // Shut down in reverse order: the server answers what it applied, then the node hands its
         // shards on and closes their engines.
-        await self.runServices([.init(service: cluster), .init(service: server), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger))], logger: logger)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: cluster), .init(service: server), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger)),
+        ]
+        if let (httpHost, httpPort) = httpAddress {
+            let front = HTTPFront(backend: ClusterHTTPBackend(cluster: cluster), keys: { [server] in server.keys }, metrics: registry, metricsFactory: metricsFactory)
+            services.append(.init(service: try self.httpApplication(front, host: httpHost, port: httpPort, tls: configuration.tls, logger: logger)))
+        }
+        await self.runServices(services, logger: logger)
         logger.info("stopped; the shards are handed on and their logs synced")
     }
 }

@@ -167,7 +167,10 @@ struct Fanoutd: AsyncParsableCommand {
             deviceMessagesPerHour: self.deviceMessagesPerHour
         )
         if let urls = self.cluster {
-            try await self.runClusterNode(urls: urls, durability: durability, engine: engineConfiguration, configuration: self.serverConfiguration(host: host, port: port, tls: tls), logger: logger)
+            try await self.runClusterNode(
+                urls: urls, durability: durability, engine: engineConfiguration, configuration: self.serverConfiguration(host: host, port: port, tls: tls),
+                httpAddress: httpAddress, logger: logger
+            )
             return
         }
         // Metrics go to one Prometheus registry, served at the HTTP front's /metrics.
@@ -198,8 +201,7 @@ struct Fanoutd: AsyncParsableCommand {
             try? engine.close()
             throw ListenError(description: "cannot listen on \(host):\(port): \(error)")
         }
-        let tlsMode = tls != nil ? (self.tlsClientCA != nil ? "mutual" : "on") : "off"
-        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(tlsMode)", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
+        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(self.tlsMode(tls))", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
         try self.writeReadyFile(host: host, port: server.localPort)
         var maintenance = MaintenanceService(
             engine: engine,
@@ -217,24 +219,34 @@ struct Fanoutd: AsyncParsableCommand {
                 engine: engine, keys: { [server] in server.keys }, tokens: tokens, metrics: registry,
                 credentialsChanged: { [server] project in server.recheckDeviceCredentials(in: project.value) }
             )
-            let application = Application(
-                router: front.router(),
-                // With the TCP listener's TLS: HTTP/2 for clients that offer it (ALPN), else HTTP/1.1;
-                // both with the front's channel handlers, which serve sends on the event loop.
-                server: try tls.map {
-                    try .http2Upgrade(tlsConfiguration: $0, configuration: .init(streamConfiguration: .init(additionalChannelHandlers: front.channelHandlers())))
-                } ?? front.http1(),
-                configuration: .init(address: .hostname(httpHost, port: httpPort), serverName: "fanoutd"),
-                onServerRunning: { channel in
-                    logger.info("HTTP front listening", metadata: ["address": "\(httpHost):\(channel.localAddress?.port ?? httpPort)", "tls": "\(tlsMode)"])
-                },
-                logger: logger
-            )
-            services.append(.init(service: application))
+            services.append(.init(service: try self.httpApplication(front, host: httpHost, port: httpPort, tls: tls, logger: logger)))
         }
         await self.runServices(services, logger: logger)
         try engine.close()
         logger.info("stopped; the log is synced")
+    }
+
+    /// The HTTP front's listener: with the TCP listener's TLS, HTTP/2 for clients that offer it
+    /// (ALPN), else HTTP/1.1; both with the front's channel handlers, which serve an engine's sends
+    /// on the event loop.
+    func httpApplication(_ front: HTTPFront, host: String, port: Int, tls: TLSConfiguration?, logger: Logger) throws -> some Service {
+        let tlsMode = self.tlsMode(tls)
+        return Application(
+            router: front.router(),
+            server: try tls.map {
+                try .http2Upgrade(tlsConfiguration: $0, configuration: .init(streamConfiguration: .init(additionalChannelHandlers: front.channelHandlers())))
+            } ?? front.http1(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "fanoutd"),
+            onServerRunning: { channel in
+                logger.info("HTTP front listening", metadata: ["address": "\(host):\(channel.localAddress?.port ?? port)", "tls": "\(tlsMode)"])
+            },
+            logger: logger
+        )
+    }
+
+    /// How the listeners speak TLS, for the log: off, on, or mutual (client certificates).
+    func tlsMode(_ tls: TLSConfiguration?) -> String {
+        tls == nil ? "off" : self.tlsClientCA != nil ? "mutual" : "on"
     }
 
     func serverConfiguration(host: String, port: Int, tls: TLSConfiguration?) -> ServerConfiguration {

@@ -1,4 +1,7 @@
+import FanoutClient
+import FanoutCluster
 import FanoutTestSupport
+import FanoutWire
 import Foundation
 import Testing
 
@@ -98,6 +101,93 @@ extension FanoutdTests {
             #expect(named.count >= 10, "\(document) names the metrics")
             #expect(named.subtracting(served).isEmpty, "\(document) names metrics /metrics does not serve: \(named.subtracting(served).sorted())")
         }
+    }
+
+    /// The same SDK flow through the HTTP front of one node of a two-node cluster (one NATS
+    /// server, 4 shards): each call is routed to the owners of the shards it touches, on either
+    /// node, and answered as one fanoutd answers it; the deliveries it queued are pending on their
+    /// installations' shards with the right payloads; Firebase Installations' calls are refused,
+    /// and /metrics counts the HTTP and TCP requests.
+    @Test func theFirebaseAdminSDKSendsThroughAClusterNode() async throws {
+        guard let python = Self.sdkPython() else { return }
+        guard let executable = NATSServerProcess.installedExecutable else {
+            Issue.record("no nats-server: `make test` installs it (apt: nats-server)")
+            return
+        }
+        let directory = TemporaryDirectory.path("fanoutd-sdk-cluster")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let nats = try NATSServerProcess(executable: executable, directory: "\(directory)/nats")
+        try await nats.start()
+        defer { nats.kill() }
+        let created = try FanoutCLITests.fanout(["key", "create", "--file", "\(directory)/api-keys", "--name", "admin", "--role", "admin"])
+        let key = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        var daemons: [Daemon] = []
+        defer { for daemon in daemons where daemon.process.isRunning { _ = daemon.stop() } }
+        for index in 1...2 {
+            daemons.append(try Daemon(directory: "\(directory)/node-\(index)", arguments: [
+                "--cluster", nats.url, "--node", "node-\(index)", "--shards", "4", "--api-keys", "\(directory)/api-keys",
+            ] + (index == 1 ? ["--http", "127.0.0.1:0"] : [])))
+        }
+        let httpPort = try #require(daemons[0].httpPort())
+        // Every shard owned, each node owning some.
+        let settled = ContinuousClock.now + .seconds(60)
+        var status = try ClusterStatus.read(urls: nats.url)
+        while ContinuousClock.now < settled, status.shards.contains(where: { $0.owner == nil }) || Set(status.shards.compactMap(\.owner)).count < 2 {
+            try await Task.sleep(for: .milliseconds(200))
+            status = try ClusterStatus.read(urls: nats.url)
+        }
+        try #require(Set(status.shards.compactMap(\.owner)) == ["node-1", "node-2"] && status.shards.count == 4, "\(status.table)")
+
+        let port = daemons[1].port
+        let android = try self.fanout(port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-android-1", "--json")
+        let fid = try #require(try JSONSerialization.jsonObject(with: Data(android.output.utf8)) as? [String: Any])["fid"] as? String
+        #expect(try self.fanout(port, key, "register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "sdk-ios-1").status == 0)
+        #expect(try self.fanout(port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-old").status == 0)
+        #expect(try self.fanout(port, key, "refresh", "sdk-old", "sdk-new").status == 0)
+        let flow = try FanoutCLITests.run(python.path, [
+            Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-flow.py").path, "http://127.0.0.1:\(httpPort)", key, try #require(fid),
+        ])
+        #expect(flow.status == 0, "\(flow.output)\(flow.error)")
+        #expect(flow.output.contains("all steps answered as FCM answers them"), "\(flow.output)\(flow.error)")
+
+        // What the SDK sent waits on each installation's shard, read through the other node.
+        let client = try await FanoutClient.connect(host: "127.0.0.1", port: port, apiKey: key)
+        func steps(_ token: String) async throws -> [String: [String: Any]] {
+            var byStep: [String: [String: Any]] = [:]
+            for delivery in try await client.pendingDeliveries(for: token) {
+                let payload = try #require(try JSONSerialization.jsonObject(with: Data(delivery.payload)) as? [String: Any])
+                let step = try #require((payload["data"] as? [String: Any])?["step"] as? String ?? payload["step"] as? String)
+                byStep[step] = payload
+            }
+            return byStep
+        }
+        let androidSteps = try await steps("sdk-android-1")
+        #expect(Set(androidSteps.keys) == ["token", "fid", "topic", "condition", "each", "after-unsubscribe"])
+        #expect((androidSteps["topic"]?["notification"] as? [String: Any])?["title"] as? String == "Hello")
+        let iosSteps = try await steps("sdk-ios-1")
+        #expect(Set(iosSteps.keys) == ["topic", "condition"])
+        #expect(((iosSteps["topic"]?["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "Hello")
+        #expect(try await client.pendingDeliveries(for: "sdk-new").isEmpty)
+        try await client.close()
+
+        // Not served by a cluster node yet: installation credentials, in Google's error shape.
+        let create = try FanoutCLITests.run(python.path, ["-c", """
+            import sys, urllib.request, urllib.error
+            request = urllib.request.Request(sys.argv[1], method="POST", headers={"x-goog-api-key": sys.argv[2], "Content-Type": "application/json"},
+                data=b'{"fid": "cAECAwQFBgcICQoLDA0ODx", "appId": "1:1:android:a", "authVersion": "FIS_v2", "sdkVersion": "a:1"}')
+            try:
+                urllib.request.urlopen(request)
+            except urllib.error.HTTPError as error:
+                print(error.code, error.read().decode())
+            """, "http://127.0.0.1:\(httpPort)/v1/projects/default/installations", key])
+        #expect(create.output.hasPrefix("400 ") && create.output.contains(#""status":"FAILED_PRECONDITION""#), "\(create.output)\(create.error)")
+
+        let metrics = try Self.prometheusSamples(python: python, url: "http://127.0.0.1:\(httpPort)/metrics")
+        func value(_ name: String, _ labels: [String: String]) -> Double? { metrics[name]?.first { $0.labels == labels }?.value }
+        let send = "POST /v1/projects/{project}/messages:send"
+        #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "OK"]) == 7)
+        #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "NOT_FOUND"]) == 2, "the rotated token twice")
     }
 
     /// The SDK against a device's send quota (`--device-messages-per-minute 20`):

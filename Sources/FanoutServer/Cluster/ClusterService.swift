@@ -1,7 +1,7 @@
 package import FanoutCluster
 internal import FanoutCore
 package import FanoutModel
-internal import FanoutWire
+package import FanoutWire
 package import Logging
 internal import NIOPosix
 package import ServiceLifecycle
@@ -37,6 +37,17 @@ package final class ClusterService: Service, Sendable {
         self.expiryInterval = expiryInterval
         self.pruneInterval = pruneInterval
         self.logger = logger
+    }
+
+    /// The reply to `request`, routed as a TCP client's is, for a caller that checked the client's
+    /// key itself (the HTTP front).
+    package func perform(_ request: ClientRequest) async -> ServerMessage {
+        await self.router.perform(request, principal: ShardRequests.principal)
+    }
+
+    /// Whether every shard this node owns accepts changes (none of their logs has failed).
+    package var acceptsChanges: Bool {
+        self.node.servedShards.allSatisfy { !$0.isOwner || $0.engine.logFailure == nil }
     }
 
     package func run() async throws {
