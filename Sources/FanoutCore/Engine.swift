@@ -41,6 +41,8 @@ public final class Engine: Sendable {
     private let directoryLock: Mutex<Int32?>
     /// Whether the engine holds its data directory (opened on one, and not closed).
     var holdsItsDirectory: Bool { self.directoryLock.withLock { $0 != nil } }
+    /// Whether a data directory's engine was closed (an in-memory one never is).
+    package var isClosed: Bool { self.directory != nil && !self.holdsItsDirectory }
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
     /// The engine's swift-metrics handles (and the factory that made them).

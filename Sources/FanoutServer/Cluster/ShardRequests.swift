@@ -34,17 +34,21 @@ final class ShardRequests: Sendable {
     // MARK: - The edge's side
 
     /// `request` performed by shard `shard`'s owner: its reply, or `.error` when no owner answered.
-    /// While nobody owns the shard (a hand-over between two turns), or the node it reached has just
-    /// lost it, it is sent again, for up to a lease; a request whose answer did not come back is
-    /// not (it may have been applied).
+    /// While nobody owns the shard (a hand-over between two turns, or a failover: the dead owner's
+    /// lease runs out, then another node takes the shard at its next turn), or the node it reached
+    /// has just lost it, it is sent again, for up to two leases; a request whose answer did not
+    /// come back is not (it may have been applied).
     func perform(_ request: ClientRequest, onShard shard: Int) async -> ServerMessage {
-        let deadline = ContinuousClock.now + self.node.lease
+        let deadline = ContinuousClock.now + self.node.lease * 2
         while true {
-            if let applied = self.performHere(request, onShard: shard) {
+            if let (engine, applied) = self.performHere(request, onShard: shard) {
                 do {
                     return try await applied.durable()
                 } catch {
-                    return .error(error)
+                    // Refused by the engine of a shard this node was handing on: sent to the new owner.
+                    guard Self.isRefusalOfAClosedEngine(error, engine), ContinuousClock.now < deadline else { return .error(error) }
+                    try? await Task.sleep(for: .milliseconds(50))
+                    continue
                 }
             }
             var frame = ByteBuffer()
@@ -110,14 +114,23 @@ final class ShardRequests: Sendable {
         FanoutError(.unavailable, "shard \(shard) is not owned here now: try again", field: "shard")
     }
 
-    /// `request` applied to shard `shard`'s engine when this node owns it; nil when it does not.
-    private func performHere(_ request: ClientRequest, onShard shard: Int) -> Engine.Applied<ServerMessage>? {
+    /// Whether `error` is the refusal of an engine closed as its node stopped owning the shard (it
+    /// lost its lease, or handed the shard on): `UNAVAILABLE` with the log healthy, refused before
+    /// anything was applied, so the request may go to the new owner. (A log that failed may have
+    /// published what it refused: that request is not sent again.)
+    private static func isRefusalOfAClosedEngine(_ error: FanoutError, _ engine: Engine) -> Bool {
+        error.code == .unavailable && engine.isClosed && engine.logFailure == nil
+    }
+
+    /// `request` applied to shard `shard`'s engine when this node owns it, with that engine; nil
+    /// when it does not.
+    private func performHere(_ request: ClientRequest, onShard shard: Int) -> (Engine, Engine.Applied<ServerMessage>)? {
         let served = self.node.served(shard)
         guard served.isOwner else { return nil }
         let executor = RequestExecutor(engine: served.engine, maximumPayloadSize: self.maximumPayloadSize)
-        return served.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
+        return (served.engine, served.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
             try executor.execute(request, principal: Self.principal, changes: &changes)
-        }
+        })
     }
 
     /// Subscribes to the requests of the shards this node owns now, and stops answering those of
@@ -161,14 +174,14 @@ final class ShardRequests: Sendable {
             respond(.error(FanoutError(.invalidArgument, "a forwarded request is not one request frame")))
             return
         }
-        guard let applied = self.performHere(frame.request, onShard: shard) else {
+        guard let (engine, applied) = self.performHere(frame.request, onShard: shard) else {
             respond(.error(Self.notOwnedHere(shard)))
             return
         }
         applied.whenDurable { result in
             switch result {
             case .success(let answer): respond(answer)
-            case .failure(let error): respond(.error(error))
+            case .failure(let error): respond(.error(Self.isRefusalOfAClosedEngine(error, engine) ? Self.notOwnedHere(shard) : error))
             }
         }
     }
