@@ -1,8 +1,8 @@
 #!/bin/sh
 # `make cluster`: a fanout cluster on loopback (docs/scale-out.md), in the foreground until Ctrl-C:
 # three nats-servers forming one JetStream cluster (clients on 4222-4224, routes on 6222-6224) and
-# three fanoutd nodes (node-1..node-3 on 127.0.0.1:7411-7413, 16 shards, each stream and bucket
-# with 3 replicas), their data and logs under ./fanout-cluster, one admin key for all three.
+# three fanoutd nodes (node-1..node-3 on 127.0.0.1:7411-7413, their HTTP fronts on 7421-7423, 16
+# shards, each stream and bucket with 3 replicas), their data and logs under ./fanout-cluster, one admin key for all three.
 # Ctrl-C (or SIGTERM) stops the nodes gracefully, then the NATS servers. Started again, it goes on
 # with the same data.
 set -eu
@@ -47,7 +47,7 @@ for i in 1 2 3; do
     rm -f "$dir/node-$i.ready"
     "$bin/fanoutd" --cluster "$urls" --node "node-$i" --shards 16 --replicas 3 \
         --data-dir "$dir/node-$i" --api-keys "$dir/api-keys" --listen "127.0.0.1:$((7410 + i))" \
-        --ready-file "$dir/node-$i.ready" > "$dir/node-$i.log" 2>&1 &
+        --http "127.0.0.1:$((7420 + i))" --ready-file "$dir/node-$i.ready" > "$dir/node-$i.log" 2>&1 &
     node_pids="$node_pids $!"
 done
 for i in 1 2 3; do
@@ -59,7 +59,8 @@ for i in 1 2 3; do
 done
 
 cat <<USAGE
-A fanout cluster runs: nodes on 127.0.0.1:7411, :7412 and :7413 (logs in $dir/node-N.log).
+A fanout cluster runs: nodes on 127.0.0.1:7411, :7412 and :7413, their HTTP fronts (FCM's send and
+topic management) on :7421, :7422 and :7423 (logs in $dir/node-N.log).
   export FANOUT_SERVER=127.0.0.1:7411 FANOUT_API_KEY=\$(cat $dir/admin-key)
   $bin/fanout register --token some-token --platform android --app-id 1:1:android:a
   $bin/fanout cluster status --cluster $urls
