@@ -57,6 +57,12 @@ for i in 1 2 3; do
     done
     [ -s "$dir/node-$i.ready" ] || { echo "node-$i did not start: see $dir/node-$i.log" >&2; exit 1; }
 done
+# The nodes take their shards once they have seen each other for a lease: until then a request
+# for a shard without an owner waits, then answers UNAVAILABLE.
+for attempt in $(seq 1 60); do
+    "$bin/fanout" cluster status --cluster "$urls" 2>/dev/null | grep -q "every shard is on the node placed for it" && break
+    sleep 0.5
+done
 
 cat <<USAGE
 A fanout cluster runs: nodes on 127.0.0.1:7411, :7412 and :7413, their HTTP fronts (FCM's send and
