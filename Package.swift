@@ -147,12 +147,15 @@ let package = Package(
         // Scale-out (issue 22): a shard's change log replicated through NATS JetStream.
         .target(
             name: "FanoutCluster",
-            dependencies: ["FanoutModel", "FanoutCore", "CNATS"],
+            dependencies: ["FanoutModel", "FanoutCore", "CNATS", metrics],
             swiftSettings: [internalChecks]
         ),
         .testTarget(
             name: "FanoutClusterTests",
-            dependencies: ["FanoutCluster", "FanoutCore", "FanoutServer", "FanoutClient", "FanoutWire", "FanoutKeys", "FanoutTestSupport", logging]
+            dependencies: [
+                "FanoutCluster", "FanoutCore", "FanoutServer", "FanoutClient", "FanoutWire", "FanoutKeys", "FanoutTestSupport", logging,
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
         ),
         .testTarget(
             name: "FanoutCoreTests",

@@ -1,3 +1,4 @@
+package import CoreMetrics
 package import FanoutCore
 import FanoutModel
 import Synchronization
@@ -58,6 +59,9 @@ package final class ClusterNode: @unchecked Sendable {
         /// How often each shard's engine writes a snapshot (`maintain()`), when it logged
         /// anything since; an owner's is published, and its stream purged up to it. Nil: never.
         package var snapshotInterval: Duration? = .seconds(600)
+        /// Where the engines of the shards the node owns emit their metrics, each labelled with its
+        /// `shard` (docs/operations.md); nil: nowhere. The copies it follows emit none.
+        package var metricsFactory: (any MetricsFactory)?
 
         package init(urls: String, node: String, directory: String, shardCount: Int? = nil, lease: Duration = .seconds(3), replicas: Int = 1) {
             self.urls = urls
@@ -144,7 +148,8 @@ package final class ClusterNode: @unchecked Sendable {
             shards.append(try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
                 try ShardNode(
                     node: configuration.node, stream: stream, directory: directory, durability: configuration.durability, configuration: engine,
-                    jetStream: jetStream, ownership: ownership, snapshots: snapshots
+                    jetStream: jetStream, ownership: ownership, snapshots: snapshots,
+                    ownerMetrics: configuration.metricsFactory.map { EngineMetrics(factory: $0, dimensions: [("shard", "\(shard)")]) } ?? .none
                 )
             })
         }

@@ -30,6 +30,9 @@ package final class ShardNode: @unchecked Sendable {
     private let ownership: ShardOwnership
     /// Where a follower the stream was purged past starts again (nil: nowhere, it fails).
     private let snapshots: ShardSnapshotStore?
+    /// The owner's engines' metrics (each engine that owns the shard here counts into them); the
+    /// follower's engines have none.
+    private let ownerMetrics: EngineMetrics
     /// The node's engine: a follower's, or once it owns the shard, the owner's.
     package private(set) var engine: Engine
     package private(set) var role = Role.following
@@ -41,8 +44,9 @@ package final class ShardNode: @unchecked Sendable {
     package private(set) var setAside: [String] = []
 
     /// Starts as a follower of `stream` on `directory`; its engines (follower's and owner's) open
-    /// the directory with `durability` and `configuration`. With `snapshots`, a directory the
-    /// stream was purged past starts from the shard's published snapshot.
+    /// the directory with `durability` and `configuration`, an owner's with `ownerMetrics`. With
+    /// `snapshots`, a directory the stream was purged past starts from the shard's published
+    /// snapshot.
     package init(
         node: String,
         stream: ShardStream,
@@ -51,7 +55,8 @@ package final class ShardNode: @unchecked Sendable {
         configuration: EngineConfiguration = EngineConfiguration(),
         jetStream: JetStream,
         ownership: ShardOwnership,
-        snapshots: ShardSnapshotStore? = nil
+        snapshots: ShardSnapshotStore? = nil,
+        ownerMetrics: EngineMetrics = .none
     ) throws(FanoutError) {
         self.node = node
         self.stream = stream
@@ -61,6 +66,7 @@ package final class ShardNode: @unchecked Sendable {
         self.jetStream = jetStream
         self.ownership = ownership
         self.snapshots = snapshots
+        self.ownerMetrics = ownerMetrics
         (self.engine, self.follower, self.setAside) = try Self.follow(
             node: node, stream: stream, directory: directory, durability: durability, configuration: configuration, jetStream: jetStream,
             snapshots: snapshots
@@ -102,7 +108,8 @@ package final class ShardNode: @unchecked Sendable {
                 // From now on the log holds changes the stream may never get: checked at every start.
                 try Self.mark(self.directory, followerOnly: false)
                 self.engine = try Engine.shardOwner(
-                    directory: self.directory, durability: self.durability, configuration: self.configuration, publisher: publisher, followed: true
+                    directory: self.directory, durability: self.durability, configuration: self.configuration, metrics: self.ownerMetrics,
+                    publisher: publisher, followed: true
                 )
                 self.role = .owning(lease)
             } catch {
@@ -185,6 +192,7 @@ package final class ShardNode: @unchecked Sendable {
     /// from memory) and every step and catch-up tries again.
     private func followAgain() throws(FanoutError) {
         try? self.engine.close()
+        if self.isOwner { self.ownerMetrics.clearGauges() }
         (self.role, self.mustFollowAgain) = (.following, true)
         let (engine, follower, setAside) = try Self.follow(
             node: self.node, stream: self.stream, directory: self.directory, durability: self.durability, configuration: self.configuration,
@@ -213,7 +221,7 @@ package final class ShardNode: @unchecked Sendable {
         snapshots: ShardSnapshotStore?
     ) throws(FanoutError) -> (Engine, ShardFollower, setAside: [String]) {
         func open(check: Engine.LogCheck? = nil) throws(FanoutError) -> Engine {
-            try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: nil)
+            try Engine(directory: directory, durability: durability, configuration: configuration, metrics: .none, check: check, replication: nil)
         }
         // A directory that does not exist yet, or never held an owner's log, needs no check (the
         // check reads the stream back to this node's last batch, and on from there).

@@ -28,6 +28,7 @@ extension Engine {
         directory: String,
         durability: Durability = .always,
         configuration: EngineConfiguration = EngineConfiguration(),
+        metrics: EngineMetrics = .none,
         publisher: ShardPublisher,
         followed: Bool = false,
         retryInterval: Duration = .milliseconds(200),
@@ -42,6 +43,6 @@ extension Engine {
         let replication = Engine.Replication(replicatedThrough: last?.lsn ?? 0, retryInterval: retryInterval, closeWait: closeWait) { records, through throws(FanoutError) in
             try publisher.publish(records, through: through)
         }
-        return try Engine(directory: directory, durability: durability, configuration: configuration, check: check, replication: replication)
+        return try Engine(directory: directory, durability: durability, configuration: configuration, metrics: metrics, check: check, replication: replication)
     }
 }

@@ -34,14 +34,15 @@ extension Fanoutd {
         clusterConfiguration.durability = durability
         clusterConfiguration.engine = engine
         clusterConfiguration.snapshotInterval = self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil
+        // Both listeners' request metrics and the owned shards' engine metrics (labelled with their
+        // shard), served at the HTTP front's /metrics.
+        let registry = PrometheusCollectorRegistry()
+        let metricsFactory = HTTPFront.prometheusFactory(registry: registry)
+        clusterConfiguration.metricsFactory = metricsFactory
         let clusterNode = try ClusterNode(clusterConfiguration)
         logger.info("joined the cluster", metadata: ["node": "\(node)", "shards": "\(clusterNode.map.count)", "nats": "\(urls)"])
         let cluster = try ClusterService(node: clusterNode, maximumPayloadSize: configuration.maximumPayloadSize, logger: logger)
         let (keys, keyFile) = try self.loadKeys(logger: logger)
-        // The listeners' request metrics, served at the HTTP front's /metrics (the shards' engines
-        // export none yet: docs/scale-out.md).
-        let registry = PrometheusCollectorRegistry()
-        let metricsFactory = HTTPFront.prometheusFactory(registry: registry)
         let server: FanoutServer
         do {
             server = try await FanoutServer.bind(cluster: cluster, keys: keys, metricsFactory: metricsFactory, configuration: configuration, logger: logger)

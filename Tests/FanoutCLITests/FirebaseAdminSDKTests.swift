@@ -107,7 +107,7 @@ extension FanoutdTests {
     /// server, 4 shards): each call is routed to the owners of the shards it touches, on either
     /// node, and answered as one fanoutd answers it; the deliveries it queued are pending on their
     /// installations' shards with the right payloads; Firebase Installations' calls are refused,
-    /// and /metrics counts the HTTP and TCP requests.
+    /// and each node's /metrics counts its HTTP requests and its owned shards' deliveries.
     @Test func theFirebaseAdminSDKSendsThroughAClusterNode() async throws {
         guard let python = Self.sdkPython() else { return }
         guard let executable = NATSServerProcess.installedExecutable else {
@@ -126,8 +126,8 @@ extension FanoutdTests {
         defer { for daemon in daemons where daemon.process.isRunning { _ = daemon.stop() } }
         for index in 1...2 {
             daemons.append(try Daemon(directory: "\(directory)/node-\(index)", arguments: [
-                "--cluster", nats.url, "--node", "node-\(index)", "--shards", "4", "--api-keys", "\(directory)/api-keys",
-            ] + (index == 1 ? ["--http", "127.0.0.1:0"] : [])))
+                "--cluster", nats.url, "--node", "node-\(index)", "--shards", "4", "--api-keys", "\(directory)/api-keys", "--http", "127.0.0.1:0",
+            ]))
         }
         let httpPort = try #require(daemons[0].httpPort())
         // Every shard owned, each node owning some.
@@ -188,6 +188,14 @@ extension FanoutdTests {
         let send = "POST /v1/projects/{project}/messages:send"
         #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "OK"]) == 7)
         #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "NOT_FOUND"]) == 2, "the rotated token twice")
+        // The engines' metrics, per shard on the node that owns it: over the two nodes, the 8
+        // deliveries queued and pending once each.
+        let both = [metrics, try Self.prometheusSamples(python: python, url: "http://127.0.0.1:\(try #require(daemons[1].httpPort()))/metrics")]
+        func total(_ name: String) -> Double { both.flatMap { $0[name] ?? [] }.reduce(0) { $0 + $1.value } }
+        #expect(total("fanout_deliveries_queued_total") == 8, "6 Android and 2 iOS deliveries")
+        #expect(total("fanout_deliveries_pending") == 8)
+        let shards = Set(both.flatMap { $0["fanout_deliveries_queued_total"] ?? [] }.compactMap { $0.labels["shard"] })
+        #expect(!shards.isEmpty && shards.isSubset(of: ["0", "1", "2", "3"]), "\(shards)")
     }
 
     /// The SDK against a device's send quota (`--device-messages-per-minute 20`):

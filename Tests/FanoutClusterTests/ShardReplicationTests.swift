@@ -2,6 +2,7 @@
 import FanoutCore
 import FanoutTestSupport
 import Foundation
+import MetricsTestKit
 import Synchronization
 import Testing
 
@@ -45,12 +46,14 @@ struct ShardReplicationTests {
     /// Node `name`'s part in `stream` on `directory`, on a connection of its own to `server`, with
     /// a lease of `lease` and, with `snapshots`, the cluster's snapshot store.
     static func shardNode(
-        _ name: String, directory: String, stream: ShardStream, on server: NATSServerProcess, lease: Duration = .seconds(1), snapshots: Bool = false
+        _ name: String, directory: String, stream: ShardStream, on server: NATSServerProcess, lease: Duration = .seconds(1), snapshots: Bool = false,
+        ownerMetrics: EngineMetrics = .none
     ) throws -> ShardNode {
         let jetStream = try JetStream(urls: server.url)
         let store = snapshots ? try ShardSnapshotTests.store(jetStream) : nil
         return try ShardNode(
-            node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: lease), snapshots: store
+            node: name, stream: stream, directory: directory, jetStream: jetStream, ownership: ShardOwnership(jetStream, lease: lease), snapshots: store,
+            ownerMetrics: ownerMetrics
         )
     }
 
@@ -419,6 +422,42 @@ struct ShardReplicationTests {
     /// refuses, before B changed anything; at its next
     /// turn it learns it lost the shard and follows again: its directory, holding that change, is
     /// set aside, and a fresh one follows the stream to B's state.
+    /// A shard's engine metrics count on the node that owns it, labelled with the shard: a
+    /// follower applying the same changes counts nothing, and an owner that hands the shard on
+    /// reads zero pending (so that a sum over the nodes counts each delivery once).
+    @Test func anOwnersMetricsCountWhileItOwns() async throws {
+        try await NATSServer.with { server in
+            let (_, stream) = try Self.stream(4, on: server)
+            try await TemporaryDirectory.with { directoryA in
+                try await TemporaryDirectory.with { directoryB in
+                    let (metricsA, metricsB) = (TestMetrics(), TestMetrics())
+                    let shard = [("shard", "4")]
+                    let a = try Self.shardNode("node-a", directory: directoryA, stream: stream, on: server, ownerMetrics: EngineMetrics(factory: metricsA, dimensions: shard))
+                    let b = try Self.shardNode("node-b", directory: directoryB, stream: stream, on: server, ownerMetrics: EngineMetrics(factory: metricsB, dimensions: shard))
+                    try a.step()
+                    guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
+                    try await a.engine.register(Self.request("m-0"))
+                    _ = try await a.engine.send(Array(#"{"message":{"token":"m-0","data":{"k":"v"}}}"#.utf8))
+                    #expect(try metricsA.expectCounter("fanout_deliveries_queued_total", shard).totalValue == 1)
+                    #expect(try metricsA.expectGauge("fanout_deliveries_pending", [("project", "default")] + shard).lastValue == 1)
+                    try b.step()
+                    #expect(try b.engine.deliveryStatistics().pending == 1, "the follower applied the send")
+                    #expect(try metricsB.expectCounter("fanout_deliveries_queued_total", shard).totalValue == 0, "and counted nothing")
+
+                    try a.release()
+                    #expect(try metricsA.expectGauge("fanout_deliveries_pending", [("project", "default")] + shard).lastValue == 0)
+                    try b.step()
+                    guard case .owning = b.role else { throw FanoutError(.internal, "node-b did not take the released shard") }
+                    _ = try await b.engine.send(Array(#"{"message":{"token":"m-0","data":{"k":"w"}}}"#.utf8))
+                    #expect(try metricsB.expectGauge("fanout_deliveries_pending", [("project", "default")] + shard).lastValue == 2)
+                    #expect(try metricsA.expectCounter("fanout_deliveries_queued_total", shard).totalValue == 1, "what A counted stays A's")
+                    try a.engine.close()
+                    try b.engine.close()
+                }
+            }
+        }
+    }
+
     @Test func twoShardNodesHandAShardOver() async throws {
         try await NATSServer.with { server in
             let (_, stream) = try Self.stream(4, on: server)

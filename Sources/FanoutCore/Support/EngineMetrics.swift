@@ -25,23 +25,39 @@ public final class EngineMetrics: Sendable {
     let log: LogMetrics
     /// `fanout_deliveries_pending{project}`, made on a project's first change.
     private let pending = MetricsHandles<ProjectID, Gauge>()
+    /// What every handle's dimensions start with (a cluster node's `shard`).
+    private let dimensions: [(String, String)]
 
-    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+    /// Handles made with `factory`, each with `dimensions` first (a cluster node labels each
+    /// shard's engine with its `shard`).
+    public init(factory: any MetricsFactory = MetricsSystem.factory, dimensions: [(String, String)] = []) {
         self.factory = factory
-        self.sends = Counter(label: "fanout_sends_total", factory: factory)
-        self.audience = Recorder(label: "fanout_send_audience_size", aggregate: true, factory: factory)
-        self.enqueued = Counter(label: "fanout_deliveries_queued_total", factory: factory)
-        self.delivered = Counter(label: "fanout_deliveries_handed_out_total", factory: factory)
-        self.acknowledged = Counter(label: "fanout_deliveries_acknowledged_total", factory: factory)
-        self.expired = Counter(label: "fanout_deliveries_expired_total", factory: factory)
-        self.collapsed = Counter(label: "fanout_deliveries_collapsed_total", factory: factory)
-        self.dropped = Counter(label: "fanout_deliveries_dropped_total", factory: factory)
-        self.rejected = Counter(label: "fanout_recipients_rejected_total", factory: factory)
-        self.skipped = Counter(label: "fanout_recipients_skipped_total", factory: factory)
-        self.snapshotDuration = Timer(label: "fanout_snapshot_duration_seconds", factory: factory)
-        self.snapshotSize = Gauge(label: "fanout_snapshot_size_bytes", factory: factory)
-        self.recoveryDuration = Gauge(label: "fanout_recovery_duration_seconds", factory: factory)
-        self.log = LogMetrics(factory: factory)
+        self.dimensions = dimensions
+        self.sends = Counter(label: "fanout_sends_total", dimensions: dimensions, factory: factory)
+        self.audience = Recorder(label: "fanout_send_audience_size", dimensions: dimensions, aggregate: true, factory: factory)
+        self.enqueued = Counter(label: "fanout_deliveries_queued_total", dimensions: dimensions, factory: factory)
+        self.delivered = Counter(label: "fanout_deliveries_handed_out_total", dimensions: dimensions, factory: factory)
+        self.acknowledged = Counter(label: "fanout_deliveries_acknowledged_total", dimensions: dimensions, factory: factory)
+        self.expired = Counter(label: "fanout_deliveries_expired_total", dimensions: dimensions, factory: factory)
+        self.collapsed = Counter(label: "fanout_deliveries_collapsed_total", dimensions: dimensions, factory: factory)
+        self.dropped = Counter(label: "fanout_deliveries_dropped_total", dimensions: dimensions, factory: factory)
+        self.rejected = Counter(label: "fanout_recipients_rejected_total", dimensions: dimensions, factory: factory)
+        self.skipped = Counter(label: "fanout_recipients_skipped_total", dimensions: dimensions, factory: factory)
+        self.snapshotDuration = Timer(label: "fanout_snapshot_duration_seconds", dimensions: dimensions, factory: factory)
+        self.snapshotSize = Gauge(label: "fanout_snapshot_size_bytes", dimensions: dimensions, factory: factory)
+        self.recoveryDuration = Gauge(label: "fanout_recovery_duration_seconds", dimensions: dimensions, factory: factory)
+        self.log = LogMetrics(factory: factory, dimensions: dimensions)
+    }
+
+    /// Handles that record nothing (a cluster node's copies of the shards it follows).
+    package static let none = EngineMetrics(factory: NOOPMetricsHandler.instance)
+
+    /// The engine these handles count for no longer serves here (a cluster node stopped owning
+    /// its shard): its gauges read zero, so that sums over the nodes count each shard once.
+    package func clearGauges() {
+        for gauge in self.pending.removeAll() { gauge.record(0) }
+        self.snapshotSize.record(0)
+        self.recoveryDuration.record(0)
     }
 
     /// Adds what one operation on `project` changed in its delivery counters, and sets its
@@ -81,7 +97,7 @@ public final class EngineMetrics: Sendable {
 
     private func pendingGauge(_ project: ProjectID) -> Gauge {
         self.pending.handle(project) {
-            Gauge(label: "fanout_deliveries_pending", dimensions: [("project", project.value)], factory: self.factory)
+            Gauge(label: "fanout_deliveries_pending", dimensions: [("project", project.value)] + self.dimensions, factory: self.factory)
         }
     }
 
@@ -101,14 +117,14 @@ struct LogMetrics: Sendable {
     private let recordsPerSync: Recorder
     private let failures: Counter
 
-    init(factory: any MetricsFactory) {
-        self.records = Counter(label: "fanout_log_records_total", factory: factory)
-        self.batches = Counter(label: "fanout_log_batches_total", factory: factory)
-        self.bytes = Counter(label: "fanout_log_bytes_total", factory: factory)
-        self.syncs = Counter(label: "fanout_log_syncs_total", factory: factory)
-        self.syncDuration = Timer(label: "fanout_log_sync_duration_seconds", factory: factory)
-        self.recordsPerSync = Recorder(label: "fanout_log_records_per_sync", aggregate: true, factory: factory)
-        self.failures = Counter(label: "fanout_log_failures_total", factory: factory)
+    init(factory: any MetricsFactory, dimensions: [(String, String)]) {
+        self.records = Counter(label: "fanout_log_records_total", dimensions: dimensions, factory: factory)
+        self.batches = Counter(label: "fanout_log_batches_total", dimensions: dimensions, factory: factory)
+        self.bytes = Counter(label: "fanout_log_bytes_total", dimensions: dimensions, factory: factory)
+        self.syncs = Counter(label: "fanout_log_syncs_total", dimensions: dimensions, factory: factory)
+        self.syncDuration = Timer(label: "fanout_log_sync_duration_seconds", dimensions: dimensions, factory: factory)
+        self.recordsPerSync = Recorder(label: "fanout_log_records_per_sync", dimensions: dimensions, aggregate: true, factory: factory)
+        self.failures = Counter(label: "fanout_log_failures_total", dimensions: dimensions, factory: factory)
     }
 
     /// One batch written (not yet synced).

@@ -23,4 +23,12 @@ package final class MetricsHandles<Key: Hashable & Sendable, Handle: Sendable>: 
     package func remove(_ key: Key) -> Handle? {
         self.handles.withLock { $0.removeValue(forKey: key) }
     }
+
+    /// Forgets every handle; returns them.
+    package func removeAll() -> [Handle] {
+        self.handles.withLock { handles in
+            defer { handles.removeAll() }
+            return Array(handles.values)
+        }
+    }
 }
