@@ -276,10 +276,11 @@ package final class ShardNode: @unchecked Sendable {
         guard let snapshots, var entry = try snapshots.latest(of: stream.shard) else {
             throw FanoutError(.unavailable, "\(stream.name) was purged, and no snapshot of shard \(stream.shard) is published to start from")
         }
-        var bytes: [UInt8]
+        // Next to the directory (on its file system), a chunk at a time, then moved in.
+        let download = "\(directory).snapshot-download"
         while true {
             do {
-                bytes = try snapshots.download(entry)
+                try snapshots.download(entry, to: download)
                 break
             } catch where error.code == .unavailable {
                 // A newer snapshot replaced it while it came (its chunks purged): that one, then.
@@ -287,12 +288,13 @@ package final class ShardNode: @unchecked Sendable {
                 entry = newer
             }
         }
+        defer { try? FileIO.unlink(download) }
         do throws(FileIO.Error) {
             try FileIO.removeTree(directory)
         } catch {
             throw FanoutError(.unavailable, "cannot clear \(directory) for the shard's snapshot: \(error)")
         }
-        try Engine.seed(directory: directory, snapshot: bytes, lsn: entry.lsn)
+        try Engine.seed(directory: directory, snapshot: download, lsn: entry.lsn)
         try Self.mark(directory, followerOnly: true)
         return try open()
     }

@@ -78,23 +78,26 @@ package final class ShardSnapshotStore: @unchecked Sendable {
     package func publish(shard: Int, term: String, path: String, lsn: UInt64) throws(FanoutError) -> Entry {
         let current = try self.read(shard)
         if let current, current.entry.lsn >= lsn { return current.entry }
-        let bytes: [UInt8]
-        do {
-            bytes = try FileIO.readAll(path)
-        } catch {
-            throw FanoutError(.unavailable, "cannot read the snapshot \(path) to publish it: \(error)")
-        }
         let subject = "fanout.snapshot.\(shard).\(term)"
         var first: UInt64 = 0
-        var chunks = 0
-        for start in stride(from: 0, to: max(bytes.count, 1), by: Self.chunkSize) {
-            let chunk = Array(bytes[start..<min(start + Self.chunkSize, bytes.count)])
+        var (chunks, bytes, checksum): (Int, Int, UInt32) = (0, 0, 0)
+        // A chunk at a time: only one is in memory. An empty file is one empty chunk.
+        func unreadable(_ error: FileIO.Error) -> FanoutError {
+            FanoutError(.unavailable, "cannot read the snapshot \(path) to publish it: \(error)")
+        }
+        let file: FileIO.PieceReader
+        do { file = try FileIO.PieceReader(path) } catch { throw unreadable(error) }
+        while true {
+            let chunk: [UInt8]
+            do { chunk = try file.next(Self.chunkSize) } catch { throw unreadable(error) }
+            if chunk.isEmpty && chunks > 0 { break }
             // A chunk published again (a retry) is stored once, at its first sequence.
             let stored = try self.jetStream.publish(chunk, to: subject, messageID: Self.chunkID(subject, lsn: lsn, chunk: chunks), expectedLastSequence: 0)
             if chunks == 0 { first = stored.sequence }
-            chunks += 1
+            (chunks, bytes, checksum) = (chunks + 1, bytes + chunk.count, CRC32C.checksum(chunk, continuing: checksum))
+            if chunk.count < Self.chunkSize { break }
         }
-        let entry = Entry(lsn: lsn, subject: subject, firstSequence: first, chunks: chunks, bytes: bytes.count, checksum: CRC32C.checksum(bytes))
+        let entry = Entry(lsn: lsn, subject: subject, firstSequence: first, chunks: chunks, bytes: bytes, checksum: checksum)
         let written: UInt64?
         if let current {
             written = try self.layout.update(Self.key(shard), entry.encoded, at: current.revision)
@@ -110,16 +113,22 @@ package final class ShardSnapshotStore: @unchecked Sendable {
         return entry
     }
 
-    /// The bytes of the snapshot `entry` names, every chunk checked (its id, then the whole
-    /// against the entry's length and CRC32C).
+    /// Writes the snapshot `entry` names to a new file at `path`, a chunk at a time, every chunk
+    /// checked (its id, then the whole against the entry's length and CRC32C), and syncs it; on
+    /// failure no file is left there.
     /// - Throws: `UNAVAILABLE` when a chunk does not come within `patience` or is gone (a newer
-    ///   snapshot's publish purged it: read the newest entry again), `INTERNAL` when the bytes do
-    ///   not match the entry.
-    package func download(_ entry: Entry, patience: Duration = .seconds(30)) throws(FanoutError) -> [UInt8] {
+    ///   snapshot's publish purged it: read the newest entry again) or the file cannot be written,
+    ///   `INTERNAL` when the bytes do not match the entry.
+    package func download(_ entry: Entry, to path: String, patience: Duration = .seconds(30)) throws(FanoutError) {
         let consumer = try OrderedConsumer(self.jetStream, stream: Self.streamName, subject: entry.subject, from: entry.firstSequence)
         let deadline = ContinuousClock.now + patience
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(entry.bytes)
+        let file: FileIO.PieceWriter
+        do {
+            file = try FileIO.PieceWriter(path)
+        } catch {
+            throw FanoutError(.unavailable, "cannot write the snapshot to \(path): \(error)")
+        }
+        var (bytes, checksum): (Int, UInt32) = (0, 0)
         for chunk in 0..<entry.chunks {
             let left = deadline - ContinuousClock.now
             guard left > .zero, let message = try consumer.next(waiting: left) else {
@@ -128,12 +137,21 @@ package final class ShardSnapshotStore: @unchecked Sendable {
             guard message.messageID == Self.chunkID(entry.subject, lsn: entry.lsn, chunk: chunk) else {
                 throw FanoutError(.unavailable, "chunk \(chunk) of the snapshot at LSN \(entry.lsn) on \(entry.subject) is gone: a newer snapshot replaced it")
             }
-            bytes += message.data
+            do {
+                try file.write(message.data)
+            } catch {
+                throw FanoutError(.unavailable, "cannot write the snapshot to \(path): \(error)")
+            }
+            (bytes, checksum) = (bytes + message.data.count, CRC32C.checksum(message.data, continuing: checksum))
         }
-        guard bytes.count == entry.bytes, CRC32C.checksum(bytes) == entry.checksum else {
-            throw FanoutError(.internal, "the snapshot at LSN \(entry.lsn) on \(entry.subject) is \(bytes.count) bytes that do not match its entry (\(entry.bytes) bytes and their checksum)")
+        guard bytes == entry.bytes, checksum == entry.checksum else {
+            throw FanoutError(.internal, "the snapshot at LSN \(entry.lsn) on \(entry.subject) is \(bytes) bytes that do not match its entry (\(entry.bytes) bytes and their checksum)")
         }
-        return bytes
+        do {
+            try file.finish()
+        } catch {
+            throw FanoutError(.unavailable, "cannot write the snapshot to \(path): \(error)")
+        }
     }
 
     private static func chunkID(_ subject: String, lsn: UInt64, chunk: Int) -> String {

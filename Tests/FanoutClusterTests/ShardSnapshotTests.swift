@@ -101,6 +101,34 @@ struct ShardSnapshotTests {
         }
     }
 
+    /// A snapshot goes to NATS and back a chunk at a time (512 KiB): files of two and a half
+    /// chunks, exactly two, and none come back byte for byte in 3, 2 and 1 chunks; bytes that do
+    /// not match their entry are refused and leave no file.
+    @Test func aSnapshotTravelsInChunks() async throws {
+        try await NATSServer.with { server in
+            let jetStream = try JetStream(urls: server.url)
+            let store = try Self.store(jetStream)
+            try await TemporaryDirectory.with { base in
+                try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+                var random = SeededRandomNumberGenerator(seed: 7)
+                let chunk = ShardSnapshotStore.chunkSize
+                for (shard, (size, chunks)) in [(chunk * 5 / 2, 3), (chunk * 2, 2), (0, 1)].enumerated() {
+                    let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    let path = "\(base)/snapshot-\(shard)"
+                    try Data(bytes).write(to: URL(fileURLWithPath: path))
+                    let entry = try store.publish(shard: shard, term: "node-a.1", path: path, lsn: 10)
+                    #expect(entry.chunks == chunks && entry.bytes == size, "\(size) bytes")
+                    try store.download(entry, to: "\(base)/back-\(shard)")
+                    #expect(try Data(contentsOf: URL(fileURLWithPath: "\(base)/back-\(shard)")) == Data(bytes), "\(size) bytes")
+                }
+                let first = try #require(try store.latest(of: 0))
+                let wrong = ShardSnapshotStore.Entry(lsn: first.lsn, subject: first.subject, firstSequence: first.firstSequence, chunks: first.chunks, bytes: first.bytes, checksum: first.checksum ^ 1)
+                #expect(throws: FanoutError(.internal, "")) { try store.download(wrong, to: "\(base)/wrong") }
+                #expect(!FileManager.default.fileExists(atPath: "\(base)/wrong"))
+            }
+        }
+    }
+
     /// A node reading the stream back while its owner purges it (a message it was about to read
     /// is gone) reads it again from the new first sequence; a read that fails with the stream
     /// unpurged is NATS's failure, thrown at once.
@@ -154,7 +182,7 @@ struct ShardSnapshotTests {
                 let path = try source.snapshot()
                 #expect(Engine.lsn(ofSnapshot: path) == 4)
                 try source.close()
-                try Engine.seed(directory: "\(base)/seeded", snapshot: FileIO.readAll(path), lsn: 4)
+                try Engine.seed(directory: "\(base)/seeded", snapshot: path, lsn: 4)
 
                 let engine = try Engine(directory: "\(base)/seeded")
                 let follower = try ShardFollower(jetStream, stream: stream, resuming: engine)

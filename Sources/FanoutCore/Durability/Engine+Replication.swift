@@ -88,15 +88,16 @@ extension Engine {
         Snapshot.lsn(ofFileName: String(path.split(separator: "/").last ?? ""))
     }
 
-    /// Makes `directory` (missing or empty) start at `lsn` from `snapshot`, the bytes of a snapshot
-    /// file at that LSN (another node's, as published): an engine opened on it recovers the
-    /// snapshot's state and logs on from `lsn` (a follower seeded from its shard's snapshot).
-    /// The file and the manifest naming it are written durably.
-    /// - Throws: `UNAVAILABLE` when the files cannot be written.
-    package static func seed(directory: String, snapshot bytes: [UInt8], lsn: UInt64) throws(FanoutError) {
+    /// Makes `directory` (missing or empty) start at `lsn` from the snapshot file at `snapshot`
+    /// (another node's, as published, written and synced on the same file system), which it moves
+    /// in: an engine opened on it recovers the snapshot's state and logs on from `lsn` (a follower
+    /// seeded from its shard's snapshot). The move and the manifest naming the file are durable.
+    /// - Throws: `UNAVAILABLE` when the files cannot be moved or written.
+    package static func seed(directory: String, snapshot: String, lsn: UInt64) throws(FanoutError) {
         do throws(FileIO.Error) {
             try FileIO.makeDirectory(directory)
-            try FileIO.replaceDurably("\(directory)/\(Snapshot.fileName(lsn: lsn))", with: bytes, directory: directory)
+            try FileIO.rename(snapshot, "\(directory)/\(Snapshot.fileName(lsn: lsn))")
+            try FileIO.syncDirectory(directory)
             try WALManifest(segments: [], snapshots: [lsn]).write(directory: directory)
         } catch {
             throw FanoutError(.unavailable, "cannot seed \(directory) with a snapshot: \(error)")

@@ -63,6 +63,66 @@ package enum FileIO {
         }
     }
 
+    /// A file read front to back in pieces (a snapshot published a chunk at a time), so that only
+    /// a piece is in memory at once.
+    package final class PieceReader {
+        private let descriptor: Int32
+        private let path: String
+
+        package init(_ path: String) throws(Error) {
+            self.descriptor = try FileIO.open(path, O_RDONLY)
+            self.path = path
+        }
+
+        deinit { Glibc.close(self.descriptor) }
+
+        /// The next `count` bytes, fewer only at the file's end (none there).
+        package func next(_ count: Int) throws(Error) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var filled = 0
+            while filled < count {
+                let read = bytes.withUnsafeMutableBytes { Glibc.read(self.descriptor, $0.baseAddress! + filled, count - filled) }
+                if read < 0 {
+                    if errno == EINTR { continue }
+                    throw Error(operation: "read", path: self.path, code: errno)
+                }
+                if read == 0 { break }
+                filled += read
+            }
+            bytes.removeLast(count - filled)
+            return bytes
+        }
+    }
+
+    /// A new file written front to back in pieces (a snapshot downloaded a chunk at a time), then
+    /// synced by `finish()`; a file not finished is removed when the writer goes.
+    package final class PieceWriter {
+        private let descriptor: Int32
+        private let path: String
+        private var isFinished = false
+
+        /// Creates `path` (replacing a file there).
+        package init(_ path: String) throws(Error) {
+            self.descriptor = try FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+            self.path = path
+        }
+
+        deinit {
+            Glibc.close(self.descriptor)
+            if !self.isFinished { _ = Glibc.unlink(self.path) }
+        }
+
+        package func write(_ bytes: [UInt8]) throws(Error) {
+            try FileIO.writeAll(self.descriptor, bytes, path: self.path)
+        }
+
+        /// Syncs the file's bytes: it stays once the writer goes.
+        package func finish() throws(Error) {
+            try FileIO.dataSync(self.descriptor, path: self.path)
+            self.isFinished = true
+        }
+    }
+
     /// A log file's bytes, or `UNAVAILABLE` naming the file.
     static func logFile(_ path: String) throws(FanoutError) -> [UInt8] {
         do {
