@@ -300,7 +300,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
             do throws(FanoutError) {
                 let source: DeliverySource
                 if let router = self.settings.router {
-                    // A cluster node serves no devices (it issues no credentials): a worker's key.
+                    // A cluster node serves no devices (it issues no credentials): a key's consumer.
                     source = .cluster(try router.attach(scope, credit: Int(credit), in: project))
                 } else {
                     if let principal = self.state.principal { try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine) }
@@ -521,32 +521,56 @@ final class ConnectionHandler: ChannelDuplexHandler {
         guard let (source, attachID) = self.attachment, !self.pumpScheduled, !self.isClosing else { return }
         guard context.channel.isWritable else { return }  // resumed by `channelWritabilityChanged`
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let deliveries = source.poll(maximum: Self.deliveryBatch) {
+        let ready: @Sendable () -> Void = {
             handler.eventLoop.execute {
                 let (handler, context) = handler.value
                 handler.pumpScheduled = false
                 handler.pumpDeliveries(context: context)
             }
         }
-        guard !deliveries.isEmpty else {
-            self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
-            return
-        }
-        for delivery in deliveries {
-            self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
-                try output.writeDeliveryFrame(
-                    attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex,
-                    platform: delivery.platform, expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
-                    headers: delivery.headers, payload: delivery.payload,
-                    maximumPayloadSize: maximum
+        let count: Int
+        switch source {
+        case .engine(let consumer):
+            let deliveries = consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready).deliveries
+            for delivery in deliveries {
+                self.writeDelivery(
+                    attachID: attachID, delivery.id, delivery.fid, delivery.token, delivery.apnsToken, delivery.platform, delivery.expiry,
+                    delivery.isDeletedMessagesMarker, delivery.headers, delivery.payload, context: context
                 )
             }
+            count = deliveries.count
+        case .cluster(let consumer):
+            let deliveries = consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready)
+            for delivery in deliveries {
+                self.writeDelivery(
+                    attachID: attachID, delivery.id, delivery.fid, delivery.token, delivery.apnsToken, delivery.platform, delivery.expiry,
+                    delivery.isDeletedMessagesMarker, delivery.headers, delivery.payload, context: context
+                )
+            }
+            count = deliveries.count
+        }
+        guard count > 0 else {
+            self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
+            return
         }
         self.flushIfNeeded(context: context)
         self.pumpScheduled = true
         context.eventLoop.assumeIsolated().execute {
             self.pumpScheduled = false
             self.pumpDeliveries(context: context)
+        }
+    }
+
+    /// Writes one DELIVERY frame for the attachment `attachID`.
+    private func writeDelivery(
+        attachID: UInt32, _ id: DeliveryID, _ fid: FID, _ token: RegistrationToken?, _ apnsToken: APNsDeviceToken?, _ platform: Platform,
+        _ expiry: Timestamp, _ isDeletedMessagesMarker: Bool, _ headers: [DeliveryHeader], _ payload: [UInt8], context: ChannelHandlerContext
+    ) {
+        self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
+            try output.writeDeliveryFrame(
+                attachID: attachID, id: id, fid: fid, token: token?.value, apnsToken: apnsToken?.hex, platform: platform, expiry: expiry,
+                isDeletedMessagesMarker: isDeletedMessagesMarker, headers: headers, payload: payload, maximumPayloadSize: maximum
+            )
         }
     }
 }

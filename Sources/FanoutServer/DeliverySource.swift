@@ -7,14 +7,6 @@ enum DeliverySource {
     case engine(DeliveryConsumer)
     case cluster(ClusterConsumer)
 
-    /// Up to `maximum` deliveries; when there are none, `ready` is called once when some arrive.
-    func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> [Delivery] {
-        switch self {
-        case .engine(let consumer): consumer.poll(maximum: maximum, orWhenReady: ready).deliveries
-        case .cluster(let consumer): consumer.poll(maximum: maximum, orWhenReady: ready)
-        }
-    }
-
     func grant(_ credit: Int) throws(FanoutError) {
         switch self {
         case .engine(let consumer): try consumer.grant(credit)

@@ -352,6 +352,59 @@ struct ClusterRoutingTests {
                     }
                     #expect(fromCluster.again == 0 || owners() != ownersBefore, "\(fromCluster.again) delivered again with no shard changing hands")
                     #expect(try await nothingPending { clients[$0 % 3] })
+                    for (worker, _) in workers { try? await worker.close() }
+
+                    // One worker attached to one node receives the deliveries of every shard, the
+                    // other nodes' through their ShardConsumers; as one engine's worker does.
+                    try await both(.send(project: "default", body: Array(#"{"message": {"topic": "news", "data": {"round": "2"}}}"#.utf8)))
+                    var secondPending = 0
+                    for (_, token) in androidTokens { secondPending += try await single.pendingDeliveries(for: token).count }
+                    let singleAgain = try await FanoutClient.connect(host: "127.0.0.1", port: reference.localPort, apiKey: Self.key)
+                    let expectedAgain = try await received(
+                        [(singleAgain, try await singleAgain.attach(.platform(.android), credit: 5))], expecting: secondPending, drained: { try await nothingPending { _ in single } })
+                    #expect(expectedAgain.deliveries.count > 5 && expectedAgain.deliveries.count == secondPending)
+                    let lone = try await FanoutClient.connect(host: "127.0.0.1", port: servers[2].localPort, apiKey: Self.key)
+                    let ownersAgain = owners()
+                    let fromOne = try await received([(lone, try await lone.attach(.platform(.android), credit: 5))], expecting: secondPending, drained: { try await nothingPending { clients[$0 % 3] } })
+                    #expect(fromOne.deliveries.sorted() == expectedAgain.deliveries.sorted())
+                    #expect(fromOne.again == 0 || owners() != ownersAgain, "\(fromOne.again) delivered again with no shard changing hands")
+                    #expect(Set(nodes[2].ownedShards).count < 8, "node-c owns only its share: the rest came from the other nodes")
+
+                    // A consumer of named installations, through a node that does not own their
+                    // shard: their deliveries come from their owner, and a platform worker on the
+                    // same node gets none of them.
+                    let home = nodes[0].map.shard(of: try #require(FID(try await clients[0].installation("token-3").fid.string)))
+                    let elsewhereNode = try #require((0..<3).first { !nodes[$0].ownedShards.contains(home) })
+                    let device = try await FanoutClient.connect(host: "127.0.0.1", port: servers[elsewhereNode].localPort, apiKey: Self.key)
+                    let watchdog = Task {
+                        try await Task.sleep(for: .seconds(30))
+                        try? await device.close()  // ends a wait that would never end
+                    }
+                    defer { watchdog.cancel() }
+                    let deviceStream = try await device.attach(.installations(["token-3"]), credit: 10)
+                    func payloads(_ batch: [WireDelivery]) -> [String] { batch.map { String(decoding: $0.payload, as: UTF8.self) } }
+                    _ = try await clients[1].send(#"{"message": {"token": "token-3", "data": {"to": "device-1"}}}"#)
+                    let first = try await deviceStream.nextBatch(maximum: 10)
+                    #expect(payloads(first).contains { $0.contains("device-1") }, "\(payloads(first))")
+                    _ = try await device.acknowledge(first.map(\.id))
+                    let worker = try await FanoutClient.connect(host: "127.0.0.1", port: servers[elsewhereNode].localPort, apiKey: Self.key)
+                    let workerStream = try await worker.attach(.platform(.android), credit: 10)
+                    let workerGot = Tally()
+                    let working = Task {
+                        while let batch = try? await workerStream.nextBatch(maximum: 10), !batch.isEmpty {
+                            workerGot.add(batch.map { ($0.id, "\($0.token?.value ?? "-")") })
+                            _ = try? await worker.acknowledge(batch.map(\.id))
+                        }
+                    }
+                    _ = try await clients[2].send(#"{"message": {"token": "token-3", "data": {"to": "device-2"}}}"#)
+                    let second = try await deviceStream.nextBatch(maximum: 10)
+                    #expect(payloads(second).contains { $0.contains("device-2") }, "\(payloads(second))")
+                    _ = try await device.acknowledge(second.map(\.id))
+                    try await worker.close()
+                    await working.value
+                    #expect(workerGot.distinct == 0, "the platform worker got the device's deliveries")
+                    #expect(try await clients[0].pendingDeliveries(for: "token-3").isEmpty)
+                    try await device.close()
 
                     // SNAPSHOT through a node: a snapshot of each of its shards, the owners' published.
                     let files = try await clients[1].snapshotFiles()
@@ -364,7 +417,6 @@ struct ClusterRoutingTests {
                     }
 
                     // What the cluster does not serve yet is refused, naming it.
-                    await #expect(throws: FanoutError(.failedPrecondition, "", field: "scope")) { _ = try await clients[0].attach(.installations(["token-3"]), credit: 10) }
                     #expect(try await Comparison.reply(clients[0], .issueCredentials(project: "default", registration: "token-3")) == .error(FanoutError(.failedPrecondition, "")))
                 }
                 try? single.close()

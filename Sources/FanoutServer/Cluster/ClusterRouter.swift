@@ -8,8 +8,8 @@ internal import FanoutWire
 /// answers any request. A request about one installation goes to the owner of the installation's
 /// shard; a request about a project's settings goes to every shard; a count, a listing or a send
 /// to a topic, a condition, a user or several recipients goes to every shard, and the replies are
-/// summed or merged. Requests the cluster does not serve yet are refused with
-/// `FAILED_PRECONDITION` naming them.
+/// summed or merged; a consumer receives its deliveries from every shard (`ClusterConsumer`).
+/// Requests the cluster does not serve yet are refused with `FAILED_PRECONDITION` naming them.
 final class ClusterRouter: Sendable {
     let shards: ShardRequests
     private var node: ClusterNode { self.shards.node }
@@ -22,17 +22,46 @@ final class ClusterRouter: Sendable {
         weak var consumer: ClusterConsumer?
     }
 
+    /// The consumers other nodes attached to the shards this node owns.
+    let shardConsumers: ShardConsumers
+
     init(_ shards: ShardRequests) {
         self.shards = shards
+        self.shardConsumers = ShardConsumers(node: shards.node, maximumPayloadSize: shards.maximumPayloadSize)
     }
 
-    /// A consumer of `scope`'s deliveries from every shard this node owns (`ClusterConsumer`);
-    /// a consumer of named installations is not served yet.
+    /// A consumer of `scope`'s deliveries from every shard that holds any (`ClusterConsumer`): a
+    /// platform's, from every shard; named installations', from their shards (a token's, as this
+    /// node's copies of the shards place it: one registered a moment ago elsewhere may not be
+    /// found yet).
     func attach(_ scope: AttachScope, credit: Int, in project: String) throws(FanoutError) -> ClusterConsumer {
-        guard case .platform(let platform) = scope else {
-            throw Self.notServed("consumers of named installations", field: "scope")
+        var scopes: [Int: AttachScope] = [:]
+        switch scope {
+        case .platform:
+            for shard in 0..<self.map.count { scopes[shard] = scope }
+        case .installations(let registrations):
+            guard case .installations(let addresses) = try RequestExecutor.scope(scope) else { break }
+            guard (1...EngineConfiguration().maximumBatchSize).contains(addresses.count) else {
+                throw FanoutError(.invalidArgument, "a consumer attaches to 1...\(EngineConfiguration().maximumBatchSize) installations, got \(addresses.count)", field: "installations")
+            }
+            let tokens = addresses.compactMap { if case .token(let token) = $0 { token } else { nil } }
+            var tokenShards = self.localShards(of: tokens, in: project).makeIterator()
+            var names: [Int: [String]] = [:]
+            for (index, (address, registration)) in zip(addresses, registrations).enumerated() {
+                let shard: Int
+                switch address {
+                case .fid(let fid): shard = self.map.shard(of: fid)
+                case .token:
+                    guard let found = tokenShards.next() ?? nil else {
+                        throw FanoutError(.notFound, "no installation has this registration", field: "installations[\(index)]")
+                    }
+                    shard = found
+                }
+                names[shard, default: []].append(registration)
+            }
+            scopes = names.mapValues { .installations($0) }
         }
-        let consumer = try ClusterConsumer(node: self.node, scope: .platform(platform), credit: credit, in: try RequestExecutor.project(project))
+        let consumer = try ClusterConsumer(requests: self.shards, scopes: scopes, credit: credit, in: project)
         self.consumers.withLock { consumers in
             consumers = consumers.filter { $0.value.consumer != nil }
             consumers[ObjectIdentifier(consumer)] = WeakConsumer(consumer: consumer)

@@ -63,6 +63,7 @@ package final class ClusterService: Service, Sendable {
                         do {
                             let failures = try await pool.runIfActive { try node.turn() }
                             self.router.shards.followOwnership()
+                            self.router.shardConsumers.followOwnership()
                             self.router.refreshConsumers()
                             self.log(failures, "turn failed")
                             self.logChanges(from: owned, to: node.ownedShards, turnTook: ContinuousClock.now - started)
@@ -83,6 +84,7 @@ package final class ClusterService: Service, Sendable {
             }
         }
         self.router.shards.stopAnswering()
+        self.router.shardConsumers.stop()
         try await pool.runIfActive { node.close() }
         try await pool.shutdownGracefully()
     }

@@ -12,8 +12,8 @@ internal import NIOCore
 /// checked the client's key already; the owner performs it as the cluster's own principal.
 final class ShardRequests: Sendable {
     let node: ClusterNode
-    private let requester: NATSRequester
-    private let maximumPayloadSize: Int
+    let requester: NATSRequester
+    let maximumPayloadSize: Int
     /// How long a request waits for a remote owner's answer.
     private let timeout: Duration
     /// The owner's side: one subscription per shard this node owns.
