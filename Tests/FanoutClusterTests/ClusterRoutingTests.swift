@@ -416,6 +416,12 @@ struct ClusterRoutingTests {
                         #expect(files[shard] == "shard-\(shard)/snapshot-\(String(repeating: "0", count: 16 - hex.count) + hex).lz4", "shard \(shard): the one published")
                     }
 
+                    // A consumer of a project no shard holds is refused at once (its parts on other
+                    // nodes' shards would be attached later).
+                    let stranger = try await FanoutClient.connect(host: "127.0.0.1", port: servers[2].localPort, apiKey: Self.key)
+                    await #expect(throws: FanoutError(.notFound, "", field: "project")) { _ = try await stranger.attach(.platform(.ios), credit: 5, in: "no-such-project") }
+                    try await stranger.close()
+
                     // What the cluster does not serve yet is refused, naming it.
                     #expect(try await Comparison.reply(clients[0], .issueCredentials(project: "default", registration: "token-3")) == .error(FanoutError(.failedPrecondition, "")))
                 }

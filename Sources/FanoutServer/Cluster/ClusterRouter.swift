@@ -35,6 +35,9 @@ final class ClusterRouter: Sendable {
     /// node's copies of the shards place it: one registered a moment ago elsewhere may not be
     /// found yet).
     func attach(_ scope: AttachScope, credit: Int, in project: String) throws(FanoutError) -> ClusterConsumer {
+        // Checked here, on this node's copy: a part on another node's shard is attached later.
+        let id = try RequestExecutor.project(project)
+        guard self.node.served(0).engine.projectIDs().contains(id) else { throw .notFound("no project \(id)", field: "project") }
         var scopes: [Int: AttachScope] = [:]
         switch scope {
         case .platform:

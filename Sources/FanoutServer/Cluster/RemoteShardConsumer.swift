@@ -100,11 +100,9 @@ final class RemoteShardConsumer: Sendable {
     /// more is received.
     func close(tellingTheOwner: Bool = true) {
         self.end()
-        let subscription = self.subscription.withLock { subscription in
-            defer { subscription = nil }
-            return subscription
-        }
-        subscription?.cancel(timeout: .zero)
+        // Unsubscribed at once as it goes (no drain: what is still on its way no longer matters,
+        // and a drain would wait for NATS).
+        self.subscription.withLock { $0 = nil }
         if tellingTheOwner {
             Task { _ = await self.call(.detach) }
         }

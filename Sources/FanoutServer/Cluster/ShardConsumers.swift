@@ -144,7 +144,7 @@ final class ShardConsumers: Sendable {
             guard served.isOwner else { return respond(.error(ShardRequests.notOwnedHere(shard))) }
             do throws(FanoutError) {
                 let consumer = try served.engine.attachConsumer(try RequestExecutor.scope(scope), credit: Int(credit), in: try RequestExecutor.project(project))
-                if self.consumers.value[id] != nil { self.end(id) }  // attached again: the old one goes
+                if self.consumers.value[id] != nil { self.end(id, tellingTheEdge: false) }  // attached again: the old one goes
                 self.consumers.value[id] = Remote(shard: shard, engine: served.engine, consumer: consumer, inbox: Self.inbox(id))
                 respond(.done(.attach))
                 self.pump(id)
