@@ -70,6 +70,15 @@ struct LoadHarnessTests {
             #expect(clusterSubscribe.operations + clusterSubscribe.errors.values.reduce(0, +) == subscribe.operations, "every batch was answered")
             #expect(clusterSubscribe.errors.keys.allSatisfy { $0 == "UNAVAILABLE" || $0 == "HARNESS" }, "\(clusterSubscribe.errors)")
             #expect(report.table.contains("fanout cluster  register"))
+            // Topic sends, their deliveries taken and acknowledged by consumers on one node: on the
+            // cluster, from every shard (a send answered UNAVAILABLE may have queued on some shards).
+            let sends = try Self.phase(report, "fanout", "send-topic")
+            let delivered = try Self.phase(report, "fanout", "send-topic delivered")
+            #expect(sends.items > 0 && delivered.items == sends.items)
+            let clusterSends = try Self.phase(report, "fanout cluster", "send-topic")
+            let clusterDelivered = try Self.phase(report, "fanout cluster", "send-topic delivered")
+            #expect(clusterSends.errors.keys.allSatisfy { $0 == "UNAVAILABLE" }, "\(clusterSends.errors)")
+            #expect(clusterSends.items > 0 && clusterDelivered.items >= clusterSends.items && clusterDelivered.errors.isEmpty, "\(clusterDelivered.errors)")
             // The followers' lag was sampled, and they caught up once the phases ended.
             let lag = try #require(report.followerLag)
             #expect(lag.samples > 0 && lag.secondsUntilCaughtUp < 60 && Double(lag.maximumMessages) >= lag.meanMaximumMessages)

@@ -243,9 +243,11 @@ public struct LoadHarness: Sendable {
         report.phases.append(try await self.failover(jetStream: jetStream, directory: directory))
     }
 
-    /// The register and subscribe phases on one fanoutd (system `fanout`), then through node-1 of
-    /// a three-node cluster (`fanout cluster`: 16 shards, a 3 s lease, one nats-server, one
-    /// replica), every process started here on this machine. The server's CPU and memory reported
+    /// The register, subscribe and send-topic phases (consumers draining the deliveries) on one
+    /// fanoutd (system `fanout`), then through node-1 of a three-node cluster (`fanout cluster`:
+    /// 16 shards, a 3 s lease, one nats-server, one replica; the consumers attached to node-1, so
+    /// that two thirds of the deliveries come from the other nodes), every process started here on
+    /// this machine. The server's CPU and memory reported
     /// for the cluster are node-1's alone.
     private func cluster(into report: inout LoadReport) async throws {
         let directory = TemporaryDirectory.path("fanout-load-cluster")
@@ -257,6 +259,7 @@ public struct LoadHarness: Sendable {
         let singleSession = try await self.fanoutSession(host: "127.0.0.1", port: single.port, adminKey: single.adminKey, resources: { single.resources })
         await singleSession.register()
         await singleSession.subscribe()
+        try await singleSession.send(conditions: false, drain: DeliveryDrainTarget(host: "127.0.0.1", port: single.port, adminKey: single.adminKey, consumerKey: single.consumerKey))
         await singleSession.backend.close()
         single.stop()
         report.add(singleSession)
@@ -301,6 +304,9 @@ public struct LoadHarness: Sendable {
         }
         await clusterSession.register()
         await clusterSession.subscribe()
+        // Sends through node-1, drained by consumers all attached to node-1: the deliveries of the
+        // shards other nodes own come through their ShardConsumers.
+        try await clusterSession.send(conditions: false, drain: DeliveryDrainTarget(host: "127.0.0.1", port: first.port, adminKey: first.adminKey, consumerKey: first.consumerKey))
         sampler.cancel()
         let maxima = await sampler.value
         let ended = ContinuousClock.now
