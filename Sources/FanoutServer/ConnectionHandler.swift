@@ -528,26 +528,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 handler.pumpDeliveries(context: context)
             }
         }
-        let count: Int
-        switch source {
-        case .engine(let consumer):
-            let deliveries = consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready).deliveries
-            for delivery in deliveries {
-                self.writeDelivery(
-                    attachID: attachID, delivery.id, delivery.fid, delivery.token, delivery.apnsToken, delivery.platform, delivery.expiry,
-                    delivery.isDeletedMessagesMarker, delivery.headers, delivery.payload, context: context
-                )
-            }
-            count = deliveries.count
-        case .cluster(let consumer):
-            let deliveries = consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready)
-            for delivery in deliveries {
-                self.writeDelivery(
-                    attachID: attachID, delivery.id, delivery.fid, delivery.token, delivery.apnsToken, delivery.platform, delivery.expiry,
-                    delivery.isDeletedMessagesMarker, delivery.headers, delivery.payload, context: context
-                )
-            }
-            count = deliveries.count
+        let count = switch source {
+        case .engine(let consumer): self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready).deliveries, attachID: attachID, context: context)
+        case .cluster(let consumer): self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready), attachID: attachID, context: context)
         }
         guard count > 0 else {
             self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
@@ -561,17 +544,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Writes one DELIVERY frame for the attachment `attachID`.
-    private func writeDelivery(
-        attachID: UInt32, _ id: DeliveryID, _ fid: FID, _ token: RegistrationToken?, _ apnsToken: APNsDeviceToken?, _ platform: Platform,
-        _ expiry: Timestamp, _ isDeletedMessagesMarker: Bool, _ headers: [DeliveryHeader], _ payload: [UInt8], context: ChannelHandlerContext
-    ) {
-        self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
-            try output.writeDeliveryFrame(
-                attachID: attachID, id: id, fid: fid, token: token?.value, apnsToken: apnsToken?.hex, platform: platform, expiry: expiry,
-                isDeletedMessagesMarker: isDeletedMessagesMarker, headers: headers, payload: payload, maximumPayloadSize: maximum
-            )
+    /// Writes a DELIVERY frame for each of `deliveries`, of the attachment `attachID`; how many.
+    private func write(_ deliveries: [some DeliveryFrameFields], attachID: UInt32, context: ChannelHandlerContext) -> Int {
+        for delivery in deliveries {
+            self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
+                try output.writeDeliveryFrame(
+                    attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex,
+                    platform: delivery.platform, expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
+                    headers: delivery.headers, payload: delivery.payload,
+                    maximumPayloadSize: maximum
+                )
+            }
         }
+        return deliveries.count
     }
 }
 
