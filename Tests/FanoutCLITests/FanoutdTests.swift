@@ -7,8 +7,9 @@ import Testing
 /// networked subcommand works, SIGTERM shuts down gracefully, a restart keeps the state.
 @Suite("fanoutd and the networked CLI")
 struct FanoutdTests {
-    /// A running `fanoutd` child process.
-    final class Daemon {
+    /// A running `fanoutd` child process. (Sendable so that an async test can start it on a
+    /// thread of its own, `onOwnThread`: one thread uses it at a time.)
+    final class Daemon: @unchecked Sendable {
         let process = Process()
         let standardOutput = Pipe()
         let standardError = Pipe()

@@ -124,12 +124,17 @@ extension FanoutdTests {
         let key = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
         var daemons: [Daemon] = []
         defer { for daemon in daemons where daemon.process.isRunning { _ = daemon.stop() } }
+        // Started (and their logs read, blocking) off the concurrency pool, which other tests share.
         for index in 1...2 {
-            daemons.append(try Daemon(directory: "\(directory)/node-\(index)", arguments: [
-                "--cluster", nats.url, "--node", "node-\(index)", "--shards", "4", "--api-keys", "\(directory)/api-keys", "--http", "127.0.0.1:0",
-            ]))
+            daemons.append(try await onOwnThread {
+                try Daemon(directory: "\(directory)/node-\(index)", arguments: [
+                    "--cluster", nats.url, "--node", "node-\(index)", "--shards", "4", "--api-keys", "\(directory)/api-keys", "--http", "127.0.0.1:0",
+                ])
+            })
         }
-        let httpPort = try #require(daemons[0].httpPort())
+        let (first, second) = (daemons[0], daemons[1])
+        let (firstHTTPPort, secondHTTPPort) = try await onOwnThread { (first.httpPort(), second.httpPort()) }
+        let httpPort = try #require(firstHTTPPort)
         // Every shard owned, each node owning some.
         let settled = ContinuousClock.now + .seconds(60)
         var status = try ClusterStatus.read(urls: nats.url)
@@ -145,9 +150,10 @@ extension FanoutdTests {
         #expect(try self.fanout(port, key, "register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "sdk-ios-1").status == 0)
         #expect(try self.fanout(port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-old").status == 0)
         #expect(try self.fanout(port, key, "refresh", "sdk-old", "sdk-new").status == 0)
-        let flow = try FanoutCLITests.run(python.path, [
+        let flowArguments = [
             Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-flow.py").path, "http://127.0.0.1:\(httpPort)", key, try #require(fid),
-        ])
+        ]
+        let flow = try await onOwnThread { try FanoutCLITests.run(python.path, flowArguments) }
         #expect(flow.status == 0, "\(flow.output)\(flow.error)")
         #expect(flow.output.contains("all steps answered as FCM answers them"), "\(flow.output)\(flow.error)")
 
@@ -190,7 +196,7 @@ extension FanoutdTests {
         #expect(value("fanout_requests_total", ["listener": "http", "operation": send, "status": "NOT_FOUND"]) == 2, "the rotated token twice")
         // The engines' metrics, per shard on the node that owns it: over the two nodes, the 8
         // deliveries queued and pending once each.
-        let both = [metrics, try Self.prometheusSamples(python: python, url: "http://127.0.0.1:\(try #require(daemons[1].httpPort()))/metrics")]
+        let both = [metrics, try Self.prometheusSamples(python: python, url: "http://127.0.0.1:\(try #require(secondHTTPPort))/metrics")]
         func total(_ name: String) -> Double { both.flatMap { $0[name] ?? [] }.reduce(0) { $0 + $1.value } }
         #expect(total("fanout_deliveries_queued_total") == 8, "6 Android and 2 iOS deliveries")
         #expect(total("fanout_deliveries_pending") == 8)

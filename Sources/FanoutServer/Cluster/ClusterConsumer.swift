@@ -178,7 +178,10 @@ final class ClusterConsumer: Sendable {
                 }
             }
             state.nextShard += 1
-            for delivery in deliveries { state.outstanding.insert(delivery.id) }
+            for delivery in deliveries {
+                state.outstanding.insert(delivery.id)
+                state.orphaned.remove(delivery.id)  // handed out again: its acknowledgement counts
+            }
             if deliveries.isEmpty { state.ready = ready }
             return deliveries
         }
