@@ -79,6 +79,15 @@ package final class ClusterNode: @unchecked Sendable {
         package var isOwner: Bool
         /// The last stream sequence a follower applied; nil for the owner.
         package var appliedSequence: UInt64?
+        /// When the owner's lease runs out at the latest unless renewed; nil for a follower.
+        package var leaseExpiry: ContinuousClock.Instant? = nil
+
+        /// Whether the node owns the shard and its lease, as last renewed, has not run out: an
+        /// owner whose turns are late (a loaded machine) may have lost the shard to another node
+        /// without knowing yet, and must not hand out deliveries the new owner hands out too.
+        package var holdsItsLease: Bool {
+            self.isOwner && self.leaseExpiry.map { ContinuousClock.now < $0 } == true
+        }
     }
 
     /// The buckets: the cluster's layout (its shard count), and its members (each node's entry,
@@ -419,7 +428,7 @@ package final class ClusterNode: @unchecked Sendable {
 
     private func publish(_ shard: Int) {
         let shardNode = self.shards[shard]
-        let view = ServedShard(engine: shardNode.engine, isOwner: shardNode.isOwner, appliedSequence: shardNode.appliedSequence)
+        let view = ServedShard(engine: shardNode.engine, isOwner: shardNode.isOwner, appliedSequence: shardNode.appliedSequence, leaseExpiry: shardNode.leaseExpiry)
         self.served.withLock { $0[shard] = view }
     }
 }

@@ -36,6 +36,9 @@ package final class ShardNode: @unchecked Sendable {
     /// The node's engine: a follower's, or once it owns the shard, the owner's.
     package private(set) var engine: Engine
     package private(set) var role = Role.following
+    /// When the lease this node holds runs out at the latest, counted from before it asked for it
+    /// (NATS counts from when it wrote it); nil while it follows.
+    package private(set) var leaseExpiry: ContinuousClock.Instant?
     private var follower: ShardFollower
     /// Whether the node must follow again from its directory at its next step or catch-up (the
     /// stream was purged past what it applied, or it stopped owning and could not follow yet).
@@ -89,14 +92,16 @@ package final class ShardNode: @unchecked Sendable {
                 try self.followAgain()
                 return
             }
+            let asked = ContinuousClock.now
             if let renewed = try self.ownership.renew(lease, for: self.node) {
-                self.role = .owning(renewed)
+                (self.role, self.leaseExpiry) = (.owning(renewed), asked + self.ownership.lease)
                 return
             }
             try self.followAgain()
         case .following:
             try self.followAgainIfNeeded()
             try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp() }
+            let asked = ContinuousClock.now
             guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
             // What the last owner published before its lease lapsed, then the fence: the last owner
             // may still be publishing (it learns of its lapsed lease only at its next renewal).
@@ -111,7 +116,7 @@ package final class ShardNode: @unchecked Sendable {
                     directory: self.directory, durability: self.durability, configuration: self.configuration, metrics: self.ownerMetrics,
                     publisher: publisher, followed: true
                 )
-                self.role = .owning(lease)
+                (self.role, self.leaseExpiry) = (.owning(lease), asked + self.ownership.lease)
             } catch {
                 // Cannot own it (the stream moved on meanwhile): follow again; the lease lapses.
                 try self.followAgain()
@@ -193,7 +198,7 @@ package final class ShardNode: @unchecked Sendable {
     private func followAgain() throws(FanoutError) {
         try? self.engine.close()
         if self.isOwner { self.ownerMetrics.clearGauges() }
-        (self.role, self.mustFollowAgain) = (.following, true)
+        (self.role, self.leaseExpiry, self.mustFollowAgain) = (.following, nil, true)
         let (engine, follower, setAside) = try Self.follow(
             node: self.node, stream: self.stream, directory: self.directory, durability: self.durability, configuration: self.configuration,
             jetStream: self.jetStream, snapshots: self.snapshots

@@ -467,8 +467,10 @@ struct ShardReplicationTests {
                     let b = try Self.shardNode("node-b", directory: directoryB, stream: stream, on: server)
                     try a.step()
                     guard case .owning = a.role else { throw FanoutError(.internal, "node-a did not take the free shard") }
+                    #expect(a.leaseExpiry.map { $0 > .now } == true, "A holds its lease")
                     try b.step()
                     guard case .following = b.role else { throw FanoutError(.internal, "node-b took a held shard") }
+                    #expect(b.leaseExpiry == nil)
                     var answered: [Installation] = []
                     for index in 0..<20 { answered.append(try await a.engine.register(Self.request("a-\(index)")).installation) }
                     try b.step()
@@ -481,6 +483,9 @@ struct ShardReplicationTests {
                         try? b.step()  // as the node's loop does: a turn that fails (NATS slow under load) is taken again
                     }
                     guard case .owning = b.role else { throw FanoutError(.internal, "node-b never took the lapsed shard") }
+                    // A still acts as the owner, but knows its lease ran out (counted from before it
+                    // asked, NATS counts from its write): it hands nothing out (`holdsItsLease`).
+                    #expect(a.isOwner && a.leaseExpiry.map { $0 <= .now } == true, "A's lease ran out before B took the shard")
                     for installation in answered {
                         #expect(try b.engine.installation(.fid(installation.fid)) == installation, "every change A answered")
                     }
@@ -493,6 +498,7 @@ struct ShardReplicationTests {
                     _ = try await b.engine.register(Self.request("b-0"))
                     try a.step()
                     guard case .following = a.role else { throw FanoutError(.internal, "node-a still owns the shard") }
+                    #expect(a.leaseExpiry == nil)
                     #expect(a.setAside.count == 1, "the directory with the refused change was set aside")
                     try a.step()
                     #expect(try a.engine.installationCount() == 21)

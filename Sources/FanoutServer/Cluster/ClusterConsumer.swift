@@ -113,6 +113,7 @@ final class ClusterConsumer: Sendable {
         for remote in remotes {
             Task { await remote.keepAlive() }
         }
+        self.wake()  // a local part held back while its lease was in doubt may hand out again
     }
 
     /// Attaches the part of shard `shard`, owned by another node; kept unless the shard is owned
@@ -170,6 +171,8 @@ final class ClusterConsumer: Sendable {
                 let shard = shards[(offset + state.nextShard) % shards.count]
                 switch state.parts[shard] {
                 case .local(_, let consumer):
+                    // Nothing while the lease may have run out unnoticed (`refresh` wakes it after a turn).
+                    guard self.node.served(shard).holdsItsLease else { continue }
                     deliveries += consumer.poll(maximum: room - deliveries.count, orWhenReady: ready).deliveries.map(WireDelivery.init)
                 case .remote(let remote):
                     deliveries += remote.take(maximum: room - deliveries.count)

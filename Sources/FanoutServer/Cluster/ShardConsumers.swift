@@ -17,7 +17,8 @@ internal import NIOPosix
 /// request id counts the messages (1, 2, ...), so that the edge sees a message lost; a DETACH
 /// reply frame there ends it. A consumer ends when the edge detaches, when this node stops owning
 /// the shard, or when the edge has said nothing for two leases (its node died): what it held
-/// unacknowledged is handed out again (at least once).
+/// unacknowledged is handed out again (at least once). Nothing is handed out while the shard's
+/// lease, as this node last renewed it, has run out (`ServedShard.holdsItsLease`).
 final class ShardConsumers: Sendable {
     private let node: ClusterNode
     private let maximumPayloadSize: Int
@@ -97,6 +98,7 @@ final class ShardConsumers: Sendable {
             for (id, remote) in self.consumers.value where !owned.contains(remote.shard) || now - remote.lastHeard > silence {
                 self.end(id)
             }
+            for id in Array(self.consumers.value.keys) { self.pump(id) }  // held back by a lease in doubt
         }
     }
 
@@ -186,7 +188,8 @@ final class ShardConsumers: Sendable {
     /// Publishes what the consumer hands out until it has nothing; it calls back when it has more.
     /// On `loop`.
     private func pump(_ id: String) {
-        guard let remote = self.consumers.value[id] else { return }
+        // Nothing while the lease may have run out unnoticed (the next turn's renewal pumps again).
+        guard let remote = self.consumers.value[id], self.node.served(remote.shard).holdsItsLease else { return }
         while true {
             let (deliveries, finished) = remote.consumer.poll(maximum: Self.batch) { [loop = self.loop] in
                 loop.execute { self.pump(id) }
