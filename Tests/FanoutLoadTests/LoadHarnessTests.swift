@@ -78,7 +78,7 @@ struct LoadHarnessTests {
             let clusterSends = try Self.phase(report, "fanout cluster", "send-topic")
             let clusterDelivered = try Self.phase(report, "fanout cluster", "send-topic delivered")
             #expect(clusterSends.errors.keys.allSatisfy { $0 == "UNAVAILABLE" }, "\(clusterSends.errors)")
-            #expect(clusterSends.items > 0 && clusterDelivered.items >= clusterSends.items && clusterDelivered.errors.isEmpty, "\(clusterDelivered.errors)")
+            #expect(clusterSends.items > 0 && clusterDelivered.items >= clusterSends.items && clusterDelivered.errors.isEmpty, "sends \(clusterSends.operations) (\(clusterSends.items) recipients, \(clusterSends.errors)), delivered \(clusterDelivered.items) (\(clusterDelivered.errors))")
             // The followers' lag was sampled, and they caught up once the phases ended.
             let lag = try #require(report.followerLag)
             #expect(lag.samples > 0 && lag.secondsUntilCaughtUp < 60 && Double(lag.maximumMessages) >= lag.meanMaximumMessages)

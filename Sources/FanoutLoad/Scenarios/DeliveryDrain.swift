@@ -89,7 +89,12 @@ final class DeliveryDrain: Sendable {
     /// Waits until nothing is pending on the server (polling its statistics), or the timeout.
     func waitUntilDrained(timeout: Duration) async throws {
         let start = ContinuousClock.now
-        while try await self.admin.statistics().deliveries.pending > 0 {
+        while true {
+            do {
+                if try await self.admin.statistics().deliveries.pending == 0 { return }
+            } catch let error as FanoutError where error.code == .unavailable {
+                // Refused for a moment (a cluster's shard between owners): asked again.
+            }
             guard ContinuousClock.now - start < timeout else {
                 throw LoadError("deliveries were still pending after \(timeout)")
             }
