@@ -25,7 +25,7 @@ final class ShardConsumers: Sendable {
     /// Where every consumer's work runs, one call at a time.
     private let loop: any EventLoop
     /// One subscription per shard this node owns.
-    private let subscriptions = Locked<[Int: NATSSubscription]>([:])
+    private let subjects: OwnedShardSubjects
     /// The consumers by id; touched on `loop` only.
     private let consumers: NIOLoopBoundBox<[String: Remote]>
 
@@ -50,6 +50,7 @@ final class ShardConsumers: Sendable {
         self.node = node
         self.maximumPayloadSize = maximumPayloadSize
         self.loop = loop
+        self.subjects = OwnedShardSubjects(node: node, subject: Self.subject)
         self.consumers = NIOLoopBoundBox.makeBoxSendingValue([:], eventLoop: loop)
     }
 
@@ -80,18 +81,8 @@ final class ShardConsumers: Sendable {
     /// After the node's turn: answers the calls of the shards it owns now, ends the consumers of
     /// the shards it no longer owns, and those whose edge has been silent for two leases.
     func followOwnership() {
+        self.subjects.follow { [weak self] message, shard in self?.handle(message, shard: shard) }
         let owned = self.node.ownedShards
-        let lost = self.subscriptions.withLock { subscriptions in
-            let lost = subscriptions.filter { !owned.contains($0.key) }
-            for shard in lost.keys { subscriptions[shard] = nil }
-            for shard in owned where subscriptions[shard] == nil {
-                subscriptions[shard] = try? self.node.jetStream.subscribe(Self.subject(shard)) { [weak self] message in
-                    self?.handle(message, shard: shard)
-                }
-            }
-            return lost
-        }
-        lost.values.forEach { $0.cancel() }
         let silence = self.node.lease * 2
         self.loop.execute {
             let now = ContinuousClock.now
@@ -104,11 +95,7 @@ final class ShardConsumers: Sendable {
 
     /// Stops answering, and ends every consumer.
     func stop() {
-        let subscriptions = self.subscriptions.withLock { subscriptions in
-            defer { subscriptions = [:] }
-            return subscriptions
-        }
-        subscriptions.values.forEach { $0.cancel() }
+        self.subjects.stop()
         self.loop.execute {
             for id in Array(self.consumers.value.keys) { self.end(id) }
         }
@@ -118,14 +105,7 @@ final class ShardConsumers: Sendable {
 
     private func handle(_ message: NATSSubscription.Message, shard: Int) {
         guard let reply = message.reply else { return }
-        let respond: @Sendable (ServerMessage) -> Void = { [node = self.node, maximumPayloadSize = self.maximumPayloadSize] answer in
-            var frame = ByteBuffer()
-            if (try? ServerFrame(requestID: 0, message: answer).encode(into: &frame, maximumPayloadSize: maximumPayloadSize)) == nil {
-                frame.clear()
-                try? ServerFrame(requestID: 0, message: .error(FanoutError(.internal, "the reply does not encode"))).encode(into: &frame)
-            }
-            try? node.jetStream.publishCore(Array(frame.readableBytesView), to: reply)
-        }
+        let respond = OwnedShardSubjects.responder(to: reply, node: self.node, maximumPayloadSize: self.maximumPayloadSize)
         var buffer = ByteBuffer(bytes: message.data)
         var decoder = FrameDecoder<ClientRequest>(maximumPayloadSize: self.maximumPayloadSize)
         guard let length = buffer.readInteger(as: UInt8.self), let id = buffer.readString(length: Int(length)), !id.isEmpty,

@@ -17,7 +17,7 @@ final class ShardRequests: Sendable {
     /// How long a request waits for a remote owner's answer.
     private let timeout: Duration
     /// The owner's side: one subscription per shard this node owns.
-    private let subscriptions = Locked<[Int: NATSSubscription]>([:])
+    private let subjects: OwnedShardSubjects
 
     /// What an owner performs forwarded requests as: every request of every project.
     static let principal = Principal.key(APIKey(name: "cluster", role: .admin, projects: .all, digest: []), role: .admin)
@@ -25,6 +25,7 @@ final class ShardRequests: Sendable {
     init(node: ClusterNode, maximumPayloadSize: Int, timeout: Duration = .seconds(30)) throws(FanoutError) {
         self.node = node
         self.requester = try NATSRequester(node.jetStream)
+        self.subjects = OwnedShardSubjects(node: node, subject: Self.subject)
         self.maximumPayloadSize = maximumPayloadSize
         self.timeout = timeout
     }
@@ -134,42 +135,20 @@ final class ShardRequests: Sendable {
     }
 
     /// Subscribes to the requests of the shards this node owns now, and stops answering those of
-    /// the shards it no longer owns. Call it after each of the node's turns.
+    /// the shards it no longer owns (the requests already routed here are answered: `notOwnedHere`,
+    /// so sent again). Call it after each of the node's turns.
     func followOwnership() {
-        let owned = self.node.ownedShards
-        let lost = self.subscriptions.withLock { subscriptions in
-            let lost = subscriptions.filter { !owned.contains($0.key) }
-            for shard in lost.keys { subscriptions[shard] = nil }
-            for shard in owned where subscriptions[shard] == nil {
-                subscriptions[shard] = try? self.node.jetStream.subscribe(Self.subject(shard)) { [weak self] message in
-                    self?.answer(message, shard: shard)
-                }
-            }
-            return lost
-        }
-        // The requests already routed here are answered (`notOwnedHere`, so sent again), not dropped.
-        lost.values.forEach { $0.cancel() }
+        self.subjects.follow { [weak self] message, shard in self?.answer(message, shard: shard) }
     }
 
     /// Stops answering every shard's requests.
     func stopAnswering() {
-        let subscriptions = self.subscriptions.withLock { subscriptions in
-            defer { subscriptions = [:] }
-            return subscriptions
-        }
-        subscriptions.values.forEach { $0.cancel() }
+        self.subjects.stop()
     }
 
     private func answer(_ message: NATSSubscription.Message, shard: Int) {
         guard let reply = message.reply else { return }
-        let respond: @Sendable (ServerMessage) -> Void = { [node = self.node, maximumPayloadSize = self.maximumPayloadSize] answer in
-            var frame = ByteBuffer()
-            if (try? ServerFrame(requestID: 0, message: answer).encode(into: &frame, maximumPayloadSize: maximumPayloadSize)) == nil {
-                frame.clear()
-                try? ServerFrame(requestID: 0, message: .error(FanoutError(.internal, "the reply does not encode"))).encode(into: &frame)
-            }
-            try? node.jetStream.publishCore(Array(frame.readableBytesView), to: reply)
-        }
+        let respond = OwnedShardSubjects.responder(to: reply, node: self.node, maximumPayloadSize: self.maximumPayloadSize)
         guard let frame: ClientFrame = self.frame(message.data) else {
             respond(.error(FanoutError(.invalidArgument, "a forwarded request is not one request frame")))
             return
