@@ -3,7 +3,7 @@
 # lz4 command-line tool (the tests check snapshot files with `lz4 -t`), python3 (a test runs a
 # client written from docs/wire-protocol.md in Python), redis-server (fanout-load compares with
 # it, in the tests too), the openssl command (a TLS test handshakes with `openssl s_client`),
-# curl (it checks the HTTP front's TLS and HTTP/2) and nats-server (the replication tests run
+# curl (it checks the HTTP front's TLS and HTTP/2), gdb (a test run that hangs prints its threads' stacks) and nats-server (the replication tests run
 # JetStream) when they are missing. `make test` also makes a Python virtual environment in .build/python-venv
 # with the pinned firebase-admin SDK (a test drives the HTTP front with it), from PyPI.
 
@@ -25,6 +25,7 @@ deps:
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v gdb >/dev/null 2>&1 || missing="$$missing gdb"; \
 	python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
@@ -61,9 +62,10 @@ demo: deps
 	swift build --product fanout
 	.build/debug/fanout demo --data-dir ./fanout-demo-data
 
+# scripts/test.sh runs `swift test --skip-build` and, should it hang, prints where every thread waits.
 test: deps python-deps
 	swift build --build-tests
-	swift test --skip-build
+	scripts/test.sh
 
 benchmark: deps
 	cd Benchmarks && swift package benchmark --no-progress
