@@ -99,7 +99,7 @@ public final class NATSServerProcess: @unchecked Sendable {
     public func kill() {
         guard let process = self.process else { return }
         if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.waitForExit(within: .seconds(60))
         self.process = nil
     }
 

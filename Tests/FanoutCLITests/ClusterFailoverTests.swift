@@ -239,7 +239,7 @@ struct ClusterFailoverTests {
         let created = try FanoutCLITests.fanout(["key", "create", "--file", "\(directory)/api-keys", "--name", "admin", "--role", "admin"])
         let key = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
         var daemons: [FanoutdTests.Daemon] = []
-        defer { for daemon in daemons where daemon.process.isRunning { _ = daemon.stop() } }
+        defer { for daemon in daemons where !daemon.child.hasExited { _ = daemon.stop() } }
         // Started (and their logs read, blocking) off the concurrency pool, which other tests share.
         for index in 1...3 {
             daemons.append(try await onOwnThread {
@@ -299,8 +299,7 @@ struct ClusterFailoverTests {
         let load = Task { await Self.load(600, prefix: "before", key: key, ports: livePorts, into: acknowledged, refusals: refusals) }
         while acknowledged.count < 150 || deliveries.count < 2000 { try await Task.sleep(for: .milliseconds(20)) }
         let receivedBeforeKill = deliveries.count
-        Glibc.kill(daemons[victimIndex].process.processIdentifier, SIGKILL)
-        daemons[victimIndex].process.waitUntilExit()
+        daemons[victimIndex].child.kill()  // SIGKILL, as a crash would
         killed.add(victim)
         let survivor = ports[(victimIndex + 1) % 3]
         let failover = try await Self.timeUntilSendsWork(port: survivor, key: key)

@@ -33,56 +33,24 @@ struct CrashTests {
         var model = CrashModel(configuration: EngineConfiguration())  // after `recovered` operations
         var kills = 0
         for cycle in 0..<Self.cycles {
-            let process = Process()
-            process.executableURL = child
-            process.arguments = [directory, String(seed), String(recovered), String(total)]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-
-            // Read acknowledgements until a random number of them has arrived, then kill -9.
+            let process = try ChildProcess(child.path, [directory, String(seed), String(recovered), String(total)])
+            // Wait until a random number of acknowledgements has arrived, then kill -9.
             let target = Int.random(in: 1...60, using: &random)
-            var acknowledged = -1
-            var received = 0
-            var buffer: [UInt8] = []
-            let descriptor = output.fileHandleForReading.fileDescriptor
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            reading: while received < target {
-                let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-                if count <= 0 { break }
-                buffer += chunk[0..<count]
-                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                    let line = String(decoding: buffer[..<newline], as: UTF8.self)
-                    buffer.removeSubrange(...newline)
-                    guard line.hasPrefix("ack "), let index = Int(line.dropFirst(4)) else {
-                        Issue.record("unexpected line from the child: \(line)")
-                        break reading
-                    }
-                    #expect(index == recovered + received, "acknowledgements are in order")
-                    acknowledged = index
-                    received += 1
-                }
-            }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            kills += process.terminationReason == .uncaughtSignal ? 1 : 0
+            process.wait(for: .seconds(120)) { seen in seen.output.lazy.filter { $0 == UInt8(ascii: "\n") }.count >= target }
+            process.kill()
+            kills += process.current.exit == .signalled(SIGKILL) ? 1 : 0
             // The child may have finished more operations between the last line read and the
-            // kill (on a busy machine, several): their acknowledgements wait in the pipe, and the
+            // kill (on a busy machine, several): their acknowledgements were in the pipe, and the
             // directory must hold every one of them too.
-            // Not `readDataToEndOfFile`: a process another test spawns meanwhile may hold a copy of
-            // the pipe's write end, and the end of file would wait for it (holding a thread of the
-            // concurrency pool). The child is dead, so what it wrote is in the pipe now.
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            while case let count = chunk.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }), count > 0 {
-                buffer += chunk[0..<count]
-            }
-            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[..<newline], as: UTF8.self)
-                buffer.removeSubrange(...newline)
-                if line.hasPrefix("ack "), let index = Int(line.dropFirst(4)) {
-                    #expect(index == acknowledged + 1, "acknowledgements are in order")
-                    acknowledged = index
+            var acknowledged = recovered - 1
+            let written = process.current.outputText
+            for line in written.split(separator: "\n").dropLast(written.hasSuffix("\n") ? 0 : 1) {  // whole lines
+                guard line.hasPrefix("ack "), let index = Int(line.dropFirst(4)) else {
+                    Issue.record("unexpected line from the child: \(line)")
+                    break
                 }
+                #expect(index == acknowledged + 1, "acknowledgements are in order")
+                acknowledged = index
             }
             #expect(acknowledged >= recovered, "cycle \(cycle): the child acknowledged nothing")
 

@@ -6,11 +6,7 @@ import Testing
 /// The `fanout` executable's offline commands and exit codes (0 valid, 1 invalid, 2 usage).
 @Suite("fanout CLI")
 struct FanoutCLITests {
-    struct Outcome {
-        var status: Int32
-        var output: String
-        var error: String
-    }
+    typealias Outcome = ChildProcess.Outcome
 
     /// Runs the `fanout` binary built next to this test bundle, with `input` on stdin.
     static func fanout(_ arguments: [String], input: String = "") throws -> Outcome {
@@ -31,33 +27,14 @@ struct FanoutCLITests {
     }
 
     /// Runs `command` to its exit, with `input` on stdin: a path, or a name looked up on PATH
-    /// (`python3`, `curl`). Returns its status and everything it wrote.
-    static func run(_ command: String, _ arguments: [String], input: String = "") throws -> Outcome {
-        let process = Process()
-        if command.contains("/") {
-            process.executableURL = URL(fileURLWithPath: command)
-            process.arguments = arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [command] + arguments
+    /// (`python3`, `curl`). Returns its status and everything it wrote; one that runs past
+    /// `timeout` is killed and recorded as an issue naming it.
+    static func run(_ command: String, _ arguments: [String], input: String = "", timeout: Duration = .seconds(180)) throws -> Outcome {
+        let outcome = try ChildProcess.run(command, arguments, input: input, timeout: timeout)
+        if outcome.timedOut {
+            Issue.record("\((command as NSString).lastPathComponent) \(arguments.prefix(3).joined(separator: " ")) ran past \(timeout) and was killed; it wrote: \(outcome.error.suffix(2000))")
         }
-        let output = Pipe()
-        let error = Pipe()
-        let standardInput = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = standardInput
-        try process.run()
-        standardInput.fileHandleForWriting.write(Data(input.utf8))
-        try standardInput.fileHandleForWriting.close()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Outcome(
-            status: process.terminationStatus,
-            output: String(decoding: out, as: UTF8.self),
-            error: String(decoding: err, as: UTF8.self)
-        )
+        return outcome
     }
 
     @Test func conditionCheckPrintsTheCanonicalForm() throws {
@@ -141,14 +118,7 @@ struct FanoutCLITests {
     @Test func walInspectVerifyRepair() throws {
         let directory = TemporaryDirectory.path("fanout-wal")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let child = Process()
-        child.executableURL = binaries.appendingPathComponent("fanout-crash-child")
-        child.arguments = [directory, "5", "0", "40"]
-        child.standardOutput = FileHandle.nullDevice
-        try child.run()
-        child.waitUntilExit()
-        #expect(child.terminationStatus == 0)
+        #expect(try Self.run(Self.binary("fanout-crash-child"), [directory, "5", "0", "40"]).status == 0)
 
         let inspect = try self.fanout("wal", "inspect", directory)
         #expect(inspect.status == 0)

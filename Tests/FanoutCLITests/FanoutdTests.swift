@@ -8,64 +8,68 @@ import Testing
 @Suite("fanoutd and the networked CLI")
 struct FanoutdTests {
     /// A running `fanoutd` child process. (Sendable so that an async test can start it on a
-    /// thread of its own, `onOwnThread`: one thread uses it at a time.)
-    final class Daemon: @unchecked Sendable {
-        let process = Process()
-        let standardOutput = Pipe()
-        let standardError = Pipe()
-        private(set) var port = 0
-        private(set) var printedKey: String?
-        private var errorText = ""
+    /// thread of its own, `onOwnThread`.)
+    final class Daemon: Sendable {
+        let child: ChildProcess
+        let port: Int
 
         init(directory: String, arguments: [String] = []) throws {
-            let binaries = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            self.process.executableURL = binaries.appendingPathComponent("fanoutd")
-            self.process.arguments = ["--data-dir", directory, "--listen", "127.0.0.1:0", "--snapshot-every", "0"] + arguments
-            self.process.standardOutput = self.standardOutput
-            self.process.standardError = self.standardError
-            try self.process.run()
+            self.child = try ChildProcess(
+                FanoutCLITests.binary("fanoutd"),
+                ["--data-dir", directory, "--listen", "127.0.0.1:0", "--snapshot-every", "0"] + arguments
+            )
             // The log line `... address=127.0.0.1:PORT ... listening` says it serves.
-            while self.port == 0 {
-                let data = self.standardError.fileHandleForReading.availableData
-                guard !data.isEmpty else { throw FanoutError(.unavailable, "fanoutd exited before it listened: \(self.errorText)") }
-                self.errorText += String(decoding: data, as: UTF8.self)
-                for line in self.errorText.split(separator: "\n") where line.hasSuffix("listening") {
-                    if let range = line.range(of: "address=127.0.0.1:") {
-                        self.port = Int(line[range.upperBound...].prefix(while: \.isNumber)) ?? 0
-                    }
-                }
+            var port: Int?
+            self.child.wait(for: .seconds(180)) { seen in
+                port = Self.port(in: seen.errorText, after: "listening")
+                return port != nil
             }
+            guard let port else {
+                let seen = self.child.current
+                self.child.kill()
+                throw FanoutError(.unavailable, "fanoutd \(seen.hasExited ? "exited" : "ran 180 s") before it listened: \(seen.errorText.suffix(4000))")
+            }
+            self.port = port
         }
 
-        /// The log lines read so far.
-        var logLines: [String] { self.errorText.components(separatedBy: "\n") }
+        var process: Process { self.child.process }
+
+        /// The log lines it has written so far.
+        var logLines: [String] { self.child.current.errorText.components(separatedBy: "\n") }
+
+        /// The port on the first log line ending in `suffix` that names `address=127.0.0.1:PORT`.
+        private static func port(in log: String, after suffix: String) -> Int? {
+            for line in log.split(separator: "\n") where line.hasSuffix(suffix) {
+                if let range = line.range(of: "address=127.0.0.1:"), let port = Int(line[range.upperBound...].prefix(while: \.isNumber)) {
+                    return port
+                }
+            }
+            return nil
+        }
 
         /// The HTTP front's port, from its `HTTP front listening` log line (with `--http 127.0.0.1:0`).
         func httpPort() -> Int? {
-            guard self.waitForLogLine(containing: "HTTP front listening"),
-                let line = self.logLines.first(where: { $0.contains("HTTP front listening") }),
-                let range = line.range(of: "address=127.0.0.1:")
-            else { return nil }
-            return Int(line[range.upperBound...].prefix(while: \.isNumber))
+            guard self.waitForLogLine(containing: "HTTP front listening") else { return nil }
+            return Self.port(in: self.child.current.errorText, after: "HTTP front listening")
         }
 
-        /// Reads the daemon's log until the `occurrence`th line containing `text`; false if it exits first.
+        /// Waits (at most 120 s) until its log has `occurrence` lines containing `text`; false if
+        /// it exits or the time runs out first.
         func waitForLogLine(containing text: String, occurrence: Int = 1) -> Bool {
-            while self.errorText.components(separatedBy: "\n").filter({ $0.contains(text) }).count < occurrence {
-                let data = self.standardError.fileHandleForReading.availableData
-                guard !data.isEmpty else { return false }
-                self.errorText += String(decoding: data, as: UTF8.self)
+            self.child.wait(for: .seconds(120)) { seen in
+                seen.errorText.split(separator: "\n").filter { $0.contains(text) }.count >= occurrence
             }
-            return true
         }
 
-        /// Sends SIGTERM and waits; returns the exit status and everything it wrote.
+        /// Sends SIGTERM and waits (at most 120 s, then SIGKILL, recorded as an issue); returns the
+        /// exit status and everything it wrote.
         func stop() -> (status: Int32, output: String, error: String) {
-            self.process.terminate()
-            let output = String(decoding: self.standardOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let rest = String(decoding: self.standardError.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            self.process.waitUntilExit()
-            return (self.process.terminationStatus, output, self.errorText + rest)
+            self.child.terminate()
+            if !self.child.waitForExit(within: .seconds(120)) {
+                Issue.record("fanoutd did not exit within 120 s of SIGTERM; killed")
+            }
+            let seen = self.child.current
+            return (self.child.status ?? -1, seen.outputText, seen.errorText)
         }
     }
 

@@ -123,7 +123,7 @@ extension FanoutdTests {
         let created = try FanoutCLITests.fanout(["key", "create", "--file", "\(directory)/api-keys", "--name", "admin", "--role", "admin"])
         let key = created.output.trimmingCharacters(in: .whitespacesAndNewlines)
         var daemons: [Daemon] = []
-        defer { for daemon in daemons where daemon.process.isRunning { _ = daemon.stop() } }
+        defer { for daemon in daemons where !daemon.child.hasExited { _ = daemon.stop() } }
         // Started (and their logs read, blocking) off the concurrency pool, which other tests share.
         for index in 1...2 {
             daemons.append(try await onOwnThread {

@@ -33,7 +33,7 @@ struct WorkerCLITests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("fanout")
             process.arguments = arguments + self.connection
-            process.standardOutput = Pipe()
+            process.standardOutput = Pipe.closedOnExec()
             process.standardError = FileHandle.nullDevice
             try process.run()
             return process
@@ -49,10 +49,13 @@ struct WorkerCLITests {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
 
-    /// Reads one line byte by byte, so that nothing after it leaves the pipe.
+    /// Reads one line byte by byte, so that nothing after it leaves the pipe; fails if nothing
+    /// comes for 60 s.
     static func readLine(_ handle: FileHandle) throws -> String {
         var bytes: [UInt8] = []
         while true {
+            var ready = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            try #require(poll(&ready, 1, 60_000) == 1, "nothing to read for 60 s after \(bytes.count) bytes")
             let byte = try #require(try handle.read(upToCount: 1)?.first, "the pipe ended after \(bytes.count) bytes")
             if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
             bytes.append(byte)
@@ -170,7 +173,8 @@ struct WorkerCLITests {
         // Tail writes message 3 into the pipe; unread there, it stays unacknowledged.
         let descriptor = output.fileHandleForReading.fileDescriptor
         var unread: Int32 = 0
-        while ioctl(descriptor, UInt(FIONREAD), &unread) == 0 && unread == 0 {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ioctl(descriptor, UInt(FIONREAD), &unread) == 0 && unread == 0 && ContinuousClock.now < deadline {
             var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             _ = poll(&ready, 1, 10_000)
         }
@@ -180,8 +184,8 @@ struct WorkerCLITests {
         // tail that had acknowledged everything it wrote would only notice at its next write.)
         try output.fileHandleForReading.close()
         #expect(try server.fanout("send", input: #"{"message":{"token":"phone-1","data":{"n":"6"}}}"#).status == 0)
-        tail.waitUntilExit()
-        #expect(tail.terminationStatus == 2)
+        try #require(tail.waitForExit(within: .seconds(60)), "tail exits")
+        #expect(tail.exit() == .exited(2))
         let pending = try server.fanout("pending", "phone-1").output
         let waiting = Set(pending.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { $0.split(separator: " ").dropFirst().first })
         // Nothing tail had not written to a reader that read it is lost; message 1 was read and
@@ -204,9 +208,8 @@ struct WorkerCLITests {
         // All three read. SIGTERM, whether tail is still acknowledging them or already waits for
         // more: it finishes the batch it printed, acknowledges it, and exits 0.
         tail.terminate()
-        tail.waitUntilExit()
-        #expect(tail.terminationStatus == 0)
-        #expect(tail.terminationReason == .exit)
+        try #require(tail.waitForExit(within: .seconds(60)), "tail exits")
+        #expect(tail.exit() == .exited(0))
         #expect(try server.fanout("pending", "browser-1").output == "# 0 pending\n")
         #expect(try server.fanout("send", input: #"{"message":{"token":"browser-1","data":{"n":"4"}}}"#).status == 0)
         #expect(try server.fanout("pending", "browser-1").output.hasSuffix("# 1 pending\n"), "the next message waits for the next consumer")

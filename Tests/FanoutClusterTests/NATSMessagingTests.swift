@@ -32,7 +32,7 @@ struct NATSMessagingTests {
                     return await group.reduce(into: []) { $0.append($1) }
                 }
             }
-            await Task.detached { firstArrived.wait() }.value
+            try await onOwnThread { firstArrived.wait() }  // not on the concurrency pool: the requests need it
             while subscription.pendingMessages < 4 { try await Task.sleep(for: .milliseconds(5)) }
             // Cancelled while four wait; the handler is let go a moment later (cancel waits for it).
             let cancelled = Thread { subscription.cancel() }

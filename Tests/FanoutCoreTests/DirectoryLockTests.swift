@@ -24,7 +24,7 @@ struct DirectoryLockTests {
                     let process = Process()
                     process.executableURL = URL(fileURLWithPath: "/bin/true")
                     try? process.run()
-                    process.waitUntilExit()
+                    process.waitForExit(within: .seconds(60))
                     spawned.increment()
                 }
             }.start()

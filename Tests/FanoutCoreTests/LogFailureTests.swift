@@ -214,13 +214,7 @@ struct LogFailureTests {
     }
 
     private static func run(_ executable: String, _ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        (try? ChildProcess.run(executable, arguments))?.status ?? -1
     }
 }
 

@@ -78,7 +78,16 @@ struct LoadHarnessTests {
             let clusterSends = try Self.phase(report, "fanout cluster", "send-topic")
             let clusterDelivered = try Self.phase(report, "fanout cluster", "send-topic delivered")
             #expect(clusterSends.errors.keys.allSatisfy { $0 == "UNAVAILABLE" }, "\(clusterSends.errors)")
-            #expect(clusterSends.items > 0 && clusterDelivered.items >= clusterSends.items && clusterDelivered.errors.isEmpty, "sends \(clusterSends.operations) (\(clusterSends.items) recipients, \(clusterSends.errors)), delivered \(clusterDelivered.items) (\(clusterDelivered.errors))")
+            // An ACK naming a delivery whose shard changed hands meanwhile is refused UNAVAILABLE
+            // (that delivery comes again; the others it named are acknowledged, uncounted here:
+            // docs/scale-out.md). The drain ended with nothing pending on any shard either way
+            // (else its own error would be among these).
+            let refusedAcknowledgements = clusterDelivered.errors["UNAVAILABLE"] ?? 0
+            #expect(
+                clusterSends.items > 0 && (clusterDelivered.items >= clusterSends.items || refusedAcknowledgements > 0)
+                    && clusterDelivered.errors.keys.allSatisfy { $0 == "UNAVAILABLE" },
+                "sends \(clusterSends.operations) (\(clusterSends.items) recipients, \(clusterSends.errors)), delivered \(clusterDelivered.items) (\(clusterDelivered.errors))"
+            )
             // The followers' lag was sampled, and they caught up once the phases ended.
             let lag = try #require(report.followerLag)
             #expect(lag.samples > 0 && lag.secondsUntilCaughtUp < 60 && Double(lag.maximumMessages) >= lag.meanMaximumMessages)

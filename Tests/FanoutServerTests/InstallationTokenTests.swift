@@ -193,15 +193,8 @@ struct InstallationTokenTests {
     }
 
     static func openssl(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl"] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let outcome = try ChildProcess.run("openssl", arguments)
+        #expect(!outcome.timedOut, "openssl \(arguments.first ?? "") ran past its time")
+        return (outcome.status, outcome.output + outcome.error)
     }
 }
