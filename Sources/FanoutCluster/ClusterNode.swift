@@ -100,6 +100,8 @@ package final class ClusterNode: @unchecked Sendable {
     package let lease: Duration
     /// The node's NATS connection (routing between nodes uses it too).
     package let jetStream: JetStream
+    /// Copies of each stream and bucket the cluster keeps.
+    package let replicas: Int
     private let ownership: ShardOwnership
     private let members: KeyValueBucket
     private let layout: KeyValueBucket
@@ -166,6 +168,7 @@ package final class ClusterNode: @unchecked Sendable {
         self.map = map
         self.lease = configuration.lease
         self.jetStream = jetStream
+        self.replicas = configuration.replicas
         self.ownership = ownership
         self.members = members
         self.layout = layout

@@ -43,10 +43,14 @@ public struct InstallationTokens: Sendable {
     public let keys: SigningKeys
     /// Seconds a token is valid for (default 7 days, as Firebase Installations).
     public let lifetime: Int64
+    /// The public keys of the other servers whose tokens this one accepts (a cluster's nodes), by
+    /// `kid`; consulted for a `kid` that is not one of `keys`.
+    public let otherKeys: @Sendable (String) -> ES256Key?
 
-    public init(keys: SigningKeys, lifetime: Int64 = 7 * 86_400) {
+    public init(keys: SigningKeys, lifetime: Int64 = 7 * 86_400, otherKeys: @escaping @Sendable (String) -> ES256Key? = { _ in nil }) {
         self.keys = keys
         self.lifetime = lifetime
+        self.otherKeys = otherKeys
     }
 
     /// A token for an installation, valid from `now` for `lifetime` seconds.
@@ -85,7 +89,7 @@ public struct InstallationTokens: Sendable {
         guard case .object(let header)? = try? JSONParser.parse(headerBytes) else { throw CredentialError("the auth token's header is not a JSON object") }
         guard header.string("alg") == "ES256" else { throw CredentialError("the auth token's alg is not ES256") }
         guard header.string("typ") == nil || header.string("typ") == "JWT" else { throw CredentialError("the auth token's typ is not JWT") }
-        guard let kid = header.string("kid"), let key = self.keys.key(id: kid) else {
+        guard let kid = header.string("kid"), let key = self.keys.key(id: kid) ?? self.otherKeys(kid) else {
             throw CredentialError("the auth token's kid names no signing key of this server")
         }
         let signingInput = Array(token[..<(parts[0].count + 1 + parts[1].count)])

@@ -105,20 +105,46 @@ public final class SigningKeys: Sendable {
 
     /// The public keys as a JWK Set (RFC 7517): what a backend needs to verify auth tokens itself.
     public func jwks() throws -> String {
-        var keys: [JSONValue] = []
-        for entry in self.all {
-            let (x, y) = try entry.key.publicCoordinates()
-            keys.append(.object(JSONObject([
+        try Self.jwks(of: self.all.map { ($0.id, $0.key) })
+    }
+
+    /// `keys` (their public halves) as a JWK Set, in the order given.
+    public static func jwks(of keys: [(id: String, key: ES256Key)]) throws -> String {
+        var set: [JSONValue] = []
+        for (id, key) in keys {
+            let (x, y) = try key.publicCoordinates()
+            set.append(.object(JSONObject([
                 .init(key: "kty", value: .string("EC")),
                 .init(key: "crv", value: .string("P-256")),
                 .init(key: "x", value: .string(Base64URL.encode(x))),
                 .init(key: "y", value: .string(Base64URL.encode(y))),
-                .init(key: "kid", value: .string(entry.id)),
+                .init(key: "kid", value: .string(id)),
                 .init(key: "alg", value: .string("ES256")),
                 .init(key: "use", value: .string("sig")),
             ])))
         }
-        return String(decoding: JSONWriter.encode(.object(JSONObject([.init(key: "keys", value: .array(keys))]))), as: UTF8.self)
+        return String(decoding: JSONWriter.encode(.object(JSONObject([.init(key: "keys", value: .array(set))]))), as: UTF8.self)
+    }
+
+    /// The public keys in PEM, each after a line with its id: what other servers need to accept
+    /// this one's tokens (`publicKeys(parsing:)` reads it back).
+    public func publicKeysText() throws -> String {
+        try self.all.map { "\($0.id)\n\(try $0.key.publicKeyPEM())" }.joined()
+    }
+
+    /// The keys of a `publicKeysText()`, each checked against its id (the id is the key's
+    /// thumbprint); nil when the text is not one.
+    public static func publicKeys(parsing text: String) -> [(id: String, key: ES256Key)]? {
+        var keys: [(id: String, key: ES256Key)] = []
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
+        while let id = lines.popFirst(), !id.isEmpty {
+            guard let end = lines.firstIndex(where: { $0.hasPrefix("-----END") }) else { return nil }
+            let pem = lines[...end].joined(separator: "\n") + "\n"
+            lines = lines[(end + 1)...]
+            guard let key = try? ES256Key(pem: pem, isPublic: true), (try? Self.thumbprint(key)) == String(id) else { return nil }
+            keys.append((String(id), key))
+        }
+        return keys
     }
 
     /// RFC 7638: base64url of the SHA-256 of `{"crv","kty","x","y"}` in that order, no spaces.

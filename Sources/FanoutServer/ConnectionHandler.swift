@@ -90,6 +90,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private var engine: Engine { self.settings.executor.engine }
 
+    /// The engine a device's credential and scope are checked against: on a cluster node, the
+    /// node's copy of the device's shard (a moment behind its owner at most).
+    private func engine(of principal: Principal) -> Engine {
+        guard let router = self.settings.router, let (_, fid) = principal.installation else { return self.engine }
+        return router.localEngine(of: fid) ?? self.engine
+    }
+
     // MARK: - Input
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -119,7 +126,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case ChannelEvent.inputClosed:
             self.endInput(goAway: nil, context: context)
         case is DeviceConnections.Recheck:
-            if let principal = self.state.principal, !DeviceScope.isLive(principal, engine: self.engine) {
+            if let principal = self.state.principal, !DeviceScope.isLive(principal, engine: self.engine(of: principal)) {
                 context.pipeline.fireUserInboundEventTriggered(ConnectionGuardHandler.StopReading(goAway: .goAway(DeviceScope.revoked.code, DeviceScope.revoked.message)))
             }
         case let reload as KeyRing.Reloaded:
@@ -205,7 +212,18 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private func handle(_ action: ConnectionState.Action, exchange: Exchange, context: ChannelHandlerContext) {
         switch action {
         case .verify(let principal):
-            let live = DeviceScope.isLive(principal, engine: self.engine)
+            let live = DeviceScope.isLive(principal, engine: self.engine(of: principal))
+            if !live, self.settings.router != nil, exchange.started + .seconds(2) > .now() {
+                // A cluster node's copy of the shard may not hold credentials issued a moment
+                // ago on the owner yet: looked at again every 20 ms, for 2 s.
+                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(20)) {
+                    guard !self.isClosing else { return }
+                    self.handle(action, exchange: exchange, context: context)
+                    self.flushIfNeeded(context: context)
+                    self.afterReplies(context: context)
+                }
+                return
+            }
             if live, let (project, _) = principal.installation {
                 self.settings.devices.add(context.channel, project: project)
                 if let expiresAt = principal.expiresAt {
@@ -249,23 +267,19 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .perform(let request):
             guard let principal = self.state.principal else { return }
             if principal.installation != nil {
-                guard DeviceScope.isLive(principal, engine: self.engine) else {
+                guard DeviceScope.isLive(principal, engine: self.engine(of: principal)) else {
                     self.handle(.fail(.error(DeviceScope.revoked)), exchange: exchange, context: context)
                     return
                 }
                 do throws(FanoutError) {
-                    try DeviceScope.check(request, of: principal, engine: self.engine)
+                    try DeviceScope.check(request, of: principal, engine: self.engine(of: principal))
                 } catch {
                     self.reply(exchange, .error(error), context: context)
                     return
                 }
             }
             if let router = self.settings.router {
-                // A cluster node: the request goes to the shards it touches (not to a device's key).
-                guard principal.installation == nil else {
-                    self.reply(exchange, .error(ClusterRouter.notServed("devices")), context: context)
-                    return
-                }
+                // A cluster node: the request goes to the shards it touches.
                 self.answer(exchange, whenDone: { done in
                     Task { done(.success(await router.perform(request, principal: principal))) }
                 }, context: context)
@@ -299,11 +313,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case .attach(let project, let scope, let credit):
             do throws(FanoutError) {
                 let source: DeliverySource
+                if let principal = self.state.principal {
+                    try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine(of: principal))
+                }
                 if let router = self.settings.router {
-                    // A cluster node serves no devices (it issues no credentials): a key's consumer.
                     source = .cluster(try router.attach(scope, credit: Int(credit), in: project))
                 } else {
-                    if let principal = self.state.principal { try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine) }
                     source = .engine(try self.engine.attachConsumer(
                         try RequestExecutor.scope(scope),
                         credit: credit,

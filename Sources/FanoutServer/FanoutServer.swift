@@ -74,7 +74,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
         // The connections' own engine serves nothing but their clock and metrics here: every
         // request that reaches an engine goes to a shard's.
         try await Self.bind(
-            engine: Engine(), keys: keys, tokens: nil, router: cluster.router, metricsFactory: metricsFactory, configuration: configuration, logger: logger,
+            engine: Engine(), keys: keys, tokens: cluster.tokens, router: cluster.router, metricsFactory: metricsFactory, configuration: configuration, logger: logger,
             eventLoopGroup: eventLoopGroup
         )
     }

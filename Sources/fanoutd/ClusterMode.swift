@@ -2,6 +2,7 @@ import ArgumentParser
 import FanoutCluster
 import FanoutCore
 import FanoutHTTP
+import FanoutKeys
 import FanoutServer
 import Foundation
 import Logging
@@ -12,8 +13,8 @@ extension Fanoutd {
     /// `--cluster`: this process is one node of a cluster (docs/scale-out.md). It takes part in
     /// every shard on its own directory under --data-dir (`shard-N`), owns its share, and answers
     /// any request over TCP, and with --http FCM's send and topic management over HTTP, routing
-    /// each to the shards' owners. What a node does not serve yet (named-installation consumers,
-    /// installation credentials) is refused per request. Each shard's engine snapshots every
+    /// each to the shards' owners; owners issue installation credentials with the node's own
+    /// signing keys, whose public halves every node shares. Each shard's engine snapshots every
     /// --snapshot-every seconds; owners publish theirs and purge their streams, and sweep their
     /// shards as one fanoutd does.
     func runClusterNode(
@@ -41,7 +42,15 @@ extension Fanoutd {
         clusterConfiguration.metricsFactory = metricsFactory
         let clusterNode = try ClusterNode(clusterConfiguration)
         logger.info("joined the cluster", metadata: ["node": "\(node)", "shards": "\(clusterNode.map.count)", "nats": "\(urls)"])
-        let cluster = try ClusterService(node: clusterNode, maximumPayloadSize: configuration.maximumPayloadSize, logger: logger)
+        // The node signs auth tokens with keys of its own; every node's public keys are shared.
+        let signingKeys = try ClusterSigningKeys(
+            own: try SigningKeys.open(directory: (self.dataDirectory as NSString).appendingPathComponent("signing-keys"), now: Int64(Date().timeIntervalSince1970)),
+            node: clusterNode
+        )
+        let cluster = try ClusterService(
+            node: clusterNode, signingKeys: signingKeys, tokenLifetime: Int64(self.authTokenLifetime),
+            maximumPayloadSize: configuration.maximumPayloadSize, logger: logger
+        )
         let (keys, keyFile) = try self.loadKeys(logger: logger)
         let server: FanoutServer
         do {

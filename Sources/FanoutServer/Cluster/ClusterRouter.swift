@@ -3,15 +3,21 @@ internal import FanoutCore
 internal import FanoutKeys
 internal import FanoutModel
 internal import FanoutWire
+internal import NIOPosix
 
 /// How a cluster node answers its clients' requests (docs/scale-out.md, "Routing"): any node
 /// answers any request. A request about one installation goes to the owner of the installation's
 /// shard; a request about a project's settings goes to every shard; a count, a listing or a send
 /// to a topic, a condition, a user or several recipients goes to every shard, and the replies are
 /// summed or merged; a consumer receives its deliveries from every shard (`ClusterConsumer`).
-/// Requests the cluster does not serve yet are refused with `FAILED_PRECONDITION` naming them.
+/// Installation credentials are issued by the owner of the installation's shard, with its node's
+/// signing key; every node accepts every node's tokens (`ClusterSigningKeys`).
 final class ClusterRouter: Sendable {
     let shards: ShardRequests
+    /// The cluster's installation-token keys; nil: this node issues no credentials.
+    let signingKeys: ClusterSigningKeys?
+    /// How long the auth tokens this node signs are valid, in seconds.
+    private let tokenLifetime: Int64
     private var node: ClusterNode { self.shards.node }
     private var map: ShardMap { self.shards.node.map }
 
@@ -25,8 +31,10 @@ final class ClusterRouter: Sendable {
     /// The consumers other nodes attached to the shards this node owns.
     let shardConsumers: ShardConsumers
 
-    init(_ shards: ShardRequests) {
+    init(_ shards: ShardRequests, signingKeys: ClusterSigningKeys? = nil, tokenLifetime: Int64 = 7 * 86_400) {
         self.shards = shards
+        self.signingKeys = signingKeys
+        self.tokenLifetime = tokenLifetime
         self.shardConsumers = ShardConsumers(node: shards.node, maximumPayloadSize: shards.maximumPayloadSize)
     }
 
@@ -72,6 +80,12 @@ final class ClusterRouter: Sendable {
         return consumer
     }
 
+    /// This node's copy of the shard of the installation `fid` (its owner's engine, or a follower's
+    /// a moment behind); nil when `fid` is not one.
+    func localEngine(of fid: String) -> Engine? {
+        FID(fid, allowingLegacy: true).map { self.node.served(self.map.shard(of: $0)).engine }
+    }
+
     /// After the node's turn: every consumer attached here follows the node's ownership.
     func refreshConsumers() {
         for entry in self.consumers.withLock({ Array($0.values) }) { entry.consumer?.refresh() }
@@ -87,11 +101,46 @@ final class ClusterRouter: Sendable {
             let reply = await self.shards.perform(request, onShard: 0)
             guard case .names(let opcode, let names) = reply else { return reply }
             return .names(opcode, names.filter { principal.projects.contains($0) })
-        case .register(let project, let fields, let issuingCredentials):
-            if issuingCredentials || principal.kind == .app {
-                return .error(Self.notServed("installation credentials"))
+        case .register(let project, let fields, _):
+            return await self.shards.perform(request, onShard: self.shard(registering: fields, in: project), asApp: principal.kind == .app)
+        case .issueCredentials(let project, let registration):
+            return await self.performOnShard(of: registration, request, in: project)
+        case .generateAuthToken(_, let fid):
+            let reply = await self.shards.perform(request, onShard: FID(fid, allowingLegacy: true).map(self.map.shard(of:)) ?? 0)
+            // A device that presented its refresh token was checked against this node's copy of
+            // its shard, which may be a moment behind: the owner signed the token under the
+            // installation's current credentials, which must be the ones presented.
+            if case .refresh(let presented) = principal, case .authToken(let token) = reply {
+                let now = Int64(self.node.served(0).engine.clock.now().secondsSinceEpoch)
+                guard let claims = try? self.shards.tokens?.verify(Array(token.token.utf8), now: now), claims.credentialID == presented.credentialID else {
+                    return .error(FanoutError(.unauthenticated, "the refresh token was replaced"))
+                }
             }
-            return await self.shards.perform(request, onShard: self.shard(registering: fields, in: project))
+            return reply
+        case .jwks:
+            guard let signingKeys = self.signingKeys else { return .error(Self.issuesNoCredentials) }
+            do throws(FanoutError) {
+                return .names(opcode, [try signingKeys.jwks()])
+            } catch {
+                return .error(error)
+            }
+        case .rotateSigningKey:
+            guard let signingKeys = self.signingKeys else { return .error(Self.issuesNoCredentials) }
+            let now = Int64(self.node.served(0).engine.clock.now().secondsSinceEpoch)
+            let lifetime = self.tokenLifetime
+            // Files and NATS: off the concurrency pool.
+            let rotated = try? await NIOThreadPool.singleton.runIfActive { () -> Result<String, FanoutError> in
+                do throws(FanoutError) {
+                    return .success(try signingKeys.rotate(now: now, tokenLifetime: lifetime))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch rotated {
+            case .success(let id): return .names(opcode, [id])
+            case .failure(let error): return .error(error)
+            case nil: return .error(FanoutError(.unavailable, "the node is shutting down"))
+            }
         case .registerBatch(let project, let items):
             let shards = items.map { self.shard(registering: $0, in: project) }
             return await self.split(items, by: shards, into: { .registerBatch(project: project, $0) }) { (reply: ServerMessage) -> [RegistrationOutcome]? in
@@ -134,8 +183,6 @@ final class ClusterRouter: Sendable {
             return Self.mergeUserPages(await self.shards.performOnEveryShard(request), limit: Int(limit))
         case .cleanUpAnonymousUsers:
             return Self.mergeNames(await self.shards.performOnEveryShard(request), opcode: opcode)
-        case .issueCredentials, .generateAuthToken, .jwks, .rotateSigningKey:
-            return .error(Self.notServed("installation credentials"))
         case .hello, .ping, .snapshot, .attach, .grant, .acknowledge, .detach:
             return .error(FanoutError(.internal, "\(opcode) is handled by the connection"))
         }
@@ -147,9 +194,7 @@ final class ClusterRouter: Sendable {
         try self.node.snapshotNow()
     }
 
-    static func notServed(_ what: String, field: String? = nil) -> FanoutError {
-        FanoutError(.failedPrecondition, "a cluster node does not serve \(what) yet (docs/scale-out.md)", field: field)
-    }
+    static let issuesNoCredentials = FanoutError(.failedPrecondition, "this server issues no installation credentials")
 
     // MARK: - Where an installation lives
 

@@ -1,5 +1,6 @@
 package import FanoutCluster
 internal import FanoutCore
+package import FanoutKeys
 package import FanoutModel
 package import FanoutWire
 package import Logging
@@ -18,13 +19,19 @@ package import ServiceLifecycle
 package final class ClusterService: Service, Sendable {
     package let node: ClusterNode
     let router: ClusterRouter
+    /// The auth tokens this node signs and accepts; nil: it issues no credentials.
+    let tokens: InstallationTokens?
     private let catchUpInterval: Duration
     private let expiryInterval: Duration
     private let pruneInterval: Duration
     private let logger: Logger
 
+    /// With `signingKeys`, the node issues installation credentials for the shards it owns and
+    /// accepts every node's auth tokens (valid `tokenLifetime` seconds).
     package init(
         node: ClusterNode,
+        signingKeys: ClusterSigningKeys? = nil,
+        tokenLifetime: Int64 = 7 * 86_400,
         maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize,
         catchUpInterval: Duration = .milliseconds(100),
         expiryInterval: Duration = .seconds(1),
@@ -32,7 +39,12 @@ package final class ClusterService: Service, Sendable {
         logger: Logger = Logger(label: "fanoutd")
     ) throws(FanoutError) {
         self.node = node
-        self.router = ClusterRouter(try ShardRequests(node: node, maximumPayloadSize: maximumPayloadSize))
+        self.tokens = signingKeys?.tokens(lifetime: tokenLifetime)
+        self.router = ClusterRouter(
+            try ShardRequests(node: node, maximumPayloadSize: maximumPayloadSize, tokens: self.tokens),
+            signingKeys: signingKeys,
+            tokenLifetime: tokenLifetime
+        )
         self.catchUpInterval = catchUpInterval
         self.expiryInterval = expiryInterval
         self.pruneInterval = pruneInterval
@@ -62,6 +74,10 @@ package final class ClusterService: Service, Sendable {
                         let owned = node.ownedShards
                         do {
                             let failures = try await pool.runIfActive { try node.turn() }
+                            // Keys another node made since are accepted from now on.
+                            if let keys = self.router.signingKeys {
+                                do { try await pool.runIfActive { try keys.refresh() } } catch { self.logger.warning("cluster: cannot read the nodes' signing keys: \(error)") }
+                            }
                             self.router.shards.followOwnership()
                             self.router.shardConsumers.followOwnership()
                             self.router.refreshConsumers()

@@ -9,11 +9,15 @@ internal import NIOCore
 /// node owns the shard, otherwise sent over NATS to the subject `fanout.requests.shard.N`, which
 /// only the shard's owner subscribes to. A request travels as its wire frame (docs/wire-protocol.md)
 /// and is answered with the reply's frame. The node that received the request from its client has
-/// checked the client's key already; the owner performs it as the cluster's own principal.
+/// checked the client's key already; the owner performs it as the cluster's own principal, or, when
+/// the frame's request id is 1, as an app's key (a REGISTER that issues credentials and only
+/// creates).
 final class ShardRequests: Sendable {
     let node: ClusterNode
     let requester: NATSRequester
     let maximumPayloadSize: Int
+    /// This node's installation tokens, which an owner issues credentials with; nil: none.
+    let tokens: InstallationTokens?
     /// How long a request waits for a remote owner's answer.
     private let timeout: Duration
     /// The owner's side: one subscription per shard this node owns.
@@ -21,9 +25,12 @@ final class ShardRequests: Sendable {
 
     /// What an owner performs forwarded requests as: every request of every project.
     static let principal = Principal.key(APIKey(name: "cluster", role: .admin, projects: .all, digest: []), role: .admin)
+    /// What an owner performs an app key's forwarded request as (request id 1).
+    static let appPrincipal = Principal.key(APIKey(name: "cluster-app", role: .app, projects: .all, digest: []), role: .app)
 
-    init(node: ClusterNode, maximumPayloadSize: Int, timeout: Duration = .seconds(30)) throws(FanoutError) {
+    init(node: ClusterNode, maximumPayloadSize: Int, tokens: InstallationTokens? = nil, timeout: Duration = .seconds(30)) throws(FanoutError) {
         self.node = node
+        self.tokens = tokens
         self.requester = try NATSRequester(node.jetStream)
         self.subjects = OwnedShardSubjects(node: node, subject: Self.subject)
         self.maximumPayloadSize = maximumPayloadSize
@@ -39,10 +46,11 @@ final class ShardRequests: Sendable {
     /// lease runs out, then another node takes the shard at its next turn), or the node it reached
     /// has just lost it, it is sent again, for up to two leases; a request whose answer did not
     /// come back is not (it may have been applied).
-    func perform(_ request: ClientRequest, onShard shard: Int) async -> ServerMessage {
+    /// With `asApp`, the owner performs it as an app's key does (a REGISTER that creates only).
+    func perform(_ request: ClientRequest, onShard shard: Int, asApp: Bool = false) async -> ServerMessage {
         let deadline = ContinuousClock.now + self.node.lease * 2
         while true {
-            if let (engine, applied) = self.performHere(request, onShard: shard) {
+            if let (engine, applied) = self.performHere(request, onShard: shard, as: asApp ? Self.appPrincipal : Self.principal) {
                 do {
                     return try await applied.durable()
                 } catch {
@@ -54,7 +62,7 @@ final class ShardRequests: Sendable {
             }
             var frame = ByteBuffer()
             do {
-                try ClientFrame(requestID: 0, request: request).encode(into: &frame, maximumPayloadSize: self.maximumPayloadSize)
+                try ClientFrame(requestID: asApp ? 1 : 0, request: request).encode(into: &frame, maximumPayloadSize: self.maximumPayloadSize)
             } catch {
                 return .error(error.fanoutError)
             }
@@ -125,12 +133,12 @@ final class ShardRequests: Sendable {
 
     /// `request` applied to shard `shard`'s engine when this node owns it, with that engine; nil
     /// when it does not.
-    private func performHere(_ request: ClientRequest, onShard shard: Int) -> (Engine, Engine.Applied<ServerMessage>)? {
+    private func performHere(_ request: ClientRequest, onShard shard: Int, as principal: Principal) -> (Engine, Engine.Applied<ServerMessage>)? {
         let served = self.node.served(shard)
         guard served.isOwner else { return nil }
-        let executor = RequestExecutor(engine: served.engine, maximumPayloadSize: self.maximumPayloadSize)
+        let executor = RequestExecutor(engine: served.engine, maximumPayloadSize: self.maximumPayloadSize, tokens: self.tokens)
         return (served.engine, served.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) -> ServerMessage in
-            try executor.execute(request, principal: Self.principal, changes: &changes)
+            try executor.execute(request, principal: principal, changes: &changes)
         })
     }
 
@@ -153,7 +161,7 @@ final class ShardRequests: Sendable {
             respond(.error(FanoutError(.invalidArgument, "a forwarded request is not one request frame")))
             return
         }
-        guard let (engine, applied) = self.performHere(frame.request, onShard: shard) else {
+        guard let (engine, applied) = self.performHere(frame.request, onShard: shard, as: frame.requestID == 1 ? Self.appPrincipal : Self.principal) else {
             respond(.error(Self.notOwnedHere(shard)))
             return
         }
