@@ -23,9 +23,9 @@ public struct HTTPFront: Sendable {
     /// `http1()`) and serves Firebase Installations' calls.
     let engine: Engine?
     let keys: @Sendable () -> APIKeyStore
-    let tokens: InstallationTokens?
+    /// What issues installation credentials (Firebase Installations' calls, the JWK Set); nil: none.
+    let credentials: (any InstallationCredentialsBackend)?
     let metrics: PrometheusCollectorRegistry?
-    let credentialsChanged: @Sendable (ProjectID) -> Void
     let requestMetrics: HTTPRequestMetrics
 
     /// A front serving `engine` with the keys `keys()` returns at each request (so that a SIGHUP
@@ -44,18 +44,18 @@ public struct HTTPFront: Sendable {
         self.backend = engine
         self.engine = engine
         self.keys = keys
-        self.tokens = tokens
+        self.credentials = tokens.map { EngineInstallationCredentials(engine: engine, tokens: $0, credentialsChanged: credentialsChanged) }
         self.metrics = metrics
-        self.credentialsChanged = credentialsChanged
         self.requestMetrics = HTTPRequestMetrics(factory: engine.metrics.factory)
     }
 
     /// A front serving FCM's send and topic management through `backend` (a cluster node's
-    /// routing), its requests counted with `metricsFactory`, and when given `metrics`, that
-    /// registry at `GET /metrics`. It issues no installation credentials: Firebase Installations'
-    /// calls are refused (`FAILED_PRECONDITION`) and it serves no JWK Set.
+    /// routing), Firebase Installations' calls and the JWK Set through `credentials` (without,
+    /// they are refused: `FAILED_PRECONDITION`, and 404), its requests counted with
+    /// `metricsFactory`, and when given `metrics`, that registry at `GET /metrics`.
     public init(
         backend: any HTTPFrontBackend,
+        credentials: (any InstallationCredentialsBackend)? = nil,
         keys: @escaping @Sendable () -> APIKeyStore,
         metrics: PrometheusCollectorRegistry? = nil,
         metricsFactory: any MetricsFactory
@@ -63,9 +63,8 @@ public struct HTTPFront: Sendable {
         self.backend = backend
         self.engine = nil
         self.keys = keys
-        self.tokens = nil
+        self.credentials = credentials
         self.metrics = metrics
-        self.credentialsChanged = { _ in }
         self.requestMetrics = HTTPRequestMetrics(factory: metricsFactory)
     }
 
@@ -93,7 +92,7 @@ public struct HTTPFront: Sendable {
     /// Every route, `messages:send` included, so that the router alone serves the whole API (the
     /// channel handlers only make the send cheaper).
     public func router() -> Router<BasicRequestContext> {
-        let (backend, keys, tokens, metrics) = (self.backend, self.keys, self.tokens, self.metrics)
+        let (backend, keys, credentials, metrics) = (self.backend, self.keys, self.credentials, self.metrics)
         let router = Router()
         router.add(middleware: RequestMetricsMiddleware(handles: self.requestMetrics))
         router.add(middleware: GoogleErrorMiddleware())
@@ -110,7 +109,7 @@ public struct HTTPFront: Sendable {
             backend.isReady ? Self.json(200, #"{"status":"ready"}"#) : Self.json(503, #"{"status":"the log refuses changes"}"#)
         }
         router.get("/.well-known/jwks.json") { _, _ in
-            guard let tokens, let jwks = try? tokens.keys.jwks() else {
+            guard let credentials, let jwks = try? await credentials.jwks() else {
                 return Self.error(FanoutError(.notFound, "this server issues no installation credentials"))
             }
             return Self.json(200, jwks)
@@ -131,7 +130,7 @@ public struct HTTPFront: Sendable {
             }
         }
         Self.addTopicRoutes(to: router, backend: backend, keys: keys)
-        Self.addInstallationRoutes(to: router, engine: self.engine, keys: keys, tokens: tokens, credentialsChanged: self.credentialsChanged)
+        Self.addInstallationRoutes(to: router, credentials: credentials, keys: keys)
         return router
     }
 

@@ -10,10 +10,8 @@ internal import NIOCore
 extension HTTPFront {
     static func addInstallationRoutes(
         to router: Router<BasicRequestContext>,
-        engine: Engine?,
-        keys: @escaping @Sendable () -> APIKeyStore,
-        tokens: InstallationTokens?,
-        credentialsChanged: @escaping @Sendable (ProjectID) -> Void
+        credentials: (any InstallationCredentialsBackend)?,
+        keys: @escaping @Sendable () -> APIKeyStore
     ) {
         router.post("/v1/projects/:project/installations") { request, context in
             do throws(FanoutError) {
@@ -22,20 +20,16 @@ extension HTTPFront {
                 guard key.projects.contains(project.value) else {
                     throw FanoutError(.permissionDenied, "the key does not cover project \(project.value)", field: "project")
                 }
-                let (engine, tokens) = try Self.issuing(engine, tokens)
+                let credentials = try Self.issuing(credentials)
                 let registration = try Self.installationRequest(try await Self.body(request))
-                let now = engine.clock.now().secondsSinceEpoch
                 // An app's key creates only; an admin's re-issues an existing installation's credentials.
-                let (result, credentials) = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
-                    try tokens.register(registration, in: project, creatingOnly: key.role != .admin, changes: &changes, now: now)
-                }.durable()
-                if result.isExisting { credentialsChanged(project) }  // an admin replaced them
+                let (result, issued) = try await credentials.createInstallation(registration, in: project, creatingOnly: key.role != .admin)
                 let fid = result.installation.fid.description
                 return Self.json(200, JSONWriter.encode(.object(JSONObject([
                     .init(key: "name", value: .string("projects/\(project.value)/installations/\(fid)")),
                     .init(key: "fid", value: .string(fid)),
-                    .init(key: "refreshToken", value: .string(credentials.refreshToken)),
-                    .init(key: "authToken", value: Self.authToken(credentials.authToken, now: now)),
+                    .init(key: "refreshToken", value: .string(issued.refreshToken)),
+                    .init(key: "authToken", value: Self.authToken(issued.authToken, now: credentials.now())),
                 ]))))
             } catch {
                 return Self.error(error)
@@ -44,10 +38,9 @@ extension HTTPFront {
         router.post("/v1/projects/:project/installations/:fid/authTokens:generate") { request, context in
             do throws(FanoutError) {
                 let (project, fid, refresh) = try Self.installationCredential(request, context)
-                let (engine, tokens) = try Self.issuing(engine, tokens)
-                let now = engine.clock.now().secondsSinceEpoch
-                let token = try tokens.generateAuthToken(for: fid, in: project, engine: engine, presented: refresh, now: now)
-                return Self.json(200, JSONWriter.encode(Self.authToken(token, now: now)))
+                let credentials = try Self.issuing(credentials)
+                let token = try await credentials.generateAuthToken(for: fid, in: project, presented: refresh)
+                return Self.json(200, JSONWriter.encode(Self.authToken(token, now: credentials.now())))
             } catch {
                 return Self.error(error)
             }
@@ -55,10 +48,7 @@ extension HTTPFront {
         router.delete("/v1/projects/:project/installations/:fid") { request, context in
             do throws(FanoutError) {
                 let (project, fid, refresh) = try Self.installationCredential(request, context)
-                let (engine, _) = try Self.issuing(engine, tokens)
-                _ = try InstallationTokens.credential(of: fid, in: project, engine: engine, presented: refresh)
-                _ = try await engine.deleteInstallation(fid, in: project)
-                credentialsChanged(project)
+                try await Self.issuing(credentials).deleteInstallation(fid, in: project, presented: refresh)
                 return Self.json(200, "{}")
             } catch {
                 return Self.error(error)
@@ -68,11 +58,11 @@ extension HTTPFront {
 
     // MARK: - Pieces
 
-    /// The engine and the credentials the installation calls need; `FAILED_PRECONDITION` when
-    /// the server issues none (a cluster node does not yet: docs/scale-out.md).
-    static func issuing(_ engine: Engine?, _ tokens: InstallationTokens?) throws(FanoutError) -> (Engine, InstallationTokens) {
-        guard let engine, let tokens else { throw FanoutError(.failedPrecondition, "this server issues no installation credentials") }
-        return (engine, tokens)
+    /// What issues the credentials the installation calls need; `FAILED_PRECONDITION` when the
+    /// server issues none.
+    static func issuing(_ credentials: (any InstallationCredentialsBackend)?) throws(FanoutError) -> any InstallationCredentialsBackend {
+        guard let credentials else { throw FanoutError(.failedPrecondition, "this server issues no installation credentials") }
+        return credentials
     }
 
     /// `{"token": ..., "expiresIn": "604800s"}`, as Firebase Installations answers an auth token.

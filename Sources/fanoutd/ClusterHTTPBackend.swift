@@ -1,12 +1,14 @@
 import FanoutCore
 import FanoutHTTP
+import FanoutKeys
+import Foundation
 import FanoutServer
 import FanoutWire
 
 /// The HTTP front's calls on a cluster node (docs/scale-out.md, "The HTTP front"): each is the
 /// request a TCP client would send, routed to the shards' owners as that client's is
 /// (`ClusterService.perform`), its reply turned back into the front's types.
-struct ClusterHTTPBackend: HTTPFrontBackend {
+struct ClusterHTTPBackend: HTTPFrontBackend, InstallationCredentialsBackend {
     let cluster: ClusterService
 
     func sendMessage(_ body: [UInt8], in project: ProjectID) async throws(FanoutError) -> (messageID: String, recipients: [RecipientResult]) {
@@ -36,12 +38,47 @@ struct ClusterHTTPBackend: HTTPFrontBackend {
 
     var isReady: Bool { self.cluster.acceptsChanges }
 
+    // MARK: - Installation credentials (issued by the owner of the installation's shard)
+
+    func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
+        let fields = RegistrationFields(offeredFID: request.offeredFID, platform: request.platform, appID: request.appID.value)
+        let registering = ClientRequest.register(project: project.value, fields, issuingCredentials: true)
+        let reply = await self.cluster.perform(registering, asApp: creatingOnly)
+        if case .registeredWithCredentials(let result, let credentials) = reply { return (result, credentials) }
+        throw Self.failure(reply, to: registering)
+    }
+
+    func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) -> AuthToken {
+        let generating = ClientRequest.generateAuthToken(project: project.value, fid: fid.description)
+        let reply = await self.cluster.perform(generating, presented: presented)
+        if case .authToken(let token) = reply { return token }
+        throw Self.failure(reply, to: generating)
+    }
+
+    /// Deleted once the owner has shown `presented` is the installation's refresh token (by
+    /// issuing an auth token under it): this node's copy of the shard may be a moment behind.
+    func deleteInstallation(_ fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) {
+        _ = try await self.generateAuthToken(for: fid, in: project, presented: presented)
+        _ = try await self.reply(to: .deleteInstallation(project: project.value, fid: fid.description)) { if case .installation = $0 { () } else { nil } }
+    }
+
+    func jwks() async throws(FanoutError) -> String {
+        try await self.reply(to: .jwks) { if case .names(_, let names) = $0 { names.first } else { nil } }
+    }
+
+    func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
     /// What `expected` finds in the reply to `request`; the reply's error is thrown.
     private func reply<Value>(to request: ClientRequest, _ expected: (ServerMessage) -> Value?) async throws(FanoutError) -> Value {
         let reply = await self.cluster.perform(request)
         if let value = expected(reply) { return value }
-        if case .error(let error) = reply { throw error }
-        throw FanoutError(.internal, "an unexpected reply to \(request.opcode): \(reply.opcode)")
+        throw Self.failure(reply, to: request)
+    }
+
+    /// The error a reply that is not the one expected stands for.
+    private static func failure(_ reply: ServerMessage, to request: ClientRequest) -> FanoutError {
+        if case .error(let error) = reply { return error }
+        return FanoutError(.internal, "an unexpected reply to \(request.opcode): \(reply.opcode)")
     }
 
     private static func itemResults(_ reply: ServerMessage) -> [BatchItemResult]? {

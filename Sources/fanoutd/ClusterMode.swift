@@ -67,7 +67,8 @@ extension Fanoutd {
             .init(service: cluster), .init(service: server), .init(service: KeyReloadService(server: server, keyFile: keyFile, logger: logger)),
         ]
         if let (httpHost, httpPort) = httpAddress {
-            let front = HTTPFront(backend: ClusterHTTPBackend(cluster: cluster), keys: { [server] in server.keys }, metrics: registry, metricsFactory: metricsFactory)
+            let backend = ClusterHTTPBackend(cluster: cluster)
+            let front = HTTPFront(backend: backend, credentials: backend, keys: { [server] in server.keys }, metrics: registry, metricsFactory: metricsFactory)
             services.append(.init(service: try self.httpApplication(front, host: httpHost, port: httpPort, tls: configuration.tls, logger: logger)))
         }
         await self.runServices(services, logger: logger)

@@ -52,9 +52,11 @@ package final class ClusterService: Service, Sendable {
     }
 
     /// The reply to `request`, routed as a TCP client's is, for a caller that checked the client's
-    /// key itself (the HTTP front).
-    package func perform(_ request: ClientRequest) async -> ServerMessage {
-        await self.router.perform(request, principal: ShardRequests.principal)
+    /// key itself (the HTTP front): as an admin's, an app's (`asApp`: a REGISTER that creates
+    /// only), or an installation's that `presented` its refresh token.
+    package func perform(_ request: ClientRequest, asApp: Bool = false, presented: RefreshToken? = nil) async -> ServerMessage {
+        let principal = presented.map { Principal.refresh($0) } ?? (asApp ? ShardRequests.appPrincipal : ShardRequests.principal)
+        return await self.router.perform(request, principal: principal)
     }
 
     /// Whether every shard this node owns accepts changes (none of their logs has failed).
