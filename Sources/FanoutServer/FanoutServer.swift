@@ -73,10 +73,14 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
     ) async throws -> FanoutServer {
         // The connections' own engine serves nothing but their clock and metrics here: every
         // request that reaches an engine goes to a shard's.
-        try await Self.bind(
+        let server = try await Self.bind(
             engine: Engine(), keys: keys, tokens: cluster.tokens, router: cluster.router, metricsFactory: metricsFactory, configuration: configuration, logger: logger,
             eventLoopGroup: eventLoopGroup
         )
+        // Credentials replaced or deleted on any node reach this node's copies of the shards a
+        // moment later: its device connections check theirs after each turn.
+        cluster.afterEachTurn { [weak server] in server?.recheckDeviceCredentials() }
+        return server
     }
 
     private static func bind(

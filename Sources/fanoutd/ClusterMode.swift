@@ -49,6 +49,7 @@ extension Fanoutd {
         )
         let cluster = try ClusterService(
             node: clusterNode, signingKeys: signingKeys, tokenLifetime: Int64(self.authTokenLifetime),
+            signingKeyLifetime: self.signingKeyLifetimeDays > 0 ? Int64(self.signingKeyLifetimeDays) * 86_400 : nil,
             maximumPayloadSize: configuration.maximumPayloadSize, logger: logger
         )
         let (keys, keyFile) = try self.loadKeys(logger: logger)

@@ -116,8 +116,20 @@ struct ClusterCredentialsTests {
                     #expect(try await onB.installation(fid).fid.description == fid)
                     try await onB.close()
 
-                    // New credentials issued through node-c replace the old ones on every node.
+                    // New credentials issued through node-c replace the old ones on every node;
+                    // node-b closes a device connection open under the old ones (after its next turn).
+                    let watched = try await Self.device(ports[1], .installationAuthToken(Array(credentials.authToken.token.utf8)))
+                    let watchedStream = try await watched.attach(.installations([fid]), credit: 10)
                     let replaced = try await admins[2].issueCredentials(for: fid)
+                    let timedOut = Locked(false)
+                    let watchdog = Task {
+                        try await Task.sleep(for: .seconds(30))
+                        timedOut.withLock { $0 = true }
+                        try? await watched.close()
+                    }
+                    _ = try? await watchedStream.nextBatch(maximum: 10)  // ends when the connection does
+                    watchdog.cancel()
+                    #expect(!timedOut.withLock { $0 }, "the connection under replaced credentials was closed")
                     for port in ports {
                         await #expect(throws: FanoutError.self, "the old refresh token, on \(port)") {
                             let old = try await Self.device(port, .installationRefreshToken(Array(credentials.refreshToken.utf8)))

@@ -21,17 +21,22 @@ package final class ClusterService: Service, Sendable {
     let router: ClusterRouter
     /// The auth tokens this node signs and accepts; nil: it issues no credentials.
     let tokens: InstallationTokens?
+    private let signingKeyLifetime: Int64?
+    /// What runs after each of the node's turns (`afterEachTurn`).
+    private let turnObservers = Locked<[@Sendable () -> Void]>([])
     private let catchUpInterval: Duration
     private let expiryInterval: Duration
     private let pruneInterval: Duration
     private let logger: Logger
 
     /// With `signingKeys`, the node issues installation credentials for the shards it owns and
-    /// accepts every node's auth tokens (valid `tokenLifetime` seconds).
+    /// accepts every node's auth tokens (valid `tokenLifetime` seconds); with
+    /// `signingKeyLifetime`, it rotates its own key once the key is that many seconds old.
     package init(
         node: ClusterNode,
         signingKeys: ClusterSigningKeys? = nil,
         tokenLifetime: Int64 = 7 * 86_400,
+        signingKeyLifetime: Int64? = nil,
         maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize,
         catchUpInterval: Duration = .milliseconds(100),
         expiryInterval: Duration = .seconds(1),
@@ -40,6 +45,7 @@ package final class ClusterService: Service, Sendable {
     ) throws(FanoutError) {
         self.node = node
         self.tokens = signingKeys?.tokens(lifetime: tokenLifetime)
+        self.signingKeyLifetime = signingKeyLifetime
         self.router = ClusterRouter(
             try ShardRequests(node: node, maximumPayloadSize: maximumPayloadSize, tokens: self.tokens),
             signingKeys: signingKeys,
@@ -76,10 +82,14 @@ package final class ClusterService: Service, Sendable {
                         let owned = node.ownedShards
                         do {
                             let failures = try await pool.runIfActive { try node.turn() }
-                            // Keys another node made since are accepted from now on.
                             if let keys = self.router.signingKeys {
-                                do { try await pool.runIfActive { try keys.refresh() } } catch { self.logger.warning("cluster: cannot read the nodes' signing keys: \(error)") }
+                                do {
+                                    try await pool.runIfActive { try self.renew(keys) }
+                                } catch {
+                                    self.logger.warning("cluster: cannot read or renew the nodes' signing keys: \(error)")
+                                }
                             }
+                            for observer in self.turnObservers.withLock({ $0 }) { observer() }
                             self.router.shards.followOwnership()
                             self.router.shardConsumers.followOwnership()
                             self.router.refreshConsumers()
@@ -105,6 +115,23 @@ package final class ClusterService: Service, Sendable {
         self.router.shardConsumers.stop()
         try await pool.runIfActive { node.close() }
         try await pool.shutdownGracefully()
+    }
+
+    /// Runs `body` after each of the node's turns (a server's device connections check their
+    /// credentials against the node's copies of their shards then).
+    package func afterEachTurn(_ body: @escaping @Sendable () -> Void) {
+        self.turnObservers.withLock { $0.append(body) }
+    }
+
+    /// Rotates this node's signing key once it is `signingKeyLifetime` old, then reads every
+    /// node's keys again (keys another node made since are accepted from now on). Blocks on NATS.
+    private func renew(_ keys: ClusterSigningKeys) throws(FanoutError) {
+        let now = Int64(self.node.served(0).engine.clock.now().secondsSinceEpoch)
+        if let lifetime = self.signingKeyLifetime, now - keys.own.current.createdAt >= lifetime {
+            let id = try keys.rotate(now: now, tokenLifetime: self.tokens?.lifetime ?? lifetime)
+            self.logger.notice("cluster: rotated the node's signing key", metadata: ["kid": "\(id)"])
+        }
+        try keys.refresh()
     }
 
     /// The engine's periodic sweeps, as one fanoutd's `MaintenanceService` makes them, on the
