@@ -449,7 +449,7 @@ struct ClusterRoutingTests {
                     await #expect(throws: FanoutError(.notFound, "", field: "project")) { _ = try await stranger.attach(.platform(.ios), credit: 5, in: "no-such-project") }
                     try await stranger.close()
 
-                    // What the cluster does not serve yet is refused, naming it.
+                    // Nodes started without signing keys issue no credentials (ClusterCredentialsTests: with).
                     #expect(try await Comparison.reply(clients[0], .issueCredentials(project: "default", registration: "token-3")) == .error(FanoutError(.failedPrecondition, "")))
                 }
                 try? single.close()
