@@ -7,11 +7,12 @@ public import FanoutWire
 /// or a cluster node, which has each installation's shard owner issue them (docs/scale-out.md).
 public protocol InstallationCredentialsBackend: Sendable {
     /// Registers an installation and issues its credentials, answered once durable. With
-    /// `creatingOnly` (an app's key), one that exists is `ALREADY_EXISTS`.
-    func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials)
+    /// `creatingOnly` (an app's key), one that exists is `ALREADY_EXISTS`. `now` (UNIX seconds,
+    /// from `now()`) is when the auth token is issued, where the issuer keeps no clock of its own.
+    func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool, now: Int64) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials)
 
     /// A new auth token for the installation `fid`, whose refresh token `presented` must be.
-    func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) -> AuthToken
+    func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken, now: Int64) async throws(FanoutError) -> AuthToken
 
     /// Deletes the installation `fid`, whose refresh token `presented` must be.
     func deleteInstallation(_ fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError)
@@ -37,8 +38,8 @@ public struct EngineInstallationCredentials: InstallationCredentialsBackend {
         self.credentialsChanged = credentialsChanged
     }
 
-    public func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
-        let (tokens, now) = (self.tokens, self.now())
+    public func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool, now: Int64) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
+        let tokens = self.tokens
         let created = try await self.engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
             try tokens.register(request, in: project, creatingOnly: creatingOnly, changes: &changes, now: now)
         }.durable()
@@ -46,8 +47,8 @@ public struct EngineInstallationCredentials: InstallationCredentialsBackend {
         return created
     }
 
-    public func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) -> AuthToken {
-        try self.tokens.generateAuthToken(for: fid, in: project, engine: self.engine, presented: presented, now: self.now())
+    public func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken, now: Int64) async throws(FanoutError) -> AuthToken {
+        try self.tokens.generateAuthToken(for: fid, in: project, engine: self.engine, presented: presented, now: now)
     }
 
     public func deleteInstallation(_ fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) {

@@ -22,14 +22,15 @@ extension HTTPFront {
                 }
                 let credentials = try Self.issuing(credentials)
                 let registration = try Self.installationRequest(try await Self.body(request))
+                let now = credentials.now()
                 // An app's key creates only; an admin's re-issues an existing installation's credentials.
-                let (result, issued) = try await credentials.createInstallation(registration, in: project, creatingOnly: key.role != .admin)
+                let (result, issued) = try await credentials.createInstallation(registration, in: project, creatingOnly: key.role != .admin, now: now)
                 let fid = result.installation.fid.description
                 return Self.json(200, JSONWriter.encode(.object(JSONObject([
                     .init(key: "name", value: .string("projects/\(project.value)/installations/\(fid)")),
                     .init(key: "fid", value: .string(fid)),
                     .init(key: "refreshToken", value: .string(issued.refreshToken)),
-                    .init(key: "authToken", value: Self.authToken(issued.authToken, now: credentials.now())),
+                    .init(key: "authToken", value: Self.authToken(issued.authToken, now: now)),
                 ]))))
             } catch {
                 return Self.error(error)
@@ -39,8 +40,9 @@ extension HTTPFront {
             do throws(FanoutError) {
                 let (project, fid, refresh) = try Self.installationCredential(request, context)
                 let credentials = try Self.issuing(credentials)
-                let token = try await credentials.generateAuthToken(for: fid, in: project, presented: refresh)
-                return Self.json(200, JSONWriter.encode(Self.authToken(token, now: credentials.now())))
+                let now = credentials.now()
+                let token = try await credentials.generateAuthToken(for: fid, in: project, presented: refresh, now: now)
+                return Self.json(200, JSONWriter.encode(Self.authToken(token, now: now)))
             } catch {
                 return Self.error(error)
             }

@@ -40,7 +40,8 @@ struct ClusterHTTPBackend: HTTPFrontBackend, InstallationCredentialsBackend {
 
     // MARK: - Installation credentials (issued by the owner of the installation's shard)
 
-    func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
+    /// Issued by the owner of the installation's shard, by its clock (`now` is this node's).
+    func createInstallation(_ request: RegistrationRequest, in project: ProjectID, creatingOnly: Bool, now: Int64) async throws(FanoutError) -> (result: RegistrationResult, credentials: InstallationCredentials) {
         let fields = RegistrationFields(offeredFID: request.offeredFID, platform: request.platform, appID: request.appID.value)
         let registering = ClientRequest.register(project: project.value, fields, issuingCredentials: true)
         let reply = await self.cluster.perform(registering, asApp: creatingOnly)
@@ -48,7 +49,7 @@ struct ClusterHTTPBackend: HTTPFrontBackend, InstallationCredentialsBackend {
         throw Self.failure(reply, to: registering)
     }
 
-    func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) -> AuthToken {
+    func generateAuthToken(for fid: FID, in project: ProjectID, presented: RefreshToken, now: Int64) async throws(FanoutError) -> AuthToken {
         let generating = ClientRequest.generateAuthToken(project: project.value, fid: fid.description)
         let reply = await self.cluster.perform(generating, presented: presented)
         if case .authToken(let token) = reply { return token }
@@ -58,7 +59,7 @@ struct ClusterHTTPBackend: HTTPFrontBackend, InstallationCredentialsBackend {
     /// Deleted once the owner has shown `presented` is the installation's refresh token (by
     /// issuing an auth token under it): this node's copy of the shard may be a moment behind.
     func deleteInstallation(_ fid: FID, in project: ProjectID, presented: RefreshToken) async throws(FanoutError) {
-        _ = try await self.generateAuthToken(for: fid, in: project, presented: presented)
+        _ = try await self.generateAuthToken(for: fid, in: project, presented: presented, now: self.now())
         _ = try await self.reply(to: .deleteInstallation(project: project.value, fid: fid.description)) { if case .installation = $0 { () } else { nil } }
     }
 
