@@ -204,10 +204,11 @@ struct RequestExecutor: Sendable {
         }
     }
 
+    /// What a server without installation tokens answers a credentials request.
+    static let issuesNoCredentials = FanoutError(.failedPrecondition, "this server issues no installation credentials")
+
     private func credentialTokens() throws(FanoutError) -> InstallationTokens {
-        guard let tokens = self.tokens else {
-            throw FanoutError(.failedPrecondition, "this server issues no installation credentials")
-        }
+        guard let tokens = self.tokens else { throw Self.issuesNoCredentials }
         return tokens
     }
 

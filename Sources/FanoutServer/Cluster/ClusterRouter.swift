@@ -3,7 +3,6 @@ internal import FanoutCore
 internal import FanoutKeys
 internal import FanoutModel
 internal import FanoutWire
-internal import NIOPosix
 
 /// How a cluster node answers its clients' requests (docs/scale-out.md, "Routing"): any node
 /// answers any request. A request about one installation goes to the owner of the installation's
@@ -16,10 +15,8 @@ final class ClusterRouter: Sendable {
     let shards: ShardRequests
     /// The cluster's installation-token keys; nil: this node issues no credentials.
     let signingKeys: ClusterSigningKeys?
-    /// How long the auth tokens this node signs are valid, in seconds.
-    private let tokenLifetime: Int64
-    private var node: ClusterNode { self.shards.node }
-    private var map: ShardMap { self.shards.node.map }
+    var node: ClusterNode { self.shards.node }
+    var map: ShardMap { self.shards.node.map }
 
     /// The consumers attached through this node, to follow its ownership.
     private let consumers = Locked<[ObjectIdentifier: WeakConsumer]>([:])
@@ -31,10 +28,9 @@ final class ClusterRouter: Sendable {
     /// The consumers other nodes attached to the shards this node owns.
     let shardConsumers: ShardConsumers
 
-    init(_ shards: ShardRequests, signingKeys: ClusterSigningKeys? = nil, tokenLifetime: Int64 = 7 * 86_400) {
+    init(_ shards: ShardRequests, signingKeys: ClusterSigningKeys? = nil) {
         self.shards = shards
         self.signingKeys = signingKeys
-        self.tokenLifetime = tokenLifetime
         self.shardConsumers = ShardConsumers(node: shards.node, maximumPayloadSize: shards.maximumPayloadSize)
     }
 
@@ -106,41 +102,11 @@ final class ClusterRouter: Sendable {
         case .issueCredentials(let project, let registration):
             return await self.performOnShard(of: registration, request, in: project)
         case .generateAuthToken(_, let fid):
-            let reply = await self.shards.perform(request, onShard: FID(fid, allowingLegacy: true).map(self.map.shard(of:)) ?? 0)
-            // A device that presented its refresh token was checked against this node's copy of
-            // its shard, which may be a moment behind: the owner signed the token under the
-            // installation's current credentials, which must be the ones presented.
-            if case .refresh(let presented) = principal, case .authToken(let token) = reply {
-                let now = Int64(self.node.served(0).engine.clock.now().secondsSinceEpoch)
-                guard let claims = try? self.shards.tokens?.verify(Array(token.token.utf8), now: now), claims.credentialID == presented.credentialID else {
-                    return .error(FanoutError(.unauthenticated, "the refresh token was replaced"))
-                }
-            }
-            return reply
+            return await self.generateAuthToken(request, fid: fid, principal: principal)
         case .jwks:
-            guard let signingKeys = self.signingKeys else { return .error(Self.issuesNoCredentials) }
-            do throws(FanoutError) {
-                return .names(opcode, [try signingKeys.jwks()])
-            } catch {
-                return .error(error)
-            }
+            return self.jwks()
         case .rotateSigningKey:
-            guard let signingKeys = self.signingKeys else { return .error(Self.issuesNoCredentials) }
-            let now = Int64(self.node.served(0).engine.clock.now().secondsSinceEpoch)
-            let lifetime = self.tokenLifetime
-            // Files and NATS: off the concurrency pool.
-            let rotated = try? await NIOThreadPool.singleton.runIfActive { () -> Result<String, FanoutError> in
-                do throws(FanoutError) {
-                    return .success(try signingKeys.rotate(now: now, tokenLifetime: lifetime))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            switch rotated {
-            case .success(let id): return .names(opcode, [id])
-            case .failure(let error): return .error(error)
-            case nil: return .error(FanoutError(.unavailable, "the node is shutting down"))
-            }
+            return await self.rotateSigningKey()
         case .registerBatch(let project, let items):
             let shards = items.map { self.shard(registering: $0, in: project) }
             return await self.split(items, by: shards, into: { .registerBatch(project: project, $0) }) { (reply: ServerMessage) -> [RegistrationOutcome]? in
@@ -194,7 +160,6 @@ final class ClusterRouter: Sendable {
         try self.node.snapshotNow()
     }
 
-    static let issuesNoCredentials = FanoutError(.failedPrecondition, "this server issues no installation credentials")
 
     // MARK: - Where an installation lives
 

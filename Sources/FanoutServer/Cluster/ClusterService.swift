@@ -46,11 +46,7 @@ package final class ClusterService: Service, Sendable {
         self.node = node
         self.tokens = signingKeys?.tokens(lifetime: tokenLifetime)
         self.signingKeyLifetime = signingKeyLifetime
-        self.router = ClusterRouter(
-            try ShardRequests(node: node, maximumPayloadSize: maximumPayloadSize, tokens: self.tokens),
-            signingKeys: signingKeys,
-            tokenLifetime: tokenLifetime
-        )
+        self.router = ClusterRouter(try ShardRequests(node: node, maximumPayloadSize: maximumPayloadSize, tokens: self.tokens), signingKeys: signingKeys)
         self.catchUpInterval = catchUpInterval
         self.expiryInterval = expiryInterval
         self.pruneInterval = pruneInterval
@@ -126,7 +122,7 @@ package final class ClusterService: Service, Sendable {
     /// Rotates this node's signing key once it is `signingKeyLifetime` old, then reads every
     /// node's keys again (keys another node made since are accepted from now on). Blocks on NATS.
     private func renew(_ keys: ClusterSigningKeys) throws(FanoutError) {
-        let now = Int64(self.node.served(0).engine.clock.now().secondsSinceEpoch)
+        let now = self.node.served(0).engine.clock.now().secondsSinceEpoch
         if let lifetime = self.signingKeyLifetime, now - keys.own.current.createdAt >= lifetime {
             let id = try keys.rotate(now: now, tokenLifetime: self.tokens?.lifetime ?? lifetime)
             self.logger.notice("cluster: rotated the node's signing key", metadata: ["kid": "\(id)"])
