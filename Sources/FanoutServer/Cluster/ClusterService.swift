@@ -12,9 +12,9 @@ package import ServiceLifecycle
 /// node answers the requests of exactly the shards it owns and its consumers follow; and, on
 /// another thread at the same time, the followers catching up every `catchUpInterval` (a long
 /// catch-up under load never delays a renewal), and between catch-ups the shards' snapshots when
-/// they are due (`ClusterNode.maintain()`); and the engine's sweeps (expiry, pruning) on the shards
-/// it owns. The calls block on NATS, so they run on two
-/// threads of the service's own. On shutdown (after the server's, so list it first in the service
+/// they are due (`ClusterNode.maintain()`); on a third, the nodes' signing keys read again (and this
+/// node's rotated when due); and the engine's sweeps (expiry, pruning) on the shards it owns. The
+/// calls block on NATS, so they run on threads of the service's own. On shutdown (after the server's, so list it first in the service
 /// group) it stops answering, hands its shards on and closes their engines.
 package final class ClusterService: Service, Sendable {
     package let node: ClusterNode
@@ -68,7 +68,7 @@ package final class ClusterService: Service, Sendable {
 
     package func run() async throws {
         let node = self.node
-        let pool = NIOThreadPool(numberOfThreads: 2)
+        let pool = NIOThreadPool(numberOfThreads: 3)
         pool.start()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
@@ -78,13 +78,6 @@ package final class ClusterService: Service, Sendable {
                         let owned = node.ownedShards
                         do {
                             let failures = try await pool.runIfActive { try node.turn() }
-                            if let keys = self.router.signingKeys {
-                                do {
-                                    try await pool.runIfActive { try self.renew(keys) }
-                                } catch {
-                                    self.logger.warning("cluster: cannot read or renew the nodes' signing keys: \(error)")
-                                }
-                            }
                             for observer in self.turnObservers.withLock({ $0 }) { observer() }
                             self.router.shards.followOwnership()
                             self.router.shardConsumers.followOwnership()
@@ -98,6 +91,22 @@ package final class ClusterService: Service, Sendable {
                     }
                 }
                 group.addTask { await self.sweepOwnedShards() }
+                if let keys = self.router.signingKeys {
+                    // Not in the turns' loop: a slow NATS (a server down) must not delay a renewal.
+                    group.addTask {
+                        while !Task.isCancelled {
+                            let started = ContinuousClock.now
+                            do {
+                                try await pool.runIfActive { try self.renew(keys) }
+                            } catch is CancellationError {
+                                break
+                            } catch {
+                                self.logger.warning("cluster: cannot read or renew the nodes' signing keys: \(error)")
+                            }
+                            try? await Task.sleep(until: started + node.lease / 3)
+                        }
+                    }
+                }
                 group.addTask {
                     while !Task.isCancelled {
                         if let failures = try? await pool.runIfActive({ node.catchUp() }) { self.log(failures, "could not catch up") }
@@ -120,7 +129,8 @@ package final class ClusterService: Service, Sendable {
     }
 
     /// Rotates this node's signing key once it is `signingKeyLifetime` old, then reads every
-    /// node's keys again (keys another node made since are accepted from now on). Blocks on NATS.
+    /// node's keys again (keys another node made since are accepted from now on), every third of
+    /// a lease. Blocks on NATS.
     private func renew(_ keys: ClusterSigningKeys) throws(FanoutError) {
         let now = self.node.served(0).engine.clock.now().secondsSinceEpoch
         if let lifetime = self.signingKeyLifetime, now - keys.own.current.createdAt >= lifetime {
