@@ -158,12 +158,12 @@ struct ClusterFailoverTests {
             }
         }
 
-        func acknowledged(_ batch: [WireDelivery], through port: Int) {
+        func acknowledged(_ batch: [WireDelivery], count: Int, through port: Int) {
             self.lock.withLock {
                 for delivery in batch {
                     let key = Key(message: delivery.id.messageSequence, fid: delivery.fid)
                     self.acknowledged.insert(key)
-                    self.history[key, default: []].append("acknowledged via \(port) at \(ContinuousClock.now - self.started)")
+                    self.history[key, default: []].append("acknowledged (\(count) of \(batch.count)) via \(port) at \(ContinuousClock.now - self.started)")
                 }
             }
         }
@@ -202,7 +202,7 @@ struct ClusterFailoverTests {
             deliveries.keep(client)
             while let batch = try? await stream.nextBatch(maximum: 64), !batch.isEmpty {
                 deliveries.received(batch, through: port)
-                if (try? await client.acknowledge(batch.map(\.id))) != nil { deliveries.acknowledged(batch, through: port) }
+                if let count = try? await client.acknowledge(batch.map(\.id)) { deliveries.acknowledged(batch, count: count, through: port) }
             }
             try? await client.close()
             turn += 1

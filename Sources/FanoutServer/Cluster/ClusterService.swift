@@ -12,8 +12,8 @@ package import ServiceLifecycle
 /// node answers the requests of exactly the shards it owns and its consumers follow; and, on
 /// another thread at the same time, the followers catching up every `catchUpInterval` (a long
 /// catch-up under load never delays a renewal), and between catch-ups the shards' snapshots when
-/// they are due (`ClusterNode.maintain()`); on a third, the nodes' signing keys read again (and this
-/// node's rotated when due); and the engine's sweeps (expiry, pruning) on the shards it owns. The
+/// they are due (`ClusterNode.maintain()`); on a third, every two leases, the nodes' signing keys
+/// read again (and this node's rotated when due); and the engine's sweeps (expiry, pruning) on the shards it owns. The
 /// calls block on NATS, so they run on threads of the service's own. On shutdown (after the server's, so list it first in the service
 /// group) it stops answering, hands its shards on and closes their engines.
 package final class ClusterService: Service, Sendable {
@@ -103,7 +103,8 @@ package final class ClusterService: Service, Sendable {
                             } catch {
                                 self.logger.warning("cluster: cannot read or renew the nodes' signing keys: \(error)")
                             }
-                            try? await Task.sleep(until: started + node.lease / 3)
+                            // A listing is a consumer on the bucket's stream: not more often than this.
+                            try? await Task.sleep(until: started + node.lease * 2)
                         }
                     }
                 }
@@ -129,8 +130,8 @@ package final class ClusterService: Service, Sendable {
     }
 
     /// Rotates this node's signing key once it is `signingKeyLifetime` old, then reads every
-    /// node's keys again (keys another node made since are accepted from now on), every third of
-    /// a lease. Blocks on NATS.
+    /// node's keys again (keys another node made since are accepted from now on), every two leases.
+    /// Blocks on NATS.
     private func renew(_ keys: ClusterSigningKeys) throws(FanoutError) {
         let now = self.node.served(0).engine.clock.now().secondsSinceEpoch
         if let lifetime = self.signingKeyLifetime, now - keys.own.current.createdAt >= lifetime {
