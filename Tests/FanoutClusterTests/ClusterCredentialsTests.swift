@@ -35,11 +35,8 @@ struct ClusterCredentialsTests {
         try await NATSServer.with { server in
             try await TemporaryDirectory.with { directory in
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, idleTimeout: .seconds(900))
-                configuration.handshakeTimeout = .seconds(900)
-                let nodes = try ["node-a", "node-b", "node-c"].map { name in
-                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: 8, lease: .seconds(3)))
-                }
+                let configuration = ClusterRoutingTests.patientListener
+                let nodes = try ClusterRoutingTests.threeNodes(on: server, in: directory)
                 let signingKeys = try nodes.map { node in
                     try ClusterSigningKeys(own: try SigningKeys.open(directory: "\(directory)/\(node.node)/signing-keys", now: 1_700_000_000), node: node)
                 }

@@ -64,6 +64,22 @@ struct ClusterRoutingTests {
         var again: Int { self.lock.withLock { self.repeated } }
     }
 
+    /// Listener settings for tests whose clients wait long between requests (a loaded machine):
+    /// connections are not closed as idle or as handshakes that took too long.
+    static var patientListener: ServerConfiguration {
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, idleTimeout: .seconds(900))
+        configuration.handshakeTimeout = .seconds(900)
+        return configuration
+    }
+
+    /// Three nodes, node-a, node-b and node-c, of one cluster of 8 shards over `server`, each in
+    /// its own directory under `directory`, with a 3 s lease.
+    static func threeNodes(on server: NATSServerProcess, in directory: String) throws -> [ClusterNode] {
+        try ["node-a", "node-b", "node-c"].map { name in
+            try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: 8, lease: .seconds(3)))
+        }
+    }
+
     /// Sends each request to the next node and to the plain engine, and keeps the replies that differ.
     final class Comparison: @unchecked Sendable {
         let cluster: [FanoutClient]
@@ -161,11 +177,8 @@ struct ClusterRoutingTests {
         try await NATSServer.with { server in
             try await TemporaryDirectory.with { directory in
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, idleTimeout: .seconds(900))
-                configuration.handshakeTimeout = .seconds(900)
-                let nodes = try ["node-a", "node-b", "node-c"].map { name in
-                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: 8, lease: .seconds(3)))
-                }
+                let configuration = Self.patientListener
+                let nodes = try Self.threeNodes(on: server, in: directory)
                 // node-c's copies of the shards it does not own never catch up after the start (an
                 // hour between catch-ups): what it routes by them, it routes as a node far behind.
                 let services = try nodes.map { node in
