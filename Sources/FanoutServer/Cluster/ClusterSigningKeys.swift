@@ -14,10 +14,9 @@ package final class ClusterSigningKeys: Sendable {
     package let own: SigningKeys
     private let bucket: KeyValueBucket
     private let nodeName: String
-    /// Every node's public keys, by `kid`, as last read from the bucket (this node's included).
-    private let known = Locked<[String: ES256Key]>([:])
-    /// Every node's keys in the order read (by node name, each node's current first), for the JWK Set.
-    private let listed = Locked<[(id: String, key: ES256Key)]>([])
+    /// Every node's public keys as last read from the bucket (this node's included): by `kid`, and
+    /// in the order read (by node name, each node's current first), for the JWK Set.
+    private let known = Locked<(byID: [String: ES256Key], listed: [(id: String, key: ES256Key)])>(([:], []))
 
     /// Publishes this node's public keys and reads every node's.
     package init(own: SigningKeys, node: ClusterNode) throws(FanoutError) {
@@ -32,7 +31,7 @@ package final class ClusterSigningKeys: Sendable {
 
     /// Tokens signed with this node's keys, accepted when signed by any node's.
     package func tokens(lifetime: Int64) -> InstallationTokens {
-        InstallationTokens(keys: self.own, lifetime: lifetime) { [weak self] kid in self?.known.withLock { $0[kid] } }
+        InstallationTokens(keys: self.own, lifetime: lifetime) { [weak self] kid in self?.known.withLock { $0.byID[kid] } }
     }
 
     /// Writes this node's public keys to its entry.
@@ -58,8 +57,7 @@ package final class ClusterSigningKeys: Sendable {
                 listed.append((id, key))
             }
         }
-        self.known.withLock { $0 = known }
-        self.listed.withLock { $0 = listed }
+        self.known.withLock { $0 = (known, listed) }
     }
 
     /// Makes a new current key for this node, prunes the retired keys no token needs, and publishes
@@ -80,7 +78,7 @@ package final class ClusterSigningKeys: Sendable {
     /// Every node's public keys as one JWK Set.
     package func jwks() throws(FanoutError) -> String {
         do {
-            return try SigningKeys.jwks(of: self.listed.withLock { $0 })
+            return try SigningKeys.jwks(of: self.known.withLock { $0.listed })
         } catch {
             throw FanoutError(.internal, "the JWK Set could not be written")
         }
