@@ -113,6 +113,16 @@ package final class NATSRequester: Sendable {
     private struct Caller {
         let continuation: CheckedContinuation<Reply, Never>
         let timer: Task<Void, any Error>
+        let group: Group?
+    }
+
+    /// Requests to one answerer, made with `request(_:to:timeout:in:)`: those still waiting can be
+    /// ended at once (`fail(_:with:)`) when the answerer is known to be gone, rather than each
+    /// waiting out its timeout.
+    package final class Group: Sendable {
+        fileprivate let waiting = Mutex<Set<UInt64>>([])
+
+        package init() {}
     }
 
     private let jetStream: JetStream
@@ -143,12 +153,24 @@ package final class NATSRequester: Sendable {
 
     private func answer(_ id: UInt64, _ reply: Reply) {
         guard let caller = self.waiting.withLock({ $0.callers.removeValue(forKey: id) }) else { return }
+        _ = caller.group?.waiting.withLock { $0.remove(id) }
         caller.timer.cancel()
         caller.continuation.resume(returning: reply)
     }
 
-    /// Sends `data` to `subject` and waits at most `timeout` for the answer.
-    package func request(_ data: [UInt8], to subject: String, timeout: Duration) async -> Reply {
+    /// Ends every request of `group` still waiting with `.failed(error)`: they may or may not
+    /// have been performed, as after a timeout. Requests made in the group later wait as usual.
+    package func fail(_ group: Group, with error: FanoutError) {
+        let ids = group.waiting.withLock { waiting in
+            defer { waiting = [] }
+            return waiting
+        }
+        for id in ids { self.answer(id, .failed(error)) }
+    }
+
+    /// Sends `data` to `subject` and waits at most `timeout` for the answer (or until its
+    /// `group`, when given, is failed).
+    package func request(_ data: [UInt8], to subject: String, timeout: Duration, in group: Group? = nil) async -> Reply {
         let id = self.waiting.withLock { waiting in
             defer { waiting.next += 1 }
             return waiting.next
@@ -158,7 +180,10 @@ package final class NATSRequester: Sendable {
                 try await Task.sleep(for: timeout)
                 self?.answer(id, .failed(FanoutError(.unavailable, "no answer on \(subject) within \(timeout)")))
             }
-            self.waiting.withLock { $0.callers[id] = Caller(continuation: continuation, timer: timer) }
+            self.waiting.withLock { waiting in
+                waiting.callers[id] = Caller(continuation: continuation, timer: timer, group: group)
+                _ = group?.waiting.withLock { $0.insert(id) }
+            }
             do throws(FanoutError) {
                 try self.jetStream.publishCore(data, to: subject, reply: "\(self.inbox).\(id)")
             } catch {

@@ -45,4 +45,40 @@ struct NATSMessagingTests {
             #expect(handled.withLock { $0 } == 5)
         }
     }
+
+    /// Failing a group ends its requests still waiting at once, with the error given (an edge's
+    /// ACK to a shard owner that died is answered when the owner is found gone, not after the
+    /// timeout); a request made in the group afterwards waits for its answer as usual.
+    @Test func failingAGroupEndsItsWaitingRequestsAtOnce() async throws {
+        try await NATSServer.with { server in
+            let owner = try JetStream(urls: server.url)
+            let requester = try NATSRequester(try JetStream(urls: server.url))
+            let arrived = DispatchSemaphore(value: 0)
+            let subscription = try owner.subscribe("requests") { message in
+                // The first request is never answered (its answerer died); the others are.
+                if message.data == [1] {
+                    arrived.signal()
+                    return
+                }
+                if let reply = message.reply { try? owner.publishCore(message.data, to: reply) }
+            }
+            defer { subscription.cancel() }
+            let group = NATSRequester.Group()
+            let waiting = Task { await requester.request([1], to: "requests", timeout: .seconds(60), in: group) }
+            try await onOwnThread { arrived.wait() }  // not on the concurrency pool: the request needs it
+            requester.fail(group, with: FanoutError(.unavailable, "the answerer is gone"))
+            let failed = await waiting.value
+            guard case .failed(let error) = failed else {
+                Issue.record("the request ended otherwise: \(failed)")
+                return
+            }
+            #expect(error.message == "the answerer is gone")
+            let later = await requester.request([2], to: "requests", timeout: .seconds(60), in: group)
+            guard case .answer(let answer) = later else {
+                Issue.record("a request after the failure was not answered: \(later)")
+                return
+            }
+            #expect(answer == [2])
+        }
+    }
 }

@@ -18,6 +18,8 @@ final class RemoteShardConsumer: Sendable {
     private let requests: ShardRequests
     private let state: Locked<State>
     private let subscription = Locked<NATSSubscription?>(nil)
+    /// The calls waiting for the owner, ended at once when it is found gone.
+    private let calls = NATSRequester.Group()
 
     private struct State {
         var received: Deque<WireDelivery> = []
@@ -91,9 +93,17 @@ final class RemoteShardConsumer: Sendable {
         _ = await self.call(.grant(credit: UInt32(clamping: credit)))
     }
 
-    /// Tells the owner it is still here; ends it when the owner no longer knows it.
+    /// Tells the owner it is still here; ends it when the owner no longer knows it. When the
+    /// owner is gone (nobody owns the shard, or another node does and does not know this
+    /// consumer), the calls still waiting for it (an ACK sent just before it died) are answered
+    /// `UNAVAILABLE` at once instead of after their timeout: they may or may not have been
+    /// performed, as after a timeout.
     func keepAlive() async {
-        if case .error = await self.call(.ping) { self.end() }
+        guard case .error(let error) = await self.call(.ping) else { return }
+        self.end()
+        if error == ShardConsumers.unknown(self.id) || error == Self.noOwner {
+            self.requests.requester.fail(self.calls, with: FanoutError(.unavailable, "shard \(self.shard)'s owner went away before it answered: the call may or may not have been performed"))
+        }
     }
 
     /// Ends it: the owner's consumer is detached (what it held waits for the next), and nothing
@@ -146,7 +156,7 @@ final class RemoteShardConsumer: Sendable {
         } catch {
             return .error(error)
         }
-        switch await self.requests.requester.request(bytes, to: ShardConsumers.subject(self.shard), timeout: Self.timeout) {
+        switch await self.requests.requester.request(bytes, to: ShardConsumers.subject(self.shard), timeout: Self.timeout, in: self.calls) {
         case .answer(let answer):
             var buffer = ByteBuffer(bytes: answer)
             var decoder = FrameDecoder<ServerMessage>(maximumPayloadSize: self.requests.maximumPayloadSize)
