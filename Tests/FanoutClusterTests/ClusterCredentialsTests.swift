@@ -31,6 +31,37 @@ struct ClusterCredentialsTests {
         return Set(keys.compactMap { $0["kid"] as? String })
     }
 
+    /// A token signed with a key another node made after this node last read the bucket (it just
+    /// joined, or rotated) is accepted at once: the unknown key id makes this node read the bucket
+    /// again, rather than refuse the token until its next periodic read.
+    @Test func aKeyAnotherNodeMadeAMomentAgoIsAcceptedAtOnce() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                let nodes = try ClusterRoutingTests.threeNodes(on: server, in: directory)
+                let now: Int64 = 1_700_000_000
+                let keys = try nodes.prefix(2).map { node in
+                    try ClusterSigningKeys(own: try SigningKeys.open(directory: "\(directory)/\(node.node)/signing-keys", now: now), node: node)
+                }
+                // node-a read the bucket before node-b published: it knows only its own key.
+                let (token, _) = try keys[1].tokens(lifetime: 3600).issue(project: "default", appID: "1:1:android:a", fid: "cAECAwQFBgcICQoLDA0ODx", credentialID: "c1", now: now)
+                let claims = try keys[0].tokens(lifetime: 3600).verify(Array(token.utf8), now: now + 1)
+                #expect(claims.fid == "cAECAwQFBgcICQoLDA0ODx")
+                // A key id nobody has is refused, and reads the bucket no more than once a second.
+                let (forged, _) = try InstallationTokens(keys: try SigningKeys.open(directory: "\(directory)/stranger", now: now), lifetime: 3600)
+                    .issue(project: "default", appID: "1:1:android:a", fid: "cAECAwQFBgcICQoLDA0ODx", credentialID: "c1", now: now)
+                #expect(throws: CredentialError.self) { try keys[0].tokens(lifetime: 3600).verify(Array(forged.utf8), now: now + 1) }
+                // node-b rotates: node-a accepts the new key's tokens at once too (a second later:
+                // the reads for unknown keys are a second apart).
+                try await Task.sleep(for: ClusterSigningKeys.lookupInterval)
+                _ = try keys[1].rotate(now: now + 2, tokenLifetime: 3600)
+                let (rotated, _) = try keys[1].tokens(lifetime: 3600).issue(project: "default", appID: "1:1:android:a", fid: "cAECAwQFBgcICQoLDA0ODx", credentialID: "c2", now: now + 2)
+                #expect(try keys[0].tokens(lifetime: 3600).verify(Array(rotated.utf8), now: now + 3).credentialID == "c2")
+                for node in nodes { node.close() }
+            }
+        }
+    }
+
     @Test func aDeviceUsesItsCredentialsThroughAnyNode() async throws {
         try await NATSServer.with { server in
             try await TemporaryDirectory.with { directory in

@@ -1,3 +1,4 @@
+import Dispatch
 package import FanoutCluster
 package import FanoutCore
 package import FanoutKeys
@@ -17,6 +18,12 @@ package final class ClusterSigningKeys: Sendable {
     /// Every node's public keys as last read from the bucket (this node's included): by `kid`, and
     /// in the order read (by node name, each node's current first), for the JWK Set.
     private let known = Locked<(byID: [String: ES256Key], listed: [(id: String, key: ES256Key)])>(([:], []))
+    /// When the bucket was last read for a key id not known here.
+    private let lastLookup = Locked<ContinuousClock.Instant?>(nil)
+    /// Where those reads run, so that the caller waits for one at most `lookupWait`.
+    private static let lookups = DispatchQueue(label: "fanout.cluster-signing-keys")
+    package static let lookupInterval = Duration.seconds(1)
+    static let lookupWait = DispatchTimeInterval.milliseconds(250)
 
     /// Publishes this node's public keys and reads every node's.
     package init(own: SigningKeys, node: ClusterNode) throws(FanoutError) {
@@ -31,7 +38,29 @@ package final class ClusterSigningKeys: Sendable {
 
     /// Tokens signed with this node's keys, accepted when signed by any node's.
     package func tokens(lifetime: Int64) -> InstallationTokens {
-        InstallationTokens(keys: self.own, lifetime: lifetime) { [weak self] kid in self?.known.withLock { $0.byID[kid] } }
+        InstallationTokens(keys: self.own, lifetime: lifetime) { [weak self] kid in self?.key(kid) }
+    }
+
+    /// Another node's public key `kid`. One not known here may be a key made a moment ago (a node
+    /// that just joined, or rotated its key) that the periodic `refresh()` has not read yet: the
+    /// bucket is read again then, at most once per `lookupInterval` (a token naming a key nobody
+    /// has costs no more), waiting for the read at most `lookupWait`.
+    private func key(_ kid: String) -> ES256Key? {
+        if let key = self.known.withLock({ $0.byID[kid] }) { return key }
+        let now = ContinuousClock.now
+        let isDue = self.lastLookup.withLock { last in
+            guard last.map({ now - $0 >= Self.lookupInterval }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard isDue else { return nil }
+        let read = DispatchSemaphore(value: 0)
+        Self.lookups.async {
+            try? self.refresh()
+            read.signal()
+        }
+        _ = read.wait(timeout: .now() + Self.lookupWait)
+        return self.known.withLock { $0.byID[kid] }
     }
 
     /// Writes this node's public keys to its entry.
