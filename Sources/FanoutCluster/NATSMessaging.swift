@@ -85,6 +85,13 @@ extension JetStream {
         try NATSSubscription(self, subject: subject, handle: handle)
     }
 
+    /// Returns once the server has processed everything this connection sent before (a
+    /// subscription made on it is then registered: another connection's publish reaches it).
+    package func flush(timeout: Duration = .seconds(10)) throws(FanoutError) {
+        let status = natsConnection_FlushTimeout(self.connection, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard status == NATS_OK else { throw Self.error("cannot flush to NATS", status) }
+    }
+
     /// Publishes `data` to `subject` on core NATS: at most once, to whoever subscribes now.
     package func publishCore(_ data: [UInt8], to subject: String, reply: String? = nil) throws(FanoutError) {
         let status = data.withUnsafeBytes { bytes in

@@ -26,13 +26,16 @@ struct NATSMessagingTests {
                 }
                 if let reply = message.reply { try? owner.publishCore(message.data, to: reply) }
             }
+            try owner.flush()  // subscribed at the server before the requests come on another connection
             let replies = Task {
                 await withTaskGroup(of: NATSRequester.Reply.self) { group in
                     for index in 0..<5 { group.addTask { await requester.request([UInt8(index)], to: "requests", timeout: .seconds(5)) } }
                     return await group.reduce(into: []) { $0.append($1) }
                 }
             }
-            try await onOwnThread { firstArrived.wait() }  // not on the concurrency pool: the requests need it
+            // Not on the concurrency pool: the requests need it.
+            let first = try await onOwnThread { firstArrived.wait(timeout: .now() + 30) }
+            try #require(first == .success, "the first request reached the subscriber")
             while subscription.pendingMessages < 4 { try await Task.sleep(for: .milliseconds(5)) }
             // Cancelled while four wait; the handler is let go a moment later (cancel waits for it).
             let cancelled = Thread { subscription.cancel() }
@@ -63,9 +66,12 @@ struct NATSMessagingTests {
                 if let reply = message.reply { try? owner.publishCore(message.data, to: reply) }
             }
             defer { subscription.cancel() }
+            try owner.flush()  // subscribed at the server before the request comes on another connection
             let group = NATSRequester.Group()
             let waiting = Task { await requester.request([1], to: "requests", timeout: .seconds(60), in: group) }
-            try await onOwnThread { arrived.wait() }  // not on the concurrency pool: the request needs it
+            // Not on the concurrency pool: the request needs it.
+            let reached = try await onOwnThread { arrived.wait(timeout: .now() + 30) }
+            try #require(reached == .success, "the request reached the subscriber")
             requester.fail(group, with: FanoutError(.unavailable, "the answerer is gone"))
             let failed = await waiting.value
             guard case .failed(let error) = failed else {
