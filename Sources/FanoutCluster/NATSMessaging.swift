@@ -87,8 +87,8 @@ extension JetStream {
 
     /// Returns once the server has processed everything this connection sent before (a
     /// subscription made on it is then registered: another connection's publish reaches it).
-    package func flush(timeout: Duration = .seconds(10)) throws(FanoutError) {
-        let status = natsConnection_FlushTimeout(self.connection, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+    package func flush(timeoutMilliseconds: Int64 = 10_000) throws(FanoutError) {
+        let status = natsConnection_FlushTimeout(self.connection, timeoutMilliseconds)
         guard status == NATS_OK else { throw Self.error("cannot flush to NATS", status) }
     }
 
