@@ -38,9 +38,9 @@ final class ReplyPromise: @unchecked Sendable {
     }
 }
 
-/// Numbers requests, matches replies to them by request id (in any order), routes DELIVERY frames
-/// to the attachment's stream, sends PING when the connection has been quiet, and fails
-/// everything outstanding when the connection goes.
+/// Numbers requests, matches replies to them by request id (in any order), routes DELIVERY and
+/// DELIVERIES frames to the attachment's stream, sends PING when the connection has been quiet,
+/// and fails everything outstanding when the connection goes.
 final class ClientHandler: ChannelDuplexHandler {
     typealias InboundIn = ServerFrame
     typealias OutboundIn = PendingRequest
@@ -99,6 +99,10 @@ final class ClientHandler: ChannelDuplexHandler {
         case .delivery(let delivery):
             if frame.requestID == self.attachID {
                 self.deliveries?.yield(delivery)
+            }
+        case .deliveries(let deliveries):
+            if frame.requestID == self.attachID {
+                self.deliveries?.yield(contentsOf: deliveries)
             }
         case .goAway(let code, let reason):
             self.goAway = FanoutError(code, "the server said GOAWAY: \(reason)")

@@ -36,6 +36,10 @@ public final class DeliveryStream: AsyncSequence, Sendable {
         self.queue.append(delivery)
     }
 
+    func yield(contentsOf deliveries: [WireDelivery]) {
+        self.queue.append(contentsOf: deliveries)
+    }
+
     func finish(throwing error: (any Error)? = nil) {
         self.queue.finish(throwing: error)
     }

@@ -366,9 +366,14 @@ public final class FanoutClient: Sendable {
     /// deliveries: the backlog first, then new ones, never more than `credit` unacknowledged.
     /// The stream ends after `detach`, and throws when the connection is lost; `nextBatch` takes
     /// what has arrived at once, to acknowledge it with one ACK.
-    public func attach(_ scope: AttachScope, credit: Int, in project: String = "default") async throws -> DeliveryStream {
+    ///
+    /// `grouped` (the default) attaches with ATTACH_GROUPED: the server sends each message's
+    /// envelope (headers, payload) once for many recipients, and the stream yields the same
+    /// deliveries as with ATTACH (`grouped: false`, for a server older than ATTACH_GROUPED).
+    public func attach(_ scope: AttachScope, credit: Int, in project: String = "default", grouped: Bool = true) async throws -> DeliveryStream {
         let stream = DeliveryStream()
-        _ = try await Self.request(.attach(project: project, scope: scope, credit: UInt32(clamping: credit)), on: self.channel, deliveries: stream)
+        let request = ClientRequest.attach(project: project, scope: scope, credit: UInt32(clamping: credit), grouped: grouped)
+        _ = try await Self.request(request, on: self.channel, deliveries: stream)
         return stream
     }
 

@@ -55,7 +55,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private let settings: ConnectionSettings
     private var state: ConnectionState
-    private var attachment: (source: DeliverySource, requestID: UInt32)?
+    private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
     private let durableReplies = DurableReplies()
     /// The replies of applied changes in the order applied, nil until durable; the first is
     /// number `firstWaitingReply`. They leave from the front, in order.
@@ -310,11 +310,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
             case nil:
                 self.reply(exchange, .error(FanoutError(.internal, "no consumer for the attachment")), context: context)
             }
-        case .attach(let project, let scope, let credit):
+        case .attach(let project, let scope, let credit, let grouped):
             do throws(FanoutError) {
                 let source: DeliverySource
                 if let principal = self.state.principal {
-                    try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit)), of: principal, engine: self.engine(of: principal))
+                    try DeviceScope.check(.attach(project: project, scope: scope, credit: UInt32(credit), grouped: grouped), of: principal, engine: self.engine(of: principal))
                 }
                 if let router = self.settings.router {
                     source = .cluster(try router.attach(scope, credit: Int(credit), in: project))
@@ -325,9 +325,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
                         in: try RequestExecutor.project(project)
                     ))
                 }
-                self.attachment = (source, exchange.id)
+                self.attachment = (source, exchange.id, grouped)
                 self.state.attached(credit: credit)
-                self.reply(exchange, .done(.attach), context: context)
+                self.reply(exchange, .done(grouped ? .attachGrouped : .attach), context: context)
                 self.pumpDeliveries(context: context)
             } catch {
                 self.reply(exchange, .error(error), context: context)
@@ -533,7 +533,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Writes what the consumer has been handed, a batch per turn of the loop while the socket
     /// takes it; when nothing is left, asks the consumer to call back when more arrives.
     private func pumpDeliveries(context: ChannelHandlerContext) {
-        guard let (source, attachID) = self.attachment, !self.pumpScheduled, !self.isClosing else { return }
+        guard let (source, attachID, grouped) = self.attachment, !self.pumpScheduled, !self.isClosing else { return }
         guard context.channel.isWritable else { return }  // resumed by `channelWritabilityChanged`
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let ready: @Sendable () -> Void = {
@@ -544,8 +544,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
             }
         }
         let count = switch source {
-        case .engine(let consumer): self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready).deliveries, attachID: attachID, context: context)
-        case .cluster(let consumer): self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready), attachID: attachID, context: context)
+        case .engine(let consumer):
+            self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready).deliveries, attachID: attachID, grouped: grouped, context: context)
+        case .cluster(let consumer):
+            self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready), attachID: attachID, grouped: grouped, context: context)
         }
         guard count > 0 else {
             self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
@@ -559,8 +561,15 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Writes a DELIVERY frame for each of `deliveries`, of the attachment `attachID`; how many.
-    private func write(_ deliveries: [some DeliveryFrameFields], attachID: UInt32, context: ChannelHandlerContext) -> Int {
+    /// Writes `deliveries` for the attachment `attachID`, as DELIVERIES frames when it is
+    /// `grouped` and otherwise a DELIVERY frame each; how many.
+    private func write(_ deliveries: [some DeliveryFrameFields], attachID: UInt32, grouped: Bool, context: ChannelHandlerContext) -> Int {
+        if grouped {
+            self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) in
+                output.writeDeliveriesFrames(attachID: attachID, deliveries, maximumPayloadSize: maximum)
+            }
+            return deliveries.count
+        }
         for delivery in deliveries {
             self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
                 try output.writeDeliveryFrame(

@@ -14,8 +14,9 @@ struct ConnectionState {
         case fail(ServerMessage)
         /// Authorised: apply it to the engine, answer once durable.
         case perform(ClientRequest)
-        /// Attach a consumer with this credit, answer, start streaming; then call `attached`.
-        case attach(project: String, scope: AttachScope, credit: Int)
+        /// Attach a consumer with this credit, answer, start streaming (DELIVERIES frames when
+        /// `grouped`); then call `attached`.
+        case attach(project: String, scope: AttachScope, credit: Int, grouped: Bool = false)
         /// Raise the consumer's credit; on success call `granted`.
         case grant(Int)
         /// Acknowledge through the engine, answer once durable.
@@ -163,14 +164,14 @@ struct ConnectionState {
     /// The actions of the attachment and of SNAPSHOT; nil for an engine request.
     private mutating func consumerAction(_ request: ClientRequest) -> Action? {
         switch request {
-        case .attach(let project, let scope, let credit):
+        case .attach(let project, let scope, let credit, let grouped):
             guard self.attachedCredit == nil else {
                 return .reply(.error(FanoutError(.failedPrecondition, "the connection has an attachment already")))
             }
             guard credit >= 1, Int(credit) <= self.maximumCredit else {
                 return .reply(.error(FanoutError(.invalidArgument, "credit must be in 1...\(self.maximumCredit)", field: "credit")))
             }
-            return .attach(project: project, scope: scope, credit: Int(credit))
+            return .attach(project: project, scope: scope, credit: Int(credit), grouped: grouped)
         case .grant(let credit):
             guard let held = self.attachedCredit else {
                 return .reply(.error(FanoutError(.failedPrecondition, "GRANT needs an attachment")))

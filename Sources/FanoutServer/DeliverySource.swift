@@ -23,19 +23,4 @@ enum DeliverySource {
     }
 }
 
-/// What a DELIVERY frame is written from: the engine's delivery, or one a cluster node received
-/// from the shard's owner.
-protocol DeliveryFrameFields {
-    var id: DeliveryID { get }
-    var fid: FID { get }
-    var token: RegistrationToken? { get }
-    var apnsToken: APNsDeviceToken? { get }
-    var platform: Platform { get }
-    var expiry: Timestamp { get }
-    var isDeletedMessagesMarker: Bool { get }
-    var headers: [DeliveryHeader] { get }
-    var payload: [UInt8] { get }
-}
-
 extension Delivery: DeliveryFrameFields {}
-extension WireDelivery: DeliveryFrameFields {}

@@ -56,7 +56,7 @@ enum DeviceScope {
         case .signOut(_, let user, let registration):
             guard isOwn(registration) else { throw denied("registration") }
             guard isOwnUser(user) else { throw denied("user") }
-        case .attach(_, let scope, _):
+        case .attach(_, let scope, _, _):
             guard case .installations(let registrations) = scope, !registrations.isEmpty, registrations.allSatisfy(isOwn) else {
                 throw denied("scope")
             }

@@ -45,7 +45,7 @@ enum Permissions {
         .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .setLegacyInstanceIDs,
         .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience,
         .send, .pending, .expireDeliveries, .stats,
-        .attach, .grant, .acknowledge, .detach,
+        .attach, .attachGrouped, .grant, .acknowledge, .detach,
     ]
 
     /// Sends, audiences and reads that change nothing.
@@ -55,13 +55,13 @@ enum Permissions {
     ]
 
     /// A delivery worker's stream.
-    private static let consumer: Set<Opcode> = [.ping, .jwks, .attach, .grant, .acknowledge, .detach]
+    private static let consumer: Set<Opcode> = [.ping, .jwks, .attach, .attachGrouped, .grant, .acknowledge, .detach]
 
     /// What an installation may do to itself (its auth token's connection).
     private static let device: Set<Opcode> = [
         .ping, .jwks, .refreshToken, .touch, .getInstallation, .deleteInstallation, .setAPNsToken,
         .signOut, .getUser, .subscribe, .unsubscribe, .topicsOf, .pending,
-        .attach, .grant, .acknowledge, .detach,
+        .attach, .attachGrouped, .grant, .acknowledge, .detach,
     ]
 
     /// An app's key: REGISTER, and only with the credentials option for a new installation

@@ -66,6 +66,24 @@ public struct WireSamples {
         )
     }
 
+    /// What a DELIVERIES frame carries: up to four groups of up to four deliveries, each group's
+    /// deliveries sharing an envelope (sequence, platform, expiry, marker, headers, payload).
+    public mutating func deliveryGroups() -> [WireDelivery] {
+        var deliveries: [WireDelivery] = []
+        for _ in 0..<self.int(0...4) {
+            var envelope = self.delivery()
+            envelope.isInFlight = false
+            for _ in 0..<self.int(1...4) {
+                var delivery = self.delivery()
+                delivery.id.messageSequence = envelope.id.messageSequence
+                (delivery.platform, delivery.expiry, delivery.isInFlight) = (envelope.platform, envelope.expiry, false)
+                (delivery.isDeletedMessagesMarker, delivery.headers, delivery.payload) = (envelope.isDeletedMessagesMarker, envelope.headers, envelope.payload)
+                deliveries.append(delivery)
+            }
+        }
+        return deliveries
+    }
+
     public mutating func platformReport() -> PlatformSendReport {
         var report = PlatformSendReport(platform: self.platform(), renderedBytes: self.int(0...5000), limit: self.bool() ? 4096 : nil)
         report.audience = self.int(0...1_000_000)
@@ -131,7 +149,9 @@ public struct WireSamples {
         case 25: return .expireDeliveries(project: project)
         case 26: return .stats(project: project)
         case 27:
-            return .attach(project: project, scope: self.bool() ? .platform(self.platform()) : .installations(self.strings()), credit: self.u32())
+            return .attach(
+                project: project, scope: self.bool() ? .platform(self.platform()) : .installations(self.strings()), credit: self.u32(), grouped: self.bool()
+            )
         case 28: return .grant(credit: self.u32())
         case 29: return .acknowledge((0..<self.int(0...5)).map { _ in DeliveryID(messageSequence: self.u64(), slot: self.u32()) })
         case 30: return .snapshot
@@ -158,7 +178,7 @@ public struct WireSamples {
                 maximumInFlight: self.u32(), projects: self.strings()
             ))
         case 1: return .pong
-        case 2: return .done([.createProject, .deleteProject, .attach, .grant, .detach][self.int(0...4)])
+        case 2: return .done([.createProject, .deleteProject, .attach, .attachGrouped, .grant, .detach][self.int(0...5)])
         case 3: return .names([.listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot][self.int(0...3)], self.strings())
         case 4:
             let result = RegistrationResult(installation: self.installation(), fidWasAssigned: self.bool(), isExisting: self.bool())
@@ -209,6 +229,7 @@ public struct WireSamples {
         case 19:
             return .credentials(InstallationCredentials(fid: self.string(), refreshToken: self.string(), authToken: AuthToken(token: self.string(), expiresAt: self.timestamp())))
         case 20: return .authToken(AuthToken(token: self.string(), expiresAt: self.timestamp()))
+        case 21: return .deliveries(self.deliveryGroups())
         default:
             return .error(self.error())
         }

@@ -41,6 +41,18 @@ package final class BatchQueue<Element: Sendable>: Sendable {
         consumer?.resume()
     }
 
+    /// Queues the elements in order (with one lock and at most one wake-up), unless the queue has
+    /// ended.
+    package func append(contentsOf elements: [Element]) {
+        let consumer = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.end == nil else { return nil }
+            state.buffer.append(contentsOf: elements)
+            defer { state.consumer = nil }
+            return state.consumer
+        }
+        consumer?.resume()
+    }
+
     /// Queues the element, then waits while `limit` or more are queued, until the consumer takes
     /// them or the queue ends. One producer at a time.
     package func appendWaitingForRoom(_ element: Element) async {

@@ -59,7 +59,9 @@ public enum ClientRequest: WireMessage {
     case pending(project: String, registration: String)
     case expireDeliveries(project: String)
     case stats(project: String)
-    case attach(project: String, scope: AttachScope, credit: UInt32)
+    /// `grouped`: ATTACH_GROUPED, whose stream comes as DELIVERIES frames (one message's envelope
+    /// for many recipients) instead of one DELIVERY frame per delivery.
+    case attach(project: String, scope: AttachScope, credit: UInt32, grouped: Bool = false)
     case grant(credit: UInt32)
     case acknowledge([DeliveryID])
     case detach
@@ -108,7 +110,7 @@ public enum ClientRequest: WireMessage {
         case .pending: return .pending
         case .expireDeliveries: return .expireDeliveries
         case .stats: return .stats
-        case .attach: return .attach
+        case .attach(_, _, _, let grouped): return grouped ? .attachGrouped : .attach
         case .grant: return .grant
         case .acknowledge: return .acknowledge
         case .detach: return .detach
@@ -131,7 +133,7 @@ public enum ClientRequest: WireMessage {
             .subscribe(let project, _, _), .unsubscribe(let project, _, _), .topicsOf(let project, _),
             .listTopics(let project, _, _), .subscriberCount(let project, _), .audience(let project, _), .send(let project, _, _),
             .pending(let project, _), .expireDeliveries(let project), .stats(let project),
-            .attach(let project, _, _):
+            .attach(let project, _, _, _):
             return project
         }
     }
@@ -225,7 +227,7 @@ public enum ClientRequest: WireMessage {
         case .send(_, let body, let skipStale):
             buffer.writeInteger(skipStale ? 1 : 0, as: UInt8.self)
             try buffer.writeWireBytes(body, field: "body")
-        case .attach(_, let scope, let credit):
+        case .attach(_, let scope, let credit, _):
             switch scope {
             case .platform(let platform):
                 buffer.writeInteger(1, as: UInt8.self)
@@ -298,7 +300,7 @@ public enum ClientRequest: WireMessage {
             .issueCredentials, .generateAuthToken, .getInstallation, .deleteInstallation,
             .staleInstallations, .pruneExpired, .installationCount, .bindDevice, .signOut, .linkUser, .getUser,
             .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .setLegacyInstanceIDs, .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience, .send,
-            .pending, .expireDeliveries, .stats, .attach:
+            .pending, .expireDeliveries, .stats, .attach, .attachGrouped:
             project = try reader.string("project")
         default:
             throw reader.error("unknown opcode")
@@ -373,14 +375,14 @@ public enum ClientRequest: WireMessage {
         case .pending: return .pending(project: project, registration: try reader.string("registration"))
         case .expireDeliveries: return .expireDeliveries(project: project)
         case .stats: return .stats(project: project)
-        default:  // .attach
+        default:  // .attach, .attachGrouped
             let scope: AttachScope
             switch try reader.u8("scope") {
             case 1: scope = .platform(try reader.platform("platform"))
             case 2: scope = .installations(try reader.strings("registrations"))
             case let other: throw reader.error("scope \(other) is unknown")
             }
-            return .attach(project: project, scope: scope, credit: try reader.u32("credit"))
+            return .attach(project: project, scope: scope, credit: try reader.u32("credit"), grouped: opcode == .attachGrouped)
         }
     }
 }

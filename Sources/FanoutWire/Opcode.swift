@@ -50,8 +50,10 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let grant = Opcode(rawValue: 0x61)
     public static let acknowledge = Opcode(rawValue: 0x62)
     public static let detach = Opcode(rawValue: 0x63)
+    public static let attachGrouped = Opcode(rawValue: 0x64)
 
     public static let delivery = Opcode(rawValue: 0xF0)
+    public static let deliveries = Opcode(rawValue: 0xF1)
     public static let goAway = Opcode(rawValue: 0xFE)
     public static let error = Opcode(rawValue: 0xFF)
 
@@ -68,8 +70,8 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         0x34: "CLEAN_UP_ANONYMOUS", 0x35: "LIST_USERS", 0x36: "SET_ANONYMOUS_CLEANUP", 0x37: "SET_LEGACY_INSTANCE_IDS",
         0x40: "SUBSCRIBE", 0x41: "UNSUBSCRIBE", 0x42: "TOPICS_OF", 0x43: "LIST_TOPICS", 0x44: "SUBSCRIBER_COUNT", 0x45: "AUDIENCE",
         0x50: "SEND", 0x51: "PENDING", 0x52: "EXPIRE_DELIVERIES", 0x53: "STATS",
-        0x60: "ATTACH", 0x61: "GRANT", 0x62: "ACK", 0x63: "DETACH",
-        0xF0: "DELIVERY", 0xFE: "GOAWAY", 0xFF: "ERROR",
+        0x60: "ATTACH", 0x61: "GRANT", 0x62: "ACK", 0x63: "DETACH", 0x64: "ATTACH_GROUPED",
+        0xF0: "DELIVERY", 0xF1: "DELIVERIES", 0xFE: "GOAWAY", 0xFF: "ERROR",
     ]
 
     /// Whether a client may send it.

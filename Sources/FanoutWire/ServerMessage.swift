@@ -38,6 +38,10 @@ public enum ServerMessage: WireMessage {
     case pending([WireDelivery])
     case stats(ProjectStatistics)
     case delivery(WireDelivery)
+    /// A DELIVERIES frame of an ATTACH_GROUPED stream, its groups expanded (the deliveries of a
+    /// group share their headers and payload arrays). Encoding groups consecutive deliveries with
+    /// equal envelopes; an in-flight flag is not carried (it is always false on a stream).
+    case deliveries([WireDelivery])
     case goAway(FanoutError.Code, String)
     case error(FanoutError)
 
@@ -60,6 +64,7 @@ public enum ServerMessage: WireMessage {
         case .credentials: return Opcode.issueCredentials.reply
         case .authToken: return Opcode.generateAuthToken.reply
         case .delivery: return .delivery
+        case .deliveries: return .deliveries
         case .goAway: return .goAway
         case .error: return .error
         }
@@ -74,7 +79,7 @@ public enum ServerMessage: WireMessage {
             switch request {
             case .hello: self = .welcome
             case .ping: self = .pong
-            case .createProject, .deleteProject, .setLegacyInstanceIDs, .attach, .grant, .detach: self = .done
+            case .createProject, .deleteProject, .setLegacyInstanceIDs, .attach, .attachGrouped, .grant, .detach: self = .done
             case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot, .jwks, .rotateSigningKey: self = .names
             case .register: self = .registered
             case .registerBatch: self = .registeredBatch
@@ -187,6 +192,8 @@ public enum ServerMessage: WireMessage {
             buffer.writeMultipleIntegers(c.accepted, c.refusedOverPendingLimit, c.handshakeTimeouts, c.authenticationFailures, c.delayedAuthentications)
         case .delivery(let delivery):
             try buffer.writeWireDelivery(delivery)
+        case .deliveries(let deliveries):
+            try buffer.writeWireDeliveryGroups(deliveries)
         case .goAway(let code, let reason):
             buffer.writeInteger(code.wireValue)
             try buffer.writeWireString(reason, field: "reason")
@@ -207,6 +214,8 @@ public enum ServerMessage: WireMessage {
         switch opcode {
         case .delivery:
             return .delivery(try reader.delivery("delivery"))
+        case .deliveries:
+            return .deliveries(try reader.deliveryGroups("groups"))
         case .goAway:
             return .goAway(FanoutError.Code(wireValue: try reader.u8("status")), try reader.string("reason"))
         case .error:

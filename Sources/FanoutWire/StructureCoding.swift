@@ -47,6 +47,43 @@ extension ByteBuffer {
         try self.writeWireBytes(payload, field: "payload")
     }
 
+    /// DELIVERIES' payload: runs of consecutive deliveries with equal envelopes (and equal headers
+    /// and payloads) as groups. `writeDeliveriesFrames` writes the same bytes for deliveries in
+    /// its grouped order.
+    mutating func writeWireDeliveryGroups(_ deliveries: [WireDelivery]) throws(ProtocolError) {
+        var runs: [Range<Int>] = []
+        var start = 0
+        for index in deliveries.indices.dropFirst() {
+            let (a, b) = (deliveries[index - 1], deliveries[index])
+            if DeliveryEnvelope(of: a) != DeliveryEnvelope(of: b) || a.headers != b.headers || a.payload != b.payload {
+                runs.append(start..<index)
+                start = index
+            }
+        }
+        if !deliveries.isEmpty { runs.append(start..<deliveries.count) }
+        try self.writeWireCount(runs.count, field: "groups")
+        for run in runs {
+            let head = deliveries[run.lowerBound]
+            self.writeInteger(head.id.messageSequence)
+            self.writeInteger(head.platform.code)
+            self.writeWireTimestamp(head.expiry)
+            self.writeWireBool(head.isDeletedMessagesMarker)
+            try self.writeWireCount(head.headers.count, field: "headers")
+            for header in head.headers {
+                try self.writeWireString(header.name, field: "headers")
+                try self.writeWireString(header.value, field: "headers")
+            }
+            try self.writeWireBytes(head.payload, field: "payload")
+            try self.writeWireCount(run.count, field: "recipients")
+            for delivery in deliveries[run] {
+                self.writeInteger(delivery.id.slot)
+                self.writeWireFID(delivery.fid)
+                try self.writeWireOptionalString(delivery.token?.value, field: "token")
+                try self.writeWireOptionalString(delivery.apnsToken?.hex, field: "apnsToken")
+            }
+        }
+    }
+
     mutating func writeWireItemResults(_ results: [BatchItemResult]) throws(ProtocolError) {
         try self.writeWireCount(results.count, field: "results")
         for result in results { self.writeInteger(result.wireValue) }
@@ -173,11 +210,49 @@ extension PayloadReader {
             expiry: try self.timestamp(field() + ".expiry"),
             isInFlight: try self.bool(field() + ".in flight"),
             isDeletedMessagesMarker: try self.bool(field() + ".marker"),
-            headers: try self.list(field() + ".headers", minimumElementSize: 4) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
-                DeliveryHeader(name: try reader.string(name() + ".name"), value: try reader.string(name() + ".value"))
-            },
+            headers: try self.deliveryHeaders(field() + ".headers"),
             payload: try self.bytes(field() + ".payload")
         )
+    }
+
+    mutating func deliveryHeaders(_ field: String) throws(ProtocolError) -> [DeliveryHeader] {
+        try self.list(field, minimumElementSize: 4) { (reader: inout PayloadReader, name: () -> String) throws(ProtocolError) in
+            DeliveryHeader(name: try reader.string(name() + ".name"), value: try reader.string(name() + ".value"))
+        }
+    }
+
+    /// DELIVERIES' `list<group>`, expanded into its deliveries in order; a group's deliveries
+    /// share its headers and payload.
+    mutating func deliveryGroups(_ field: String) throws(ProtocolError) -> [WireDelivery] {
+        let groups = try self.count(field, minimumElementSize: 30)
+        var deliveries: [WireDelivery] = []
+        for group in 0..<groups {
+            let name = "\(field)[\(group)]"
+            let sequence = try self.u64(name + ".sequence")
+            let platform = try self.platform(name + ".platform")
+            let expiry = try self.timestamp(name + ".expiry")
+            let isMarker = try self.bool(name + ".marker")
+            let headers = try self.deliveryHeaders(name + ".headers")
+            let payload = try self.bytes(name + ".payload")
+            let recipients = try self.count(name + ".recipients", minimumElementSize: 8)
+            deliveries.reserveCapacity(deliveries.count + recipients)
+            for recipient in 0..<recipients {
+                let slot = try self.u32("\(name).recipients[\(recipient)].slot")
+                deliveries.append(WireDelivery(
+                    id: DeliveryID(messageSequence: sequence, slot: slot),
+                    fid: try self.fid("\(name).recipients[\(recipient)].fid"),
+                    token: try self.optionalModel("\(name).recipients[\(recipient)].token", RegistrationToken.init),
+                    apnsToken: try self.optionalModel("\(name).recipients[\(recipient)].apnsToken", APNsDeviceToken.init),
+                    platform: platform,
+                    expiry: expiry,
+                    isInFlight: false,
+                    isDeletedMessagesMarker: isMarker,
+                    headers: headers,
+                    payload: payload
+                ))
+            }
+        }
+        return deliveries
     }
 
     mutating func itemResults(_ field: @autoclosure () -> String) throws(ProtocolError) -> [BatchItemResult] {

@@ -96,19 +96,12 @@ extension ByteBuffer {
         payload: [UInt8],
         maximumPayloadSize: Int
     ) throws(ProtocolError) {
-        func stringSize(_ string: String, _ field: String) throws(ProtocolError) -> Int {
-            let count = string.utf8.count
-            guard count <= Int(UInt16.max) else {
-                throw ProtocolError(.invalidArgument, "\(field) is \(count) bytes; at most \(UInt16.max) can be sent")
-            }
-            return 2 + count
-        }
         // id, FID, the two optionals' tags, platform, expiry, two bools, the header count, the payload's length.
         var length = 12 + (2 + fid.utf8Count) + 2 + 1 + 8 + 2 + 4 + 4 + payload.count
-        if let token { length += try stringSize(token, "token") }
-        if let apnsToken { length += try stringSize(apnsToken, "apnsToken") }
+        if let token { length += try Self.wireStringSize(token, "token") }
+        if let apnsToken { length += try Self.wireStringSize(apnsToken, "apnsToken") }
         for header in headers {
-            length += try stringSize(header.name, "headers") + stringSize(header.value, "headers")
+            length += try Self.wireStringSize(header.name, "headers") + Self.wireStringSize(header.value, "headers")
         }
         guard length <= maximumPayloadSize else {
             throw ProtocolError(.resourceExhausted, "a \(Opcode.delivery) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: attachID)
@@ -141,43 +134,5 @@ extension ByteBuffer {
             payload.withUnsafeBufferPointer { out.bytes($0) }
             return out.offset
         }
-    }
-}
-
-/// Big-endian writes into memory sized beforehand (`writeDeliveryFrame`).
-private struct RawWriter {
-    let raw: UnsafeMutableRawBufferPointer
-    var offset = 0
-
-    init(_ raw: UnsafeMutableRawBufferPointer) {
-        self.raw = raw
-    }
-
-    mutating func integer<Value: FixedWidthInteger>(_ value: Value) {
-        assert(self.offset + MemoryLayout<Value>.size <= self.raw.count, "the frame was sized too small")
-        self.raw.storeBytes(of: value.bigEndian, toByteOffset: self.offset, as: Value.self)
-        self.offset += MemoryLayout<Value>.size
-    }
-
-    mutating func bytes(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        assert(self.offset + bytes.count <= self.raw.count, "the frame was sized too small")
-        (self.raw.baseAddress! + self.offset).copyMemory(from: base, byteCount: bytes.count)
-        self.offset += bytes.count
-    }
-
-    /// `string`: a `u16` length (checked by the caller), then the UTF-8.
-    mutating func string(_ string: String) {
-        var string = string
-        string.withUTF8 { utf8 in
-            self.integer(UInt16(utf8.count))
-            self.bytes(utf8)
-        }
-    }
-
-    mutating func optionalString(_ string: String?) {
-        guard let string else { return self.integer(UInt8(0)) }
-        self.integer(UInt8(1))
-        self.string(string)
     }
 }

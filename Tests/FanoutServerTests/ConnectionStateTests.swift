@@ -106,7 +106,7 @@ struct ConnectionStateTests {
     /// says GOAWAY (after the replies), and nothing is received after.
     @Test func theInputEndingEndsTheConnection() {
         var attached = Self.connected(Self.consumerSecret, as: .consumer)
-        guard case .attach(_, _, let credit) = attached.receive(.attach(project: "default", scope: .platform(.android), credit: 10)) else {
+        guard case .attach(_, _, let credit, _) = attached.receive(.attach(project: "default", scope: .platform(.android), credit: 10)) else {
             Issue.record("attach")
             return
         }

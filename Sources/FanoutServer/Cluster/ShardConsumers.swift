@@ -121,7 +121,7 @@ final class ShardConsumers: Sendable {
 
     /// On `loop`.
     private func perform(_ request: ClientRequest, for id: String, shard: Int, respond: @escaping @Sendable (ServerMessage) -> Void) {
-        if case .attach(let project, let scope, let credit) = request {
+        if case .attach(let project, let scope, let credit, _) = request {
             let served = self.node.served(shard)
             guard served.isOwner else { return respond(.error(ShardRequests.notOwnedHere(shard))) }
             do throws(FanoutError) {

@@ -1,0 +1,228 @@
+package import FanoutModel
+package import NIOCore
+
+/// What DELIVERY and DELIVERIES frames are written from: the engine's delivery, or one a cluster
+/// node received from the shard's owner.
+package protocol DeliveryFrameFields {
+    var id: DeliveryID { get }
+    var fid: FID { get }
+    var token: RegistrationToken? { get }
+    var apnsToken: APNsDeviceToken? { get }
+    var platform: Platform { get }
+    var expiry: Timestamp { get }
+    var isDeletedMessagesMarker: Bool { get }
+    var headers: [DeliveryHeader] { get }
+    var payload: [UInt8] { get }
+}
+
+extension WireDelivery: DeliveryFrameFields {}
+
+/// What the deliveries of one group of a DELIVERIES frame share: one message (or one "deleted
+/// messages" marker) rendered for one platform. Deliveries with equal envelopes have equal headers
+/// and payloads: a sequence names one message of the project, rendered once per platform.
+package struct DeliveryEnvelope: Hashable {
+    var sequence: UInt64
+    var platform: Platform
+    var expiry: Timestamp
+    var isDeletedMessagesMarker: Bool
+
+    init(of delivery: some DeliveryFrameFields) {
+        self.sequence = delivery.id.messageSequence
+        self.platform = delivery.platform
+        self.expiry = delivery.expiry
+        self.isDeletedMessagesMarker = delivery.isDeletedMessagesMarker
+    }
+}
+
+/// The deliveries of one poll grouped by envelope: `order` lists their indices group after group
+/// (the groups in the order of their first delivery, each group's deliveries in their own order),
+/// and `groups` are the ranges of `order` that make each group.
+struct DeliveryGrouping {
+    var order: [Int]
+    var groups: [Range<Int>]
+
+    init(_ deliveries: [some DeliveryFrameFields]) {
+        var envelopes: [DeliveryEnvelope] = []
+        var counts: [Int] = []
+        var groupOf = [Int](repeating: 0, count: deliveries.count)
+        var known: [DeliveryEnvelope: Int] = [:]
+        var last = -1
+        for index in deliveries.indices {
+            let envelope = DeliveryEnvelope(of: deliveries[index])
+            let group: Int
+            if last >= 0, envelopes[last] == envelope {
+                group = last  // the common case: a send's deliveries one after the other
+            } else if let found = known[envelope] {
+                group = found
+            } else {
+                group = envelopes.count
+                envelopes.append(envelope)
+                counts.append(0)
+                known[envelope] = group
+            }
+            groupOf[index] = group
+            counts[group] += 1
+            last = group
+        }
+        var groups: [Range<Int>] = []
+        groups.reserveCapacity(counts.count)
+        var start = 0
+        for count in counts {
+            groups.append(start..<(start + count))
+            start += count
+        }
+        var next = groups.map(\.lowerBound)
+        var order = [Int](repeating: 0, count: deliveries.count)
+        for index in deliveries.indices {
+            order[next[groupOf[index]]] = index
+            next[groupOf[index]] += 1
+        }
+        self.order = order
+        self.groups = groups
+    }
+}
+
+extension ByteBuffer {
+    /// Appends DELIVERIES frames carrying `deliveries` (the server's hot path for ATTACH_GROUPED):
+    /// grouped by envelope, each group's envelope (sequence, platform, expiry, marker, headers,
+    /// payload) written once and then its recipients; as many frames as the maximum frame size
+    /// needs, a group that does not fit continuing in the next frame under its envelope again.
+    /// Each frame is sized first and written whole. A delivery that cannot be sent (with its
+    /// envelope over the maximum frame size, or a string over 65535 bytes) gets an ERROR frame
+    /// with the attachment's request id instead, as on a DELIVERY stream.
+    package mutating func writeDeliveriesFrames<Delivery: DeliveryFrameFields>(
+        attachID: UInt32,
+        _ deliveries: [Delivery],
+        maximumPayloadSize: Int
+    ) {
+        guard !deliveries.isEmpty else { return }
+        let grouping = DeliveryGrouping(deliveries)
+        // The frame being planned: for each of its groups, the delivery whose envelope it writes
+        // and the deliveries it carries.
+        var pieces: [(head: Int, recipients: [Int])] = []
+        var length = 4  // the group count
+        for group in grouping.groups {
+            let head = grouping.order[group.lowerBound]
+            let envelopeSize: Int
+            do throws(ProtocolError) {
+                envelopeSize = try Self.envelopeSize(headers: deliveries[head].headers, payload: deliveries[head].payload)
+            } catch {
+                for _ in group { self.writeDeliveryError(error, attachID: attachID, maximumPayloadSize: maximumPayloadSize) }
+                continue
+            }
+            var isOpen = false  // this group has a piece in the frame being planned
+            for position in group {
+                let index = grouping.order[position]
+                let recipientSize: Int
+                do throws(ProtocolError) {
+                    recipientSize = try Self.recipientSize(deliveries[index])
+                    guard 4 + envelopeSize + recipientSize <= maximumPayloadSize else {
+                        throw ProtocolError(
+                            .resourceExhausted,
+                            "a \(Opcode.deliveries) frame of \(4 + envelopeSize + recipientSize) bytes is over the maximum frame size \(maximumPayloadSize)",
+                            requestID: attachID
+                        )
+                    }
+                } catch {
+                    self.writeDeliveryError(error, attachID: attachID, maximumPayloadSize: maximumPayloadSize)
+                    continue
+                }
+                if length + (isOpen ? 0 : envelopeSize) + recipientSize > maximumPayloadSize {
+                    self.writeDeliveriesFrame(attachID: attachID, pieces, of: deliveries, length: length)
+                    pieces.removeAll(keepingCapacity: true)
+                    length = 4
+                    isOpen = false
+                }
+                if isOpen {
+                    pieces[pieces.count - 1].recipients.append(index)
+                } else {
+                    pieces.append((head, [index]))
+                    length += envelopeSize
+                    isOpen = true
+                }
+                length += recipientSize
+            }
+        }
+        if !pieces.isEmpty {
+            self.writeDeliveriesFrame(attachID: attachID, pieces, of: deliveries, length: length)
+        }
+    }
+
+    /// One DELIVERIES frame of `length` payload bytes, planned by `writeDeliveriesFrames`.
+    private mutating func writeDeliveriesFrame<Delivery: DeliveryFrameFields>(
+        attachID: UInt32,
+        _ pieces: [(head: Int, recipients: [Int])],
+        of deliveries: [Delivery],
+        length: Int
+    ) {
+        self.writeWithUnsafeMutableBytes(minimumWritableBytes: FrameHeader.size + length) { raw in
+            var out = RawWriter(raw)
+            out.integer(FrameHeader.currentVersion)
+            out.integer(Opcode.deliveries.rawValue)
+            out.integer(UInt16(0))
+            out.integer(attachID)
+            out.integer(UInt32(length))
+            out.integer(UInt32(pieces.count))
+            for piece in pieces {
+                let head = deliveries[piece.head]
+                out.integer(head.id.messageSequence)
+                out.integer(head.platform.code)
+                out.integer(head.expiry.millisecondsSinceEpoch)
+                out.integer(UInt8(head.isDeletedMessagesMarker ? 1 : 0))
+                let headers = head.headers
+                out.integer(UInt32(headers.count))
+                for header in headers {
+                    out.string(header.name)
+                    out.string(header.value)
+                }
+                let payload = head.payload
+                out.integer(UInt32(payload.count))
+                payload.withUnsafeBufferPointer { out.bytes($0) }
+                out.integer(UInt32(piece.recipients.count))
+                for index in piece.recipients {
+                    let delivery = deliveries[index]
+                    out.integer(delivery.id.slot)
+                    delivery.fid.withUTF8 { bytes in
+                        out.integer(UInt16(bytes.count))
+                        out.bytes(bytes)
+                    }
+                    out.optionalString(delivery.token?.value)
+                    out.optionalString(delivery.apnsToken?.hex)
+                }
+            }
+            assert(out.offset == FrameHeader.size + length, "the frame was sized wrong")
+            return out.offset
+        }
+    }
+
+    private mutating func writeDeliveryError(_ error: ProtocolError, attachID: UInt32, maximumPayloadSize: Int) {
+        try? ServerFrame(requestID: attachID, message: .error(error.fanoutError)).encode(into: &self, maximumPayloadSize: maximumPayloadSize)
+    }
+
+    /// A group's bytes before its recipients: sequence, platform, expiry, marker, headers,
+    /// payload, and the recipient count.
+    private static func envelopeSize(headers: [DeliveryHeader], payload: [UInt8]) throws(ProtocolError) -> Int {
+        var size = 8 + 1 + 8 + 1 + 4 + 4 + payload.count + 4
+        for header in headers {
+            size += try Self.wireStringSize(header.name, "headers") + Self.wireStringSize(header.value, "headers")
+        }
+        return size
+    }
+
+    /// A recipient's bytes: slot, FID, token, APNs token.
+    private static func recipientSize(_ delivery: some DeliveryFrameFields) throws(ProtocolError) -> Int {
+        var size = 4 + 2 + delivery.fid.utf8Count + 1 + 1
+        if let token = delivery.token { size += try Self.wireStringSize(token.value, "token") }
+        if let apnsToken = delivery.apnsToken { size += try Self.wireStringSize(apnsToken.hex, "apnsToken") }
+        return size
+    }
+
+    /// A `string`'s size on the wire (its `u16` length and its UTF-8).
+    static func wireStringSize(_ string: String, _ field: String) throws(ProtocolError) -> Int {
+        let count = string.utf8.count
+        guard count <= Int(UInt16.max) else {
+            throw ProtocolError(.invalidArgument, "\(field) is \(count) bytes; at most \(UInt16.max) can be sent")
+        }
+        return 2 + count
+    }
+}
