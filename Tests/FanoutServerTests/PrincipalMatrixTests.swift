@@ -96,6 +96,7 @@ struct PrincipalMatrixTests {
             case .expireDeliveries: request = .expireDeliveries(project: p)
             case .stats: request = .stats(project: p)
             case .attach: request = .attach(project: p, scope: .installations([fid]), credit: 10)
+            case .attachGrouped: request = .attach(project: p, scope: .installations([fid]), credit: 10, grouped: true)
             case .grant: request = .grant(credit: 1)
             case .acknowledge: request = .acknowledge([])
             case .detach: request = .detach

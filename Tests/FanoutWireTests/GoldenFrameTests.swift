@@ -37,6 +37,13 @@ struct GoldenFrameTests {
             ],
             payload: Array(#"{"aps":{"content-available":1},"k":"v"}"#.utf8)
         ))))),
+        ("deliveries", .server(ServerFrame(requestID: 6, message: .deliveries(["cAECAwQFBgcICQoLDA0ODx", "dAECAwQFBgcICQoLDA0ODx"].enumerated().map { slot, fid in
+            WireDelivery(
+                id: DeliveryID(messageSequence: 2, slot: UInt32(slot)), fid: FID(fid)!, token: RegistrationToken("token-\(slot + 1)"), platform: .android,
+                expiry: Timestamp(millisecondsSinceEpoch: 1_767_225_600_000), isInFlight: false, isDeletedMessagesMarker: false,
+                payload: Array(#"{"data":{"k":"v"}}"#.utf8)
+            )
+        })))),
         ("error", .server(ServerFrame(requestID: 4, message: .error(FanoutError(.permissionDenied, "the key does not cover this project", field: "project"))))),
     ]
 
