@@ -198,7 +198,7 @@ extension ProjectState {
         var index = self.deliveries.mailboxes.first(in: slot)
         while index != MailboxTable.none {
             let node = self.deliveries.mailboxes.node(index)
-            if !node.isInFlight && self.deliveries.entries[Int(node.entry)]!.expiry[platform] > now.millisecondsSinceEpoch {
+            if !node.isInFlight && self.deliveries.facts[Int(node.entry)].expiry[platform] > now.millisecondsSinceEpoch {
                 guard self.deliveries.consumers.byID[id]!.hasRoom else { return true }
                 self.handOut(index, in: slot, platform: platform, to: id, entry: node.entry)
             }

@@ -254,7 +254,7 @@ extension ProjectState {
         var index = self.deliveries.mailboxes.first(in: slot)
         while index != MailboxTable.none {
             let node = self.deliveries.mailboxes.node(index)
-            if !node.isMarker && self.deliveries.entries[Int(node.entry)]!.countsTowardPendingLimit(on: platform) {
+            if !node.isMarker && self.deliveries.facts[Int(node.entry)].countsTowardPendingLimit[platform] {
                 self.unlink(index, after: previous, in: slot, platform: platform)
                 dropped += 1
             } else {
@@ -271,7 +271,7 @@ extension ProjectState {
         self.deliveries.mailboxes.remove(index, after: previous, in: slot)
         if node.isMarker {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasMarker, false, slot)
-        } else if self.deliveries.entries[Int(node.entry)]!.countsTowardPendingLimit(on: platform) {
+        } else if self.deliveries.facts[Int(node.entry)].countsTowardPendingLimit[platform] {
             self.deliveries.mailboxes.adjustCounted(slot, by: -1)
         }
         self.deliveries.release(node.entry)
@@ -292,6 +292,6 @@ extension ProjectState {
         // markers had ids of their own acknowledged them; a marker's id matches only the marker.
         let isMarker = id.isDeletedMessagesMarker
         let sequence = id.messageSequence & ~DeliveryID.markerBit
-        return self.deliveries.mailboxes.first(in: id.slot) { ($0.isMarker || !isMarker) && self.deliveries.entries[Int($0.entry)]!.sequence == sequence }
+        return self.deliveries.mailboxes.first(in: id.slot) { ($0.isMarker || !isMarker) && self.deliveries.facts[Int($0.entry)].sequence == sequence }
     }
 }

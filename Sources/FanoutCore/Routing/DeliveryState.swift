@@ -4,6 +4,8 @@
 struct DeliveryState {
     /// Messages by entry index (`nil` where free); mailbox nodes name these indices.
     var entries: [MessageEntry?] = []
+    /// Each entry's `MessageFacts`, by the same index (stale where the entry is free).
+    var facts: [MessageFacts] = []
     var freeEntries: [UInt32] = []
     var mailboxes = MailboxTable()
     var consumers = ConsumerTable()
@@ -41,9 +43,11 @@ struct DeliveryState {
     mutating func add(_ entry: MessageEntry) -> UInt32 {
         if let index = self.freeEntries.popLast() {
             self.entries[Int(index)] = entry
+            self.facts[Int(index)] = MessageFacts(entry)
             return index
         }
         self.entries.append(entry)
+        self.facts.append(MessageFacts(entry))
         return UInt32(self.entries.count - 1)
     }
 

@@ -35,6 +35,23 @@ struct MessageEntry {
     }
 }
 
+/// What the hand-out, acknowledgement and 100-pending paths read of a message at every mailbox
+/// node they pass, kept beside the entries as plain values (`DeliveryState.facts`): read from a
+/// `MessageEntry?` in an array, they copied the whole entry (retaining and releasing its rendered
+/// message, collapse keys and audience) each time, the largest item of the server's profile while
+/// consumers drained.
+struct MessageFacts {
+    let sequence: UInt64
+    let expiry: PerPlatform<Int64>
+    let countsTowardPendingLimit: PerPlatform<Bool>
+
+    init(_ entry: MessageEntry) {
+        self.sequence = entry.sequence
+        self.expiry = entry.expiry
+        self.countsTowardPendingLimit = PerPlatform { entry.countsTowardPendingLimit(on: $0) }
+    }
+}
+
 /// One value per platform, stored inline.
 struct PerPlatform<Value> {
     var android: Value
