@@ -49,6 +49,15 @@ public struct LoadReport: Codable, Sendable {
     mutating func compare() {
         self.comparisons = []
         for fanout in self.phases where fanout.system == "fanout" {
+            // Deliveries taken and acknowledged, against the rate at which Redis merely reads the
+            // same audience (issue 18's target for deliveries).
+            if fanout.phase.hasSuffix(" delivered"), let redis = self.phases.first(where: { $0.system == "redis" && "\($0.phase) delivered" == fanout.phase }) {
+                self.comparisons.append(Comparison(
+                    figure: "\(fanout.phase) deliveries/s (redis: recipients read/s)", fanout: fanout.itemsPerSecond, redis: redis.itemsPerSecond,
+                    ratio: redis.itemsPerSecond == 0 ? 0 : fanout.itemsPerSecond / redis.itemsPerSecond, largerIsBetter: true
+                ))
+                continue
+            }
             guard let redis = self.phases.first(where: { $0.system == "redis" && $0.phase == fanout.phase }) else { continue }
             func add(_ figure: String, _ a: Double, _ b: Double, larger: Bool) {
                 self.comparisons.append(Comparison(figure: "\(fanout.phase) \(figure)", fanout: a, redis: b, ratio: b == 0 ? 0 : a / b, largerIsBetter: larger))
