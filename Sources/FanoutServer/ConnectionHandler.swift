@@ -564,7 +564,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Writes `deliveries` for the attachment `attachID`, as DELIVERIES frames when it is
     /// `grouped` and otherwise a DELIVERY frame each; how many.
     private func write(_ deliveries: [some DeliveryFrameFields], attachID: UInt32, grouped: Bool, context: ChannelHandlerContext) -> Int {
-        if grouped {
+        if grouped, !deliveries.isEmpty {
             self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) in
                 output.writeDeliveriesFrames(attachID: attachID, deliveries, maximumPayloadSize: maximum)
             }
