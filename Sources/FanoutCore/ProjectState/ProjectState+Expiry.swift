@@ -8,7 +8,7 @@ extension ProjectState {
             throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
         }
         var acknowledged: [DeliveryID] = []
-        for id in ids where self.deliveries.consumers.byID[consumer]!.inFlight.remove(id) != nil {
+        for id in ids where self.deliveries.consumers.byID[consumer]!.inFlight.remove(id) {
             if self.removeDelivery(id) { acknowledged.append(id) }
         }
         self.deliveries.counters.acknowledged += acknowledged.count

@@ -15,7 +15,7 @@ struct ConsumerTable {
         var slots: Set<UInt32>
         /// The most unacknowledged deliveries it may hold.
         var credit: Int
-        var inFlight: Set<DeliveryID> = []
+        var inFlight = HeldDeliveries()
         let sink: DeliverySink
 
         var hasRoom: Bool { self.inFlight.count < self.credit }
@@ -32,8 +32,7 @@ struct ConsumerTable {
     var needsFill: Set<UInt64> = []
     var nextID: UInt64 = 1
 
-    /// Notes that consumer `id` holds `delivery` (one hash lookup); returns its sink and the room it
-    /// has left.
+    /// Notes that consumer `id` holds `delivery`; returns its sink and the room it has left.
     mutating func hold(_ delivery: DeliveryID, by id: UInt64) -> (sink: DeliverySink, room: Int) {
         let index = self.byID.index(forKey: id)!
         self.byID.values[index].inFlight.insert(delivery)
