@@ -123,9 +123,7 @@ extension ProjectState {
     /// The consumer that would take a delivery for `slot` right now, if one has room.
     mutating func consumerWithRoom(for slot: UInt32, platform: Platform) -> UInt64? {
         if self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot) {
-            guard let id = self.deliveries.consumers.deviceConsumer[slot],
-                self.deliveries.consumers.byID[id]?.hasRoom == true
-            else { return nil }
+            guard let id = self.deliveries.consumers.deviceConsumer[slot], self.deliveries.consumers.hasRoom(id) else { return nil }
             return id
         }
         return self.deliveries.consumers.workerWithRoom(for: platform)
@@ -165,7 +163,7 @@ extension ProjectState {
             if let platform = consumer.platform {
                 self.fillWorker(id, platform: platform, now: now)
             } else {
-                for slot in consumer.slots where self.deliveries.consumers.byID[id]!.hasRoom {
+                for slot in consumer.slots where self.deliveries.consumers.hasRoom(id) {
                     _ = self.fill(id, from: slot, now: now)
                 }
             }
@@ -173,7 +171,7 @@ extension ProjectState {
     }
 
     mutating func fillWorker(_ id: UInt64, platform: Platform, now: Timestamp) {
-        while self.deliveries.consumers.byID[id]!.hasRoom, let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
+        while self.deliveries.consumers.hasRoom(id), let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
             guard let actual = self.registry.platform(ofSlot: slot),
                 !self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot)
@@ -199,7 +197,7 @@ extension ProjectState {
         while index != MailboxTable.none {
             let node = self.deliveries.mailboxes.node(index)
             if !node.isInFlight && self.deliveries.facts[Int(node.entry)].expiry[platform] > now.millisecondsSinceEpoch {
-                guard self.deliveries.consumers.byID[id]!.hasRoom else { return true }
+                guard self.deliveries.consumers.hasRoom(id) else { return true }
                 self.handOut(index, in: slot, platform: platform, to: id, entry: node.entry)
             }
             index = node.next

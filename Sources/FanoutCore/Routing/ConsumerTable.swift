@@ -35,8 +35,25 @@ struct ConsumerTable {
     /// Notes that consumer `id` holds `delivery`; returns its sink and the room it has left.
     mutating func hold(_ delivery: DeliveryID, by id: UInt64) -> (sink: DeliverySink, room: Int) {
         let index = self.byID.index(forKey: id)!
-        self.byID.values[index].inFlight.insert(delivery)
-        return (self.byID.values[index].sink, self.byID.values[index].credit - self.byID.values[index].inFlight.count)
+        return Self.hold(delivery, by: &self.byID.values[index])
+    }
+
+    // In place, as `hasRoom`.
+    private static func hold(_ delivery: DeliveryID, by consumer: inout Consumer) -> (sink: DeliverySink, room: Int) {
+        consumer.inFlight.insert(delivery)
+        return (consumer.sink, consumer.credit - consumer.inFlight.count)
+    }
+
+    /// Whether consumer `id` may be handed another delivery, read in place (through `_modify`):
+    /// binding `byID[id]!`, or reading `byID.values[index]`, copied the consumer (its sink, slots
+    /// and held set, retained and released) for every delivery handed out.
+    mutating func hasRoom(_ id: UInt64) -> Bool {
+        guard let index = self.byID.index(forKey: id) else { return false }
+        return Self.hasRoom(&self.byID.values[index])
+    }
+
+    private static func hasRoom(_ consumer: inout Consumer) -> Bool {
+        consumer.hasRoom
     }
 
     /// A worker of `platform` with room, taking turns; `nil` when all are full (or there are none).
@@ -45,7 +62,7 @@ struct ConsumerTable {
         guard !workers.isEmpty else { return nil }
         for offset in 0..<workers.count {
             let id = workers[(self.nextWorker[platform] + offset) % workers.count]
-            if self.byID[id]?.hasRoom == true {
+            if self.hasRoom(id) {
                 self.nextWorker[platform] = (self.nextWorker[platform] + offset + 1) % workers.count
                 return id
             }
