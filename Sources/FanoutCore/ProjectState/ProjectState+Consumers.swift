@@ -205,13 +205,20 @@ extension ProjectState {
         return false
     }
 
+    /// An entry's rendered message, read in place: binding `entries[i]!` copied the whole entry
+    /// (collapse keys, audience) for every delivery handed out.
+    private static func rendered(of entry: inout MessageEntry?) -> RenderedMessage {
+        entry!.rendered
+    }
+
     mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) {
         self.deliveries.mailboxes.setInFlight(index, true)
         // Read into locals first: with `self` read in the arguments of a call on `self`, the
         // optimiser copied the whole project state for every delivery.
         let node = self.deliveries.mailboxes.node(index)
-        let message = self.deliveries.entries[Int(entry)]!
-        let delivery = self.delivery(of: node, entry: message, slot: slot, platform: platform)
+        let facts = self.deliveries.facts[Int(entry)]
+        let rendered = Self.rendered(of: &self.deliveries.entries[Int(entry)])
+        let delivery = self.delivery(of: node, facts: facts, rendered: rendered, slot: slot, platform: platform)
         let (sink, room) = self.deliveries.consumers.hold(delivery.id, by: id)
         self.deliveries.queueHandOut(delivery, to: sink, room: room)
         self.deliveries.counters.delivered += 1

@@ -86,25 +86,27 @@ extension ProjectState {
         guard let platform = self.registry.platform(ofSlot: slot) else { return [] }
         var result: [Delivery] = []
         self.deliveries.mailboxes.forEach(in: slot) { _, node in
-            let entry = self.deliveries.entries[Int(node.entry)]!
-            if entry.expiry[platform] > now.millisecondsSinceEpoch {
-                result.append(self.delivery(of: node, entry: entry, slot: slot, platform: platform))
+            let facts = self.deliveries.facts[Int(node.entry)]
+            if facts.expiry[platform] > now.millisecondsSinceEpoch {
+                let rendered = self.deliveries.entries[Int(node.entry)]!.rendered
+                result.append(self.delivery(of: node, facts: facts, rendered: rendered, slot: slot, platform: platform))
             }
             return true
         }
         return result
     }
 
-    func delivery(of node: MailboxTable.Node, entry: MessageEntry, slot: UInt32, platform: Platform) -> Delivery {
+    /// The delivery of mailbox node `node`, whose message has `facts` and renders as `rendered`.
+    func delivery(of node: MailboxTable.Node, facts: MessageFacts, rendered: RenderedMessage, slot: UInt32, platform: Platform) -> Delivery {
         Delivery(
-            id: node.isMarker ? DeliveryID(markerOf: entry.sequence, slot: slot) : DeliveryID(messageSequence: entry.sequence, slot: slot),
+            id: node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot),
             project: self.id,
             fid: self.registry.fid(ofSlot: slot)!,
             token: self.registry.token(ofSlot: slot),
             apnsToken: platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil,
             platform: platform,
-            expiry: Timestamp(millisecondsSinceEpoch: entry.expiry[platform]),
-            message: node.isMarker ? nil : entry.rendered,
+            expiry: Timestamp(millisecondsSinceEpoch: facts.expiry[platform]),
+            message: node.isMarker ? nil : rendered,
             isInFlight: node.isInFlight
         )
     }
