@@ -572,12 +572,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         for delivery in deliveries {
             self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
-                try output.writeDeliveryFrame(
-                    attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex,
-                    platform: delivery.platform, expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
-                    headers: delivery.headers, payload: delivery.payload,
-                    maximumPayloadSize: maximum
-                )
+                try output.writeDeliveryFrame(attachID: attachID, delivery, maximumPayloadSize: maximum)
             }
         }
         return deliveries.count

@@ -155,43 +155,25 @@ extension ByteBuffer {
         of deliveries: [Delivery],
         length: Int
     ) {
-        self.writeWithUnsafeMutableBytes(minimumWritableBytes: FrameHeader.size + length) { raw in
-            var out = RawWriter(raw)
-            out.integer(FrameHeader.currentVersion)
-            out.integer(Opcode.deliveries.rawValue)
-            out.integer(UInt16(0))
-            out.integer(attachID)
-            out.integer(UInt32(length))
+        self.writeSizedFrame(opcode: .deliveries, requestID: attachID, payloadLength: length) { out in
             out.integer(UInt32(pieces.count))
             for piece in pieces {
                 let head = deliveries[piece.head]
                 out.integer(head.id.messageSequence)
                 out.integer(head.platform.code)
                 out.integer(head.expiry.millisecondsSinceEpoch)
-                out.integer(UInt8(head.isDeletedMessagesMarker ? 1 : 0))
-                let headers = head.headers
-                out.integer(UInt32(headers.count))
-                for header in headers {
-                    out.string(header.name)
-                    out.string(header.value)
-                }
-                let payload = head.payload
-                out.integer(UInt32(payload.count))
-                payload.withUnsafeBufferPointer { out.bytes($0) }
+                out.bool(head.isDeletedMessagesMarker)
+                out.headers(head.headers)
+                out.lengthPrefixed(head.payload)
                 out.integer(UInt32(piece.recipients.count))
                 for index in piece.recipients {
                     let delivery = deliveries[index]
                     out.integer(delivery.id.slot)
-                    delivery.fid.withUTF8 { bytes in
-                        out.integer(UInt16(bytes.count))
-                        out.bytes(bytes)
-                    }
+                    out.fid(delivery.fid)
                     out.optionalString(delivery.token?.value)
                     out.optionalString(delivery.apnsToken?.hex)
                 }
             }
-            assert(out.offset == FrameHeader.size + length, "the frame was sized wrong")
-            return out.offset
         }
     }
 
@@ -202,27 +184,12 @@ extension ByteBuffer {
     /// A group's bytes before its recipients: sequence, platform, expiry, marker, headers,
     /// payload, and the recipient count.
     private static func envelopeSize(headers: [DeliveryHeader], payload: [UInt8]) throws(ProtocolError) -> Int {
-        var size = 8 + 1 + 8 + 1 + 4 + 4 + payload.count + 4
-        for header in headers {
-            size += try Self.wireStringSize(header.name, "headers") + Self.wireStringSize(header.value, "headers")
-        }
-        return size
+        try 8 + 1 + 8 + 1 + RawWriter.headersSize(headers) + 4 + payload.count + 4
     }
 
     /// A recipient's bytes: slot, FID, token, APNs token.
     private static func recipientSize(_ delivery: some DeliveryFrameFields) throws(ProtocolError) -> Int {
-        var size = 4 + 2 + delivery.fid.utf8Count + 1 + 1
-        if let token = delivery.token { size += try Self.wireStringSize(token.value, "token") }
-        if let apnsToken = delivery.apnsToken { size += try Self.wireStringSize(apnsToken.hex, "apnsToken") }
-        return size
-    }
-
-    /// A `string`'s size on the wire (its `u16` length and its UTF-8).
-    static func wireStringSize(_ string: String, _ field: String) throws(ProtocolError) -> Int {
-        let count = string.utf8.count
-        guard count <= Int(UInt16.max) else {
-            throw ProtocolError(.invalidArgument, "\(field) is \(count) bytes; at most \(UInt16.max) can be sent")
-        }
-        return 2 + count
+        try 4 + RawWriter.fidSize(delivery.fid) + RawWriter.optionalStringSize(delivery.token?.value, "token")
+            + RawWriter.optionalStringSize(delivery.apnsToken?.hex, "apnsToken")
     }
 }

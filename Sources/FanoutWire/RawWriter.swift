@@ -1,5 +1,9 @@
+internal import FanoutModel
+internal import NIOCore
+
 /// Big-endian writes into memory sized beforehand (`writeDeliveryFrame`, `writeDeliveriesFrames`):
-/// one `ByteBuffer` write for a whole frame.
+/// one `ByteBuffer` write for a whole frame. The `...Size` functions give what each write takes,
+/// so that a frame is sized before it is written.
 struct RawWriter {
     let raw: UnsafeMutableRawBufferPointer
     var offset = 0
@@ -21,7 +25,11 @@ struct RawWriter {
         self.offset += bytes.count
     }
 
-    /// `string`: a `u16` length (checked by the caller), then the UTF-8.
+    mutating func bool(_ value: Bool) {
+        self.integer(UInt8(value ? 1 : 0))
+    }
+
+    /// `string`: a `u16` length (checked by `stringSize`), then the UTF-8.
     mutating func string(_ string: String) {
         var string = string
         string.withUTF8 { utf8 in
@@ -34,5 +42,76 @@ struct RawWriter {
         guard let string else { return self.integer(UInt8(0)) }
         self.integer(UInt8(1))
         self.string(string)
+    }
+
+    /// A FID as a `string`, from its packed form.
+    mutating func fid(_ fid: FID) {
+        fid.withUTF8 { bytes in
+            self.integer(UInt16(bytes.count))
+            self.bytes(bytes)
+        }
+    }
+
+    /// `bytes`: a `u32` length, then the bytes.
+    mutating func lengthPrefixed(_ bytes: [UInt8]) {
+        self.integer(UInt32(bytes.count))
+        bytes.withUnsafeBufferPointer { self.bytes($0) }
+    }
+
+    /// A delivery's `list<(string name, string value)>` of headers.
+    mutating func headers(_ headers: [DeliveryHeader]) {
+        self.integer(UInt32(headers.count))
+        for header in headers {
+            self.string(header.name)
+            self.string(header.value)
+        }
+    }
+
+    /// What `string` writes.
+    /// - Throws: `INVALID_ARGUMENT` naming `field` for a string over 65535 bytes.
+    static func stringSize(_ string: String, _ field: String) throws(ProtocolError) -> Int {
+        let count = string.utf8.count
+        guard count <= Int(UInt16.max) else {
+            throw ProtocolError(.invalidArgument, "\(field) is \(count) bytes; at most \(UInt16.max) can be sent")
+        }
+        return 2 + count
+    }
+
+    /// What `optionalString` writes.
+    static func optionalStringSize(_ string: String?, _ field: String) throws(ProtocolError) -> Int {
+        guard let string else { return 1 }
+        return try 1 + Self.stringSize(string, field)
+    }
+
+    /// What `fid` writes.
+    static func fidSize(_ fid: FID) -> Int {
+        2 + fid.utf8Count
+    }
+
+    /// What `headers` writes.
+    static func headersSize(_ headers: [DeliveryHeader]) throws(ProtocolError) -> Int {
+        var size = 4
+        for header in headers {
+            size += try Self.stringSize(header.name, "headers") + Self.stringSize(header.value, "headers")
+        }
+        return size
+    }
+}
+
+extension ByteBuffer {
+    /// Appends a frame whose payload, `payloadLength` bytes, `body` writes: the header and the
+    /// payload in one write.
+    mutating func writeSizedFrame(opcode: Opcode, requestID: UInt32, payloadLength: Int, _ body: (inout RawWriter) -> Void) {
+        self.writeWithUnsafeMutableBytes(minimumWritableBytes: FrameHeader.size + payloadLength) { raw in
+            var out = RawWriter(raw)
+            out.integer(FrameHeader.currentVersion)
+            out.integer(opcode.rawValue)
+            out.integer(UInt16(0))
+            out.integer(requestID)
+            out.integer(UInt32(payloadLength))
+            body(&out)
+            assert(out.offset == FrameHeader.size + payloadLength, "the frame was sized wrong")
+            return out.offset
+        }
     }
 }

@@ -85,54 +85,31 @@ extension ByteBuffer {
     /// of `ServerFrame(requestID: attachID, message: .delivery(...))`.
     package mutating func writeDeliveryFrame(
         attachID: UInt32,
-        id: DeliveryID,
-        fid: FID,
-        token: String?,
-        apnsToken: String?,
-        platform: Platform,
-        expiry: Timestamp,
-        isDeletedMessagesMarker: Bool,
-        headers: [DeliveryHeader],
-        payload: [UInt8],
+        _ delivery: some DeliveryFrameFields,
         maximumPayloadSize: Int
     ) throws(ProtocolError) {
-        // id, FID, the two optionals' tags, platform, expiry, two bools, the header count, the payload's length.
-        var length = 12 + (2 + fid.utf8Count) + 2 + 1 + 8 + 2 + 4 + 4 + payload.count
-        if let token { length += try Self.wireStringSize(token, "token") }
-        if let apnsToken { length += try Self.wireStringSize(apnsToken, "apnsToken") }
-        for header in headers {
-            length += try Self.wireStringSize(header.name, "headers") + Self.wireStringSize(header.value, "headers")
-        }
+        let token = delivery.token?.value
+        let apnsToken = delivery.apnsToken?.hex
+        let headers = delivery.headers
+        let payload = delivery.payload
+        // id, FID, token, APNs token, platform, expiry, two bools, headers, payload.
+        let length = try 12 + RawWriter.fidSize(delivery.fid) + RawWriter.optionalStringSize(token, "token")
+            + RawWriter.optionalStringSize(apnsToken, "apnsToken") + 1 + 8 + 2 + RawWriter.headersSize(headers) + 4 + payload.count
         guard length <= maximumPayloadSize else {
             throw ProtocolError(.resourceExhausted, "a \(Opcode.delivery) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: attachID)
         }
-        self.writeWithUnsafeMutableBytes(minimumWritableBytes: FrameHeader.size + length) { raw in
-            var out = RawWriter(raw)
-            out.integer(FrameHeader.currentVersion)
-            out.integer(Opcode.delivery.rawValue)
-            out.integer(UInt16(0))
-            out.integer(attachID)
-            out.integer(UInt32(length))
-            out.integer(id.messageSequence)
-            out.integer(id.slot)
-            fid.withUTF8 { bytes in
-                out.integer(UInt16(bytes.count))
-                out.bytes(bytes)
-            }
+        self.writeSizedFrame(opcode: .delivery, requestID: attachID, payloadLength: length) { out in
+            out.integer(delivery.id.messageSequence)
+            out.integer(delivery.id.slot)
+            out.fid(delivery.fid)
             out.optionalString(token)
             out.optionalString(apnsToken)
-            out.integer(platform.code)
-            out.integer(expiry.millisecondsSinceEpoch)
-            out.integer(UInt8(0))  // in flight: never, for a DELIVERY
-            out.integer(UInt8(isDeletedMessagesMarker ? 1 : 0))
-            out.integer(UInt32(headers.count))
-            for header in headers {
-                out.string(header.name)
-                out.string(header.value)
-            }
-            out.integer(UInt32(payload.count))
-            payload.withUnsafeBufferPointer { out.bytes($0) }
-            return out.offset
+            out.integer(delivery.platform.code)
+            out.integer(delivery.expiry.millisecondsSinceEpoch)
+            out.bool(false)  // in flight: never, for a DELIVERY
+            out.bool(delivery.isDeletedMessagesMarker)
+            out.headers(headers)
+            out.lengthPrefixed(payload)
         }
     }
 }

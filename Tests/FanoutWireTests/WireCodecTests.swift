@@ -63,12 +63,7 @@ struct WireCodecTests {
             if index % 10 == 0 { delivery.fid = FID(legacyInstanceID: "cAbCdEfGh-\(index % 10)")! }
             let attachID = samples.u32()
             var direct = ByteBuffer()
-            try direct.writeDeliveryFrame(
-                attachID: attachID, id: delivery.id, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex,
-                platform: delivery.platform, expiry: delivery.expiry, isDeletedMessagesMarker: delivery.isDeletedMessagesMarker,
-                headers: delivery.headers, payload: delivery.payload,
-                maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize
-            )
+            try direct.writeDeliveryFrame(attachID: attachID, delivery, maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize)
             #expect(direct == (try Self.encode(ServerFrame(requestID: attachID, message: .delivery(delivery)))))
         }
     }
