@@ -193,12 +193,14 @@ extension ProjectState {
     /// returns true when it ran out of room with deliveries left.
     mutating func fill(_ id: UInt64, from slot: UInt32, now: Timestamp) -> Bool {
         guard let platform = self.registry.platform(ofSlot: slot) else { return false }
+        // Looked up once; each hand-out says what room is left.
+        var hasRoom = self.deliveries.consumers.hasRoom(id)
         var index = self.deliveries.mailboxes.first(in: slot)
         while index != MailboxTable.none {
             let node = self.deliveries.mailboxes.node(index)
             if !node.isInFlight && self.deliveries.facts[Int(node.entry)].expiry[platform] > now.millisecondsSinceEpoch {
-                guard self.deliveries.consumers.hasRoom(id) else { return true }
-                self.handOut(index, in: slot, platform: platform, to: id, entry: node.entry)
+                guard hasRoom else { return true }
+                hasRoom = self.handOut(index, in: slot, platform: platform, to: id, entry: node.entry) > 0
             }
             index = node.next
         }
@@ -211,7 +213,9 @@ extension ProjectState {
         entry!.rendered
     }
 
-    mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) {
+    /// Hands mailbox node `index` to consumer `id`; returns the room the consumer has left.
+    @discardableResult
+    mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) -> Int {
         self.deliveries.mailboxes.setInFlight(index, true)
         // Read into locals first: with `self` read in the arguments of a call on `self`, the
         // optimiser copied the whole project state for every delivery.
@@ -222,5 +226,6 @@ extension ProjectState {
         let (sink, room) = self.deliveries.consumers.hold(delivery.id, by: id)
         self.deliveries.queueHandOut(delivery, to: sink, room: room)
         self.deliveries.counters.delivered += 1
+        return room
     }
 }
