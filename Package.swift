@@ -81,13 +81,17 @@ let package = Package(
         ),
 
         // MARK: - Targets
+        // Vector code Swift cannot spell (AVX-512), chosen at run time by CPU.
+        .target(
+            name: "CFanoutSIMD"
+        ),
         // The value types both ends share (names, FIDs, tokens, statuses, errors): no C library.
         .target(
             name: "FanoutModel"
         ),
         .target(
             name: "FanoutCore",
-            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", dequeModule, logging, metrics],
+            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", "CFanoutSIMD", dequeModule, logging, metrics],
             swiftSettings: [internalChecks]
         ),
         // The TCP protocol's frames and messages, shared by the server and the client.

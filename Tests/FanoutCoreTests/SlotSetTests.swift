@@ -36,6 +36,19 @@ struct SlotSetTests {
         }
     }
 
+    /// Every bitmap decoder this CPU runs gives the members, from just above the array limit to
+    /// full chunks, over several chunks and a partial last one.
+    @Test(arguments: [0.07, 0.5, 0.93, 1.0])
+    func everyBitmapDecoderGivesTheMembers(density: Double) {
+        var random = SeededRandomNumberGenerator(seed: 21)
+        let members = (0..<UInt32(3 * 65536 + 777)).filter { _ in Double.random(in: 0..<1, using: &random) < density }
+        let set = SlotSet(members)
+        #expect(set.isBitmapChunk(0) == true)
+        for decoder in SlotBitmapDecoder.available {
+            #expect(set.slots(decoder: decoder) == members, "decoder \(decoder)")
+        }
+    }
+
     @Test func chunksSwitchRepresentationAtTheBoundary() {
         var set = SlotSet()
         for slot in 0..<UInt32(4096) { set.insert(slot) }

@@ -138,13 +138,9 @@ struct SlotContainer: Hashable, Sendable {
     }
 
     /// Writes every member (as a full slot) to `output`, ascending, and returns the end. `output`
-    /// must have room for `count + 8` slots: bitmaps are decoded a byte at a time with one 8-lane
-    /// store of precomputed offsets, so the stores reach up to 8 slots past the last member.
-    ///
-    /// A bitmap's two halves are decoded in one loop, each into its own part of `output` (the
-    /// second starts after the first half's popcount): each half's output pointer is a chain of
-    /// dependent additions, and two chains run side by side where one would stall on its own.
-    func write(high: UInt32, to output: UnsafeMutablePointer<UInt32>) -> UnsafeMutablePointer<UInt32> {
+    /// must have room for `count + 16` slots: a bitmap's decoder stores 8 or 16 lanes at a time, so
+    /// its stores reach past the last member.
+    func write(high: UInt32, to output: UnsafeMutablePointer<UInt32>, decoder: SlotBitmapDecoder = .best) -> UnsafeMutablePointer<UInt32> {
         let base = high << 16
         guard self.isBitmap else {
             var out = output
@@ -156,59 +152,7 @@ struct SlotContainer: Hashable, Sendable {
             }
             return out
         }
-        return Self.byteOffsets.withUnsafeBufferPointer { table in
-            self.words.withUnsafeBufferPointer { words in
-                let half = words.count / 2
-                var firstHalfCount = 0
-                for index in 0..<half { firstHalfCount &+= words[index].nonzeroBitCount }
-                let secondStart = output + firstHalfCount
-                var first = output
-                var second = secondStart
-                var firstBase = SIMD8<UInt32>(repeating: base)
-                var secondBase = SIMD8<UInt32>(repeating: base | UInt32(half << 6))
-                for index in 0..<half {
-                    var a = words[index]
-                    var b = words[half + index]
-                    for _ in 0..<8 {
-                        let byteA = Int(truncatingIfNeeded: a & 0xFF)
-                        let byteB = Int(truncatingIfNeeded: b & 0xFF)
-                        UnsafeMutableRawPointer(first).storeBytes(of: table[byteA] &+ firstBase, as: SIMD8<UInt32>.self)
-                        UnsafeMutableRawPointer(second).storeBytes(of: table[byteB] &+ secondBase, as: SIMD8<UInt32>.self)
-                        first += byteA.nonzeroBitCount
-                        second += byteB.nonzeroBitCount
-                        a >>= 8
-                        b >>= 8
-                        firstBase &+= 8
-                        secondBase &+= 8
-                    }
-                }
-                // The first half's stores reached up to 8 slots into the second's: write those again.
-                var fixed = secondStart
-                let fixEnd = min(secondStart + 8, second)
-                var index = half
-                while fixed < fixEnd, index < words.count {
-                    var word = words[index]
-                    while word != 0, fixed < fixEnd {
-                        fixed.pointee = base | UInt32(index << 6 | word.trailingZeroBitCount)
-                        fixed += 1
-                        word &= word &- 1
-                    }
-                    index += 1
-                }
-                return second
-            }
-        }
-    }
-
-    /// For each byte value, the positions of its set bits, ascending, in the first lanes.
-    private static let byteOffsets: [SIMD8<UInt32>] = (0..<256).map { byte in
-        var lanes = SIMD8<UInt32>()
-        var lane = 0
-        for bit in 0..<8 where byte & (1 << bit) != 0 {
-            lanes[lane] = UInt32(bit)
-            lane += 1
-        }
-        return lanes
+        return self.words.withUnsafeBufferPointer { decoder.decode($0, base: base, to: output) }
     }
 
     // MARK: - Set algebra

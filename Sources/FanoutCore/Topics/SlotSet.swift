@@ -111,11 +111,16 @@ public struct SlotSet: Hashable, Sendable, Sequence {
 
     /// The members in ascending order, as one array.
     public var slots: [UInt32] {
-        // Spare room for the bitmap decoder's 8-lane stores past the last member.
-        [UInt32](unsafeUninitializedCapacity: self.count + 8) { buffer, initialized in
+        self.slots(decoder: .best)
+    }
+
+    /// The members in ascending order, bitmaps decoded by `decoder`.
+    public func slots(decoder: SlotBitmapDecoder) -> [UInt32] {
+        // Spare room for the bitmap decoder's 8- or 16-lane stores past the last member.
+        [UInt32](unsafeUninitializedCapacity: self.count + 16) { buffer, initialized in
             guard var out = buffer.baseAddress else { return }
             for index in self.keys.indices {
-                out = self.containers[index].write(high: UInt32(self.keys[index]), to: out)
+                out = self.containers[index].write(high: UInt32(self.keys[index]), to: out, decoder: decoder)
             }
             initialized = self.count
         }

@@ -1,0 +1,16 @@
+#ifndef C_FANOUT_SIMD_H
+#define C_FANOUT_SIMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/// Whether this CPU and OS run AVX-512F (the CPU has it and the OS saves its registers).
+bool fanout_simd_has_avx512(void);
+
+/// Writes the position of every set bit of `words` (bit `b` of word `w` is `base + 64 * w + b`),
+/// ascending, to `output`, and returns the end. Each store writes 16 slots, so `output` must have
+/// room for 16 slots past the last one written. Call only when `fanout_simd_has_avx512()`.
+uint32_t *fanout_simd_decode_bitmap_avx512(const uint64_t *words, size_t word_count, uint32_t base, uint32_t *output);
+
+#endif
