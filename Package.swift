@@ -81,9 +81,9 @@ let package = Package(
         ),
 
         // MARK: - Targets
-        // Vector code Swift cannot spell (AVX-512), chosen at run time by CPU.
+        // Instructions Swift cannot spell: AVX-512 (chosen at run time by CPU), prefetch.
         .target(
-            name: "CFanoutSIMD"
+            name: "CFanoutIntrinsics"
         ),
         // The value types both ends share (names, FIDs, tokens, statuses, errors): no C library.
         .target(
@@ -91,7 +91,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutCore",
-            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", "CFanoutSIMD", dequeModule, logging, metrics],
+            dependencies: ["FanoutModel", "CFanoutOpenSSL", "CFanoutLZ4", "CFanoutIntrinsics", dequeModule, logging, metrics],
             swiftSettings: [internalChecks]
         ),
         // The TCP protocol's frames and messages, shared by the server and the client.

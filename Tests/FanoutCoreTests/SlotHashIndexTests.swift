@@ -16,6 +16,7 @@ struct SlotHashIndexTests {
             // Spread the small space over the top bits (where the home bucket comes from).
             (Int(slot) % hashSpace) &* -7_046_029_254_386_353_131
         }
+        func fingerprint(_ hash: Int) -> UInt64 { UInt64(bitPattern: Int64(hash)) >> 32 }
         for step in 0..<20_000 {
             let slot = UInt32.random(in: 0..<600, using: &random)
             if Int.random(in: 0..<100, using: &random) < 55 {
@@ -31,6 +32,14 @@ struct SlotHashIndexTests {
                 for probe in 0..<UInt32(600) {
                     let found = index.find(hash: hash(probe)) { $0 == probe }
                     #expect(found == (model[probe] != nil ? probe : nil))
+                    // The candidate: some stored slot with the probe's fingerprint, or none when no
+                    // stored slot has it.
+                    let sameFingerprint = model.values.contains { fingerprint($0) == fingerprint(hash(probe)) }
+                    if let candidate = index.candidate(hash: hash(probe)) {
+                        #expect(model[candidate].map(fingerprint) == fingerprint(hash(probe)))
+                    } else {
+                        #expect(!sameFingerprint)
+                    }
                 }
             }
         }

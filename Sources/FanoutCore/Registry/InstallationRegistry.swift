@@ -1,3 +1,5 @@
+internal import CFanoutIntrinsics
+
 /// The installations of one project, in dense `UInt32` slots.
 ///
 /// Slots index plain arrays (struct of records), and two `SlotHashIndex` tables map FIDs and
@@ -79,9 +81,11 @@ struct InstallationRegistry {
         RegistrationToken(fid.description).flatMap { self.slot(forToken: $0) }
     }
 
-    /// The slots of many addresses (nil where unknown), in order. Hashes every key first and probes
-    /// after, so that the cache misses of successive probes overlap instead of queueing behind the
-    /// hashing of the next key.
+    /// The slots of many addresses (nil where unknown), in order. A lookup is three dependent
+    /// cache misses (the bucket, the slot's record, the stored token's bytes); one key at a time,
+    /// each key's misses queue behind the previous key's. So the batch goes in passes: hash every
+    /// key, find every key's candidate slot, prefetch every candidate's record, then every stored
+    /// token's bytes, and only then compare the keys, so that each pass's misses overlap.
     func slots(for addresses: [RegistrationAddress]) -> [UInt32?] {
         let hashes = addresses.map { address -> Int in
             switch address {
@@ -89,13 +93,41 @@ struct InstallationRegistry {
             case .token(let token): return token.hashValue
             }
         }
-        return zip(addresses, hashes).map { address, hash in
+        let candidates = zip(addresses, hashes).map { address, hash -> UInt32? in
             switch address {
+            case .fid: return self.slotByFID.candidate(hash: hash)
+            case .token: return self.slotByToken.candidate(hash: hash)
+            }
+        }
+        self.prefetchTokens(of: candidates)
+        return addresses.indices.map { index in
+            let candidate = candidates[index]
+            switch addresses[index] {
             case .fid(let fid):
-                return self.slotByFID.find(hash: hash) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
+                if let candidate, self.records[Int(candidate)].fid == fid { return candidate }
+                return self.slotByFID.find(hash: hashes[index]) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
             case .token(let token):
                 if let legacy = Self.legacyInstanceID(token), let slot = self.slot(forFID: legacy) { return slot }
-                return self.slotByToken.find(hash: hash) { self.records[Int($0)].token == token }
+                guard let candidate else { return nil }
+                if self.records[Int(candidate)].token == token { return candidate }
+                return self.slotByToken.find(hash: hashes[index]) { self.records[Int($0)].token == token }
+            }
+        }
+    }
+
+    /// Prefetches the records of `slots`, then the first 192 bytes of their tokens. Reaching a
+    /// token's bytes copies its `String`, whose retain waits for the record's line (prefetched by
+    /// the first loop); reading the address from the string's representation instead was measured
+    /// no faster (resolution 27.8% of the server's samples against 28.5%).
+    private func prefetchTokens(of slots: [UInt32?]) {
+        self.records.withUnsafeBufferPointer { records in
+            guard let first = records.baseAddress else { return }
+            for case let slot? in slots { fanout_prefetch(first + Int(slot)) }
+            for case let slot? in slots {
+                _ = records[Int(slot)].token?.value.utf8.withContiguousStorageIfAvailable { bytes in
+                    guard let start = UnsafeRawPointer(bytes.baseAddress) else { return }
+                    for offset in stride(from: 0, to: min(bytes.count, 192), by: 64) { fanout_prefetch(start + offset) }
+                }
             }
         }
     }

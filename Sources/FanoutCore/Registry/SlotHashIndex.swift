@@ -46,6 +46,24 @@ package struct SlotHashIndex {
         }
     }
 
+    /// The first slot stored under `hash`'s fingerprint, not yet confirmed against its key: the
+    /// first step of a lookup that confirms candidates later, in bulk, after touching their keys
+    /// (`InstallationRegistry.slots(for:)`). A key may still be in the table when its candidate
+    /// does not match (two fingerprints alike); `find` settles that.
+    @inline(__always)
+    package func candidate(hash: Int) -> UInt32? {
+        let fingerprint = Self.fingerprint(hash)
+        var position = self.home(fingerprint)
+        while true {
+            let bucket = self.buckets[position]
+            if bucket == 0 { return nil }
+            if UInt32(truncatingIfNeeded: bucket >> 32) == fingerprint {
+                return UInt32(truncatingIfNeeded: bucket) &- 1
+            }
+            position = (position + 1) & self.mask
+        }
+    }
+
     /// Adds `slot` under `hash`. The caller ensures its key is not in the table.
     package mutating func insert(hash: Int, slot: UInt32) {
         if (self.count + 1) * 4 > self.buckets.count * 3 {

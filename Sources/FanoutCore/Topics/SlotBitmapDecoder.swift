@@ -1,4 +1,4 @@
-internal import CFanoutSIMD
+internal import CFanoutIntrinsics
 
 /// How a bitmap chunk of a `SlotSet` is turned into slots, ascending. Both decoders store several
 /// lanes at a time, so the output needs room for 16 slots past the last member.
@@ -9,7 +9,7 @@ internal import CFanoutSIMD
 public enum SlotBitmapDecoder: Sendable {
     /// A byte at a time: one 8-lane store of the byte's precomputed bit positions.
     case byteTable
-    /// Sixteen bits at a time with AVX-512's compress (C, `CFanoutSIMD`); only where the CPU has it.
+    /// Sixteen bits at a time with AVX-512's compress (C, `CFanoutIntrinsics`); only where the CPU has it.
     case avx512
 
     /// The fastest decoder this CPU runs.

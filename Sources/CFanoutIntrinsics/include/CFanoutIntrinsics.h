@@ -1,5 +1,5 @@
-#ifndef C_FANOUT_SIMD_H
-#define C_FANOUT_SIMD_H
+#ifndef C_FANOUT_INTRINSICS_H
+#define C_FANOUT_INTRINSICS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,5 +12,10 @@ bool fanout_simd_has_avx512(void);
 /// ascending, to `output`, and returns the end. Each store writes 16 slots, so `output` must have
 /// room for 16 slots past the last one written. Call only when `fanout_simd_has_avx512()`.
 uint32_t *fanout_simd_decode_bitmap_avx512(const uint64_t *words, size_t word_count, uint32_t base, uint32_t *output);
+
+/// Asks the CPU to bring the cache line at `address` in, without waiting for it (never faults).
+static inline void fanout_prefetch(const void *address) {
+    __builtin_prefetch(address);
+}
 
 #endif

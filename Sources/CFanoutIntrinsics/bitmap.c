@@ -1,4 +1,4 @@
-#include "CFanoutSIMD.h"
+#include "CFanoutIntrinsics.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
