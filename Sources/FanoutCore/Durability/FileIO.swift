@@ -48,9 +48,26 @@ package enum FileIO {
         if offset > 0 && lseek(descriptor, off_t(offset), SEEK_SET) < 0 {
             throw Error(operation: "lseek", path: path, code: errno)
         }
-        var bytes: [UInt8] = []
         var status = stat()
-        if fstat(descriptor, &status) == 0 { bytes.reserveCapacity(max(0, Int(status.st_size) - offset)) }
+        let expected = fstat(descriptor, &status) == 0 ? max(0, Int(status.st_size) - offset) : 0
+        // Straight into the array's storage, sized from `fstat` with a byte to spare to see the
+        // end: no chunk copied into it.
+        var readError: Int32 = 0
+        var bytes = [UInt8](unsafeUninitializedCapacity: expected + 1) { buffer, initialized in
+            while initialized < buffer.count {
+                let count = Glibc.read(descriptor, buffer.baseAddress! + initialized, buffer.count - initialized)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    readError = errno
+                    return
+                }
+                if count == 0 { return }
+                initialized += count
+            }
+        }
+        if readError != 0 { throw Error(operation: "read", path: path, code: readError) }
+        guard bytes.count > expected else { return bytes }
+        // The file grew after `fstat`: the rest a chunk at a time.
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
