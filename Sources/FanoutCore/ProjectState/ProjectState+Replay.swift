@@ -107,6 +107,7 @@ extension ProjectState {
     private func slots(of installations: [SlotReference], topic: TopicName) throws(FanoutError) -> [UInt32] {
         var slots: [UInt32] = []
         slots.reserveCapacity(installations.count)
+        self.registry.prefetchRecords(of: installations.lazy.map(\.slot))
         for installation in installations {
             guard let fid = self.registry.fid(ofSlot: installation.slot), SlotReference.check(of: fid) == installation.check else {
                 throw FanoutError(.internal, "replay: a subscription to \(topic) names slot \(installation.slot), which does not hold that installation")
