@@ -78,22 +78,47 @@ package struct WALScan: Sendable {
                 skipped[segmentNames[position]] = first
             }
         }
-        for name in segmentNames {
-            guard let index = WALWriter.index(ofSegmentName: name) else { continue }
+        let covered = skipped
+        let named = segmentNames.compactMap { name in WALWriter.index(ofSegmentName: name).map { (name: name, index: $0) } }
+        let examineSegment = { (position: Int) throws(FanoutError) -> SegmentFile in
+            let (name, index) = named[position]
             let path = "\(directory)/\(name)"
-            if let first = skipped[name] {
+            if let first = covered[name] {
                 var status = stat()
                 let size = stat(path, &status) == 0 ? Int(status.st_size) : 0
-                scan.segments.append(SegmentFile(name: name, index: index, size: size, contents: nil, skippedFirstLSN: first))
-                continue
+                return SegmentFile(name: name, index: index, size: size, contents: nil, skippedFirstLSN: first)
             }
             let bytes = try FileIO.logFile(path)
-            do {
+            do throws(WALDamage) {
                 let contents = try WALSegmentReader.read(bytes, expectedIndex: index, decodeRecords: decodeRecords)
-                scan.segments.append(SegmentFile(name: name, index: index, size: bytes.count, contents: contents))
+                return SegmentFile(name: name, index: index, size: bytes.count, contents: contents)
             } catch {
-                scan.segments.append(SegmentFile(name: name, index: index, size: bytes.count, contents: nil, unreadable: error))
+                return SegmentFile(name: name, index: index, size: bytes.count, contents: nil, unreadable: error)
             }
+        }
+        // Segments are independent: the odd ones are read and checked on a thread of their own
+        // while this one takes the even ones (reading and checksums are most of a scan).
+        let odd = ProducerThread<SegmentFile>(capacity: 1) { emit in
+            for position in stride(from: 1, to: named.count, by: 2) {
+                guard emit(try examineSegment(position)) else { return }
+            }
+        }
+        defer { odd.stop() }
+        for position in named.indices {
+            if position % 2 == 0 {
+                scan.segments.append(try examineSegment(position))
+                continue
+            }
+            let file: SegmentFile?
+            do {
+                file = try odd.next()
+            } catch let error as FanoutError {
+                throw error
+            } catch {
+                throw FanoutError(.unavailable, "reading \(directory)/\(named[position].name): \(error)")
+            }
+            guard let file else { throw FanoutError(.internal, "the segment reader stopped before \(named[position].name)") }
+            scan.segments.append(file)
         }
         for name in names.sorted() {
             guard let lsn = Snapshot.lsn(ofFileName: name) else { continue }
