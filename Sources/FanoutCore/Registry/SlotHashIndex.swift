@@ -35,15 +35,11 @@ package struct SlotHashIndex {
     package func find(hash: Int, where isMatch: (UInt32) -> Bool) -> UInt32? {
         let fingerprint = Self.fingerprint(hash)
         var position = self.home(fingerprint)
-        while true {
-            let bucket = self.buckets[position]
-            if bucket == 0 { return nil }
-            if UInt32(truncatingIfNeeded: bucket >> 32) == fingerprint {
-                let slot = UInt32(truncatingIfNeeded: bucket) &- 1
-                if isMatch(slot) { return slot }
-            }
-            position = (position + 1) & self.mask
+        while let match = self.nextBucket(holding: fingerprint, from: position) {
+            if isMatch(match.slot) { return match.slot }
+            position = (match.position + 1) & self.mask
         }
+        return nil
     }
 
     /// The first slot stored under `hash`'s fingerprint, not yet confirmed against its key: the
@@ -53,12 +49,19 @@ package struct SlotHashIndex {
     @inline(__always)
     package func candidate(hash: Int) -> UInt32? {
         let fingerprint = Self.fingerprint(hash)
-        var position = self.home(fingerprint)
+        return self.nextBucket(holding: fingerprint, from: self.home(fingerprint))?.slot
+    }
+
+    /// The first bucket at or after `position` (probing on) that holds `fingerprint`, or nil at
+    /// the first empty bucket.
+    @inline(__always)
+    private func nextBucket(holding fingerprint: UInt32, from position: Int) -> (slot: UInt32, position: Int)? {
+        var position = position
         while true {
             let bucket = self.buckets[position]
             if bucket == 0 { return nil }
             if UInt32(truncatingIfNeeded: bucket >> 32) == fingerprint {
-                return UInt32(truncatingIfNeeded: bucket) &- 1
+                return (UInt32(truncatingIfNeeded: bucket) &- 1, position)
             }
             position = (position + 1) & self.mask
         }
