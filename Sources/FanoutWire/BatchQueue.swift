@@ -32,21 +32,20 @@ package final class BatchQueue<Element: Sendable>: Sendable {
 
     /// Queues the element, unless the queue has ended (then it is dropped).
     package func append(_ element: Element) {
-        let consumer = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.end == nil else { return nil }
-            state.buffer.append(element)
-            defer { state.consumer = nil }
-            return state.consumer
-        }
-        consumer?.resume()
+        self.enqueue { $0.append(element) }
     }
 
     /// Queues the elements in order (with one lock and at most one wake-up), unless the queue has
     /// ended.
     package func append(contentsOf elements: [Element]) {
+        self.enqueue { $0.append(contentsOf: elements) }
+    }
+
+    /// Adds to the buffer under the lock, unless the queue has ended, and wakes the consumer.
+    private func enqueue(_ add: (inout Deque<Element>) -> Void) {
         let consumer = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard state.end == nil else { return nil }
-            state.buffer.append(contentsOf: elements)
+            add(&state.buffer)
             defer { state.consumer = nil }
             return state.consumer
         }
