@@ -140,7 +140,7 @@ struct SlotContainer: Hashable, Sendable {
     /// Writes every member (as a full slot) to `output`, ascending, and returns the end. `output`
     /// must have room for `count + 16` slots: a bitmap's decoder stores 8 or 16 lanes at a time, so
     /// its stores reach past the last member.
-    func write(high: UInt32, to output: UnsafeMutablePointer<UInt32>, decoder: SlotBitmapDecoder = .best) -> UnsafeMutablePointer<UInt32> {
+    func write(high: UInt32, to output: UnsafeMutablePointer<UInt32>, decoder: SlotBitmapDecoder) -> UnsafeMutablePointer<UInt32> {
         let base = high << 16
         guard self.isBitmap else {
             var out = output
