@@ -45,20 +45,28 @@ struct DeliveryGrouping {
         var envelopes: [DeliveryEnvelope] = []
         var counts: [Int] = []
         var groupOf = [Int](repeating: 0, count: deliveries.count)
-        var known: [DeliveryEnvelope: Int] = [:]
+        // Each group's index in an open-addressing table keyed by the envelope's message sequence
+        // (the server's own numbers, not a client's choice): hashing every delivery's envelope
+        // with `Hasher` cost more than writing the frame.
+        let tableSize = 1 << (Int.bitWidth - (max(16, deliveries.count * 2) - 1).leadingZeroBitCount)
+        var table = [Int32](repeating: -1, count: tableSize)
         var last = -1
         for index in deliveries.indices {
             let envelope = DeliveryEnvelope(of: deliveries[index])
-            let group: Int
-            if last >= 0, envelopes[last] == envelope {
-                group = last  // the common case: a send's deliveries one after the other
-            } else if let found = known[envelope] {
-                group = found
-            } else {
-                group = envelopes.count
-                envelopes.append(envelope)
-                counts.append(0)
-                known[envelope] = group
+            var group = last
+            if last < 0 || envelopes[last] != envelope {  // a send's deliveries come one after the other
+                var bucket = Int(truncatingIfNeeded: (envelope.sequence &* 0x9E37_79B9_7F4A_7C15) >> 32) & (tableSize - 1)
+                while table[bucket] >= 0 && envelopes[Int(table[bucket])] != envelope {
+                    bucket = (bucket + 1) & (tableSize - 1)
+                }
+                if table[bucket] >= 0 {
+                    group = Int(table[bucket])
+                } else {
+                    group = envelopes.count
+                    table[bucket] = Int32(group)
+                    envelopes.append(envelope)
+                    counts.append(0)
+                }
             }
             groupOf[index] = group
             counts[group] += 1

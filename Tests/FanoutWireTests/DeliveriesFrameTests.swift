@@ -9,11 +9,12 @@ import Testing
 @Suite("DELIVERIES frames")
 struct DeliveriesFrameTests {
     /// A poll as the engine hands it out: deliveries of a few messages, interleaved (an
-    /// installation's mailbox holds several), with tokens as long as FCM's.
+    /// installation's mailbox holds several), with tokens as long as FCM's; `messages` envelopes.
     static func poll(_ samples: inout WireSamples, messages: Int, recipients: Int) -> [WireDelivery] {
         let envelopes = (0..<messages).map { index in
             var envelope = samples.delivery()
-            envelope.id.messageSequence = UInt64(index) + 1
+            // Pairs share a sequence: one message rendered for two platforms (a device consumer's).
+            envelope.id.messageSequence = UInt64(index / 2) + 1
             envelope.isInFlight = false
             return envelope
         }
@@ -53,7 +54,7 @@ struct DeliveriesFrameTests {
         return frames
     }
 
-    @Test(arguments: [1, 2, 3, 20] as [Int])
+    @Test(arguments: [1, 2, 3, 16, 17, 20, 60] as [Int])
     func theWritersFrameIsTheMessagesFrameOfTheGroupedDeliveries(messages: Int) throws {
         var samples = WireSamples(seed: UInt64(messages))
         for _ in 0..<20 {
