@@ -6,18 +6,47 @@ internal import DequeModule
 /// `credit` deliveries are ever buffered here.
 final class DeliverySink: Sendable {
     private struct State {
-        var buffer = Deque<Delivery>()
+        /// Hand-outs as pushed, oldest first, each non-empty and kept whole: a poll takes a whole
+        /// hand-out without copying its deliveries. The first one's deliveries before `taken`
+        /// are gone already.
+        var handOuts = Deque<[Delivery]>()
+        var taken = 0
         var waiter: CheckedContinuation<Delivery?, Never>?
         /// Told once when deliveries arrive or the stream ends (`poll(maximum:orWhenReady:)`).
         var readiness: (@Sendable () -> Void)?
         var isFinished = false
         var isCancelled = false
 
+        var isEmpty: Bool { self.handOuts.isEmpty }
+
+        /// Removes and returns the oldest buffered delivery.
+        mutating func popFirst() -> Delivery? {
+            guard let first = self.handOuts.first else { return nil }
+            defer { self.advance(by: 1, of: first.count) }
+            return first[self.taken]
+        }
+
         /// Removes and returns up to `maximum` buffered deliveries, oldest first.
         mutating func take(maximum: Int) -> [Delivery] {
-            let count = min(maximum, self.buffer.count)
-            defer { self.buffer.removeFirst(count) }
-            return Array(self.buffer.prefix(count))
+            var deliveries: [Delivery] = []
+            while deliveries.count < maximum, let first = self.handOuts.first {
+                let count = min(maximum - deliveries.count, first.count - self.taken)
+                if deliveries.isEmpty && count == first.count {
+                    deliveries = first
+                } else {
+                    deliveries.append(contentsOf: first[self.taken..<(self.taken + count)])
+                }
+                self.advance(by: count, of: first.count)
+            }
+            return deliveries
+        }
+
+        private mutating func advance(by count: Int, of firstCount: Int) {
+            self.taken += count
+            if self.taken == firstCount {
+                self.handOuts.removeFirst()
+                self.taken = 0
+            }
         }
     }
 
@@ -31,10 +60,14 @@ final class DeliverySink: Sendable {
             defer { state.readiness = nil }
             if let waiter = state.waiter {
                 state.waiter = nil
-                state.buffer.append(contentsOf: deliveries.dropFirst())
+                // Nothing is buffered while a caller waits: the rest starts the buffer.
+                if deliveries.count > 1 {
+                    state.handOuts.append(deliveries)
+                    state.taken = 1
+                }
                 return (waiter, state.readiness)
             }
-            state.buffer.append(contentsOf: deliveries)
+            state.handOuts.append(deliveries)
             return (nil, state.readiness)
         }
         waiter?.resume(returning: first)
@@ -61,7 +94,7 @@ final class DeliverySink: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Delivery?, Never>) in
                 let ready = self.state.withLock { state -> Delivery?? in
-                    if let delivery = state.buffer.popFirst() { return .some(delivery) }
+                    if let delivery = state.popFirst() { return .some(delivery) }
                     if state.isFinished || state.isCancelled { return .some(nil) }
                     state.waiter = continuation
                     return nil
@@ -88,7 +121,7 @@ final class DeliverySink: Sendable {
     /// says the stream has ended (nothing more will arrive, nothing is called).
     func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (deliveries: [Delivery], finished: Bool) {
         self.state.withLock { state in
-            guard state.buffer.isEmpty else { return (state.take(maximum: maximum), false) }
+            guard state.isEmpty else { return (state.take(maximum: maximum), false) }
             guard !state.isFinished else { return ([], true) }
             state.readiness = ready
             return ([], false)
