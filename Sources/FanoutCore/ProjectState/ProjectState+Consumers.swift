@@ -116,7 +116,7 @@ extension ProjectState {
     /// A delivery a consumer gave back (detached without acknowledging) waits again.
     mutating func release(_ id: DeliveryID) {
         guard let index = self.find(id)?.index, self.deliveries.mailboxes.node(index).isInFlight else { return }
-        self.deliveries.mailboxes.setInFlight(index, false)
+        self.deliveries.mailboxes.setInFlight(index, false, in: id.slot)
         if let platform = self.registry.platform(ofSlot: id.slot) { self.markReady(id.slot, platform: platform) }
     }
 
@@ -195,7 +195,7 @@ extension ProjectState {
         guard let platform = self.registry.platform(ofSlot: slot) else { return false }
         // Looked up once; each hand-out says what room is left.
         var hasRoom = self.deliveries.consumers.hasRoom(id)
-        var index = self.deliveries.mailboxes.first(in: slot)
+        var index = self.deliveries.mailboxes.firstWaiting(in: slot)
         while index != MailboxTable.none {
             let node = self.deliveries.mailboxes.node(index)
             if !node.isInFlight && self.deliveries.facts[Int(node.entry)].expiry[platform] > now.millisecondsSinceEpoch {
@@ -216,7 +216,7 @@ extension ProjectState {
     /// Hands mailbox node `index` to consumer `id`; returns the room the consumer has left.
     @discardableResult
     mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) -> Int {
-        self.deliveries.mailboxes.setInFlight(index, true)
+        self.deliveries.mailboxes.setInFlight(index, true, in: slot)
         // Read into locals first: with `self` read in the arguments of a call on `self`, the
         // optimiser copied the whole project state for every delivery.
         let node = self.deliveries.mailboxes.node(index)

@@ -2,10 +2,12 @@
 ///
 /// A node names a `MessageEntry` (30 bits) with two flags (held by a consumer; "deleted messages"
 /// marker) and links to the next node; the payload stays in the shared entry. A mailbox head
-/// (12 bytes, indexed by slot) holds the first and last node, the count that the 100-pending rule
-/// watches, and flags. Mailboxes keep enqueue order, which is message sequence order. They are
-/// short (at most 100 counted deliveries, 4 collapse keys and a marker), so removing from the
-/// middle walks the list. Not thread-safe: the engine serialises access per project.
+/// (16 bytes, indexed by slot) holds the first and last node, the first node that may be waiting
+/// (every node before it is held), the count that the 100-pending rule watches, and flags.
+/// Mailboxes keep enqueue order, which is message sequence order. They are short (at most 100
+/// counted deliveries, 4 collapse keys and a marker), so removing from the middle walks the list;
+/// handing out starts at `firstWaiting`, past what consumers hold. Not thread-safe: the engine
+/// serialises access per project.
 struct MailboxTable {
     static let none = UInt32.max
 
@@ -34,6 +36,9 @@ struct MailboxTable {
     struct Head {
         var first = MailboxTable.none
         var last = MailboxTable.none
+        /// A node such that every node before it is held by a consumer (`none`: every node is);
+        /// hand-outs start here instead of walking past the held ones each time.
+        var firstWaiting = MailboxTable.none
         /// Deliveries counted by the 100-pending rule (neither collapsible nor TTL 0).
         var counted: UInt8 = 0
         var flags: UInt8 = 0
@@ -86,8 +91,15 @@ struct MailboxTable {
 
     func node(_ index: UInt32) -> Node { self.nodes[Int(index)] }
 
-    mutating func setInFlight(_ index: UInt32, _ value: Bool) {
+    /// Marks node `index` of `slot`'s mailbox held by a consumer, or waiting again.
+    mutating func setInFlight(_ index: UInt32, _ value: Bool, in slot: UInt32) {
         self.nodes[Int(index)].isInFlight = value
+        if value {
+            if self.heads[Int(slot)].firstWaiting == index { self.heads[Int(slot)].firstWaiting = self.nodes[Int(index)].next }
+        } else {
+            // Waiting again (its consumer left), possibly before `firstWaiting`: start over.
+            self.heads[Int(slot)].firstWaiting = self.heads[Int(slot)].first
+        }
     }
 
     /// Appends a node at the end of `slot`'s mailbox; returns its index.
@@ -110,6 +122,7 @@ struct MailboxTable {
             self.nodes[Int(last)].next = index
         }
         self.heads[Int(slot)].last = index
+        if self.heads[Int(slot)].firstWaiting == Self.none && !node.isInFlight { self.heads[Int(slot)].firstWaiting = index }
         self.count += 1
         return index
     }
@@ -126,6 +139,9 @@ struct MailboxTable {
 
     /// The first node of `slot`'s mailbox, or `none`.
     func first(in slot: UInt32) -> UInt32 { self.head(slot).first }
+
+    /// Where a hand-out from `slot`'s mailbox starts: every node before it is held (`none`: all are).
+    func firstWaiting(in slot: UInt32) -> UInt32 { self.head(slot).firstWaiting }
 
     /// The first node of `slot`'s mailbox that satisfies `predicate`, with the node before it
     /// (`none` when it is the first), ready for `remove(_:after:in:)`.
@@ -151,6 +167,7 @@ struct MailboxTable {
             self.nodes[Int(previous)].next = next
         }
         if self.heads[Int(slot)].last == index { self.heads[Int(slot)].last = previous }
+        if self.heads[Int(slot)].firstWaiting == index { self.heads[Int(slot)].firstWaiting = next }
         self.nodes[Int(index)].next = self.freeNodes
         self.freeNodes = index
         self.count -= 1
@@ -167,17 +184,22 @@ struct MailboxTable {
     }
 
     #if FANOUT_INTERNAL_CHECKS
-    /// The number of nodes reachable from the heads equals `count`, and every list ends at `last`.
+    /// The number of nodes reachable from the heads equals `count`, every list ends at `last`,
+    /// and every node before a list's `firstWaiting` is held (which is in the list, or `none`).
     func checkInvariants() {
         var reachable = 0
         for head in self.heads {
             var index = head.first
             var last = Self.none
+            var isBeforeFirstWaiting = true
             while index != Self.none {
                 reachable += 1
                 last = index
+                if index == head.firstWaiting { isBeforeFirstWaiting = false }
+                precondition(!isBeforeFirstWaiting || self.nodes[Int(index)].isInFlight, "a waiting node is before its mailbox's firstWaiting")
                 index = self.nodes[Int(index)].next
             }
+            precondition(head.firstWaiting == Self.none || !isBeforeFirstWaiting, "a mailbox's firstWaiting is not in it")
             precondition(last == head.last, "a mailbox's last node is stale")
         }
         precondition(reachable == self.count, "mailbox node count \(self.count) != reachable \(reachable)")
