@@ -118,7 +118,9 @@ extension Engine {
                 try log?.checkHealthy()
                 let (result, records) = try body(&state)
                 guard let log, !records.isEmpty else { return (result, nil) }
-                return (result, try log.append(records))
+                let ticket = try log.append(records)
+                state.deliveries.recordsOfThisChange = records.count
+                return (result, ticket)
             }
             if let ticket { self.include(ticket) }
             return result

@@ -456,12 +456,16 @@ public final class Engine: Sendable {
                 self.metrics.record(from: counted, to: state.deliveries.counters, pending: (pending, state.deliveries.mailboxes.count), in: id)
                 if !state.deliveries.handOuts.isEmpty {
                     // Queued under the lock, so one consumer gets them in the order they were made,
-                    // behind every record appended so far (this change's own included).
-                    let ticket = self.log?.nextRecordLSN ?? Self.everythingAcknowledged
+                    // behind every record appended so far; when this change made none of their
+                    // deliveries (an acknowledgement's refill), not behind its own records.
+                    var ticket = self.log?.nextRecordLSN ?? Self.everythingAcknowledged
+                    if !state.deliveries.handsOutNewDeliveries { ticket.lsn -= UInt64(state.deliveries.recordsOfThisChange) }
                     self.handOuts.enqueue(state.deliveries.handOuts, after: ticket)
                     state.deliveries.handOuts.removeAll(keepingCapacity: true)
                     handedOut = true
                 }
+                state.deliveries.handsOutNewDeliveries = false
+                state.deliveries.recordsOfThisChange = 0
             }
             return try body(&state)
         }

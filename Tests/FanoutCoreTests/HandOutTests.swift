@@ -57,6 +57,30 @@ struct HandOutTests {
         }
     }
 
+    /// An acknowledgement's refill hands out deliveries of sends already synced: it does not wait
+    /// for the acknowledgement's own sync (the refilled delivery is still pending until it is
+    /// acknowledged in turn, so a crash before that sync delivers both again).
+    @Test func aRefillAfterAnAcknowledgementDoesNotWaitForItsSync() async throws {
+        try await TemporaryDirectory.with("fanout-handout") { directory in
+            let engine = try Engine(directory: directory, durability: .always)
+            _ = try await Self.subscribedInstallation(engine)
+            let worker = try engine.attachConsumer(.platform(.android), credit: 1)
+            let first = try await engine.send(Self.message)
+            let second = try await engine.send(Self.message)
+            let received = worker.poll()
+            #expect(received.map(\.id.messageSequence) == [first.sequence])
+            FileFaults.hold(.sync, pathContains: "\(directory)/segment-")
+            let acknowledged = engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try changes.acknowledge(received.map(\.id), by: worker)
+            }
+            #expect(!acknowledged.isDurable)
+            #expect(worker.poll().map(\.id.messageSequence) == [second.sequence])
+            FileFaults.release(pathContains: "\(directory)/segment-")
+            #expect(try await acknowledged.durable() == 1)
+            try engine.close()
+        }
+    }
+
     /// A send the log refuses never reaches a consumer, and is not pending afterwards.
     @Test func aRefusedSendReachesNoConsumer() async throws {
         try await TemporaryDirectory.with("fanout-handout") { directory in

@@ -45,6 +45,7 @@ extension ProjectState {
     mutating func enqueueMessage(_ rendered: RenderedMessage, sequence: UInt64, now: Timestamp) -> SendResult {
         self.deliveries.nextSequence = sequence + 1
         self.deliveries.counters.sends += 1
+        self.deliveries.handsOutNewDeliveries = true
         let (audience, addressed) = self.resolveAudience(of: rendered.target)
         let fits = PerPlatform { rendered.fits($0) }
         let staleCutoff = rendered.options.skipLastSeenBefore?.millisecondsSinceEpoch

@@ -16,6 +16,13 @@ struct DeliveryState {
     /// Deliveries given to consumers by the change being made, for the engine to push once the
     /// change is durable (`Engine.withProject` takes them before it releases the project lock).
     var handOuts: [HandOut] = []
+    /// Whether the change being made enqueued deliveries (a send): its hand-outs may include
+    /// them, so they wait for its own log records too. Any other change hands out deliveries of
+    /// earlier changes, and its hand-outs wait only for the records before its own: an
+    /// acknowledgement's refill does not wait for the acknowledgement's sync.
+    var handsOutNewDeliveries = false
+    /// How many log records the change being made appended (set as it appends them).
+    var recordsOfThisChange = 0
 
     var statistics: DeliveryStatistics {
         var statistics = self.counters

@@ -2,8 +2,8 @@ internal import DequeModule
 import Synchronization
 
 /// Deliveries a state transition gave to one consumer, in order: an effect the engine performs
-/// (pushes into the consumer's sink, in one go) once the change that made them is as durable as
-/// the engine's durability says.
+/// (pushes into the consumer's sink, in one go) once the sends that made them are as durable as
+/// the engine's durability says (and every change logged before them).
 struct HandOut {
     let sink: DeliverySink
     var deliveries: [Delivery]
