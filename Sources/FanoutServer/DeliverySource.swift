@@ -23,4 +23,17 @@ enum DeliverySource {
     }
 }
 
-extension Delivery: DeliveryFrameFields {}
+extension Delivery: DeliveryFrameFields {
+    /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
+    static func frameRecipients(_ deliveries: [Delivery]) -> [DeliveryFrameRecipient] {
+        deliveries.map { delivery in
+            DeliveryFrameRecipient(
+                envelope: DeliveryEnvelope(
+                    sequence: delivery.id.messageSequence, platform: delivery.platform, expiry: delivery.expiry,
+                    isDeletedMessagesMarker: delivery.isDeletedMessagesMarker
+                ),
+                slot: delivery.id.slot, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex
+            )
+        }
+    }
+}

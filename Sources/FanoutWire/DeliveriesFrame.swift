@@ -13,9 +13,44 @@ package protocol DeliveryFrameFields {
     var isDeletedMessagesMarker: Bool { get }
     var headers: [DeliveryHeader] { get }
     var payload: [UInt8] { get }
+
+    /// What the DELIVERIES writer reads of each delivery, in one pass. Implement it where the
+    /// conforming type is concrete, reading each delivery's fields in place: the writer's generic
+    /// code copies a delivery (retaining its token and message) at every field it reads, and
+    /// `DeliveryFrameRecipient(of:)` is not specialised outside this module.
+    static func frameRecipients(_ deliveries: [Self]) -> [DeliveryFrameRecipient]
 }
 
-extension WireDelivery: DeliveryFrameFields {}
+extension WireDelivery: DeliveryFrameFields {
+    package static func frameRecipients(_ deliveries: [WireDelivery]) -> [DeliveryFrameRecipient] {
+        deliveries.map(DeliveryFrameRecipient.init(of:))  // specialised here, where both are known
+    }
+}
+
+/// One delivery as a DELIVERIES frame carries it: its group's envelope, and what it writes as a
+/// recipient (slot, FID, token, APNs token).
+package struct DeliveryFrameRecipient {
+    var envelope: DeliveryEnvelope
+    var slot: UInt32
+    var fid: FID
+    var token: String?
+    var apnsToken: String?
+
+    package init(envelope: DeliveryEnvelope, slot: UInt32, fid: FID, token: String?, apnsToken: String?) {
+        self.envelope = envelope
+        self.slot = slot
+        self.fid = fid
+        self.token = token
+        self.apnsToken = apnsToken
+    }
+
+    init(of delivery: some DeliveryFrameFields) {
+        self.init(
+            envelope: DeliveryEnvelope(of: delivery), slot: delivery.id.slot, fid: delivery.fid, token: delivery.token?.value,
+            apnsToken: delivery.apnsToken?.hex
+        )
+    }
+}
 
 /// What the deliveries of one group of a DELIVERIES frame share: one message (or one "deleted
 /// messages" marker) rendered for one platform. Deliveries with equal envelopes have equal headers
@@ -25,6 +60,13 @@ package struct DeliveryEnvelope: Hashable {
     var platform: Platform
     var expiry: Timestamp
     var isDeletedMessagesMarker: Bool
+
+    package init(sequence: UInt64, platform: Platform, expiry: Timestamp, isDeletedMessagesMarker: Bool) {
+        self.sequence = sequence
+        self.platform = platform
+        self.expiry = expiry
+        self.isDeletedMessagesMarker = isDeletedMessagesMarker
+    }
 
     init(of delivery: some DeliveryFrameFields) {
         self.sequence = delivery.id.messageSequence
@@ -41,7 +83,7 @@ struct DeliveryGrouping {
     var order: [Int]
     var groups: [Range<Int>]
 
-    init(_ deliveries: [some DeliveryFrameFields]) {
+    init(_ deliveries: [DeliveryFrameRecipient]) {
         var envelopes: [DeliveryEnvelope] = []
         var counts: [Int] = []
         var groupOf = [Int](repeating: 0, count: deliveries.count)
@@ -52,7 +94,7 @@ struct DeliveryGrouping {
         var table = [Int32](repeating: -1, count: tableSize)
         var last = -1
         for index in deliveries.indices {
-            let envelope = DeliveryEnvelope(of: deliveries[index])
+            let envelope = deliveries[index].envelope
             var group = last
             if last < 0 || envelopes[last] != envelope {  // a send's deliveries come one after the other
                 var bucket = Int(truncatingIfNeeded: (envelope.sequence &* 0x9E37_79B9_7F4A_7C15) >> 32) & (tableSize - 1)
@@ -104,10 +146,13 @@ extension ByteBuffer {
         maximumPayloadSize: Int
     ) {
         guard !deliveries.isEmpty else { return }
-        let grouping = DeliveryGrouping(deliveries)
-        // The frame being planned: for each of its groups, the delivery whose envelope it writes
-        // and the deliveries it carries.
-        var pieces: [(head: Int, recipients: [Int])] = []
+        let recipients = Delivery.frameRecipients(deliveries)
+        let grouping = DeliveryGrouping(recipients)
+        // The frame being planned: its groups, each the delivery whose envelope it writes and its
+        // range of `carried` (the deliveries it carries).
+        var pieces: [(head: Int, carried: Range<Int>)] = []
+        var carried: [Int] = []
+        carried.reserveCapacity(deliveries.count)
         var length = 4  // the group count
         for group in grouping.groups {
             let head = grouping.order[group.lowerBound]
@@ -123,7 +168,7 @@ extension ByteBuffer {
                 let index = grouping.order[position]
                 let recipientSize: Int
                 do throws(ProtocolError) {
-                    recipientSize = try Self.recipientSize(deliveries[index])
+                    recipientSize = try Self.recipientSize(recipients[index])
                     guard 4 + envelopeSize + recipientSize <= maximumPayloadSize else {
                         throw ProtocolError(
                             .resourceExhausted,
@@ -136,15 +181,17 @@ extension ByteBuffer {
                     continue
                 }
                 if length + (isOpen ? 0 : envelopeSize) + recipientSize > maximumPayloadSize {
-                    self.writeDeliveriesFrame(attachID: attachID, pieces, of: deliveries, length: length)
+                    self.writeDeliveriesFrame(attachID: attachID, pieces, carried, of: deliveries, recipients, length: length)
                     pieces.removeAll(keepingCapacity: true)
+                    carried.removeAll(keepingCapacity: true)
                     length = 4
                     isOpen = false
                 }
+                carried.append(index)
                 if isOpen {
-                    pieces[pieces.count - 1].recipients.append(index)
+                    pieces[pieces.count - 1].carried = pieces[pieces.count - 1].carried.lowerBound..<carried.count
                 } else {
-                    pieces.append((head, [index]))
+                    pieces.append((head, (carried.count - 1)..<carried.count))
                     length += envelopeSize
                     isOpen = true
                 }
@@ -152,34 +199,36 @@ extension ByteBuffer {
             }
         }
         if !pieces.isEmpty {
-            self.writeDeliveriesFrame(attachID: attachID, pieces, of: deliveries, length: length)
+            self.writeDeliveriesFrame(attachID: attachID, pieces, carried, of: deliveries, recipients, length: length)
         }
     }
 
     /// One DELIVERIES frame of `length` payload bytes, planned by `writeDeliveriesFrames`.
     private mutating func writeDeliveriesFrame<Delivery: DeliveryFrameFields>(
         attachID: UInt32,
-        _ pieces: [(head: Int, recipients: [Int])],
+        _ pieces: [(head: Int, carried: Range<Int>)],
+        _ carried: [Int],
         of deliveries: [Delivery],
+        _ recipients: [DeliveryFrameRecipient],
         length: Int
     ) {
         self.writeSizedFrame(opcode: .deliveries, requestID: attachID, payloadLength: length) { out in
             out.integer(UInt32(pieces.count))
             for piece in pieces {
+                let envelope = recipients[piece.head].envelope
+                out.integer(envelope.sequence)
+                out.integer(envelope.platform.code)
+                out.integer(envelope.expiry.millisecondsSinceEpoch)
+                out.bool(envelope.isDeletedMessagesMarker)
                 let head = deliveries[piece.head]
-                out.integer(head.id.messageSequence)
-                out.integer(head.platform.code)
-                out.integer(head.expiry.millisecondsSinceEpoch)
-                out.bool(head.isDeletedMessagesMarker)
                 out.headers(head.headers)
                 out.lengthPrefixed(head.payload)
-                out.integer(UInt32(piece.recipients.count))
-                for index in piece.recipients {
-                    let delivery = deliveries[index]
-                    out.integer(delivery.id.slot)
-                    out.fid(delivery.fid)
-                    out.optionalString(delivery.token?.value)
-                    out.optionalString(delivery.apnsToken?.hex)
+                out.integer(UInt32(piece.carried.count))
+                for index in carried[piece.carried] {
+                    out.integer(recipients[index].slot)
+                    out.fid(recipients[index].fid)
+                    out.optionalString(recipients[index].token)
+                    out.optionalString(recipients[index].apnsToken)
                 }
             }
         }
@@ -196,8 +245,8 @@ extension ByteBuffer {
     }
 
     /// A recipient's bytes: slot, FID, token, APNs token.
-    private static func recipientSize(_ delivery: some DeliveryFrameFields) throws(ProtocolError) -> Int {
-        try 4 + RawWriter.fidSize(delivery.fid) + RawWriter.optionalStringSize(delivery.token?.value, "token")
-            + RawWriter.optionalStringSize(delivery.apnsToken?.hex, "apnsToken")
+    private static func recipientSize(_ recipient: DeliveryFrameRecipient) throws(ProtocolError) -> Int {
+        try 4 + RawWriter.fidSize(recipient.fid) + RawWriter.optionalStringSize(recipient.token, "token")
+            + RawWriter.optionalStringSize(recipient.apnsToken, "apnsToken")
     }
 }
