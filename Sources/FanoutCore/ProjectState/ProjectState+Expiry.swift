@@ -4,11 +4,13 @@ extension ProjectState {
     /// Acknowledges deliveries the consumer holds; returns how many were still pending (the log
     /// records those, sorted). Ids the consumer does not hold are ignored.
     mutating func acknowledge(_ ids: [DeliveryID], consumer: UInt64, now: Timestamp) throws(FanoutError) -> Logged<Int> {
-        guard self.deliveries.consumers.byID[consumer] != nil else {
+        // `index(forKey:)`: comparing `byID[consumer]` with nil copied the whole consumer.
+        guard self.deliveries.consumers.byID.index(forKey: consumer) != nil else {
             throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
         }
         var acknowledged: [DeliveryID] = []
-        for id in ids where self.deliveries.consumers.byID[consumer]!.inFlight.remove(id) {
+        self.deliveries.mailboxes.prefetchFirstNodes(of: ids.lazy.map(\.slot))
+        for id in ids where self.deliveries.consumers.unhold(id, by: consumer) {
             if self.removeDelivery(id) { acknowledged.append(id) }
         }
         self.deliveries.counters.acknowledged += acknowledged.count

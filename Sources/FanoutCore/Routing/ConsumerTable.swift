@@ -44,6 +44,17 @@ struct ConsumerTable {
         return (consumer.sink, consumer.credit - consumer.inFlight.count)
     }
 
+    /// Notes that consumer `id` no longer holds `delivery`; false when it did not hold it.
+    mutating func unhold(_ delivery: DeliveryID, by id: UInt64) -> Bool {
+        guard let index = self.byID.index(forKey: id) else { return false }
+        return Self.unhold(delivery, by: &self.byID.values[index])
+    }
+
+    // In place, as `hasRoom`: `byID[id]!.inFlight.remove(_:)` copied the consumer for every id.
+    private static func unhold(_ delivery: DeliveryID, by consumer: inout Consumer) -> Bool {
+        consumer.inFlight.remove(delivery)
+    }
+
     /// Whether consumer `id` may be handed another delivery, read in place (through `_modify`):
     /// binding `byID[id]!`, or reading `byID.values[index]`, copied the consumer (its sink, slots
     /// and held set, retained and released) for every delivery handed out.
