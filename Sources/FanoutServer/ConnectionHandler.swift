@@ -50,8 +50,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// Deliveries written per batch; the next batch is taken on a later turn of the event loop.
-    static let deliveryBatch = 256
+    /// Deliveries written per batch (on ATTACH_GROUPED, one DELIVERIES frame unless the frame
+    /// limit splits it); the next batch is taken on a later turn of the event loop. 1024, not
+    /// 256: a worker acknowledging each frame with a few ACKs in flight kept less of its credit
+    /// busy across the log's syncs (`fanout-load run send-topic`: 1.17x deliveries per second).
+    static let deliveryBatch = 1024
 
     private let settings: ConnectionSettings
     private var state: ConnectionState
