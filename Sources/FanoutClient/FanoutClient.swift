@@ -116,11 +116,19 @@ public final class FanoutClient: Sendable {
         on channel: any Channel,
         deliveries: DeliveryStream? = nil
     ) async throws -> ServerMessage {
-        let reply = ReplyPromise(channel.eventLoop.makePromise(of: ServerMessage.self))
-        channel.writeAndFlush(PendingRequest(request: request, reply: reply, deliveries: deliveries)).whenFailure { error in
-            reply.fail(Self.connectionError(error))
+        // One hop onto the event loop per request: the write, its failure and the wait for the
+        // reply are all set up there. (`writeAndFlush`, `whenFailure` and `get()` from the
+        // caller's thread were a hop each; a hop that finds the loop asleep wakes it again.)
+        let eventLoop = channel.eventLoop
+        let message: ServerMessage = try await withUnsafeThrowingContinuation { continuation in
+            eventLoop.execute {
+                let reply = ReplyPromise(eventLoop.makePromise(of: ServerMessage.self))
+                reply.futureResult.assumeIsolated().whenComplete { continuation.resume(with: $0) }
+                let written = eventLoop.makePromise(of: Void.self)
+                written.futureResult.assumeIsolated().whenFailure { reply.fail(Self.connectionError($0)) }
+                channel.writeAndFlush(PendingRequest(request: request, reply: reply, deliveries: deliveries), promise: written)
+            }
         }
-        let message = try await reply.futureResult.get()
         if case .error(let error) = message {
             throw error
         }
