@@ -55,7 +55,7 @@ package struct DeliveryFrameRecipient {
 /// What the deliveries of one group of a DELIVERIES frame share: one message (or one "deleted
 /// messages" marker) rendered for one platform. Deliveries with equal envelopes have equal headers
 /// and payloads: a sequence names one message of the project, rendered once per platform.
-package struct DeliveryEnvelope: Hashable {
+package struct DeliveryEnvelope: Equatable {
     var sequence: UInt64
     var platform: Platform
     var expiry: Timestamp
@@ -69,10 +69,10 @@ package struct DeliveryEnvelope: Hashable {
     }
 
     init(of delivery: some DeliveryFrameFields) {
-        self.sequence = delivery.id.messageSequence
-        self.platform = delivery.platform
-        self.expiry = delivery.expiry
-        self.isDeletedMessagesMarker = delivery.isDeletedMessagesMarker
+        self.init(
+            sequence: delivery.id.messageSequence, platform: delivery.platform, expiry: delivery.expiry,
+            isDeletedMessagesMarker: delivery.isDeletedMessagesMarker
+        )
     }
 }
 
