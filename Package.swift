@@ -121,7 +121,7 @@ let package = Package(
         // The load harness: scenarios, fanoutd and redis-server as child processes, a RESP client.
         .target(
             name: "FanoutLoad",
-            dependencies: ["FanoutCore", "FanoutCluster", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix, nioHTTP1]
+            dependencies: ["FanoutCore", "FanoutCluster", "FanoutModel", "FanoutWire", "FanoutClient", "FanoutKeys", "FanoutTestSupport", dequeModule, histogram, nioCore, nioPosix, nioHTTP1]
         ),
         .target(
             name: "FanoutTestSupport",

@@ -163,12 +163,14 @@ public struct LoadReport: Codable, Sendable {
         }
     }
 
+    /// Three decimals under 1 (a round trip's milliseconds), two under 100, none above.
     private static func number(_ value: Double) -> String {
-        value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
+        value >= 100 ? String(format: "%.0f", value) : String(format: value >= 1 ? "%.2f" : "%.3f", value)
     }
 
+    /// Three decimals under a millisecond, where round trips are.
     private static func milliseconds(_ microseconds: UInt64) -> String {
-        String(format: "%.2f", Double(microseconds) / 1000)
+        String(format: microseconds >= 1000 ? "%.2f" : "%.3f", Double(microseconds) / 1000)
     }
 
     private static func bytes(_ value: Int) -> String {

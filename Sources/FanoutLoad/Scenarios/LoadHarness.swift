@@ -68,7 +68,7 @@ public struct LoadHarness: Sendable {
             }
             let session = try await self.fanoutSession(
                 host: running.host, port: running.port, adminKey: running.adminKey,
-                resources: { pid.flatMap { ProcessResources.of(pid: $0) } }
+                resources: { pid.flatMap { ProcessResources.of(pid: $0) } }, process: { pid }
             )
             let drain = running.consumerKey.map { DeliveryDrainTarget(host: running.host, port: running.port, adminKey: running.adminKey, consumerKey: $0) }
             try await self.run(scenario, on: session, drain: drain, report: &report)
@@ -93,7 +93,10 @@ public struct LoadHarness: Sendable {
             return report
         }
         try await server.start()
-        let session = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, tls: server.clientTLS, resources: { server.resources })
+        let session = try await self.fanoutSession(
+            host: "127.0.0.1", port: server.port, adminKey: server.adminKey, tls: server.clientTLS, resources: { server.resources },
+            process: { server.pid }
+        )
         var drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
         drain.tls = server.clientTLS
         let http = server.httpPort.map { HTTPFrontTarget(host: "127.0.0.1", port: $0, apiKey: server.adminKey) }
@@ -123,13 +126,16 @@ public struct LoadHarness: Sendable {
         let redisSession = LoadSession(
             backend: redisBackend, workload: self.workload, options: self.options,
             serverResources: { redis.resources },
+            serverProcess: { redis.pid },
             dataMemory: { try? await RedisProcess.usedMemory(probe) }
         )
         try await self.runComparedPhases(on: redisSession, drain: nil)
 
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
         try await server.start()
-        let fanoutSession = try await self.fanoutSession(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources })
+        let fanoutSession = try await self.fanoutSession(
+            host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources }, process: { server.pid }
+        )
         let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
         try await self.runComparedPhases(on: fanoutSession, drain: drain)
         await LoadSession.latencyInTurns([redisSession, fanoutSession])
@@ -186,12 +192,14 @@ public struct LoadHarness: Sendable {
 
     private func fanoutSession(
         host: String, port: Int, adminKey: String, tls: FanoutClient.TLS? = nil,
-        resources: @escaping @Sendable () -> ProcessResources?
+        resources: @escaping @Sendable () -> ProcessResources?,
+        process: @escaping @Sendable () -> Int32? = { nil }
     ) async throws -> LoadSession {
         let backend = try await FanoutBackend.connect(workload: self.workload, host: host, port: port, apiKey: adminKey, connections: self.options.connections, tls: tls)
         return LoadSession(
             backend: backend, workload: self.workload, options: self.options,
             serverResources: resources,
+            serverProcess: process,
             dataMemory: { resources()?.residentBytes }
         )
     }

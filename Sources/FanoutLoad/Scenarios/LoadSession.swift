@@ -13,6 +13,8 @@ public final class LoadSession: @unchecked Sendable {
     public let options: LoadOptions
     /// The server's resident memory and CPU time now, when the harness can see its process.
     private let serverResources: @Sendable () -> ProcessResources?
+    /// The server's process, when the harness knows it (to pin it for the one-CPU latency phases).
+    private let serverProcess: @Sendable () -> Int32?
     /// What the system's data takes now: fanoutd's resident memory, Redis's `used_memory`.
     private let dataMemory: @Sendable () async -> Int?
     public private(set) var results: [PhaseResult] = []
@@ -24,12 +26,14 @@ public final class LoadSession: @unchecked Sendable {
         workload: LoadWorkload,
         options: LoadOptions,
         serverResources: @escaping @Sendable () -> ProcessResources?,
+        serverProcess: @escaping @Sendable () -> Int32? = { nil },
         dataMemory: @escaping @Sendable () async -> Int?
     ) {
         self.backend = backend
         self.workload = workload
         self.options = options
         self.serverResources = serverResources
+        self.serverProcess = serverProcess
         self.dataMemory = dataMemory
     }
 
@@ -109,9 +113,19 @@ public final class LoadSession: @unchecked Sendable {
     /// system's block after the other's, PINGs first and then reads, so that every system is
     /// measured in the same minutes (this VM's speed drifts by tens of percent within minutes).
     /// Each system gets its `latency ping` and `latency read` phases, with the server's and the
-    /// harness's CPU summed over its own blocks.
+    /// harness's CPU summed over its own blocks. Then, when the harness can pin every server's
+    /// process, the same again with the harness and the servers on one CPU (`latency ping, one
+    /// CPU` and `latency read, one CPU`; `CPUPinning` says why).
     static func latencyInTurns(_ sessions: [LoadSession], turn: Int = 1000) async {
-        for (name, read) in [("latency ping", false), ("latency read", true)] {
+        await Self.latencyInTurns(sessions, turn: turn, suffix: "")
+        let servers = sessions.compactMap { $0.serverProcess() }
+        guard servers.count == sessions.count, let pinning = CPUPinning.pin(servers: servers) else { return }
+        await Self.latencyInTurns(sessions, turn: turn, suffix: ", one CPU")
+        pinning.restore()
+    }
+
+    private static func latencyInTurns(_ sessions: [LoadSession], turn: Int, suffix: String) async {
+        for (name, read) in [("latency ping" + suffix, false), ("latency read" + suffix, true)] {
             var recorders = Array(repeating: PhaseRecorder(), count: sessions.count)
             var elapsed = Array(repeating: Duration.zero, count: sessions.count)
             var serverCPU = Array(repeating: 0.0, count: sessions.count)
