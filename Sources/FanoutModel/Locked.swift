@@ -1,12 +1,17 @@
 #if canImport(Glibc)
-package import Glibc
+public import Glibc
 #endif
 
 /// A value behind a pthread mutex. Used for the engine's project locks instead of
 /// `Synchronization.Mutex`, whose Linux implementation spins before it sleeps: with many threads
 /// waiting on one project (the durability benchmark's 256 callers on 2 cores) the spinning took a
 /// third of the CPU. A pthread mutex sleeps in the kernel at once.
-package final class Locked<Value> {
+///
+/// The type is public and its members `package`: Swift 6.3 does not inline or specialize an
+/// `@inlinable` member of a `package` generic type in another module (the call goes to the
+/// unspecialized generic code, which instantiates metadata at run time), while it does for a
+/// public type's. Nothing outside the package can make or use one.
+public final class Locked<Value> {
     // Usable from inline code only so that `withLock` inlines into the modules that use it: it is
     // on every engine call's path.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>

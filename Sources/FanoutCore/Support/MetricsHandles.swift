@@ -1,8 +1,11 @@
-package import Synchronization
+public import Synchronization
 
 /// swift-metrics handles made once per key and shared (the labels of a request, a project's
 /// gauge): making one goes through the metrics backend's registry, so callers keep them here.
-package final class MetricsHandles<Key: Hashable & Sendable, Handle: Sendable>: Sendable {
+///
+/// Public with `package` members, as `Locked` is, so that the lookup is specialized in the
+/// modules that call it (unspecialized, it was 1.5-2% of fanoutd's samples while it registered).
+public final class MetricsHandles<Key: Hashable & Sendable, Handle: Sendable>: Sendable {
     @usableFromInline
     let handles = Mutex<[Key: Handle]>([:])
 
