@@ -548,9 +548,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let count = switch source {
         case .engine(let consumer):
-            self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready).deliveries, attachID: attachID, grouped: grouped, context: context)
+            // Slices of the engine's hand-outs, each written as it is (none copied).
+            consumer.pollSlices(maximum: Self.deliveryBatch, orWhenReady: ready).slices.reduce(0) { count, slice in
+                count + self.write(slice, attachID: attachID, grouped: grouped, context: context)
+            }
         case .cluster(let consumer):
-            self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready), attachID: attachID, grouped: grouped, context: context)
+            self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready)[...], attachID: attachID, grouped: grouped, context: context)
         }
         guard count > 0 else {
             self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
@@ -566,7 +569,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Writes `deliveries` for the attachment `attachID`, as DELIVERIES frames when it is
     /// `grouped` and otherwise a DELIVERY frame each; how many.
-    private func write(_ deliveries: [some DeliveryFrameFields], attachID: UInt32, grouped: Bool, context: ChannelHandlerContext) -> Int {
+    private func write(_ deliveries: ArraySlice<some DeliveryFrameFields>, attachID: UInt32, grouped: Bool, context: ChannelHandlerContext) -> Int {
         if grouped, !deliveries.isEmpty {
             self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) in
                 output.writeDeliveriesFrames(attachID: attachID, deliveries, maximumPayloadSize: maximum)

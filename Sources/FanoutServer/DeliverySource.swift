@@ -25,7 +25,7 @@ enum DeliverySource {
 
 extension Delivery: DeliveryFrameFields {
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
-    static func frameRecipients(_ deliveries: [Delivery]) -> [DeliveryFrameRecipient] {
+    static func frameRecipients(_ deliveries: ArraySlice<Delivery>) -> [DeliveryFrameRecipient] {
         deliveries.map { delivery in
             DeliveryFrameRecipient(
                 envelope: DeliveryEnvelope(

@@ -18,11 +18,11 @@ package protocol DeliveryFrameFields {
     /// conforming type is concrete, reading each delivery's fields in place: the writer's generic
     /// code copies a delivery (retaining its token and message) at every field it reads, and
     /// `DeliveryFrameRecipient(of:)` is not specialised outside this module.
-    static func frameRecipients(_ deliveries: [Self]) -> [DeliveryFrameRecipient]
+    static func frameRecipients(_ deliveries: ArraySlice<Self>) -> [DeliveryFrameRecipient]
 }
 
 extension WireDelivery: DeliveryFrameFields {
-    package static func frameRecipients(_ deliveries: [WireDelivery]) -> [DeliveryFrameRecipient] {
+    package static func frameRecipients(_ deliveries: ArraySlice<WireDelivery>) -> [DeliveryFrameRecipient] {
         deliveries.map(DeliveryFrameRecipient.init(of:))  // specialised here, where both are known
     }
 }
@@ -145,6 +145,16 @@ extension ByteBuffer {
         _ deliveries: [Delivery],
         maximumPayloadSize: Int
     ) {
+        self.writeDeliveriesFrames(attachID: attachID, deliveries[...], maximumPayloadSize: maximumPayloadSize)
+    }
+
+    /// `writeDeliveriesFrames` of a slice (the server's: slices of the engine's hand-outs, so
+    /// that no delivery is copied on its way to the frame).
+    package mutating func writeDeliveriesFrames<Delivery: DeliveryFrameFields>(
+        attachID: UInt32,
+        _ deliveries: ArraySlice<Delivery>,
+        maximumPayloadSize: Int
+    ) {
         guard !deliveries.isEmpty else { return }
         let recipients = Delivery.frameRecipients(deliveries)
         let grouping = DeliveryGrouping(recipients)
@@ -158,7 +168,8 @@ extension ByteBuffer {
             let head = grouping.order[group.lowerBound]
             let envelopeSize: Int
             do throws(ProtocolError) {
-                envelopeSize = try Self.envelopeSize(headers: deliveries[head].headers, payload: deliveries[head].payload)
+                let delivery = deliveries[deliveries.startIndex + head]
+                envelopeSize = try Self.envelopeSize(headers: delivery.headers, payload: delivery.payload)
             } catch {
                 for _ in group { self.writeDeliveryError(error, attachID: attachID, maximumPayloadSize: maximumPayloadSize) }
                 continue
@@ -208,7 +219,7 @@ extension ByteBuffer {
         attachID: UInt32,
         _ pieces: [(head: Int, carried: Range<Int>)],
         _ carried: [Int],
-        of deliveries: [Delivery],
+        of deliveries: ArraySlice<Delivery>,
         _ recipients: [DeliveryFrameRecipient],
         length: Int
     ) {
@@ -220,7 +231,7 @@ extension ByteBuffer {
                 out.integer(envelope.platform.code)
                 out.integer(envelope.expiry.millisecondsSinceEpoch)
                 out.bool(envelope.isDeletedMessagesMarker)
-                let head = deliveries[piece.head]
+                let head = deliveries[deliveries.startIndex + piece.head]
                 out.headers(head.headers)
                 out.lengthPrefixed(head.payload)
                 out.integer(UInt32(piece.carried.count))

@@ -14,7 +14,7 @@ struct DeliverySinkTests {
         }
     }
 
-    /// Random pushes (hand-outs of 1...300) and takes (`poll` of 1...400, or one `next()`),
+    /// Random pushes (hand-outs of 1...300) and takes (`poll` or `pollSlices` of 1...400, or one `next()`),
     /// checked against a plain queue of ids: every delivery comes out once, in push order, and
     /// a take returns as many as it may.
     @Test(arguments: [1, 2, 3] as [UInt64])
@@ -34,8 +34,11 @@ struct DeliverySinkTests {
                 model.append(contentsOf: next..<(next + count))
                 next += count
             case 4..<9:
+                // Half the takes as slices of the hand-outs (the server's), flattened.
                 let maximum = Int.random(in: 1...400, using: &random)
-                let taken = sink.poll(maximum: maximum).map(\.id.messageSequence)
+                let taken = Bool.random(using: &random)
+                    ? sink.poll(maximum: maximum).map(\.id.messageSequence)
+                    : sink.pollSlices(maximum: maximum, orWhenReady: {}).slices.flatMap { $0.map(\.id.messageSequence) }
                 let expected = Array(model[modelStart..<min(model.count, modelStart + maximum)])
                 #expect(taken == expected)
                 modelStart += expected.count

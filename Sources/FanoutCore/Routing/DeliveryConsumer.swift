@@ -55,6 +55,12 @@ public final class DeliveryConsumer: AsyncSequence, Sendable {
         self.sink.poll(maximum: maximum, orWhenReady: ready)
     }
 
+    /// `poll(maximum:orWhenReady:)` with the deliveries as slices of the batches the engine
+    /// handed out, so that none is copied (the server's DELIVERIES writer takes slices).
+    package func pollSlices(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (slices: [ArraySlice<Delivery>], finished: Bool) {
+        self.sink.pollSlices(maximum: maximum, orWhenReady: ready)
+    }
+
     /// The next delivery, waiting for it; `nil` once detached (or the engine closed) and drained.
     public func next() async -> Delivery? {
         await self.sink.next()

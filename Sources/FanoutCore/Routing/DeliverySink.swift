@@ -41,6 +41,21 @@ final class DeliverySink: Sendable {
             return deliveries
         }
 
+        /// Removes up to `maximum` buffered deliveries, oldest first, and returns them as slices
+        /// of the hand-outs they came in: no delivery is copied (`take` copies when it splits a
+        /// hand-out or joins several).
+        mutating func takeSlices(maximum: Int) -> [ArraySlice<Delivery>] {
+            var slices: [ArraySlice<Delivery>] = []
+            var remaining = maximum
+            while remaining > 0, let first = self.handOuts.first {
+                let count = min(remaining, first.count - self.taken)
+                slices.append(first[self.taken..<(self.taken + count)])
+                remaining -= count
+                self.advance(by: count, of: first.count)
+            }
+            return slices
+        }
+
         private mutating func advance(by count: Int, of firstCount: Int) {
             self.taken += count
             if self.taken == firstCount {
@@ -120,8 +135,20 @@ final class DeliverySink: Sendable {
     /// (outside the sink's lock, on the pushing thread) when some arrive or the stream ends. `finished`
     /// says the stream has ended (nothing more will arrive, nothing is called).
     func poll(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (deliveries: [Delivery], finished: Bool) {
+        self.poll(orWhenReady: ready) { $0.take(maximum: maximum) }
+    }
+
+    /// `poll(maximum:orWhenReady:)` with the deliveries as slices of their hand-outs, none copied.
+    func pollSlices(maximum: Int, orWhenReady ready: @escaping @Sendable () -> Void) -> (slices: [ArraySlice<Delivery>], finished: Bool) {
+        self.poll(orWhenReady: ready) { $0.takeSlices(maximum: maximum) }
+    }
+
+    private func poll<Taken: Collection>(
+        orWhenReady ready: @escaping @Sendable () -> Void,
+        _ take: (inout State) -> Taken
+    ) -> (Taken, finished: Bool) where Taken: ExpressibleByArrayLiteral {
         self.state.withLock { state in
-            guard state.isEmpty else { return (state.take(maximum: maximum), false) }
+            guard state.isEmpty else { return (take(&state), false) }
             guard !state.isFinished else { return ([], true) }
             state.readiness = ready
             return ([], false)

@@ -34,7 +34,9 @@ struct DeliveryState {
 
     /// Queues a delivery handed to the consumer behind `sink`: a fill hands one consumer its
     /// deliveries one after another, so they join that consumer's batch (sized for its `room`).
-    mutating func queueHandOut(_ delivery: Delivery, to sink: DeliverySink, room: Int) {
+    /// The delivery is moved in (`consuming`), not copied: a copy retained its token and message
+    /// and the caller's released them.
+    mutating func queueHandOut(_ delivery: consuming Delivery, to sink: DeliverySink, room: Int) {
         if let last = self.handOuts.indices.last, self.handOuts[last].sink === sink {
             self.handOuts[last].deliveries.append(delivery)
             return
