@@ -71,6 +71,21 @@ struct DeliveriesFrameTests {
         }
     }
 
+    /// The server writes slices of the engine's hand-outs: a slice that starts past 0 writes what
+    /// the same deliveries as an array write.
+    @Test func aSliceWritesWhatTheSameDeliveriesWrite() throws {
+        var samples = WireSamples(seed: 13)
+        for _ in 0..<20 {
+            let deliveries = Self.poll(&samples, messages: samples.int(1...8), recipients: samples.int(2...64))
+            let start = samples.int(1...(deliveries.count - 1))
+            var sliced = ByteBuffer()
+            sliced.writeDeliveriesFrames(attachID: 9, deliveries[start...], maximumPayloadSize: 4096)
+            var whole = ByteBuffer()
+            whole.writeDeliveriesFrames(attachID: 9, Array(deliveries[start...]), maximumPayloadSize: 4096)
+            #expect(sliced == whole)
+        }
+    }
+
     @Test func aFrameTooBigIsSplitWithTheGroupsEnvelopeRepeated() throws {
         var samples = WireSamples(seed: 11)
         let deliveries = Self.poll(&samples, messages: 3, recipients: 256)
