@@ -6,15 +6,15 @@ internal import NIOCore
 /// front of it, it sends GOAWAY and closes; when the channel stays unwritable (output buffered
 /// above the high-water mark: a peer that does not read) for `stallTimeout`, it closes.
 ///
-/// On `StopReading` (a graceful shutdown, a revoked key) it passes no more frames on and passes the event on (the
-/// `ConnectionHandler` ends its input), at a frame boundary: frames already passed on are applied and answered, the rest
-/// (complete or not) are dropped unapplied, without an error. It keeps draining the socket, so
+/// On `StopReading` (a graceful shutdown, a revoked key) it passes no more bytes on and passes the event on (the
+/// `ConnectionHandler` ends its input and decodes nothing more), at a frame boundary: frames already decoded are applied
+/// and answered, the rest (complete or not) are dropped unapplied, without an error. It keeps draining the socket, so
 /// that once the server has shut its output (after GOAWAY) the close is a lingering one: it closes
 /// when the peer does, or `lingerTimeout` after the output closed. (Closing a socket with unread
 /// input sends a reset, and a reset can destroy replies the peer has not read yet.)
 final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ClientFrame
-    typealias InboundOut = ClientFrame
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
 
     /// The user event that stops reading requests; the peer is told `goAway` once the replies of
     /// what was applied have left.

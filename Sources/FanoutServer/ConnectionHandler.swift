@@ -46,7 +46,7 @@ struct Exchange {
 /// graceful shutdown or a revoked key stops reading (`ConnectionGuardHandler.StopReading`): the
 /// replies of what was applied go out, then GOAWAY (on a stop) and the close.
 final class ConnectionHandler: ChannelDuplexHandler {
-    typealias InboundIn = ClientFrame
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -58,6 +58,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private let settings: ConnectionSettings
     private var state: ConnectionState
+    /// Frames are decoded here, from the socket's bytes, rather than by a `ByteToMessageHandler`
+    /// in front: its generic decode loop ran unspecialized and boxed every frame in an `NIOAny`.
+    private var decoder: FrameDecoder<ClientRequest>
+    /// Bytes read and not decoded yet: the start of a frame not whole yet.
+    private var unread: ByteBuffer?
+    /// Frames are being decoded (a read that comes meanwhile joins `unread`).
+    private var isDecoding = false
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
     private let durableReplies = DurableReplies()
     /// The replies of applied changes in the order applied, nil until durable; the first is
@@ -88,6 +95,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     init(settings: ConnectionSettings) {
         self.settings = settings
+        self.decoder = FrameDecoder(maximumPayloadSize: settings.executor.maximumPayloadSize)
         self.state = ConnectionState(keys: settings.keys.current, welcome: settings.welcome, tokens: settings.executor.tokens, clock: settings.executor.engine.clock)
     }
 
@@ -104,8 +112,43 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard self.ending == nil else { return }
-        let frame = Self.unwrapInboundIn(data)
-        self.handle(frame, context: context)
+        var bytes = Self.unwrapInboundIn(data)
+        if var unread = self.unread {
+            unread.writeBuffer(&bytes)
+            self.unread = unread
+        } else {
+            self.unread = bytes
+        }
+        self.decodeUnread(seenEOF: false, context: context)
+    }
+
+    /// Decodes and handles every whole frame in `unread`, in order, until the input ends; at the
+    /// end of the input (`seenEOF`) a frame not whole is a protocol error. A header is checked
+    /// (version, flags, size) before its payload is waited for.
+    private func decodeUnread(seenEOF: Bool, context: ChannelHandlerContext) {
+        guard !self.isDecoding else { return }  // the loop below takes what was added
+        self.isDecoding = true
+        defer { self.isDecoding = false }
+        while self.ending == nil, var bytes = self.unread {
+            self.unread = nil
+            let frame: ClientFrame?
+            do {
+                frame = try seenEOF ? self.decoder.decodeLastRequest(buffer: &bytes) : self.decoder.decodeRequest(buffer: &bytes)
+            } catch {
+                self.unread = nil
+                self.errorCaught(context: context, error: error)
+                return
+            }
+            // What arrived while the frame was handled goes after what is left of these bytes.
+            if bytes.readableBytes > 0 {
+                if var later = self.unread {
+                    bytes.writeBuffer(&later)
+                }
+                self.unread = bytes
+            }
+            guard let frame else { return }
+            self.handle(frame, context: context)
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -127,6 +170,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case let stop as ConnectionGuardHandler.StopReading:
             self.endInput(goAway: stop.goAway, context: context)
         case ChannelEvent.inputClosed:
+            if self.ending == nil, self.unread != nil {
+                self.decodeUnread(seenEOF: true, context: context)  // a frame cut short is an error
+            }
             self.endInput(goAway: nil, context: context)
         case is DeviceConnections.Recheck:
             if let principal = self.state.principal, !DeviceScope.isLive(principal, engine: self.engine(of: principal)) {

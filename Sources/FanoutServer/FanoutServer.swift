@@ -135,7 +135,6 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
                     guard connections.add(channel) else { throw ChannelError.ioOnClosedChannel }  // shutting down
                     let pipeline = channel.pipeline.syncOperations
                     if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
-                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ClientRequest>(maximumPayloadSize: maximumPayloadSize)))
                     try pipeline.addHandler(IdleStateHandler(readTimeout: idleTimeout))
                     try pipeline.addHandler(ConnectionGuardHandler(stallTimeout: stallTimeout))
                     try pipeline.addHandler(ConnectionHandler(settings: settings))

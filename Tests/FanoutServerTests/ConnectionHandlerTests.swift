@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutKeys
 @testable import FanoutServer
+import FanoutTestSupport
 import FanoutWire
 import Logging
 import NIOCore
@@ -41,7 +42,7 @@ struct ConnectionHandlerTests {
         try channel.pipeline.syncOperations.addHandler(reads)
         try channel.pipeline.syncOperations.addHandler(ConnectionHandler(settings: settings))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        try channel.writeInbound(ClientFrame(requestID: 1, request: .hello(Hello(role: .admin, credential: .apiKey(Array(LoopbackServer.adminKey.utf8)), clientName: "test"))))
+        try channel.writeRequest(ClientFrame(requestID: 1, request: .hello(Hello(role: .admin, credential: .apiKey(Array(LoopbackServer.adminKey.utf8)), clientName: "test"))))
         guard case .welcome = try #require(try channel.readServerFrames().first).message else {
             Issue.record("expected WELCOME")
             throw CancellationError()
@@ -55,9 +56,9 @@ struct ConnectionHandlerTests {
 
     @Test func aChangeIsAnsweredOnceTheLogHasItAndAReadAtOnce() throws {
         let (channel, _, log) = try Self.connection(maximumInFlight: 16)
-        try channel.writeInbound(Self.register(2))
-        try channel.writeInbound(Self.register(3))
-        try channel.writeInbound(ClientFrame(requestID: 4, request: .installationCount(project: "default")))
+        try channel.writeRequest(Self.register(2))
+        try channel.writeRequest(Self.register(3))
+        try channel.writeRequest(ClientFrame(requestID: 4, request: .installationCount(project: "default")))
         // The read sees both changes (applied in order) and does not wait for the log.
         channel.embeddedEventLoop.run()
         #expect(try channel.readServerFrames() == [ServerFrame(requestID: 4, message: .count(.installationCount, 2))], "no change is answered before the log acknowledges it")
@@ -71,11 +72,49 @@ struct ConnectionHandlerTests {
         _ = try channel.finish()
     }
 
+    /// The handler decodes the socket's bytes itself: frames split anywhere across reads, or
+    /// several in one read, are applied as when each came whole.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func framesSplitAcrossReadsOrJoinedInOneAreApplied(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let (channel, _, _) = try Self.connection(maximumInFlight: 64)
+        var bytes = ByteBuffer()
+        for id in 2...6 { try Self.register(UInt32(id)).encode(into: &bytes) }
+        try ClientFrame(requestID: 7, request: .installationCount(project: "default")).encode(into: &bytes)
+        while bytes.readableBytes > 0 {
+            let piece = bytes.readSlice(length: min(bytes.readableBytes, Int.random(in: 1...120, using: &random)))!
+            try channel.writeInbound(piece)
+        }
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readServerFrames() == [ServerFrame(requestID: 7, message: .count(.installationCount, 5))])
+        _ = try channel.finish()
+    }
+
+    /// A frame the end of the input cuts short is refused with the frame's request id; what came
+    /// whole before it is applied.
+    @Test func aFrameCutShortByTheEndOfTheInputIsAnError() throws {
+        let (channel, _, _) = try Self.connection(maximumInFlight: 16)
+        var bytes = ByteBuffer()
+        try ClientFrame(requestID: 2, request: .installationCount(project: "default")).encode(into: &bytes)
+        try Self.register(3).encode(into: &bytes)
+        try channel.writeInbound(bytes.getSlice(at: 0, length: bytes.readableBytes - 5)!)
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        channel.embeddedEventLoop.run()
+        let frames = try channel.readServerFrames()
+        #expect(frames.first == ServerFrame(requestID: 2, message: .count(.installationCount, 0)))
+        guard frames.count == 2, case .error(let error) = frames[1].message else {
+            Issue.record("expected the count, then an ERROR: \(frames)")
+            return
+        }
+        #expect(frames[1].requestID == 3 && error.code == .invalidArgument)
+        _ = try? channel.finish()
+    }
+
     /// The log may call back out of order (a change applied while the writer tells the others
     /// hears at once); the replies of changes still leave in the order the changes were applied.
     @Test func repliesOfChangesLeaveInTheOrderApplied() throws {
         let (channel, _, log) = try Self.connection(maximumInFlight: 16, notifiesNewestFirst: true)
-        for id in 2...5 { try channel.writeInbound(Self.register(UInt32(id))) }
+        for id in 2...5 { try channel.writeRequest(Self.register(UInt32(id))) }
         log.acknowledge(through: .max)
         channel.embeddedEventLoop.run()
         #expect(try channel.readServerFrames().map(\.requestID) == [2, 3, 4, 5])
@@ -84,10 +123,10 @@ struct ConnectionHandlerTests {
 
     @Test func readsWaitWhileTooManyRepliesDo() throws {
         let (channel, reads, log) = try Self.connection(maximumInFlight: 2)
-        try channel.writeInbound(Self.register(2))
+        try channel.writeRequest(Self.register(2))
         channel.read()
         let before = reads.reads
-        try channel.writeInbound(Self.register(3))
+        try channel.writeRequest(Self.register(3))
         channel.read()
         #expect(reads.reads == before, "two replies wait: the read is held")
         log.acknowledge(through: 1)
@@ -98,5 +137,14 @@ struct ConnectionHandlerTests {
         channel.embeddedEventLoop.run()
         #expect(try channel.readServerFrames().map(\.requestID) == [3])
         _ = try channel.finish()
+    }
+}
+
+extension EmbeddedChannel {
+    /// A request as the socket brings it: the frame's bytes (the handler decodes them).
+    func writeRequest(_ frame: ClientFrame) throws {
+        var bytes = ByteBuffer()
+        try frame.encode(into: &bytes)
+        try self.writeInbound(bytes)
     }
 }
