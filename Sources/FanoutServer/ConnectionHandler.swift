@@ -63,6 +63,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var decoder: FrameDecoder<ClientRequest>
     /// Bytes read and not decoded yet: the start of a frame not whole yet.
     private var unread: ByteBuffer?
+    /// `unread` is a buffer of this handler's own, sized for the frame it starts: the reads that
+    /// complete a large frame append to it in place, instead of copying what came before each time.
+    private var unreadIsOwn = false
     /// Frames are being decoded (a read that comes meanwhile joins `unread`).
     private var isDecoding = false
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
@@ -114,10 +117,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         guard self.ending == nil else { return }
         var bytes = Self.unwrapInboundIn(data)
         if var unread = self.unread {
+            self.unread = nil  // so that `unread` is the buffer's only reference, and appends in place
             unread.writeBuffer(&bytes)
             self.unread = unread
         } else {
             self.unread = bytes
+            self.unreadIsOwn = false
         }
         self.decodeUnread(seenEOF: false, context: context)
     }
@@ -139,16 +144,32 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 self.errorCaught(context: context, error: error)
                 return
             }
-            // What arrived while the frame was handled goes after what is left of these bytes.
+            if frame != nil {
+                self.unreadIsOwn = false  // what is left starts another frame
+            }
             if bytes.readableBytes > 0 {
+                // What arrived while the frame was handled goes after what is left of these bytes.
                 if var later = self.unread {
                     bytes.writeBuffer(&later)
+                }
+                if frame == nil, !self.unreadIsOwn {
+                    bytes = Self.ownBuffer(for: bytes, context: context)
+                    self.unreadIsOwn = true
                 }
                 self.unread = bytes
             }
             guard let frame else { return }
             self.handle(frame, context: context)
         }
+    }
+
+    /// `bytes`, the start of a frame, copied into a buffer of its own with room for the whole frame
+    /// (its length is in the header, when the header has come).
+    private static func ownBuffer(for bytes: ByteBuffer, context: ChannelHandlerContext) -> ByteBuffer {
+        let frameSize = FrameHeader.peek(in: bytes).map { FrameHeader.size + Int($0.payloadLength) } ?? FrameHeader.size
+        var own = context.channel.allocator.buffer(capacity: max(frameSize, bytes.readableBytes))
+        own.writeImmutableBuffer(bytes)
+        return own
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

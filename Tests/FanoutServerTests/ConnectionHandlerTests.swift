@@ -80,13 +80,16 @@ struct ConnectionHandlerTests {
         let (channel, _, _) = try Self.connection(maximumInFlight: 64)
         var bytes = ByteBuffer()
         for id in 2...6 { try Self.register(UInt32(id)).encode(into: &bytes) }
-        try ClientFrame(requestID: 7, request: .installationCount(project: "default")).encode(into: &bytes)
+        // A large frame (about 50 KB) among them, which comes in a great many reads.
+        let batch = (0..<300).map { RegistrationFields(token: "batch-\($0)-" + String(repeating: "t", count: 150), platform: .android, appID: "1:1:android:a") }
+        try ClientFrame(requestID: 7, request: .registerBatch(project: "default", batch)).encode(into: &bytes)
+        try ClientFrame(requestID: 8, request: .installationCount(project: "default")).encode(into: &bytes)
         while bytes.readableBytes > 0 {
             let piece = bytes.readSlice(length: min(bytes.readableBytes, Int.random(in: 1...120, using: &random)))!
             try channel.writeInbound(piece)
         }
         channel.embeddedEventLoop.run()
-        #expect(try channel.readServerFrames() == [ServerFrame(requestID: 7, message: .count(.installationCount, 5))])
+        #expect(try channel.readServerFrames() == [ServerFrame(requestID: 8, message: .count(.installationCount, 305))])
         _ = try channel.finish()
     }
 
