@@ -148,10 +148,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 self.unreadIsOwn = false  // what is left starts another frame
             }
             if bytes.readableBytes > 0 {
-                // What arrived while the frame was handled goes after what is left of these bytes.
-                if var later = self.unread {
-                    bytes.writeBuffer(&later)
-                }
+                // (A read while the frame is handled appends to what is kept here.)
                 if frame == nil, !self.unreadIsOwn {
                     bytes = Self.ownBuffer(for: bytes, context: context)
                     self.unreadIsOwn = true
@@ -164,10 +161,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// `bytes`, the start of a frame, copied into a buffer of its own with room for the whole frame
-    /// (its length is in the header, when the header has come).
+    /// (its length is in the header, when the header has come), but no more than 64 KiB ahead of
+    /// what came: a header alone reserves no more (it grows by doubling past that).
     private static func ownBuffer(for bytes: ByteBuffer, context: ChannelHandlerContext) -> ByteBuffer {
         let frameSize = FrameHeader.peek(in: bytes).map { FrameHeader.size + Int($0.payloadLength) } ?? FrameHeader.size
-        var own = context.channel.allocator.buffer(capacity: max(frameSize, bytes.readableBytes))
+        var own = context.channel.allocator.buffer(capacity: max(min(frameSize, bytes.readableBytes + 65536), bytes.readableBytes))
         own.writeImmutableBuffer(bytes)
         return own
     }
