@@ -1,4 +1,5 @@
 import FanoutModel
+import FanoutTestSupport
 import Foundation
 
 /// Every thread of some processes held on one CPU for a while, then given back the CPUs each
@@ -74,22 +75,11 @@ struct CPUPinning {
         Self.run(arguments) != nil
     }
 
-    /// `taskset`'s standard output, or nil when it cannot run or fails.
+    /// `taskset`'s standard output, or nil when it cannot run, fails or takes over 10 s.
     private static func run(_ arguments: [String]) -> String? {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/taskset")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return nil
-        }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { return nil }
-        return String(decoding: data, as: UTF8.self)
+        guard let outcome = try? ChildProcess.run("/usr/bin/taskset", arguments, timeout: .seconds(10)),
+            outcome.status == 0, !outcome.timedOut
+        else { return nil }
+        return outcome.output
     }
 }
