@@ -613,12 +613,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         let count = switch source {
         case .engine(let consumer):
-            // Slices of the engine's hand-outs, each written as it is (none copied).
-            consumer.pollSlices(maximum: Self.deliveryBatch, orWhenReady: ready).slices.reduce(0) { count, slice in
-                count + self.write(slice, attachID: attachID, grouped: grouped, context: context)
-            }
+            // Slices of the engine's hand-outs, written without joining them (none copied).
+            self.write(consumer.pollSlices(maximum: Self.deliveryBatch, orWhenReady: ready).slices, attachID: attachID, grouped: grouped, context: context)
         case .cluster(let consumer):
-            self.write(consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready)[...], attachID: attachID, grouped: grouped, context: context)
+            self.write([consumer.poll(maximum: Self.deliveryBatch, orWhenReady: ready)[...]], attachID: attachID, grouped: grouped, context: context)
         }
         guard count > 0 else {
             self.pumpScheduled = true  // until the consumer calls back (never, once it has ended)
@@ -632,21 +630,23 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Writes `deliveries` for the attachment `attachID`, as DELIVERIES frames when it is
-    /// `grouped` and otherwise a DELIVERY frame each; how many.
-    private func write(_ deliveries: ArraySlice<some DeliveryFrameFields>, attachID: UInt32, grouped: Bool, context: ChannelHandlerContext) -> Int {
-        if grouped, !deliveries.isEmpty {
+    /// Writes `chunks` (a poll's deliveries, in the slices they came in) for the attachment
+    /// `attachID`: as DELIVERIES frames grouped across the slices when it is `grouped`, and
+    /// otherwise a DELIVERY frame each; how many.
+    private func write(_ chunks: [ArraySlice<some DeliveryFrameFields>], attachID: UInt32, grouped: Bool, context: ChannelHandlerContext) -> Int {
+        let count = chunks.reduce(0) { $0 + $1.count }
+        if grouped, count > 0 {
             self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) in
-                output.writeDeliveriesFrames(attachID: attachID, deliveries, maximumPayloadSize: maximum)
+                output.writeDeliveriesFrames(attachID: attachID, chunks: chunks, maximumPayloadSize: maximum)
             }
-            return deliveries.count
+            return count
         }
-        for delivery in deliveries {
+        for delivery in chunks.joined() {
             self.encode(requestID: attachID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
                 try output.writeDeliveryFrame(attachID: attachID, delivery, maximumPayloadSize: maximum)
             }
         }
-        return deliveries.count
+        return count
     }
 }
 

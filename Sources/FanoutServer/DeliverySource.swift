@@ -25,15 +25,15 @@ enum DeliverySource {
 
 extension Delivery: DeliveryFrameFields {
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
-    static func frameRecipients(_ deliveries: ArraySlice<Delivery>) -> [DeliveryFrameRecipient] {
-        deliveries.map { delivery in
-            DeliveryFrameRecipient(
+    static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
+        for delivery in deliveries {
+            recipients.append(DeliveryFrameRecipient(
                 envelope: DeliveryEnvelope(
                     sequence: delivery.id.messageSequence, platform: delivery.platform, expiry: delivery.expiry,
                     isDeletedMessagesMarker: delivery.isDeletedMessagesMarker
                 ),
                 slot: delivery.id.slot, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex
-            )
+            ))
         }
     }
 }

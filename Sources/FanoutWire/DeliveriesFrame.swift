@@ -14,16 +14,46 @@ package protocol DeliveryFrameFields {
     var headers: [DeliveryHeader] { get }
     var payload: [UInt8] { get }
 
-    /// What the DELIVERIES writer reads of each delivery, in one pass. Implement it where the
-    /// conforming type is concrete, reading each delivery's fields in place: the writer's generic
-    /// code copies a delivery (retaining its token and message) at every field it reads, and
-    /// `DeliveryFrameRecipient(of:)` is not specialised outside this module.
-    static func frameRecipients(_ deliveries: ArraySlice<Self>) -> [DeliveryFrameRecipient]
+    /// What the DELIVERIES writer reads of each delivery, in one pass, appended to `recipients`.
+    /// Implement it where the conforming type is concrete, reading each delivery's fields in
+    /// place: the writer's generic code copies a delivery (retaining its token and message) at
+    /// every field it reads, and `DeliveryFrameRecipient(of:)` is not specialised outside this
+    /// module.
+    static func appendFrameRecipients(of deliveries: ArraySlice<Self>, to recipients: inout [DeliveryFrameRecipient])
 }
 
 extension WireDelivery: DeliveryFrameFields {
-    package static func frameRecipients(_ deliveries: ArraySlice<WireDelivery>) -> [DeliveryFrameRecipient] {
-        deliveries.map(DeliveryFrameRecipient.init(of:))  // specialised here, where both are known
+    package static func appendFrameRecipients(of deliveries: ArraySlice<WireDelivery>, to recipients: inout [DeliveryFrameRecipient]) {
+        for delivery in deliveries {
+            recipients.append(DeliveryFrameRecipient(of: delivery))  // specialised here, where both are known
+        }
+    }
+}
+
+/// A poll's deliveries as the slices they were handed out in (none copied to join them), read by
+/// one running index: `chunks[i]` is the i-th delivery of them all.
+struct DeliveryChunks<Delivery> {
+    let slices: [ArraySlice<Delivery>]
+    /// The running index of each slice's first delivery.
+    private let starts: [Int]
+    let count: Int
+
+    init(_ slices: [ArraySlice<Delivery>]) {
+        self.slices = slices
+        var count = 0
+        self.starts = slices.map { slice in
+            defer { count += slice.count }
+            return count
+        }
+        self.count = count
+    }
+
+    subscript(index: Int) -> Delivery {
+        // A poll has a handful of slices: the last one starting at or before `index` holds it (an
+        // empty slice starts where the next one does, so it is never the last such one).
+        var slice = self.starts.count - 1
+        while self.starts[slice] > index { slice -= 1 }
+        return self.slices[slice][self.slices[slice].startIndex + index - self.starts[slice]]
     }
 }
 
@@ -145,18 +175,24 @@ extension ByteBuffer {
         _ deliveries: [Delivery],
         maximumPayloadSize: Int
     ) {
-        self.writeDeliveriesFrames(attachID: attachID, deliveries[...], maximumPayloadSize: maximumPayloadSize)
+        self.writeDeliveriesFrames(attachID: attachID, chunks: [deliveries[...]], maximumPayloadSize: maximumPayloadSize)
     }
 
-    /// `writeDeliveriesFrames` of a slice (the server's: slices of the engine's hand-outs, so
-    /// that no delivery is copied on its way to the frame).
+    /// `writeDeliveriesFrames` of deliveries in slices, grouped together as if they were one
+    /// array (the server's: the slices of the engine's hand-outs one poll takes, so that no
+    /// delivery is copied on its way to the frame).
     package mutating func writeDeliveriesFrames<Delivery: DeliveryFrameFields>(
         attachID: UInt32,
-        _ deliveries: ArraySlice<Delivery>,
+        chunks: [ArraySlice<Delivery>],
         maximumPayloadSize: Int
     ) {
-        guard !deliveries.isEmpty else { return }
-        let recipients = Delivery.frameRecipients(deliveries)
+        let deliveries = DeliveryChunks(chunks)
+        guard deliveries.count > 0 else { return }
+        var recipients: [DeliveryFrameRecipient] = []
+        recipients.reserveCapacity(deliveries.count)
+        for chunk in chunks {
+            Delivery.appendFrameRecipients(of: chunk, to: &recipients)
+        }
         let grouping = DeliveryGrouping(recipients)
         // The frame being planned: its groups, each the delivery whose envelope it writes and its
         // range of `carried` (the deliveries it carries).
@@ -168,7 +204,7 @@ extension ByteBuffer {
             let head = grouping.order[group.lowerBound]
             let envelopeSize: Int
             do throws(ProtocolError) {
-                let delivery = deliveries[deliveries.startIndex + head]
+                let delivery = deliveries[head]
                 envelopeSize = try Self.envelopeSize(headers: delivery.headers, payload: delivery.payload)
             } catch {
                 for _ in group { self.writeDeliveryError(error, attachID: attachID, maximumPayloadSize: maximumPayloadSize) }
@@ -219,7 +255,7 @@ extension ByteBuffer {
         attachID: UInt32,
         _ pieces: [(head: Int, carried: Range<Int>)],
         _ carried: [Int],
-        of deliveries: ArraySlice<Delivery>,
+        of deliveries: DeliveryChunks<Delivery>,
         _ recipients: [DeliveryFrameRecipient],
         length: Int
     ) {
@@ -231,7 +267,7 @@ extension ByteBuffer {
                 out.integer(envelope.platform.code)
                 out.integer(envelope.expiry.millisecondsSinceEpoch)
                 out.bool(envelope.isDeletedMessagesMarker)
-                let head = deliveries[deliveries.startIndex + piece.head]
+                let head = deliveries[piece.head]
                 out.headers(head.headers)
                 out.lengthPrefixed(head.payload)
                 out.integer(UInt32(piece.carried.count))

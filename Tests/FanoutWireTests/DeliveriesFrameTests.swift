@@ -71,17 +71,20 @@ struct DeliveriesFrameTests {
         }
     }
 
-    /// The server writes slices of the engine's hand-outs: a slice that starts past 0 writes what
-    /// the same deliveries as an array write.
-    @Test func aSliceWritesWhatTheSameDeliveriesWrite() throws {
+    /// The server writes a poll's deliveries as the slices of the engine's hand-outs it took:
+    /// slices cut anywhere (some empty, some starting past 0) write what the same deliveries as
+    /// one array write, grouped across the slices.
+    @Test func slicesWriteWhatTheSameDeliveriesInOneArrayWrite() throws {
         var samples = WireSamples(seed: 13)
         for _ in 0..<20 {
             let deliveries = Self.poll(&samples, messages: samples.int(1...8), recipients: samples.int(2...64))
-            let start = samples.int(1...(deliveries.count - 1))
+            var cuts = (0..<samples.int(1...4)).map { _ in samples.int(0...deliveries.count) }
+            cuts = [0] + cuts.sorted() + [deliveries.count]
+            let chunks = zip(cuts, cuts.dropFirst()).map { deliveries[$0..<$1] }
             var sliced = ByteBuffer()
-            sliced.writeDeliveriesFrames(attachID: 9, deliveries[start...], maximumPayloadSize: 4096)
+            sliced.writeDeliveriesFrames(attachID: 9, chunks: chunks, maximumPayloadSize: 4096)
             var whole = ByteBuffer()
-            whole.writeDeliveriesFrames(attachID: 9, Array(deliveries[start...]), maximumPayloadSize: 4096)
+            whole.writeDeliveriesFrames(attachID: 9, deliveries, maximumPayloadSize: 4096)
             #expect(sliced == whole)
         }
     }
