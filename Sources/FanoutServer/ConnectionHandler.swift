@@ -58,16 +58,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     private let settings: ConnectionSettings
     private var state: ConnectionState
-    /// Frames are decoded here, from the socket's bytes, rather than by a `ByteToMessageHandler`
-    /// in front: its generic decode loop ran unspecialized and boxed every frame in an `NIOAny`.
-    private var decoder: FrameDecoder<ClientRequest>
-    /// Bytes read and not decoded yet: the start of a frame not whole yet.
-    private var unread: ByteBuffer?
-    /// `unread` is a buffer of this handler's own, sized for the frame it starts: the reads that
-    /// complete a large frame append to it in place, instead of copying what came before each time.
-    private var unreadIsOwn = false
-    /// Frames are being decoded (a read that comes meanwhile joins `unread`).
-    private var isDecoding = false
+    /// The socket's bytes, decoded into requests here.
+    private var requests: RequestReader
+    /// Requests are being handled (a read that comes meanwhile only joins `requests`).
+    private var isHandlingRequests = false
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
     private let durableReplies = DurableReplies()
     /// The replies of applied changes in the order applied, nil until durable; the first is
@@ -98,7 +92,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     init(settings: ConnectionSettings) {
         self.settings = settings
-        self.decoder = FrameDecoder(maximumPayloadSize: settings.executor.maximumPayloadSize)
+        self.requests = RequestReader(maximumPayloadSize: settings.executor.maximumPayloadSize)
         self.state = ConnectionState(keys: settings.keys.current, welcome: settings.welcome, tokens: settings.executor.tokens, clock: settings.executor.engine.clock)
     }
 
@@ -116,58 +110,27 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard self.ending == nil else { return }
         var bytes = Self.unwrapInboundIn(data)
-        if var unread = self.unread {
-            self.unread = nil  // so that `unread` is the buffer's only reference, and appends in place
-            unread.writeBuffer(&bytes)
-            self.unread = unread
-        } else {
-            self.unread = bytes
-            self.unreadIsOwn = false
-        }
-        self.decodeUnread(seenEOF: false, context: context)
+        self.requests.append(&bytes)
+        self.handleRequests(seenEOF: false, context: context)
     }
 
-    /// Decodes and handles every whole frame in `unread`, in order, until the input ends; at the
-    /// end of the input (`seenEOF`) a frame not whole is a protocol error. A header is checked
-    /// (version, flags, size) before its payload is waited for.
-    private func decodeUnread(seenEOF: Bool, context: ChannelHandlerContext) {
-        guard !self.isDecoding else { return }  // the loop below takes what was added
-        self.isDecoding = true
-        defer { self.isDecoding = false }
-        while self.ending == nil, var bytes = self.unread {
-            self.unread = nil
+    /// Handles every whole request that has come, in order, until the input ends; at the end of
+    /// the input (`seenEOF`) a frame cut short is a protocol error.
+    private func handleRequests(seenEOF: Bool, context: ChannelHandlerContext) {
+        guard !self.isHandlingRequests else { return }  // the loop below takes what was added
+        self.isHandlingRequests = true
+        defer { self.isHandlingRequests = false }
+        while self.ending == nil {
             let frame: ClientFrame?
             do {
-                frame = try seenEOF ? self.decoder.decodeLastRequest(buffer: &bytes) : self.decoder.decodeRequest(buffer: &bytes)
+                frame = try self.requests.next(seenEOF: seenEOF)
             } catch {
-                self.unread = nil
                 self.errorCaught(context: context, error: error)
                 return
-            }
-            if frame != nil {
-                self.unreadIsOwn = false  // what is left starts another frame
-            }
-            if bytes.readableBytes > 0 {
-                // (A read while the frame is handled appends to what is kept here.)
-                if frame == nil, !self.unreadIsOwn {
-                    bytes = Self.ownBuffer(for: bytes, context: context)
-                    self.unreadIsOwn = true
-                }
-                self.unread = bytes
             }
             guard let frame else { return }
             self.handle(frame, context: context)
         }
-    }
-
-    /// `bytes`, the start of a frame, copied into a buffer of its own with room for the whole frame
-    /// (its length is in the header, when the header has come), but no more than 64 KiB ahead of
-    /// what came: a header alone reserves no more (it grows by doubling past that).
-    private static func ownBuffer(for bytes: ByteBuffer, context: ChannelHandlerContext) -> ByteBuffer {
-        let frameSize = FrameHeader.peek(in: bytes).map { FrameHeader.size + Int($0.payloadLength) } ?? FrameHeader.size
-        var own = context.channel.allocator.buffer(capacity: max(min(frameSize, bytes.readableBytes + 65536), bytes.readableBytes))
-        own.writeImmutableBuffer(bytes)
-        return own
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -189,8 +152,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case let stop as ConnectionGuardHandler.StopReading:
             self.endInput(goAway: stop.goAway, context: context)
         case ChannelEvent.inputClosed:
-            if self.ending == nil, self.unread != nil {
-                self.decodeUnread(seenEOF: true, context: context)  // a frame cut short is an error
+            if self.ending == nil, self.requests.hasUnread {
+                self.handleRequests(seenEOF: true, context: context)  // a frame cut short is an error
             }
             self.endInput(goAway: nil, context: context)
         case is DeviceConnections.Recheck:
