@@ -62,6 +62,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var requests: RequestReader
     /// Requests are being handled (a read that comes meanwhile only joins `requests`).
     private var isHandlingRequests = false
+    /// When a frame begun and not whole yet makes the connection idle. The `IdleStateHandler` in
+    /// front sees the socket's reads, not frames: a peer trickling the bytes of a frame that never
+    /// ends would keep it quiet. So a frame must come whole within the idle timeout of its first
+    /// bytes, or the guard is told the connection is idle (GOAWAY, then the close).
+    private var unfinishedFrameDeadline: Scheduled<Void>?
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
     private let durableReplies = DurableReplies()
     /// The replies of applied changes in the order applied, nil until durable; the first is
@@ -111,26 +116,40 @@ final class ConnectionHandler: ChannelDuplexHandler {
         guard self.ending == nil else { return }
         var bytes = Self.unwrapInboundIn(data)
         self.requests.append(&bytes)
-        self.handleRequests(seenEOF: false, context: context)
+        if self.handleRequests(seenEOF: false, context: context) > 0 {
+            self.unfinishedFrameDeadline?.cancel()  // a frame came whole: what is left starts anew
+            self.unfinishedFrameDeadline = nil
+        }
+        if self.requests.hasUnread, self.ending == nil, self.unfinishedFrameDeadline == nil {
+            let idleTimeout = TimeAmount.milliseconds(Int64(self.settings.welcome.idleTimeoutMilliseconds))
+            self.unfinishedFrameDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: idleTimeout) {
+                guard self.ending == nil, !self.isClosing else { return }
+                context.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
+            }
+        }
     }
 
     /// Handles every whole request that has come, in order, until the input ends; at the end of
-    /// the input (`seenEOF`) a frame cut short is a protocol error.
-    private func handleRequests(seenEOF: Bool, context: ChannelHandlerContext) {
-        guard !self.isHandlingRequests else { return }  // the loop below takes what was added
+    /// the input (`seenEOF`) a frame cut short is a protocol error. How many it handled.
+    @discardableResult
+    private func handleRequests(seenEOF: Bool, context: ChannelHandlerContext) -> Int {
+        guard !self.isHandlingRequests else { return 0 }  // the loop below takes what was added
         self.isHandlingRequests = true
         defer { self.isHandlingRequests = false }
+        var handled = 0
         while self.ending == nil {
             let frame: ClientFrame?
             do {
                 frame = try self.requests.next(seenEOF: seenEOF)
             } catch {
                 self.errorCaught(context: context, error: error)
-                return
+                break
             }
-            guard let frame else { return }
+            guard let frame else { break }
             self.handle(frame, context: context)
+            handled += 1
         }
+        return handled
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -223,6 +242,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.isClosing = true
         self.expiry?.cancel()
         self.expiry = nil
+        self.unfinishedFrameDeadline?.cancel()
+        self.unfinishedFrameDeadline = nil
         self.settings.devices.remove(context.channel)
         self.attachment?.source.detach()
         self.attachment = nil

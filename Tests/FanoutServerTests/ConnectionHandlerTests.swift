@@ -113,6 +113,43 @@ struct ConnectionHandlerTests {
         _ = try? channel.finish()
     }
 
+    /// Catches the idle events the handler tells the pipeline (the guard in front acts on them).
+    final class IdleEvents: ChannelInboundHandler {
+        typealias InboundIn = Any
+        var count = 0
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read { self.count += 1 }
+        }
+    }
+
+    /// Reads keep the `IdleStateHandler` quiet, frames or not: a frame whose bytes trickle in and
+    /// never end makes the connection idle once the idle timeout (60 s here) has passed since its
+    /// first bytes; frames that come whole within it do not.
+    @Test func aFrameThatDoesNotComeWholeWithinTheIdleTimeoutMakesTheConnectionIdle() throws {
+        let (channel, _, _) = try Self.connection(maximumInFlight: 16)
+        let idle = IdleEvents()
+        try channel.pipeline.syncOperations.addHandler(idle)
+        var bytes = ByteBuffer()
+        try ClientFrame(requestID: 2, request: .installationCount(project: "default")).encode(into: &bytes)
+        // Whole frames, each cut in two reads 50 s apart: never idle.
+        for _ in 0..<3 {
+            try channel.writeInbound(bytes.getSlice(at: 0, length: 5)!)
+            channel.embeddedEventLoop.advanceTime(by: .seconds(50))
+            try channel.writeInbound(bytes.getSlice(at: 5, length: bytes.readableBytes - 5)!)
+            channel.embeddedEventLoop.advanceTime(by: .seconds(50))
+        }
+        #expect(idle.count == 0)
+        #expect(try channel.readServerFrames().count == 3)
+        // One byte every 20 s of a frame that never ends: idle 60 s after its first byte.
+        for offset in 0..<3 {
+            try channel.writeInbound(bytes.getSlice(at: offset, length: 1)!)
+            channel.embeddedEventLoop.advanceTime(by: .seconds(20))
+        }
+        #expect(idle.count == 1)
+        _ = try? channel.finish()
+    }
+
     /// The log may call back out of order (a change applied while the writer tells the others
     /// hears at once); the replies of changes still leave in the order the changes were applied.
     @Test func repliesOfChangesLeaveInTheOrderApplied() throws {
