@@ -14,6 +14,16 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
 
     private static let legacyFlag: UInt16 = 0x8000
 
+    /// "cAAAAAAAAAAAAAAAAAAAAA": a valid FID that stands in a storage slot holding none (the
+    /// registry's free records), never one given to an installation by that storage.
+    package static let placeholder = FID(high: 28 << 54, middle: 0, low: 0)
+
+    private init(high: UInt64, middle: UInt64, low: UInt16) {
+        self.high = high
+        self.middle = middle
+        self.low = low
+    }
+
     /// Whether this is an 11-character legacy Instance ID.
     public var isLegacyInstanceID: Bool { self.low & Self.legacyFlag != 0 }
 

@@ -15,6 +15,17 @@ public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
         self.value = value
     }
 
+    /// A token from bytes already validated as one (stored by the engine after validation).
+    package init(validatedBytes bytes: UnsafeRawBufferPointer) {
+        self.value = String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Calls `body` with the token's bytes, without copying them.
+    public func withUTF8<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        var value = self.value
+        return try value.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+    }
+
     /// Redacted: the length only.
     public var description: String { "<token: \(self.value.utf8.count) bytes>" }
 }

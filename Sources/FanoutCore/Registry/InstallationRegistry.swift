@@ -1,4 +1,5 @@
 internal import CFanoutIntrinsics
+import Glibc
 
 /// The installations of one project, in dense `UInt32` slots.
 ///
@@ -7,17 +8,23 @@ internal import CFanoutIntrinsics
 /// incremented; its FID and token are retired (tombstoned), so neither can ever address the next
 /// holder of the slot, nor be registered again. Not thread-safe: the engine serialises access.
 struct InstallationRegistry {
-    /// One slot's state. `fid == nil` marks a free slot.
+    /// One slot's state (72 bytes). A free slot has platform code 0 in `platformCodes`; its record
+    /// keeps its last FID and generation.
     private struct Record {
-        var token: RegistrationToken?
-        var fid: FID?
+        var token: TokenReference
+        var fid: FID
+        var appIndex: UInt16
         var generation: UInt32
-        var appIndex: UInt32
         var createdAt: Int64
         var lastSeen: Int64
         var user: UserID?
         /// Device details and the APNs token: rarely read, so kept out of line.
         var extras: Extras?
+
+        /// A slot never used: its FID is a placeholder no lookup reaches (it is in no index).
+        static let unused = Record(
+            token: .none, fid: FID.placeholder, appIndex: 0, generation: 0, createdAt: 0, lastSeen: 0, user: nil, extras: nil
+        )
     }
 
     private final class Extras: Sendable {
@@ -31,6 +38,8 @@ struct InstallationRegistry {
     }
 
     private var records: [Record] = []
+    /// The records' registration tokens, packed.
+    private var tokens = TokenArena()
     /// Each slot's `Platform.code` (0 when free), with `tokenlessBit` set while the installation
     /// has no registration token, apart from the records: a fan-out reads it for every recipient,
     /// and one byte per slot stays in cache where a ~90-byte record would miss.
@@ -48,9 +57,10 @@ struct InstallationRegistry {
     private var retiredFIDs: Set<FID> = []
     /// Stable 64-bit hashes of tokens that were rotated away, signed out or deleted.
     private var retiredTokens: Set<UInt64> = []
-    /// Interned app ids (a project has a handful).
+    /// Interned app ids (a project has a handful; at most `maximumAppCount`).
     private var appIDs: [AppID] = []
-    private var appIndexByID: [AppID: UInt32] = [:]
+    private var appIndexByID: [AppID: UInt16] = [:]
+    static let maximumAppCount = Int(UInt16.max) + 1
     /// Every live slot: the universe of `!` in conditions.
     private(set) var liveSlots = SlotSet()
 
@@ -59,6 +69,9 @@ struct InstallationRegistry {
 
     /// One past the highest slot ever used.
     var slotCapacity: Int { self.records.count }
+
+    /// The bytes of the chunks holding the registration tokens.
+    var tokenArenaBytes: Int { self.tokens.allocatedBytes }
 
     // MARK: - Lookups
 
@@ -90,7 +103,7 @@ struct InstallationRegistry {
         let hashes = addresses.map { address -> Int in
             switch address {
             case .fid(let fid): return fid.hashValue
-            case .token(let token): return token.hashValue
+            case .token(let token): return Self.tokenHash(token)
             }
         }
         let candidates = zip(addresses, hashes).map { address, hash -> UInt32? in
@@ -109,24 +122,19 @@ struct InstallationRegistry {
             case .token(let token):
                 if let legacy = Self.legacyInstanceID(token), let slot = self.slot(forFID: legacy) { return slot }
                 guard let candidate else { return nil }
-                if self.records[Int(candidate)].token == token { return candidate }
-                return self.slotByToken.find(hash: hashes[index]) { self.records[Int($0)].token == token }
+                if self.holds(token, atSlot: candidate) { return candidate }
+                return self.slotByToken.find(hash: hashes[index]) { self.holds(token, atSlot: $0) }
             }
         }
     }
 
-    /// Prefetches the records of `slots`, then the first 192 bytes of their tokens. Reaching a
-    /// token's bytes copies its `String`, whose retain waits for the record's line (prefetched
-    /// just before); reading the address from the string's representation instead was measured
-    /// no faster (resolution 27.8% of the server's samples against 28.5%).
+    /// Prefetches the records of `slots`, then the first 192 bytes of their tokens' entries.
     private func prefetchTokens(of slots: [UInt32?]) {
         self.prefetchRecords(of: slots.lazy.compactMap { $0 })
         self.records.withUnsafeBufferPointer { records in
-            for case let slot? in slots {
-                _ = records[Int(slot)].token?.value.utf8.withContiguousStorageIfAvailable { bytes in
-                    guard let start = UnsafeRawPointer(bytes.baseAddress) else { return }
-                    for offset in stride(from: 0, to: min(bytes.count, 192), by: 64) { fanout_prefetch(start + offset) }
-                }
+            for case let slot? in slots where records[Int(slot)].token != .none {
+                let start = self.tokens.address(of: records[Int(slot)].token)
+                for offset in stride(from: 0, to: 192, by: 64) { fanout_prefetch(start + offset) }
             }
         }
     }
@@ -161,21 +169,30 @@ struct InstallationRegistry {
     }
 
     func slot(forToken token: RegistrationToken, hash: Int? = nil) -> UInt32? {
-        self.slotByToken.find(hash: hash ?? token.hashValue) { self.records[Int($0)].token == token }
+        self.slotByToken.find(hash: hash ?? Self.tokenHash(token)) { self.holds(token, atSlot: $0) }
+    }
+
+    /// Whether the installation at `slot` has `token` (its bytes compared in place).
+    private func holds(_ token: RegistrationToken, atSlot slot: UInt32) -> Bool {
+        let reference = self.records[Int(slot)].token
+        guard reference != .none else { return false }
+        return self.tokens.withBytes(reference) { stored in
+            token.withUTF8 { key in key.count == stored.count && memcmp(key.baseAddress!, stored.baseAddress!, key.count) == 0 }
+        }
     }
 
     func isLive(_ slot: UInt32) -> Bool {
-        Int(slot) < self.records.count && self.records[Int(slot)].fid != nil
+        Int(slot) < self.platformCodes.count && self.platformCodes[Int(slot)] != 0
     }
 
     func fid(ofSlot slot: UInt32) -> FID? {
-        guard Int(slot) < self.records.count else { return nil }
+        guard self.isLive(slot) else { return nil }
         return self.records[Int(slot)].fid
     }
 
     func token(ofSlot slot: UInt32) -> RegistrationToken? {
-        guard Int(slot) < self.records.count else { return nil }
-        return self.records[Int(slot)].token
+        guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
+        return self.tokens.withBytes(self.records[Int(slot)].token) { RegistrationToken(validatedBytes: $0) }
     }
 
     func slot(forAPNsToken token: APNsDeviceToken) -> UInt32? {
@@ -229,14 +246,13 @@ struct InstallationRegistry {
     }
 
     func installation(atSlot slot: UInt32) -> Installation? {
-        guard Int(slot) < self.records.count else { return nil }
+        guard self.isLive(slot) else { return nil }
         let record = self.records[Int(slot)]
-        guard let fid = record.fid else { return nil }
         return Installation(
             slot: slot,
             generation: record.generation,
-            fid: fid,
-            token: record.token,
+            fid: record.fid,
+            token: self.token(ofSlot: slot),
             platform: self.platform(ofSlot: slot)!,
             appID: self.appIDs[Int(record.appIndex)],
             device: record.extras?.device ?? DeviceDetails(),
@@ -264,7 +280,7 @@ struct InstallationRegistry {
     ) throws(FanoutError) -> RegistrationResult {
         let offered = offering ?? request.offeredFID.flatMap { FID($0, allowingLegacy: allowingLegacy) }
         // Each key is hashed once: a token's hash reads all of its bytes (SipHash).
-        let tokenHash = request.token?.hashValue
+        let tokenHash = request.token.map(Self.tokenHash)
         let offeredHash = offered?.hashValue
         if let token = request.token {
             if let holder = self.slot(forToken: token, hash: tokenHash) {
@@ -282,6 +298,7 @@ struct InstallationRegistry {
         if request.apnsToken != nil && request.platform != .ios {
             throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
         }
+        let appIndex = try self.intern(request.appID)
         var fid: FID
         var assigned = true
         var fidHash: Int
@@ -303,10 +320,10 @@ struct InstallationRegistry {
             ? nil : Extras(device: request.device, apnsToken: request.apnsToken)
         let generation = self.records[Int(slot)].generation &+ 1
         self.records[Int(slot)] = Record(
-            token: request.token,
+            token: request.token.map { self.storeToken($0, atSlot: slot) } ?? .none,
             fid: fid,
+            appIndex: appIndex,
             generation: generation,
-            appIndex: self.intern(request.appID),
             createdAt: now.millisecondsSinceEpoch,
             lastSeen: now.millisecondsSinceEpoch,
             user: nil,
@@ -315,6 +332,7 @@ struct InstallationRegistry {
         self.slotByFID.insert(hash: fidHash, slot: slot)
         if let tokenHash {
             self.slotByToken.insert(hash: tokenHash, slot: slot)
+            self.evacuateTokenChunks()
         }
         self.platformCodes[Int(slot)] = request.platform.code | (request.token == nil ? Self.tokenlessBit : 0)
         self.liveSlots.insert(slot)
@@ -326,8 +344,7 @@ struct InstallationRegistry {
     /// Gives the installation at `slot` a new token; the old one is retired (`UNREGISTERED` from now on).
     /// Setting the current token again changes nothing.
     mutating func replaceToken(atSlot slot: UInt32, with token: RegistrationToken, now: Timestamp) throws(FanoutError) {
-        let current = self.records[Int(slot)].token
-        if current == token {
+        if self.holds(token, atSlot: slot) {
             self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
             return
         }
@@ -338,10 +355,11 @@ struct InstallationRegistry {
             throw .invalidArgument("the token was retired (rotated away or deleted) and cannot be registered again", field: "token")
         }
         self.dropToken(atSlot: slot)
-        self.records[Int(slot)].token = token
+        self.records[Int(slot)].token = self.storeToken(token, atSlot: slot)
         self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
-        self.slotByToken.insert(hash: token.hashValue, slot: slot)
+        self.slotByToken.insert(hash: Self.tokenHash(token), slot: slot)
         self.platformCodes[Int(slot)] &= ~Self.tokenlessBit
+        self.evacuateTokenChunks()
     }
 
     /// Sets or clears the APNs device token of the (iOS) installation at `slot`. A token another
@@ -372,11 +390,15 @@ struct InstallationRegistry {
 
     /// Retires the token of `slot`, if it has one (sign-out and rotation).
     mutating func dropToken(atSlot slot: UInt32) {
-        guard let token = self.records[Int(slot)].token else { return }
-        self.slotByToken.remove(hash: token.hashValue, slot: slot)
-        self.retiredTokens.insert(Self.stableHash(token))
-        self.records[Int(slot)].token = nil
+        let reference = self.records[Int(slot)].token
+        guard reference != .none else { return }
+        let (hash, stableHash) = self.tokens.withBytes(reference) { (Self.tokenHash($0), FNV1a.hash64($0)) }
+        self.slotByToken.remove(hash: hash, slot: slot)
+        self.retiredTokens.insert(stableHash)
+        self.tokens.release(reference)
+        self.records[Int(slot)].token = .none
         self.platformCodes[Int(slot)] |= Self.tokenlessBit
+        self.evacuateTokenChunks()
     }
 
     mutating func touch(slot: UInt32, now: Timestamp) {
@@ -392,13 +414,13 @@ struct InstallationRegistry {
     /// Deletes the installation at `slot`: its FID and token are retired and the slot is freed.
     /// The caller cascades subscriptions and the user binding first.
     mutating func delete(slot: UInt32) {
-        guard let fid = self.records[Int(slot)].fid else { return }
+        guard self.isLive(slot) else { return }
+        let fid = self.records[Int(slot)].fid
         self.dropToken(atSlot: slot)
         if let apnsToken = self.apnsToken(ofSlot: slot) { self.slotByAPNsToken[apnsToken] = nil }
         self.credentialDigests[slot] = nil  // its refresh and auth tokens stop working
         self.slotByFID.remove(hash: fid.hashValue, slot: slot)
         self.retiredFIDs.insert(fid)
-        self.records[Int(slot)].fid = nil
         self.records[Int(slot)].user = nil
         self.records[Int(slot)].extras = nil
         self.platformCodes[Int(slot)] = 0
@@ -445,10 +467,7 @@ struct InstallationRegistry {
         guard self.records.isEmpty, freeSlots.allSatisfy({ Int($0) < capacity }) else { return false }
         let free = Set(freeSlots)
         guard free.count == freeSlots.count else { return false }
-        self.records = Array(
-            repeating: Record(token: nil, fid: nil, generation: 0, appIndex: 0, createdAt: 0, lastSeen: 0, user: nil, extras: nil),
-            count: capacity
-        )
+        self.records = Array(repeating: .unused, count: capacity)
         self.platformCodes = Array(repeating: 0, count: capacity)
         self.freeSlots = freeSlots + (0..<UInt32(capacity)).reversed().filter { !free.contains($0) }
         return true
@@ -462,15 +481,17 @@ struct InstallationRegistry {
         }
         let slot = UInt32(self.records.count)
         self.platformCodes.append(0)
-        self.records.append(
-            Record(token: nil, fid: nil, generation: 0, appIndex: 0, createdAt: 0, lastSeen: 0, user: nil, extras: nil)
-        )
+        self.records.append(.unused)
         return slot
     }
 
-    private mutating func intern(_ appID: AppID) -> UInt32 {
+    /// The app's index. - Throws: `RESOURCE_EXHAUSTED` past `maximumAppCount` apps in the project.
+    private mutating func intern(_ appID: AppID) throws(FanoutError) -> UInt16 {
         if let index = self.appIndexByID[appID] { return index }
-        let index = UInt32(self.appIDs.count)
+        guard self.appIDs.count < Self.maximumAppCount else {
+            throw FanoutError(.resourceExhausted, "the project has \(Self.maximumAppCount) apps, the most it can have", field: "appId")
+        }
+        let index = UInt16(self.appIDs.count)
         self.appIDs.append(appID)
         self.appIndexByID[appID] = index
         return index
@@ -480,5 +501,37 @@ struct InstallationRegistry {
     /// persisted. A false positive (a fresh token refused as retired) has probability ~1e-19 per pair.
     static func stableHash(_ token: RegistrationToken) -> UInt64 {
         FNV1a.hash64(token.value.utf8)
+    }
+
+    /// The hash the token index files a token under, of its bytes (as the arena holds them).
+    static func tokenHash(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var hasher = Hasher()
+        hasher.combine(bytes: bytes)
+        return hasher.finalize()
+    }
+
+    static func tokenHash(_ token: RegistrationToken) -> Int {
+        token.withUTF8(Self.tokenHash)
+    }
+
+    // MARK: - Token storage
+
+    private mutating func storeToken(_ token: RegistrationToken, atSlot slot: UInt32) -> TokenReference {
+        token.withUTF8 { self.tokens.append($0, slot: slot) }
+    }
+
+    /// Moves the tokens still referenced out of chunks that are mostly released, and frees those
+    /// chunks (`TokenArena`).
+    private mutating func evacuateTokenChunks() {
+        while let chunk = self.tokens.evacuationCandidates.last {
+            for entry in self.tokens.entries(inChunk: chunk) where self.records[Int(entry.slot)].token == entry.reference {
+                let moved = self.tokens.withBytes(entry.reference) { bytes in
+                    // The arena's own bytes, copied before it appends (a new chunk may come).
+                    [UInt8](bytes)
+                }
+                self.records[Int(entry.slot)].token = moved.withUnsafeBytes { self.tokens.append($0, slot: entry.slot) }
+            }
+            self.tokens.drop(chunk: chunk)
+        }
     }
 }

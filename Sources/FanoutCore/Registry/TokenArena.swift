@@ -1,0 +1,174 @@
+import Synchronization
+
+/// Where a token's entry is in a `TokenArena`: its chunk and its byte offset there, or `none`.
+/// Eight bytes, where a `RegistrationToken?` in a record would be sixteen and its `String` ~200
+/// more on the heap.
+struct TokenReference: Equatable {
+    let rawValue: UInt64
+
+    static let none = TokenReference(rawValue: .max)
+
+    init(rawValue: UInt64) {
+        self.rawValue = rawValue
+    }
+
+    init(chunk: Int, offset: Int) {
+        self.rawValue = UInt64(chunk) << 32 | UInt64(offset)
+    }
+
+    var chunk: Int { Int(self.rawValue >> 32) }
+    var offset: Int { Int(self.rawValue & 0xFFFF_FFFF) }
+}
+
+/// One megabyte of token entries. Bytes once written never change, so a copy of the arena (a
+/// snapshot's copy of the project's state) reads what it referenced while the original appends;
+/// appends claim their range atomically, so two copies that both append never write the same
+/// bytes (the second one to claim starts a chunk of its own).
+final class TokenChunk: @unchecked Sendable {
+    static let capacity = 1 << 20
+
+    let bytes: UnsafeMutableRawPointer
+    /// How far any copy of the arena has claimed this chunk.
+    let claimed = Atomic<Int>(0)
+
+    init() {
+        self.bytes = .allocate(byteCount: Self.capacity, alignment: 16)
+    }
+
+    deinit {
+        self.bytes.deallocate()
+    }
+}
+
+/// The registration tokens of a registry, packed: each token is an entry of 6 bytes of header
+/// (its slot, its length) and its bytes, appended to the last of a list of 1 MiB chunks. A
+/// 163-byte token takes 169 bytes, where a `String` takes a 208-byte heap block of its own.
+///
+/// A released token's bytes stay until its chunk is evacuated: once no more than a quarter of a
+/// full chunk's bytes are still referenced, the registry moves those entries to the last chunk
+/// (`evacuationCandidates`, `entries(inChunk:)`) and the chunk goes. That is at most 256 KiB
+/// moved at a time, paid for by the 768 KiB released before it: no pause grows with the registry.
+///
+/// A value: copies share chunks, and each appends only past what every copy has claimed.
+struct TokenArena {
+    /// The chunks by index (`nil`: free, its index reusable).
+    private var chunks: [TokenChunk?] = []
+    /// How far this copy has written each chunk.
+    private var written: [Int] = []
+    /// The bytes of each chunk's entries still referenced.
+    private var live: [Int] = []
+    private var freeIndices: [Int] = []
+    /// The chunk appends go to.
+    private var tail: Int?
+    /// Chunks at most a quarter live, waiting to be evacuated by the registry.
+    private(set) var evacuationCandidates: [Int] = []
+
+    static let entryHeaderSize = 6
+
+    /// Bytes of all the chunks held (for memory figures).
+    var allocatedBytes: Int { (self.chunks.count - self.freeIndices.count) * TokenChunk.capacity }
+
+    /// Appends `token` (at most `TokenChunk.capacity - 6` bytes) for `slot`.
+    mutating func append(_ token: UnsafeRawBufferPointer, slot: UInt32) -> TokenReference {
+        let size = Self.entryHeaderSize + token.count
+        if self.tail == nil || !self.claim(size, in: self.tail!) {
+            self.startChunk()
+            // A fresh chunk is this copy's alone.
+            _ = self.claim(size, in: self.tail!)
+        }
+        let chunk = self.tail!
+        let offset = self.written[chunk] - size
+        let start = self.chunks[chunk]!.bytes + offset
+        start.storeBytes(of: slot.littleEndian, as: UInt32.self)
+        (start + 4).storeBytes(of: UInt16(token.count).littleEndian, as: UInt16.self)
+        if let base = token.baseAddress { (start + Self.entryHeaderSize).copyMemory(from: base, byteCount: token.count) }
+        self.live[chunk] += size
+        return TokenReference(chunk: chunk, offset: offset)
+    }
+
+    /// The token `reference` names stops being referenced; its chunk may become a candidate.
+    mutating func release(_ reference: TokenReference) {
+        let chunk = reference.chunk
+        let wasCandidate = self.isCandidate(chunk)
+        self.live[chunk] -= Self.entryHeaderSize + self.length(reference)
+        if !wasCandidate && self.isCandidate(chunk) { self.evacuationCandidates.append(chunk) }
+    }
+
+    /// Calls `body` with the bytes of the token `reference` names.
+    @inline(__always)
+    func withBytes<Result>(_ reference: TokenReference, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        let start = self.chunks[reference.chunk].unsafelyUnwrapped.bytes + reference.offset
+        let length = Int(UInt16(littleEndian: (start + 4).loadUnaligned(as: UInt16.self)))
+        return try body(UnsafeRawBufferPointer(start: start + Self.entryHeaderSize, count: length))
+    }
+
+    /// The address of a token's entry, to prefetch.
+    func address(of reference: TokenReference) -> UnsafeRawPointer {
+        UnsafeRawPointer(self.chunks[reference.chunk].unsafelyUnwrapped.bytes + reference.offset)
+    }
+
+    /// The entries written in `chunk`, each with the slot it was appended for; the registry keeps
+    /// those its records still reference.
+    func entries(inChunk chunk: Int) -> [(slot: UInt32, reference: TokenReference)] {
+        guard let bytes = self.chunks[chunk]?.bytes else { return [] }
+        var result: [(slot: UInt32, reference: TokenReference)] = []
+        var offset = 0
+        while offset < self.written[chunk] {
+            let slot = UInt32(littleEndian: (bytes + offset).loadUnaligned(as: UInt32.self))
+            let length = Int(UInt16(littleEndian: (bytes + offset + 4).loadUnaligned(as: UInt16.self)))
+            result.append((slot, TokenReference(chunk: chunk, offset: offset)))
+            offset += Self.entryHeaderSize + length
+        }
+        return result
+    }
+
+    /// Frees an evacuated chunk (every entry of it released or moved) and forgets it as a candidate.
+    mutating func drop(chunk: Int) {
+        self.evacuationCandidates.removeAll { $0 == chunk }
+        guard self.chunks[chunk] != nil, chunk != self.tail else { return }
+        self.chunks[chunk] = nil
+        self.written[chunk] = 0
+        self.live[chunk] = 0
+        self.freeIndices.append(chunk)
+    }
+
+    // MARK: - Helpers
+
+    private func length(_ reference: TokenReference) -> Int {
+        self.withBytes(reference) { $0.count }
+    }
+
+    /// A full chunk (not the tail) with at most a quarter of its bytes live.
+    private func isCandidate(_ chunk: Int) -> Bool {
+        chunk != self.tail && self.live[chunk] * 4 <= self.written[chunk]
+    }
+
+    /// Claims `size` bytes past what this copy wrote in `chunk`, if no other copy has, and they fit.
+    private mutating func claim(_ size: Int, in chunk: Int) -> Bool {
+        let from = self.written[chunk]
+        guard from + size <= TokenChunk.capacity,
+            self.chunks[chunk]!.claimed.compareExchange(expected: from, desired: from + size, ordering: .relaxed).exchanged
+        else { return false }
+        self.written[chunk] = from + size
+        return true
+    }
+
+    private mutating func startChunk() {
+        let previous = self.tail
+        let index: Int
+        if let free = self.freeIndices.popLast() {
+            index = free
+            self.chunks[index] = TokenChunk()
+        } else {
+            index = self.chunks.count
+            self.chunks.append(TokenChunk())
+            self.written.append(0)
+            self.live.append(0)
+        }
+        self.tail = index
+        // The chunk filled before may already be mostly released.
+        if let previous, self.isCandidate(previous), !self.evacuationCandidates.contains(previous) {
+            self.evacuationCandidates.append(previous)
+        }
+    }
+}
