@@ -8,22 +8,23 @@ import Glibc
 /// incremented; its FID and token are retired (tombstoned), so neither can ever address the next
 /// holder of the slot, nor be registered again. Not thread-safe: the engine serialises access.
 struct InstallationRegistry {
-    /// One slot's state (72 bytes). A free slot has platform code 0 in `platformCodes`; its record
+    /// One slot's state (56 bytes). A free slot has platform code 0 in `platformCodes`; its record
     /// keeps its last FID and generation.
     private struct Record {
         var token: TokenReference
+        /// The bound user's number in `users` (0: none).
+        var user: UInt32
         var fid: FID
         var appIndex: UInt16
         var generation: UInt32
         var createdAt: Int64
         var lastSeen: Int64
-        var user: UserID?
         /// Device details and the APNs token: rarely read, so kept out of line.
         var extras: Extras?
 
         /// A slot never used: its FID is a placeholder no lookup reaches (it is in no index).
         static let unused = Record(
-            token: .none, fid: FID.placeholder, appIndex: 0, generation: 0, createdAt: 0, lastSeen: 0, user: nil, extras: nil
+            token: .none, user: 0, fid: FID.placeholder, appIndex: 0, generation: 0, createdAt: 0, lastSeen: 0, extras: nil
         )
     }
 
@@ -40,6 +41,8 @@ struct InstallationRegistry {
     private var records: [Record] = []
     /// The records' registration tokens, packed.
     private var tokens = TokenArena()
+    /// The users the records are bound to.
+    private var users = InternedUsers()
     /// Each slot's `Platform.code` (0 when free), with `tokenlessBit` set while the installation
     /// has no registration token, apart from the records: a fan-out reads it for every recipient,
     /// and one byte per slot stays in cache where a ~90-byte record would miss.
@@ -72,6 +75,9 @@ struct InstallationRegistry {
 
     /// The bytes of the chunks holding the registration tokens.
     var tokenArenaBytes: Int { self.tokens.allocatedBytes }
+
+    /// How many users installations are bound to.
+    var boundUserCount: Int { self.users.count }
 
     // MARK: - Lookups
 
@@ -216,7 +222,7 @@ struct InstallationRegistry {
 
     func user(ofSlot slot: UInt32) -> UserID? {
         guard Int(slot) < self.records.count else { return nil }
-        return self.records[Int(slot)].user
+        return self.users.user(self.records[Int(slot)].user)
     }
 
     func platform(ofSlot slot: UInt32) -> Platform? {
@@ -257,7 +263,7 @@ struct InstallationRegistry {
             appID: self.appIDs[Int(record.appIndex)],
             device: record.extras?.device ?? DeviceDetails(),
             apnsToken: record.extras?.apnsToken,
-            user: record.user,
+            user: self.users.user(record.user),
             createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt),
             lastSeen: Timestamp(millisecondsSinceEpoch: record.lastSeen)
         )
@@ -298,6 +304,7 @@ struct InstallationRegistry {
         if request.apnsToken != nil && request.platform != .ios {
             throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
         }
+        if request.token != nil { try self.checkTokenRoom() }
         let appIndex = try self.intern(request.appID)
         var fid: FID
         var assigned = true
@@ -321,12 +328,12 @@ struct InstallationRegistry {
         let generation = self.records[Int(slot)].generation &+ 1
         self.records[Int(slot)] = Record(
             token: request.token.map { self.storeToken($0, atSlot: slot) } ?? .none,
+            user: 0,
             fid: fid,
             appIndex: appIndex,
             generation: generation,
             createdAt: now.millisecondsSinceEpoch,
             lastSeen: now.millisecondsSinceEpoch,
-            user: nil,
             extras: extras
         )
         self.slotByFID.insert(hash: fidHash, slot: slot)
@@ -354,6 +361,7 @@ struct InstallationRegistry {
         guard !self.isRetired(token) else {
             throw .invalidArgument("the token was retired (rotated away or deleted) and cannot be registered again", field: "token")
         }
+        try self.checkTokenRoom()
         self.dropToken(atSlot: slot)
         self.records[Int(slot)].token = self.storeToken(token, atSlot: slot)
         self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
@@ -408,7 +416,9 @@ struct InstallationRegistry {
     }
 
     mutating func setUser(_ user: UserID?, atSlot slot: UInt32) {
-        self.records[Int(slot)].user = user
+        let number = user.map { self.users.bind($0) } ?? 0
+        self.users.unbind(self.records[Int(slot)].user)
+        self.records[Int(slot)].user = number
     }
 
     /// Deletes the installation at `slot`: its FID and token are retired and the slot is freed.
@@ -421,7 +431,7 @@ struct InstallationRegistry {
         self.credentialDigests[slot] = nil  // its refresh and auth tokens stop working
         self.slotByFID.remove(hash: fid.hashValue, slot: slot)
         self.retiredFIDs.insert(fid)
-        self.records[Int(slot)].user = nil
+        self.setUser(nil, atSlot: slot)
         self.records[Int(slot)].extras = nil
         self.platformCodes[Int(slot)] = 0
         self.liveSlots.remove(slot)
@@ -515,6 +525,13 @@ struct InstallationRegistry {
     }
 
     // MARK: - Token storage
+
+    /// - Throws: `RESOURCE_EXHAUSTED` when the project's tokens fill the arena (4 GiB).
+    private func checkTokenRoom() throws(FanoutError) {
+        guard self.tokens.hasRoom else {
+            throw FanoutError(.resourceExhausted, "the project's registration tokens fill 4 GiB, the most it holds", field: "token")
+        }
+    }
 
     private mutating func storeToken(_ token: RegistrationToken, atSlot slot: UInt32) -> TokenReference {
         token.withUTF8 { self.tokens.append($0, slot: slot) }

@@ -1,23 +1,23 @@
 import Synchronization
 
-/// Where a token's entry is in a `TokenArena`: its chunk and its byte offset there, or `none`.
-/// Eight bytes, where a `RegistrationToken?` in a record would be sixteen and its `String` ~200
-/// more on the heap.
+/// Where a token's entry is in a `TokenArena`: its chunk (12 bits) and its byte offset there (20
+/// bits), or `none`. Four bytes, where a `RegistrationToken?` in a record would be sixteen and its
+/// `String` ~200 more on the heap.
 struct TokenReference: Equatable {
-    let rawValue: UInt64
+    let rawValue: UInt32
 
     static let none = TokenReference(rawValue: .max)
 
-    init(rawValue: UInt64) {
+    private init(rawValue: UInt32) {
         self.rawValue = rawValue
     }
 
     init(chunk: Int, offset: Int) {
-        self.rawValue = UInt64(chunk) << 32 | UInt64(offset)
+        self.rawValue = UInt32(chunk) << 20 | UInt32(offset)
     }
 
-    var chunk: Int { Int(self.rawValue >> 32) }
-    var offset: Int { Int(self.rawValue & 0xFFFF_FFFF) }
+    var chunk: Int { Int(self.rawValue >> 20) }
+    var offset: Int { Int(self.rawValue & 0xF_FFFF) }
 }
 
 /// One megabyte of token entries. Bytes once written never change, so a copy of the arena (a
@@ -65,8 +65,15 @@ struct TokenArena {
 
     static let entryHeaderSize = 6
 
+    /// The most chunks an arena holds (4 GiB): chunk 4095 would make `TokenReference.none`.
+    static let maximumChunkCount = 4095
+
     /// Bytes of all the chunks held (for memory figures).
     var allocatedBytes: Int { (self.chunks.count - self.freeIndices.count) * TokenChunk.capacity }
+
+    /// Whether a token can be appended, with room left for an evacuation (which starts a chunk
+    /// before it frees one): false when the arena is two chunks short of its most.
+    var hasRoom: Bool { self.chunks.count - self.freeIndices.count < Self.maximumChunkCount - 2 }
 
     /// Appends `token` (at most `TokenChunk.capacity - 6` bytes) for `slot`.
     mutating func append(_ token: UnsafeRawBufferPointer, slot: UInt32) -> TokenReference {

@@ -1,0 +1,42 @@
+@testable import FanoutCore
+import FanoutModel
+import FanoutTestSupport
+import Testing
+
+@Suite("Interned users")
+struct InternedUsersTests {
+    /// Binding, rebinding, unbinding and deleting installations at random, against a dictionary:
+    /// every installation reads back its user, and the registry keeps exactly the users some
+    /// installation is bound to (numbers of forgotten users are reused for new ones).
+    @Test(arguments: [7, 8] as [UInt64])
+    func registryUsersMatchTheModel(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var registry = InstallationRegistry()
+        var model: [UInt32: UserID?] = [:]
+        let app = AppID("1:1234567890:android:0a1b2c3d")!
+        let now = Timestamp(millisecondsSinceEpoch: 1_767_225_600_000)
+        for step in 0..<4000 {
+            let roll = Int.random(in: 0..<100, using: &random)
+            if roll < 30 || model.isEmpty {
+                let slot = try registry.register(RegistrationRequest(platform: .android, appID: app), now: now).installation.slot
+                model[slot] = .some(nil)
+            } else if roll < 85 {
+                let slot = model.keys.randomElement(using: &random)!
+                let user = Int.random(in: 0..<5, using: &random) == 0 ? nil : UserID("user-\(Int.random(in: 0..<40, using: &random))")!
+                registry.setUser(user, atSlot: slot)
+                model[slot] = .some(user)
+            } else {
+                let slot = model.keys.randomElement(using: &random)!
+                registry.delete(slot: slot)
+                model[slot] = nil
+            }
+            if step % 200 == 0 || step == 3999 {
+                for (slot, user) in model {
+                    #expect(registry.user(ofSlot: slot) == user)
+                    #expect(registry.installation(atSlot: slot)?.user == user)
+                }
+                #expect(registry.boundUserCount == Set(model.values.compactMap { $0 }).count)
+            }
+        }
+    }
+}
