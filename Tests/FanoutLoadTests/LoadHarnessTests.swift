@@ -171,6 +171,8 @@ struct LoadHarnessTests {
         #expect(Set(report.memory.map(\.system)) == ["fanout", "redis"])
         let ratios = report.comparisons.map(\.figure)
         #expect(ratios.contains("send-topic recipients/s") && ratios.contains("bytes per subscription"))
+        #expect(ratios.contains("bytes per installation, RSS against RSS"))
+        #expect(report.table.contains("redis (RSS)"))
         #expect(ratios.contains("send-topic delivered deliveries/s (redis: recipients read/s)"))
         #expect(report.comparisons.allSatisfy { $0.ratio > 0 })
         #expect(report.table.contains("fanout/redis"))

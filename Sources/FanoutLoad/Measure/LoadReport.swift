@@ -71,6 +71,9 @@ public struct LoadReport: Codable, Sendable {
             if let a = fanout.perSubscription, let b = redis.perSubscription {
                 self.comparisons.append(Comparison(figure: "bytes per subscription", fanout: a, redis: b, ratio: a / b, largerIsBetter: false))
             }
+            if let a = fanout.residentPerInstallation, let b = redis.residentPerInstallation, b > 0 {
+                self.comparisons.append(Comparison(figure: "bytes per installation, RSS against RSS", fanout: a, redis: b, ratio: a / b, largerIsBetter: false))
+            }
         }
     }
 
@@ -110,6 +113,12 @@ public struct LoadReport: Codable, Sendable {
                     figure.perSubscription.map { String(format: "%.1f", $0) } ?? "-",
                     Self.bytes(figure.total),
                 ])
+                // fanoutd's own figure is its RSS already.
+                if figure.system == "redis", let resident = figure.residentPerInstallation {
+                    memoryRows.append([
+                        "redis (RSS)", String(format: "%.0f", resident), figure.residentPerSubscription.map { String(format: "%.1f", $0) } ?? "-", "-",
+                    ])
+                }
             }
             lines += Self.align(memoryRows)
         }

@@ -20,6 +20,8 @@ public final class LoadSession: @unchecked Sendable {
     public private(set) var results: [PhaseResult] = []
     /// `dataMemory` before and after the register and subscribe phases, by when.
     public private(set) var memoryMarks: [String: Int] = [:]
+    /// The server's resident memory at the same moments (Redis's RSS next to its `used_memory`).
+    public private(set) var residentMarks: [String: Int] = [:]
 
     public init(
         backend: any LoadBackend,
@@ -41,14 +43,27 @@ public final class LoadSession: @unchecked Sendable {
         if let bytes = await self.dataMemory() {
             self.memoryMarks[when] = bytes
         }
+        if let resources = self.serverResources() {
+            self.residentMarks[when] = resources.residentBytes
+        }
     }
 
-    /// Bytes per installation and per subscription, from the memory marks (when both were taken).
+    /// Bytes per installation and per subscription, from the memory marks (when both were taken),
+    /// and from the resident marks.
     public var memory: MemoryFigures? {
-        guard let start = self.memoryMarks["start"], let registered = self.memoryMarks["registered"] else { return nil }
-        let perInstallation = Double(registered - start) / Double(self.workload.installations)
-        let perSubscription = self.memoryMarks["subscribed"].map { Double($0 - registered) / Double(self.workload.subscriptionCount) }
-        return MemoryFigures(system: self.backend.system, perInstallation: perInstallation, perSubscription: perSubscription, total: self.memoryMarks["subscribed"] ?? registered)
+        guard let data = self.perItem(self.memoryMarks) else { return nil }
+        let resident = self.perItem(self.residentMarks)
+        return MemoryFigures(
+            system: self.backend.system, perInstallation: data.installation, perSubscription: data.subscription,
+            total: self.memoryMarks["subscribed"] ?? self.memoryMarks["registered"]!,
+            residentPerInstallation: resident?.installation, residentPerSubscription: resident?.subscription
+        )
+    }
+
+    private func perItem(_ marks: [String: Int]) -> (installation: Double, subscription: Double?)? {
+        guard let start = marks["start"], let registered = marks["registered"] else { return nil }
+        let subscription = marks["subscribed"].map { Double($0 - registered) / Double(self.workload.subscriptionCount) }
+        return (Double(registered - start) / Double(self.workload.installations), subscription)
     }
 
     var progress: Progress { Progress(quiet: self.options.quiet) }
@@ -275,13 +290,17 @@ public final class LoadSession: @unchecked Sendable {
     }
 }
 
-/// What a system's data takes in memory.
+/// What a system's data takes in memory: as the system counts it (fanoutd's RSS, Redis's
+/// `used_memory`), and as the server process's resident memory.
 public struct MemoryFigures: Codable, Sendable {
     public var system: String
     public var perInstallation: Double
     public var perSubscription: Double?
     /// After the last phase measured, bytes.
     public var total: Int
+    /// From the process's resident memory, when the harness can see the process.
+    public var residentPerInstallation: Double?
+    public var residentPerSubscription: Double?
 }
 
 /// Where the consumers of a fanout send connect.
