@@ -40,3 +40,26 @@ struct InternedUsersTests {
         }
     }
 }
+
+@Suite("Registry limits")
+struct RegistryLimitTests {
+    /// App ids are kept in 16 bits: the 65,537th distinct one is refused before anything changes,
+    /// and an app id already known still registers.
+    @Test
+    func theAppIDPastTheMostIsRefused() throws {
+        var registry = InstallationRegistry()
+        let now = Timestamp(millisecondsSinceEpoch: 1_767_225_600_000)
+        for number in 0..<InstallationRegistry.maximumAppCount {
+            _ = try registry.register(RegistrationRequest(platform: .android, appID: AppID("1:1:android:\(number)")!), now: now)
+        }
+        let refused = AppID("1:1:android:one-more")!
+        let token = RegistrationToken("a-token-for-the-app-one-too-many")!
+        #expect(throws: FanoutError(.resourceExhausted, "the project has 65536 apps, the most it can have", field: "appId")) {
+            try registry.register(RegistrationRequest(token: token, platform: .android, appID: refused), now: now)
+        }
+        #expect(registry.count == InstallationRegistry.maximumAppCount)
+        #expect(registry.slot(forToken: token) == nil)
+        _ = try registry.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:7")!), now: now)
+        #expect(registry.slot(forToken: token) != nil)
+    }
+}
