@@ -24,6 +24,8 @@ enum DeliverySource {
 }
 
 extension Delivery: DeliveryFrameFields {
+    var recipientToken: RecipientToken? { self.storedToken.map(RecipientToken.stored) }
+
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
         for delivery in deliveries {
@@ -32,7 +34,7 @@ extension Delivery: DeliveryFrameFields {
                     sequence: delivery.id.messageSequence, platform: delivery.platform, expiry: delivery.expiry,
                     isDeletedMessagesMarker: delivery.isDeletedMessagesMarker
                 ),
-                slot: delivery.id.slot, fid: delivery.fid, token: delivery.token?.value, apnsToken: delivery.apnsToken?.hex
+                slot: delivery.id.slot, fid: delivery.fid, token: delivery.recipientToken, apnsToken: delivery.apnsToken?.hex
             ))
         }
     }

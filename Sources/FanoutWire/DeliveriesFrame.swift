@@ -6,7 +6,8 @@ package import NIOCore
 package protocol DeliveryFrameFields {
     var id: DeliveryID { get }
     var fid: FID { get }
-    var token: RegistrationToken? { get }
+    /// The token a DELIVERIES frame writes for it.
+    var recipientToken: RecipientToken? { get }
     var apnsToken: APNsDeviceToken? { get }
     var platform: Platform { get }
     var expiry: Timestamp { get }
@@ -23,6 +24,8 @@ package protocol DeliveryFrameFields {
 }
 
 extension WireDelivery: DeliveryFrameFields {
+    package var recipientToken: RecipientToken? { self.token.map { .string($0.value) } }
+
     package static func appendFrameRecipients(of deliveries: ArraySlice<WireDelivery>, to recipients: inout [DeliveryFrameRecipient]) {
         for delivery in deliveries {
             recipients.append(DeliveryFrameRecipient(of: delivery))  // specialised here, where both are known
@@ -63,10 +66,10 @@ package struct DeliveryFrameRecipient {
     var envelope: DeliveryEnvelope
     var slot: UInt32
     var fid: FID
-    var token: String?
+    var token: RecipientToken?
     var apnsToken: String?
 
-    package init(envelope: DeliveryEnvelope, slot: UInt32, fid: FID, token: String?, apnsToken: String?) {
+    package init(envelope: DeliveryEnvelope, slot: UInt32, fid: FID, token: RecipientToken?, apnsToken: String?) {
         self.envelope = envelope
         self.slot = slot
         self.fid = fid
@@ -76,10 +79,18 @@ package struct DeliveryFrameRecipient {
 
     init(of delivery: some DeliveryFrameFields) {
         self.init(
-            envelope: DeliveryEnvelope(of: delivery), slot: delivery.id.slot, fid: delivery.fid, token: delivery.token?.value,
+            envelope: DeliveryEnvelope(of: delivery), slot: delivery.id.slot, fid: delivery.fid, token: delivery.recipientToken,
             apnsToken: delivery.apnsToken?.hex
         )
     }
+}
+
+/// A recipient's registration token as the writer gets it: a string (a delivery that came over
+/// the wire), or bytes in the engine's storage (the engine's own deliveries, copied nowhere before
+/// the frame).
+package enum RecipientToken {
+    case string(String)
+    case stored(StoredToken)
 }
 
 /// What the deliveries of one group of a DELIVERIES frame share: one message (or one "deleted
@@ -274,7 +285,7 @@ extension ByteBuffer {
                 for index in carried[piece.carried] {
                     out.integer(recipients[index].slot)
                     out.fid(recipients[index].fid)
-                    out.optionalString(recipients[index].token)
+                    out.optionalToken(recipients[index].token)
                     out.optionalString(recipients[index].apnsToken)
                 }
             }
@@ -293,7 +304,7 @@ extension ByteBuffer {
 
     /// A recipient's bytes: slot, FID, token, APNs token.
     private static func recipientSize(_ recipient: DeliveryFrameRecipient) throws(ProtocolError) -> Int {
-        try 4 + RawWriter.fidSize(recipient.fid) + RawWriter.optionalStringSize(recipient.token, "token")
+        try 4 + RawWriter.fidSize(recipient.fid) + RawWriter.optionalTokenSize(recipient.token)
             + RawWriter.optionalStringSize(recipient.apnsToken, "apnsToken")
     }
 }

@@ -44,6 +44,20 @@ struct RawWriter {
         self.string(string)
     }
 
+    /// A recipient's token as an `optionalString` writes it.
+    mutating func optionalToken(_ token: RecipientToken?) {
+        switch token {
+        case nil: self.integer(UInt8(0))
+        case .string(let string): self.optionalString(string)
+        case .stored(let stored):
+            self.integer(UInt8(1))
+            stored.withUnsafeBytes { bytes in
+                self.integer(UInt16(bytes.count))
+                self.bytes(bytes.assumingMemoryBound(to: UInt8.self))
+            }
+        }
+    }
+
     /// A FID as a `string`, from its packed form.
     mutating func fid(_ fid: FID) {
         fid.withUTF8 { bytes in
@@ -81,6 +95,15 @@ struct RawWriter {
     static func optionalStringSize(_ string: String?, _ field: String) throws(ProtocolError) -> Int {
         guard let string else { return 1 }
         return try 1 + Self.stringSize(string, field)
+    }
+
+    /// What `optionalToken` writes. A stored token is at most 4096 bytes.
+    static func optionalTokenSize(_ token: RecipientToken?) throws(ProtocolError) -> Int {
+        switch token {
+        case nil: return 1
+        case .string(let string): return try Self.optionalStringSize(string, "token")
+        case .stored(let stored): return 1 + 2 + stored.count
+        }
     }
 
     /// What `fid` writes.

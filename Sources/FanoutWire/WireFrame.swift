@@ -88,12 +88,12 @@ extension ByteBuffer {
         _ delivery: some DeliveryFrameFields,
         maximumPayloadSize: Int
     ) throws(ProtocolError) {
-        let token = delivery.token?.value
+        let token = delivery.recipientToken
         let apnsToken = delivery.apnsToken?.hex
         let headers = delivery.headers
         let payload = delivery.payload
         // id, FID, token, APNs token, platform, expiry, two bools, headers, payload.
-        let length = try 12 + RawWriter.fidSize(delivery.fid) + RawWriter.optionalStringSize(token, "token")
+        let length = try 12 + RawWriter.fidSize(delivery.fid) + RawWriter.optionalTokenSize(token)
             + RawWriter.optionalStringSize(apnsToken, "apnsToken") + 1 + 8 + 2 + RawWriter.headersSize(headers) + 4 + payload.count
         guard length <= maximumPayloadSize else {
             throw ProtocolError(.resourceExhausted, "a \(Opcode.delivery) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: attachID)
@@ -102,7 +102,7 @@ extension ByteBuffer {
             out.integer(delivery.id.messageSequence)
             out.integer(delivery.id.slot)
             out.fid(delivery.fid)
-            out.optionalString(token)
+            out.optionalToken(token)
             out.optionalString(apnsToken)
             out.integer(delivery.platform.code)
             out.integer(delivery.expiry.millisecondsSinceEpoch)

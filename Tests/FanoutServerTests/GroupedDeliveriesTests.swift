@@ -62,6 +62,10 @@ struct GroupedDeliveriesTests {
                     }
                     #expect(plainDeliveries.count == 90 && grouped.count == 90)
                     #expect(Set(grouped) == Set(plainDeliveries), "\(platform)")
+                    // Tokens come from the registry's storage: each installation's own, on both streams.
+                    let registered = Set((0..<30).map { "grouped-\(platform)-\($0)" })
+                    #expect(Set(grouped.compactMap { $0.token?.value }) == registered)
+                    #expect(Set(plainDeliveries.compactMap { $0.token?.value }) == registered)
                     #expect(acknowledged == 90)
                     #expect(Set(grouped.map(\.payload)).count == 3, "three messages, each rendered once for \(platform)")
                     if platform == .ios {

@@ -104,7 +104,7 @@ extension ProjectState {
             id: node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot),
             project: self.id,
             fid: self.registry.fid(ofSlot: slot)!,
-            token: self.registry.token(ofSlot: slot),
+            storedToken: self.registry.storedToken(ofSlot: slot),
             apnsToken: platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil,
             platform: platform,
             expiry: Timestamp(millisecondsSinceEpoch: facts.expiry[platform]),

@@ -196,6 +196,12 @@ struct InstallationRegistry {
         return self.records[Int(slot)].fid
     }
 
+    /// The installation's token in place (for deliveries: no copy of its bytes).
+    func storedToken(ofSlot slot: UInt32) -> StoredToken? {
+        guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
+        return self.tokens.storedToken(self.records[Int(slot)].token)
+    }
+
     func token(ofSlot slot: UInt32) -> RegistrationToken? {
         guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
         return self.tokens.withBytes(self.records[Int(slot)].token) { RegistrationToken(validatedBytes: $0) }

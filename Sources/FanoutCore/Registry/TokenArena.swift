@@ -109,6 +109,14 @@ struct TokenArena {
         return try body(UnsafeRawBufferPointer(start: start + Self.entryHeaderSize, count: length))
     }
 
+    /// The token `reference` names, as its bytes in place with their chunk kept alive.
+    func storedToken(_ reference: TokenReference) -> StoredToken {
+        let chunk = self.chunks[reference.chunk].unsafelyUnwrapped
+        let start = chunk.bytes + reference.offset
+        let length = Int(UInt16(littleEndian: (start + 4).loadUnaligned(as: UInt16.self)))
+        return StoredToken(owner: chunk, start: start + Self.entryHeaderSize, count: length)
+    }
+
     /// The address of a token's entry, to prefetch.
     func address(of reference: TokenReference) -> UnsafeRawPointer {
         UnsafeRawPointer(self.chunks[reference.chunk].unsafelyUnwrapped.bytes + reference.offset)

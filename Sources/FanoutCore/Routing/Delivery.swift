@@ -10,8 +10,9 @@ public struct Delivery: Sendable {
     public var id: DeliveryID
     public var project: ProjectID
     public var fid: FID
-    /// The installation's current registration token, if it has one.
-    public var token: RegistrationToken?
+    /// The installation's registration token when the delivery was handed out, if it had one, in
+    /// place in the engine's storage.
+    public var storedToken: StoredToken?
     /// The installation's APNs device token, if it is an iOS installation that gave one.
     public var apnsToken: APNsDeviceToken?
     public var platform: Platform
@@ -21,6 +22,10 @@ public struct Delivery: Sendable {
     public var message: RenderedMessage?
     /// Whether a consumer holds it unacknowledged (only in `pendingDeliveries` listings).
     public var isInFlight: Bool
+
+    /// The installation's registration token when the delivery was handed out (a copy of
+    /// `storedToken`'s bytes).
+    public var token: RegistrationToken? { self.storedToken?.token }
 
     /// `projects/{project}/messages/{sequence}`; `nil` for the "deleted messages" marker.
     public var messageID: String? { self.id.messageNumber.map { SendResult.messageID(project: self.project, sequence: $0) } }

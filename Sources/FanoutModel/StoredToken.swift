@@ -1,0 +1,26 @@
+/// A registration token's bytes where the engine keeps them (its registry's packed storage), kept
+/// alive by their owner: what a delivery carries instead of a `String` of its own, so that handing
+/// out a delivery allocates nothing. The bytes never change once stored.
+public struct StoredToken: @unchecked Sendable {
+    // Safe to share: the owner keeps `start` alive and nothing writes those bytes again.
+    private let owner: AnyObject
+    private let start: UnsafeRawPointer
+    /// The token's length in bytes.
+    public let count: Int
+
+    package init(owner: AnyObject, start: UnsafeRawPointer, count: Int) {
+        self.owner = owner
+        self.start = start
+        self.count = count
+    }
+
+    /// Calls `body` with the token's bytes.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try withExtendedLifetime(self.owner) { try body(UnsafeRawBufferPointer(start: self.start, count: self.count)) }
+    }
+
+    /// The token as a value of its own (a copy of its bytes).
+    public var token: RegistrationToken {
+        self.withUnsafeBytes { RegistrationToken(validatedBytes: $0) }
+    }
+}
