@@ -258,13 +258,18 @@ struct InstallationRegistry {
     }
 
     func installation(atSlot slot: UInt32) -> Installation? {
+        self.installation(atSlot: slot, token: self.token(ofSlot: slot))
+    }
+
+    /// The installation at `slot`, whose token is known to be `token` (no copy out of the arena).
+    private func installation(atSlot slot: UInt32, token: RegistrationToken?) -> Installation? {
         guard self.isLive(slot) else { return nil }
         let record = self.records[Int(slot)]
         return Installation(
             slot: slot,
             generation: record.generation,
             fid: record.fid,
-            token: self.token(ofSlot: slot),
+            token: token,
             platform: self.platform(ofSlot: slot)!,
             appID: self.appIDs[Int(record.appIndex)],
             device: record.extras?.device ?? DeviceDetails(),
@@ -350,8 +355,8 @@ struct InstallationRegistry {
         self.platformCodes[Int(slot)] = request.platform.code | (request.token == nil ? Self.tokenlessBit : 0)
         self.liveSlots.insert(slot)
         if let apnsToken = request.apnsToken { self.indexAPNsToken(apnsToken, at: slot) }
-        // Force-unwrap is safe: the slot was just filled.
-        return RegistrationResult(installation: self.installation(atSlot: slot)!, fidWasAssigned: assigned)
+        // Force-unwrap is safe: the slot was just filled, with the request's token.
+        return RegistrationResult(installation: self.installation(atSlot: slot, token: request.token)!, fidWasAssigned: assigned)
     }
 
     /// Gives the installation at `slot` a new token; the old one is retired (`UNREGISTERED` from now on).
