@@ -79,6 +79,10 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // glibc's <malloc.h>: fanoutd's allocator policy (mallopt).
+        .systemLibrary(
+            name: "CFanoutMalloc"
+        ),
 
         // MARK: - Targets
         // Instructions Swift cannot spell: AVX-512 (chosen at run time by CPU), prefetch.
@@ -107,7 +111,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutServer",
-            dependencies: ["FanoutCore", "FanoutCluster", "FanoutWire", "FanoutKeys", dequeModule, nioCore, nioPosix, nioSSL, logging, metrics, serviceLifecycle]
+            dependencies: ["FanoutCore", "FanoutCluster", "FanoutWire", "FanoutKeys", "CFanoutMalloc", dequeModule, nioCore, nioPosix, nioSSL, logging, metrics, serviceLifecycle]
         ),
         // The HTTP front (Hummingbird 2): FCM's HTTP v1 send, health, the JWK Set.
         .target(

@@ -119,6 +119,7 @@ struct Fanoutd: AsyncParsableCommand {
     var replicas = 1
 
     mutating func run() async throws {
+        AllocatorPolicy.apply(environment: ProcessInfo.processInfo.environment)
         guard let level = Logger.Level(rawValue: self.logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
