@@ -85,6 +85,9 @@ struct Fanoutd: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("malloc-policy"), help: "compact (glibc's mmap threshold fixed at 1 MiB: less resident memory, a few percent of throughput) or glibc (its own dynamic threshold). An operator's MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES wins either way.")
+    var mallocPolicy = "compact"
+
     @Option(name: .customLong("stale-after"), help: "Days without activity after which an installation is stale (listed, and skipped by sends that ask).")
     var staleAfterDays = 30
 
@@ -119,7 +122,11 @@ struct Fanoutd: AsyncParsableCommand {
     var replicas = 1
 
     mutating func run() async throws {
-        AllocatorPolicy.apply(environment: ProcessInfo.processInfo.environment)
+        switch self.mallocPolicy {
+        case "compact": AllocatorPolicy.apply(environment: ProcessInfo.processInfo.environment)
+        case "glibc": break
+        default: throw ValidationError("--malloc-policy must be compact or glibc")
+        }
         guard let level = Logger.Level(rawValue: self.logLevel) else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }

@@ -233,6 +233,20 @@ struct FanoutdTests {
         #expect(!FileManager.default.fileExists(atPath: directory), "no data directory created")
     }
 
+    /// `--malloc-policy` takes compact (the default) or glibc; anything else is refused before
+    /// anything is created.
+    @Test func theMallocPolicyIsCheckedAndEitherServes() throws {
+        let directory = TemporaryDirectory.path("fanoutd-malloc")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let refused = try Self.fanoutd(["--data-dir", directory, "--listen", "127.0.0.1:0", "--malloc-policy", "jemalloc"])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("--malloc-policy must be compact or glibc"), "\(refused.error)")
+        #expect(!FileManager.default.fileExists(atPath: directory), "no data directory created")
+        // It serves (the daemon throws if it never listens).
+        let daemon = try Daemon(directory: directory, arguments: ["--malloc-policy", "glibc"])
+        _ = daemon.stop()
+    }
+
     /// `fanout key` edits the key file; SIGHUP makes fanoutd use it: a created sender key works
     /// within its role, a revoked key stops working, and the admin's connection is not disturbed.
     @Test func keysAreCreatedAndRevokedAndSIGHUPAppliesThem() throws {
