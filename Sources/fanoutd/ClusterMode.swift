@@ -60,8 +60,6 @@ extension Fanoutd {
             clusterNode.close()
             throw ListenError(description: "cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
-        logger.info("listening", metadata: ["address": "\(configuration.host):\(server.localPort)", "tls": "\(configuration.tls == nil ? "off" : "on")", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
-        try self.writeReadyFile(host: configuration.host, port: server.localPort)
         // Shut down in reverse order: the server answers what it applied, then the node hands its
         // shards on and closes their engines.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -72,7 +70,11 @@ extension Fanoutd {
             let front = HTTPFront(backend: backend, credentials: backend, keys: { [server] in server.keys }, metrics: registry, metricsFactory: metricsFactory)
             services.append(.init(service: try self.httpApplication(front, host: httpHost, port: httpPort, tls: configuration.tls, logger: logger)))
         }
-        await self.runServices(services, logger: logger)
+        let dataDirectory = self.dataDirectory
+        try await self.runServices(services, logger: logger) { [self] in
+            logger.info("listening", metadata: ["address": "\(configuration.host):\(server.localPort)", "tls": "\(configuration.tls == nil ? "off" : "on")", "data-dir": "\(dataDirectory)", "durability": "\(durability)"])
+            try self.writeReadyFile(host: configuration.host, port: server.localPort)
+        }
         logger.info("stopped; the shards are handed on and their logs synced")
     }
 }

@@ -209,8 +209,6 @@ struct Fanoutd: AsyncParsableCommand {
             try? engine.close()
             throw ListenError(description: "cannot listen on \(host):\(port): \(error)")
         }
-        logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(self.tlsMode(tls))", "data-dir": "\(self.dataDirectory)", "durability": "\(durability)"])
-        try self.writeReadyFile(host: host, port: server.localPort)
         var maintenance = MaintenanceService(
             engine: engine,
             snapshotInterval: self.snapshotEvery > 0 ? .seconds(self.snapshotEvery) : nil,
@@ -229,7 +227,11 @@ struct Fanoutd: AsyncParsableCommand {
             )
             services.append(.init(service: try self.httpApplication(front, host: httpHost, port: httpPort, tls: tls, logger: logger)))
         }
-        await self.runServices(services, logger: logger)
+        let (dataDirectory, tlsMode) = (self.dataDirectory, self.tlsMode(tls))
+        try await self.runServices(services, logger: logger) { [self] in
+            logger.info("listening", metadata: ["address": "\(host):\(server.localPort)", "tls": "\(tlsMode)", "data-dir": "\(dataDirectory)", "durability": "\(durability)"])
+            try self.writeReadyFile(host: host, port: server.localPort)
+        }
         try engine.close()
         logger.info("stopped; the log is synced")
     }
@@ -276,8 +278,11 @@ struct Fanoutd: AsyncParsableCommand {
     }
 
     /// Runs the services until SIGTERM or SIGINT (or one of them fails), then shuts them down in
-    /// reverse order, for --shutdown-grace at most.
-    func runServices(_ services: [ServiceGroupConfiguration.ServiceConfiguration], logger: Logger) async {
+    /// reverse order, for --shutdown-grace at most. `announce` says fanoutd serves, once the
+    /// signals are trapped (`ReadinessAnnouncement`); what it throws ends the group and is thrown.
+    func runServices(_ services: [ServiceGroupConfiguration.ServiceConfiguration], logger: Logger, announce: @escaping @Sendable () throws -> Void) async throws {
+        let announcement = ReadinessAnnouncement(announce)
+        let services = services + [.init(service: announcement)]
         var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(max(1, self.shutdownGrace))
         do {
@@ -285,6 +290,7 @@ struct Fanoutd: AsyncParsableCommand {
         } catch {
             logger.error("stopped", metadata: ["error": "\(error)"])
         }
+        if let error = announcement.error { throw error }
     }
 
     /// The key file: the one given, or DATA_DIR/api-keys. On the first start (no DATA_DIR/api-keys)

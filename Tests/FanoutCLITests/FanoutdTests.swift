@@ -242,9 +242,21 @@ struct FanoutdTests {
         #expect(refused.status != 0)
         #expect(refused.error.contains("--malloc-policy must be compact or glibc"), "\(refused.error)")
         #expect(!FileManager.default.fileExists(atPath: directory), "no data directory created")
-        // It serves (the daemon throws if it never listens).
+        // It serves (the daemon throws if it never listens), and SIGTERM right after "listening"
+        // is a graceful shutdown: the signals are trapped before fanoutd says it listens.
         let daemon = try Daemon(directory: directory, arguments: ["--malloc-policy", "glibc"])
-        _ = daemon.stop()
+        let stopped = daemon.stop()
+        #expect(stopped.status == 0, "\(stopped.error.suffix(2000))")
+        #expect(stopped.error.contains("stopped; the log is synced"))
+    }
+
+    /// A ready file that cannot be written ends fanoutd with an error (after it shut down).
+    @Test func anUnwritableReadyFileFails() throws {
+        let directory = TemporaryDirectory.path("fanoutd-ready")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let outcome = try Self.fanoutd(["--data-dir", directory, "--listen", "127.0.0.1:0", "--ready-file", directory + "/no-such-dir/ready"])
+        #expect(outcome.status != 0)
+        #expect(outcome.error.contains("cannot write the ready file"), "\(outcome.error.suffix(2000))")
     }
 
     /// `fanout key` edits the key file; SIGHUP makes fanoutd use it: a created sender key works
