@@ -32,10 +32,13 @@ struct RawWriter {
     /// `string`: a `u16` length (checked by `stringSize`), then the UTF-8.
     mutating func string(_ string: String) {
         var string = string
-        string.withUTF8 { utf8 in
-            self.integer(UInt16(utf8.count))
-            self.bytes(utf8)
-        }
+        string.withUTF8 { self.stringBytes($0) }
+    }
+
+    /// A `string` from its UTF-8 bytes (at most 65535).
+    mutating func stringBytes(_ utf8: UnsafeBufferPointer<UInt8>) {
+        self.integer(UInt16(utf8.count))
+        self.bytes(utf8)
     }
 
     mutating func optionalString(_ string: String?) {
@@ -51,19 +54,13 @@ struct RawWriter {
         case .string(let string): self.optionalString(string)
         case .stored(let stored):
             self.integer(UInt8(1))
-            stored.withUnsafeBytes { bytes in
-                self.integer(UInt16(bytes.count))
-                self.bytes(bytes.assumingMemoryBound(to: UInt8.self))
-            }
+            stored.withUnsafeBytes { self.stringBytes($0.assumingMemoryBound(to: UInt8.self)) }
         }
     }
 
     /// A FID as a `string`, from its packed form.
     mutating func fid(_ fid: FID) {
-        fid.withUTF8 { bytes in
-            self.integer(UInt16(bytes.count))
-            self.bytes(bytes)
-        }
+        fid.withUTF8 { self.stringBytes($0) }
     }
 
     /// `bytes`: a `u32` length, then the bytes.

@@ -203,8 +203,7 @@ struct InstallationRegistry {
     }
 
     func token(ofSlot slot: UInt32) -> RegistrationToken? {
-        guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
-        return self.tokens.withBytes(self.records[Int(slot)].token) { RegistrationToken(validatedBytes: $0) }
+        self.storedToken(ofSlot: slot)?.token
     }
 
     func slot(forAPNsToken token: APNsDeviceToken) -> UInt32? {
@@ -553,11 +552,9 @@ struct InstallationRegistry {
     private mutating func evacuateTokenChunks() {
         while let chunk = self.tokens.evacuationCandidates.last {
             for entry in self.tokens.entries(inChunk: chunk) where self.records[Int(entry.slot)].token == entry.reference {
-                let moved = self.tokens.withBytes(entry.reference) { bytes in
-                    // The arena's own bytes, copied before it appends (a new chunk may come).
-                    [UInt8](bytes)
-                }
-                self.records[Int(entry.slot)].token = moved.withUnsafeBytes { self.tokens.append($0, slot: entry.slot) }
+                // A stored token keeps its chunk alive while the arena appends its copy.
+                let stored = self.tokens.storedToken(entry.reference)
+                self.records[Int(entry.slot)].token = stored.withUnsafeBytes { self.tokens.append($0, slot: entry.slot) }
             }
             self.tokens.drop(chunk: chunk)
         }

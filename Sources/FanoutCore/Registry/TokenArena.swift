@@ -97,27 +97,25 @@ struct TokenArena {
     mutating func release(_ reference: TokenReference) {
         let chunk = reference.chunk
         let wasCandidate = self.isCandidate(chunk)
-        self.live[chunk] -= Self.entryHeaderSize + self.length(reference)
+        self.live[chunk] -= Self.entryHeaderSize + Self.tokenLength(at: self.address(of: reference))
         if !wasCandidate && self.isCandidate(chunk) { self.evacuationCandidates.append(chunk) }
     }
 
     /// Calls `body` with the bytes of the token `reference` names.
     @inline(__always)
     func withBytes<Result>(_ reference: TokenReference, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        let start = self.chunks[reference.chunk].unsafelyUnwrapped.bytes + reference.offset
-        let length = Int(UInt16(littleEndian: (start + 4).loadUnaligned(as: UInt16.self)))
-        return try body(UnsafeRawBufferPointer(start: start + Self.entryHeaderSize, count: length))
+        let entry = self.address(of: reference)
+        return try body(UnsafeRawBufferPointer(start: entry + Self.entryHeaderSize, count: Self.tokenLength(at: entry)))
     }
 
     /// The token `reference` names, as its bytes in place with their chunk kept alive.
     func storedToken(_ reference: TokenReference) -> StoredToken {
-        let chunk = self.chunks[reference.chunk].unsafelyUnwrapped
-        let start = chunk.bytes + reference.offset
-        let length = Int(UInt16(littleEndian: (start + 4).loadUnaligned(as: UInt16.self)))
-        return StoredToken(owner: chunk, start: start + Self.entryHeaderSize, count: length)
+        let entry = self.address(of: reference)
+        return StoredToken(owner: self.chunks[reference.chunk].unsafelyUnwrapped, start: entry + Self.entryHeaderSize, count: Self.tokenLength(at: entry))
     }
 
-    /// The address of a token's entry, to prefetch.
+    /// The address of a token's entry (its header), also to prefetch.
+    @inline(__always)
     func address(of reference: TokenReference) -> UnsafeRawPointer {
         UnsafeRawPointer(self.chunks[reference.chunk].unsafelyUnwrapped.bytes + reference.offset)
     }
@@ -129,10 +127,9 @@ struct TokenArena {
         var result: [(slot: UInt32, reference: TokenReference)] = []
         var offset = 0
         while offset < self.written[chunk] {
-            let slot = UInt32(littleEndian: (bytes + offset).loadUnaligned(as: UInt32.self))
-            let length = Int(UInt16(littleEndian: (bytes + offset + 4).loadUnaligned(as: UInt16.self)))
-            result.append((slot, TokenReference(chunk: chunk, offset: offset)))
-            offset += Self.entryHeaderSize + length
+            let entry = UnsafeRawPointer(bytes + offset)
+            result.append((UInt32(littleEndian: entry.loadUnaligned(as: UInt32.self)), TokenReference(chunk: chunk, offset: offset)))
+            offset += Self.entryHeaderSize + Self.tokenLength(at: entry)
         }
         return result
     }
@@ -149,8 +146,10 @@ struct TokenArena {
 
     // MARK: - Helpers
 
-    private func length(_ reference: TokenReference) -> Int {
-        self.withBytes(reference) { $0.count }
+    /// The token length in the header of the entry at `entry` (after its 4-byte slot).
+    @inline(__always)
+    private static func tokenLength(at entry: UnsafeRawPointer) -> Int {
+        Int(UInt16(littleEndian: (entry + 4).loadUnaligned(as: UInt16.self)))
     }
 
     /// A full chunk (not the tail) with at most a quarter of its bytes live.
