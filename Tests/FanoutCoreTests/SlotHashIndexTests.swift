@@ -5,8 +5,8 @@ import Testing
 @Suite("SlotHashIndex")
 struct SlotHashIndexTests {
     /// Keys are slots; their "hash" comes from a tiny space, so fingerprints collide constantly and
-    /// runs are long and wrap around the table: insertion, lookup and backward-shift removal are
-    /// checked against a dictionary after every step.
+    /// runs are long and reach into the overflow tail: insertion, lookup and backward-shift removal
+    /// are checked against a dictionary after every step.
     @Test(arguments: [(31, 8), (32, 64), (33, 1 << 20)] as [(UInt64, Int)])
     func matchesDictionary(seed: UInt64, hashSpace: Int) {
         var random = SeededRandomNumberGenerator(seed: seed)
@@ -42,6 +42,26 @@ struct SlotHashIndexTests {
                     }
                 }
             }
+        }
+    }
+
+    /// The table holds at most 7/8 of its home buckets and grows by half again: with keys of
+    /// random hashes, it stays within 12/7 buckets per key (plus the tail) as it grows to 300,000
+    /// keys, and shrinks to fit again no lower than 8/7 (a table that doubled would reach 16/7).
+    @Test func bucketsPerKeyStayBounded() {
+        var random = SeededRandomNumberGenerator(seed: 34)
+        var index = SlotHashIndex()
+        var hashes: [Int] = []
+        for slot in 0..<UInt32(300_000) {
+            let hash = Int.random(in: .min ... .max, using: &random)
+            index.insert(hash: hash, slot: slot)
+            hashes.append(hash)
+            let keys = Double(max(index.count, 16))
+            #expect(Double(index.bucketCount) <= keys * 12 / 7 * 1.02 + 128, "at \(index.count) keys")
+            #expect(Double(index.bucketCount) >= Double(index.count) * 8 / 7, "at \(index.count) keys")
+        }
+        for (slot, hash) in hashes.enumerated() {
+            #expect(index.find(hash: hash) { $0 == UInt32(slot) } == UInt32(slot))
         }
     }
 }
