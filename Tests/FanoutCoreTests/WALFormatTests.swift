@@ -183,6 +183,32 @@ struct WALFormatTests {
         #expect(contents.batches.first?.records == records)
     }
 
+    /// The log writer's encoder, reused from batch to batch (growing and shrinking; small,
+    /// compressed, and too random to compress), frames each batch exactly as records encoded one by
+    /// one and framed afresh.
+    @Test func aReusedEncoderFramesWhatAFreshFramingDoes() throws {
+        var random = SeededRandomNumberGenerator(seed: 12)
+        var encoder = WALFormat.BatchEncoder()
+        let fid = FID("eWkQ0JhLD2hnwthI-tkvWz")!
+        var batches: [[WALRecord]] = [1, 300, 2, 1000, 40, 1, 700].map { size in
+            (0..<size).map { index in
+                index % 3 == 0 ? Self.randomRecord(&random) : .touch(.default, fid: fid, at: Timestamp(millisecondsSinceEpoch: Int64(index)))
+            }
+        }
+        let incompressible = WALRecord.sendBody(.default, sequence: 1, at: Timestamp(millisecondsSinceEpoch: 0), body: random.bytes(8000))
+        batches.insert([incompressible], at: 4)
+        for (lsn, records) in batches.enumerated() {
+            let framed = encoder.batch(records, firstLSN: UInt64(lsn))
+            #expect(framed == WALFormat.batch(rawRecords: records.map(WALFormat.encode), firstLSN: UInt64(lsn)), "\(records.count) records")
+            let contents = try WALSegmentReader.read(WALFormat.segmentHeader(index: 0, firstLSN: UInt64(lsn)) + framed)
+            #expect(contents.batches.first?.records == records)
+            let uncompressed = records.map { WALFormat.encode($0).count + 4 }.reduce(0, +)
+            let compressible = lsn != 4 && uncompressed > WALFormat.compressionThreshold
+            #expect(framed[20] == (compressible ? 1 : 0), "compressed when large and compressible")
+            #expect(compressible ? framed.count < uncompressed : framed.count == WALFormat.batchHeaderSize + uncompressed)
+        }
+    }
+
     // MARK: - Damage
 
     /// Cutting the file anywhere keeps exactly the batches that end before the cut.

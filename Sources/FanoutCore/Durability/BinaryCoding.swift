@@ -53,6 +53,33 @@ struct BinaryWriter {
         self.bytes.append(contentsOf: bytes)
     }
 
+    /// Appends the bytes `fill` writes into a buffer of `maximum` bytes it is given; it returns how
+    /// many it wrote (at most `maximum`).
+    mutating func append(atMost maximum: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Int) {
+        let start = self.bytes.count
+        self.bytes.append(contentsOf: repeatElement(0, count: maximum))
+        let written = self.bytes.withUnsafeMutableBytes { fill(UnsafeMutableRawBufferPointer(rebasing: $0[start...])) }
+        self.bytes.removeLast(maximum - min(max(written, 0), maximum))
+    }
+
+    /// Writes `u32 length | what body writes`.
+    mutating func writeLengthPrefixed(_ body: (inout BinaryWriter) -> Void) {
+        let start = self.bytes.count
+        self.write(UInt32(0))
+        body(&self)
+        self.set(UInt32(self.bytes.count - start - 4), at: start)
+    }
+
+    /// Empties the writer and keeps its storage for what is written next.
+    mutating func removeAll() {
+        self.bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Overwrites a byte written earlier at `offset`.
+    mutating func set(_ value: UInt8, at offset: Int) {
+        self.bytes[offset] = value
+    }
+
     /// Overwrites a u32 written earlier at `offset` (length back-filling).
     mutating func set(_ value: UInt32, at offset: Int) {
         withUnsafeBytes(of: value.littleEndian) { raw in

@@ -5,24 +5,23 @@ enum LZ4 {
     /// The largest input accepted (liblz4's own limit is just under 2 GiB).
     static let maximumInputSize = Int(LZ4_MAX_INPUT_SIZE)
 
-    /// The compressed block, or `nil` when `bytes` is too large.
-    static func compress(_ bytes: [UInt8]) -> [UInt8]? {
-        guard bytes.count <= self.maximumInputSize else { return nil }
-        let bound = Int(LZ4_compressBound(Int32(bytes.count)))
-        var output = [UInt8](repeating: 0, count: bound)
-        let written = bytes.withUnsafeBytes { input in
-            output.withUnsafeMutableBytes { out in
-                LZ4_compress_default(
-                    input.baseAddress?.assumingMemoryBound(to: CChar.self),
-                    out.baseAddress?.assumingMemoryBound(to: CChar.self),
-                    Int32(bytes.count),
-                    Int32(bound)
-                )
-            }
-        }
-        guard written > 0 || bytes.isEmpty else { return nil }
-        output.removeSubrange(Int(written)...)
-        return output
+    /// The most bytes compressing `count` bytes can take (`count` at most `maximumInputSize`).
+    static func compressBound(_ count: Int) -> Int {
+        Int(LZ4_compressBound(Int32(count)))
+    }
+
+    /// Compresses `input` into `output` (at least `compressBound(input.count)` bytes); returns the
+    /// compressed size, or `nil` when `input` is too large or the block does not fit.
+    static func compress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
+        guard input.count <= self.maximumInputSize, output.count <= Int(Int32.max) else { return nil }
+        let written = LZ4_compress_default(
+            input.baseAddress?.assumingMemoryBound(to: CChar.self),
+            output.baseAddress?.assumingMemoryBound(to: CChar.self),
+            Int32(input.count),
+            Int32(output.count)
+        )
+        guard written > 0 || input.isEmpty else { return nil }
+        return Int(written)
     }
 
     /// Decompresses a block that must expand to exactly `originalSize` bytes; `nil` when it is

@@ -40,7 +40,8 @@ package enum WALFormat {
 
     /// One framed batch holding `records`, numbered from `firstLSN`.
     package static func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
-        Self.batch(rawRecords: records.map(Self.encode), firstLSN: firstLSN)
+        var encoder = BatchEncoder()
+        return encoder.batch(records, firstLSN: firstLSN)
     }
 
     /// A record's bytes (`u8 type | body`).
@@ -57,24 +58,63 @@ package enum WALFormat {
             body.write(UInt32(record.count))
             body.append(record)
         }
-        var payload = body.bytes
-        var flags: UInt8 = 0
-        if payload.count > Self.compressionThreshold, let compressed = LZ4.compress(payload), compressed.count < payload.count {
-            payload = compressed
-            flags |= Self.flagLZ4
+        var batch = BinaryWriter()
+        Self.frame(body.bytes, count: records.count, firstLSN: firstLSN, into: &batch)
+        return batch.bytes
+    }
+
+    /// Frames batches in two buffers kept from one batch to the next (the log writer's): each record
+    /// is encoded in place after its length, and the payload compressed straight into the batch,
+    /// so once the buffers have grown to the largest batch, a batch allocates nothing.
+    package struct BatchEncoder {
+        /// The records, each `u32 length | u8 type | body`.
+        private var records = BinaryWriter(capacity: 0)
+        private var framed = BinaryWriter(capacity: 0)
+
+        package init() {}
+
+        /// The framed batch holding `records`, numbered from `firstLSN`.
+        package mutating func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
+            self.records.removeAll()
+            for record in records {
+                self.records.writeLengthPrefixed { record.encode(into: &$0) }
+            }
+            self.framed.removeAll()
+            WALFormat.frame(self.records.bytes, count: records.count, firstLSN: firstLSN, into: &self.framed)
+            return self.framed.bytes
         }
-        var writer = BinaryWriter(capacity: Self.batchHeaderSize + payload.count)
-        writer.write(UInt32(payload.count))
+    }
+
+    /// Appends the batch of `count` records whose payload (uncompressed) is `records`: the header,
+    /// then the payload, LZ4-compressed when it is larger than `compressionThreshold` and that makes
+    /// it smaller.
+    private static func frame(_ records: [UInt8], count: Int, firstLSN: UInt64, into writer: inout BinaryWriter) {
+        let start = writer.bytes.count
+        writer.write(UInt32(0))  // payload length, filled below
         writer.write(UInt32(0))  // CRC, filled below
         writer.write(firstLSN)
-        writer.write(UInt32(records.count))
-        writer.write(flags)
+        writer.write(UInt32(count))
+        writer.write(UInt8(0))  // flags, filled below
         writer.write(UInt8(0))
         writer.write(UInt16(0))
-        writer.write(UInt32(body.bytes.count))
-        writer.append(payload)
-        writer.set(Self.batchChecksum(writer.bytes, at: 0, payloadLength: payload.count), at: 4)
-        return writer.bytes
+        writer.write(UInt32(records.count))
+        var compressed = 0
+        if records.count > Self.compressionThreshold, records.count <= LZ4.maximumInputSize {
+            records.withUnsafeBytes { input in
+                writer.append(atMost: LZ4.compressBound(input.count)) { output in
+                    compressed = LZ4.compress(input, into: output) ?? 0
+                    return compressed < input.count ? compressed : 0
+                }
+            }
+        }
+        let isCompressed = compressed > 0 && compressed < records.count
+        if !isCompressed {
+            writer.append(records)
+        }
+        let payloadLength = writer.bytes.count - start - Self.batchHeaderSize
+        writer.set(UInt32(payloadLength), at: start)
+        writer.set(isCompressed ? Self.flagLZ4 : 0, at: start + 20)
+        writer.set(Self.batchChecksum(writer.bytes, at: start, payloadLength: payloadLength), at: start + 4)
     }
 
     /// The CRC of the batch starting at `offset`: its length field, header bytes 8..<28, payload.

@@ -45,6 +45,8 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     private var segmentBytes = 0
     /// The bytes of the current segment through its last acknowledged batch.
     private var acknowledgedBytes = 0
+    /// Frames each batch in buffers kept between batches.
+    private var batchEncoder = WALFormat.BatchEncoder()
     private var thread = pthread_t()
 
     /// Starts a new segment `segmentIndex` whose first record will be `nextLSN`, and the writer
@@ -263,7 +265,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                     }
                 }
                 if !work.records.isEmpty {
-                    let batch = WALFormat.batch(work.records, firstLSN: work.firstLSN)
+                    let batch = self.batchEncoder.batch(work.records, firstLSN: work.firstLSN)
                     if self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize {
                         try self.finishSegment()
                         try self.startSegment(index: self.segmentIndex + 1, firstLSN: work.firstLSN)
