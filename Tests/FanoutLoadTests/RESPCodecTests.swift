@@ -66,6 +66,17 @@ struct RESPCodecTests {
     }
 
     /// A line that never ends is refused once it passes the limit, not buffered forever.
+    /// A command written straight into the buffer is the array of bulk strings it stands for.
+    @Test func aCommandIsAnArrayOfBulkStrings() {
+        for arguments in [["PING"], ["HSET", "tokens", "tök:APA91b", ""], ["SADD", "topic:7"] + (0..<300).map { "member-\($0)" }] {
+            var written = ByteBuffer()
+            RESPValue.writeCommand(arguments, into: &written)
+            var expected = ByteBuffer()
+            RESPValue.array(arguments.map { .bulkString(Array($0.utf8)) }).write(into: &expected)
+            #expect(written == expected)
+        }
+    }
+
     @Test func anEndlessLineIsAnError() throws {
         try Self.expectError("+" + String(repeating: "x", count: 70_000), "longer than")
     }

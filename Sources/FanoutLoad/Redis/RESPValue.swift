@@ -11,9 +11,18 @@ public enum RESPValue: Hashable, Sendable {
     /// `nil` is the null array (`*-1`).
     case array([RESPValue]?)
 
-    /// A command: an array of bulk strings.
-    public static func command(_ arguments: [String]) -> RESPValue {
-        .array(arguments.map { .bulkString(Array($0.utf8)) })
+    /// Writes a command (an array of bulk strings) in RESP2, without building the value.
+    public static func writeCommand(_ arguments: [String], into buffer: inout ByteBuffer) {
+        buffer.writeStaticString("*")
+        buffer.writeString(String(arguments.count))
+        buffer.writeStaticString("\r\n")
+        for argument in arguments {
+            buffer.writeStaticString("$")
+            buffer.writeString(String(argument.utf8.count))
+            buffer.writeStaticString("\r\n")
+            buffer.writeString(argument)
+            buffer.writeStaticString("\r\n")
+        }
     }
 
     /// The reply as a count: an integer, or the length of an array (a set's members).

@@ -32,25 +32,17 @@ public final class RedisConnection: Sendable {
         try await self.pipeline([arguments])[0]
     }
 
-    /// Writes the commands with one flush and waits for all their replies, in order.
+    /// Writes the commands in one buffer with one flush and waits for all their replies, in order.
     public func pipeline(_ commands: [[String]]) async throws -> [RESPValue] {
-        let eventLoop = self.channel.eventLoop
-        var replies: [EventLoopFuture<RESPValue>] = []
-        replies.reserveCapacity(commands.count)
+        guard !commands.isEmpty else { return [] }
+        let size = commands.reduce(0) { total, arguments in total + 16 + arguments.reduce(0) { $0 + $1.utf8.count + 16 } }
+        var buffer = self.channel.allocator.buffer(capacity: size)
         for arguments in commands {
-            var buffer = self.channel.allocator.buffer(capacity: 64 + arguments.reduce(0) { $0 + $1.utf8.count + 16 })
-            RESPValue.command(arguments).write(into: &buffer)
-            let reply = eventLoop.makePromise(of: RESPValue.self)
-            self.channel.write((command: buffer, reply: reply), promise: nil)
-            replies.append(reply.futureResult)
+            RESPValue.writeCommand(arguments, into: &buffer)
         }
-        self.channel.flush()
-        var values: [RESPValue] = []
-        values.reserveCapacity(replies.count)
-        for reply in replies {
-            values.append(try await reply.get())
-        }
-        return values
+        let replies = self.channel.eventLoop.makePromise(of: [RESPValue].self)
+        self.channel.writeAndFlush((commands: buffer, count: commands.count, replies: replies), promise: nil)
+        return try await replies.futureResult.get()
     }
 
     public func close() async throws {
