@@ -40,9 +40,17 @@ public final class RedisConnection: Sendable {
         for arguments in commands {
             RESPValue.writeCommand(arguments, into: &buffer)
         }
-        let replies = self.channel.eventLoop.makePromise(of: [RESPValue].self)
-        self.channel.writeAndFlush((commands: buffer, count: commands.count, replies: replies), promise: nil)
-        return try await replies.futureResult.get()
+        // One hop onto the event loop, as FanoutClient makes per request: the write and the wait
+        // for the replies are set up there.
+        let channel = self.channel
+        let count = commands.count
+        return try await withUnsafeThrowingContinuation { continuation in
+            channel.eventLoop.execute {
+                let replies = channel.eventLoop.makePromise(of: [RESPValue].self)
+                replies.futureResult.assumeIsolated().whenComplete { continuation.resume(with: $0) }
+                channel.writeAndFlush((commands: buffer, count: count, replies: replies), promise: nil)
+            }
+        }
     }
 
     public func close() async throws {
