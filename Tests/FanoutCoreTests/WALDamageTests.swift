@@ -185,6 +185,59 @@ struct WALDamageTests {
         #expect(!cutAside.contains("quarantine"))
     }
 
+    /// The writer fills a segment with zeros ahead of its batches: what a crash leaves (the
+    /// directory copied while the engine runs) is a newest segment of `fillStep` bytes ending in
+    /// zeros, which start-up reads as free space: no problem, nothing cut, every registration
+    /// there. A close cuts the zeros.
+    @Test func theZerosACrashLeavesAfterTheLastBatchAreFreeSpace() throws {
+        let directory = TemporaryDirectory.path("fanout-fill")
+        let copy = TemporaryDirectory.path("fanout-fill-crash")
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            try? FileManager.default.removeItem(atPath: copy)
+        }
+        let engine = try Engine(directory: directory, durability: .always)
+        for index in 0..<50 {
+            let request = RegistrationRequest(token: RegistrationToken("token-\(index)"), platform: .android, appID: AppID("app")!)
+            _ = try engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request) }.blockingUntilDurable()
+        }
+        try FileManager.default.copyItem(atPath: directory, toPath: copy)
+        try engine.close()
+        let newest = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted().last!
+        let crashed = Array(try Data(contentsOf: URL(fileURLWithPath: "\(copy)/\(newest)")))
+        let contents = try WALSegmentReader.read(crashed)
+        #expect(crashed.count == WALFormat.fillStep && contents.freeBytes == crashed.count - contents.validLength)
+        #expect(contents.damage == nil && contents.nextLSN - contents.firstLSN >= 50)
+        let closed = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/\(newest)")))
+        // (Compared as a Bool: a failed `==` on 4 MiB arrays makes the testing library diff them for minutes.)
+        #expect(closed.count == contents.validLength && closed.elementsEqual(crashed[..<contents.validLength]), "a close cuts the zeros")
+
+        let scan = try WALDirectory.examine(copy)
+        #expect(scan.problems.isEmpty, "\(scan.problems)")
+        let reopened = try Engine(directory: copy, durability: .none)
+        defer { try? reopened.close() }
+        #expect(reopened.recovery?.truncatedTail == nil)
+        #expect(try reopened.installationCount() == 50)
+        #expect(!FileManager.default.fileExists(atPath: "\(copy)/quarantine"))
+    }
+
+    /// A torn batch in the zeros written ahead: cut, and the cut-off bytes kept without the zeros.
+    @Test func aTornBatchBeforeZerosIsKeptAsideWithoutThem() throws {
+        let fixture = try Fixture()
+        defer { fixture.delete() }
+        let newest = fixture.segments.last!
+        let original = try fixture.bytes(newest)
+        let batches = try fixture.batches(newest)
+        try fixture.write(newest, Array(original.dropLast(5)) + [UInt8](repeating: 0, count: 3000))
+        try fixture.expectHandledWithoutLoss(kind: .tornTail, end: Self.registrations - 1, "torn tail before zeros")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: fixture.path("quarantine"))
+        let cut = batches[batches.count - 2].endOffset
+        #expect(kept.count == 1 && kept[0].hasSuffix("\(newest).from-\(cut)"), "\(kept)")
+        var fragment = Array(original[cut..<(original.count - 5)])
+        fragment.removeLast(fragment.reversed().prefix { $0 == 0 }.count)
+        #expect(try fixture.bytes("quarantine/\(kept[0])") == fragment)
+    }
+
     @Test func aTornTailsBytesAreKeptAside() throws {
         let fixture = try Fixture()
         defer { fixture.delete() }

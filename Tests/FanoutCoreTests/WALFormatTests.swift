@@ -212,6 +212,27 @@ struct WALFormatTests {
     // MARK: - Damage
 
     /// Cutting the file anywhere keeps exactly the batches that end before the cut.
+    /// Zeros after the last batch, whatever their length, are free space (the writer fills ahead
+    /// of its batches); a byte other than zero anywhere in them makes them damage again.
+    @Test func zerosAfterTheLastBatchAreFreeSpace() throws {
+        var random = SeededRandomNumberGenerator(seed: 21)
+        let batches = Self.randomBatches(&random, count: 5)
+        let (bytes, ends) = Self.segment(batches)
+        for zeros in [1, 27, 28, 29, 5000] {
+            let contents = try WALSegmentReader.read(bytes + [UInt8](repeating: 0, count: zeros))
+            #expect(contents.damage == nil, "\(zeros) zeros")
+            #expect(contents.batches.map(\.records) == batches)
+            #expect(contents.validLength == bytes.count && contents.freeBytes == zeros)
+            var dirty = bytes + [UInt8](repeating: 0, count: zeros)
+            dirty[dirty.count - 1] = 1
+            let damaged = try WALSegmentReader.read(dirty)
+            #expect(damaged.damage?.offset == ends.last && damaged.freeBytes == 0, "\(zeros) zeros, the last not")
+            #expect(damaged.batches.count == batches.count)
+        }
+        let empty = try WALSegmentReader.read(WALFormat.segmentHeader(index: 0, firstLSN: 7) + [UInt8](repeating: 0, count: 4096))
+        #expect(empty.damage == nil && empty.batches.isEmpty && empty.nextLSN == 7 && empty.freeBytes == 4096)
+    }
+
     @Test func everyTruncationKeepsTheCompleteBatchesOnly() throws {
         var random = SeededRandomNumberGenerator(seed: 9)
         let batches = Self.randomBatches(&random, count: 6)

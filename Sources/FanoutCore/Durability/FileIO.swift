@@ -41,6 +41,38 @@ package enum FileIO {
         }
     }
 
+    /// Writes the first `count` of `bytes` (all by default) at `offset` (`pwrite`; the file
+    /// position does not move).
+    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], count: Int? = nil, at offset: Int, path: String) throws(Error) {
+        let count = count ?? bytes.count
+        if let fault = FileFaults.fault(.write, path) {
+            // As a full disk does: part of the bytes may be written before the error.
+            _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, count / 2, off_t(offset)) }
+            throw Error(operation: "write", path: path, code: fault)
+        }
+        var done = 0
+        while done < count {
+            let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw Error(operation: "write", path: path, code: errno)
+            }
+            done += written
+        }
+    }
+
+    /// Writes zeros over `range` of the file.
+    static func writeZeros(_ descriptor: Int32, _ range: Range<Int>, path: String) throws(Error) {
+        var start = range.lowerBound
+        while start < range.upperBound {
+            let count = min(range.upperBound - start, Self.zeros.count)
+            try Self.writeAll(descriptor, Self.zeros, count: count, at: start, path: path)
+            start += count
+        }
+    }
+
+    private static let zeros = [UInt8](repeating: 0, count: 1 << 20)
+
     /// A file's bytes from `offset` (0: all of it) to its end.
     package static func readAll(_ path: String, from offset: Int = 0) throws(Error) -> [UInt8] {
         let descriptor = try Self.open(path, O_RDONLY)
@@ -223,11 +255,16 @@ package enum FileIO {
     }
 
     static func truncate(_ path: String, to length: Int) throws(Error) {
-        try FileFaults.check(.truncate, path)
         let descriptor = try Self.open(path, O_WRONLY)
         defer { Glibc.close(descriptor) }
-        guard ftruncate(descriptor, off_t(length)) == 0 else { throw Error(operation: "ftruncate", path: path, code: errno) }
+        try Self.truncate(descriptor, to: length, path: path)
         try Self.dataSync(descriptor, path: path)
+    }
+
+    /// Cuts the open file to `length` bytes (not synced).
+    static func truncate(_ descriptor: Int32, to length: Int, path: String) throws(Error) {
+        try FileFaults.check(.truncate, path)
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw Error(operation: "ftruncate", path: path, code: errno) }
     }
 
     static func makeDirectory(_ path: String) throws(Error) {

@@ -27,12 +27,14 @@ enum Quarantine {
         return target
     }
 
-    /// Cuts segment `name` at `offset`, keeping the bytes cut off in the quarantine folder first.
-    /// Returns the path of the kept bytes (nil when nothing followed `offset`).
+    /// Cuts segment `name` at `offset`, keeping the bytes cut off in the quarantine folder first,
+    /// without the zeros that end them (space the log writer filled ahead of its batches).
+    /// Returns the path of the kept bytes (nil when nothing but zeros followed `offset`).
     @discardableResult
     static func cut(_ name: String, at offset: Int, in directory: String) throws(FileIO.Error) -> String? {
         let path = "\(directory)/\(name)"
-        let tail = try FileIO.readAll(path, from: offset)
+        var tail = try FileIO.readAll(path, from: offset)
+        tail.removeLast(tail.reversed().prefix { $0 == 0 }.count)
         let kept = tail.isEmpty ? nil : try Self.keep(tail, of: name, suffix: ".from-\(offset)", in: directory)
         try FileIO.truncate(path, to: offset)
         return kept

@@ -22,6 +22,9 @@ package enum WALFormat {
     package static let batchHeaderSize = 28
     /// Batches whose records take more bytes than this are LZ4-compressed (when that is smaller).
     package static let compressionThreshold = 4096
+    /// The writer fills a segment with zeros ahead of its batches up to the next multiple of this
+    /// (at most the segment size); zeros after the last batch are free space, not damage.
+    package static let fillStep = 4 << 20
     /// The largest batch payload, compressed or not; larger lengths are damage, never allocated.
     package static let maximumBatchPayload = 64 << 20
     static let flagLZ4: UInt8 = 1

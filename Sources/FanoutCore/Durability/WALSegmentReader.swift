@@ -52,6 +52,9 @@ package struct WALSegmentContents: Sendable {
     package var highestEndLSN: UInt64
     /// The file's size.
     package var size: Int
+    /// The zeros after the last batch, to the end of the file: space the writer filled ahead of
+    /// its batches, not damage (0 when the file ends with a batch, or with damage).
+    package var freeBytes = 0
 
     /// The LSN the next record after the good batches would have.
     package var nextLSN: UInt64 {
@@ -132,6 +135,10 @@ package enum WALSegmentReader {
         // The first batch was read for the header's cross-check: it is not read again.
         if let first { accept(first) }
         while offset < bytes.count {
+            if Self.isZero(bytes, from: offset) {
+                contents.freeBytes = bytes.count - offset
+                break
+            }
             do throws(WALDamage) {
                 accept(try self.readBatch(bytes, at: offset, expectedLSN: expectedLSN, decodeRecords: decodeRecords))
             } catch {
@@ -159,6 +166,15 @@ package enum WALSegmentReader {
             if contents.resumesAt == nil { contents.resumesAt = (offset, batch.firstLSN) }
             contents.highestEndLSN = max(contents.highestEndLSN, batch.endLSN)
             offset = batch.endOffset
+        }
+    }
+
+    /// Whether every byte from `offset` to the end is zero (the header's first bytes checked first).
+    private static func isZero(_ bytes: [UInt8], from offset: Int) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+            let header = rest.prefix(WALFormat.batchHeaderSize)
+            return header.allSatisfy { $0 == 0 } && rest.allSatisfy { $0 == 0 }
         }
     }
 

@@ -43,6 +43,11 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     private var segmentPath = ""
     private var segmentIndex: UInt64
     private var segmentBytes = 0
+    /// The current segment's size on disk: `segmentBytes` and the zeros written ahead of them.
+    private var filledBytes = 0
+    /// False once the disk had no room for the zeros ahead, until the next segment; always false
+    /// with durability `none`, which never syncs.
+    private var fillsAhead = true
     /// The bytes of the current segment through its last acknowledged batch.
     private var acknowledgedBytes = 0
     /// Frames each batch in buffers kept between batches.
@@ -213,6 +218,10 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
             self.shared.signal(.work)
         }
         let failure = self.shared.withLock(waitingOn: .acknowledged) { !$0.running } _: { $0.failure }
+        // The segment stays open when the log failed (cutting it is start-up's to do).
+        if failure == nil {
+            try? self.finishSegment()
+        }
         if self.descriptor >= 0 {
             _ = fdatasync(self.descriptor)
             Glibc.close(self.descriptor)
@@ -270,8 +279,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                         try self.finishSegment()
                         try self.startSegment(index: self.segmentIndex + 1, firstLSN: work.firstLSN)
                     }
-                    try FileIO.writeAll(self.descriptor, batch, path: self.segmentPath)
-                    self.segmentBytes += batch.count
+                    try self.append(batch)
                     self.metrics?.wrote(records: work.records.count, bytes: batch.count)
                     unsynced = true
                     unsyncedRecords += work.records.count
@@ -382,6 +390,35 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         try self.startSegment(index: self.segmentIndex + 1, firstLSN: lsn)
     }
 
+    /// Writes `batch` after the segment's last, first filling the file with zeros up to the next
+    /// multiple of `WALFormat.fillStep` when the batch reaches past them: a batch then overwrites bytes the
+    /// file already has, so the `fdatasync` after it need not write the file's size (ext4 writes
+    /// the inode for that each time; a segment grows once per step instead).
+    private func append(_ batch: [UInt8]) throws(FileIO.Error) {
+        let end = self.segmentBytes + batch.count
+        if end > self.filledBytes && self.fillsAhead {
+            try self.fillAhead(past: end)
+        }
+        try FileIO.writeAll(self.descriptor, batch, at: self.segmentBytes, path: self.segmentPath)
+        self.segmentBytes = end
+        self.filledBytes = max(self.filledBytes, end)
+    }
+
+    /// Writes zeros after `end`, up to the next multiple of `WALFormat.fillStep` (at most the segment size).
+    /// A disk without room for them stops the filling for this segment (what was written of them
+    /// is cut again): its batches then grow the file as they come, as long as there is room.
+    private func fillAhead(past end: Int) throws(FileIO.Error) {
+        let step = (end + WALFormat.fillStep - 1) / WALFormat.fillStep * WALFormat.fillStep
+        let target = max(end, min(step, self.segmentSize))
+        do throws(FileIO.Error) {
+            try FileIO.writeZeros(self.descriptor, end..<target, path: self.segmentPath)
+            self.filledBytes = target
+        } catch {
+            self.fillsAhead = false
+            try FileIO.truncate(self.descriptor, to: self.filledBytes, path: self.segmentPath)
+        }
+    }
+
     /// Creates segment `index`: header written to a temporary name, synced, renamed, directory
     /// synced; then the manifest records it (closing the previous segment there).
     private func startSegment(index: UInt64, firstLSN: UInt64) throws(FileIO.Error) {
@@ -404,11 +441,18 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         self.segmentPath = path
         self.segmentIndex = index
         self.segmentBytes = WALFormat.segmentHeaderSize
+        self.filledBytes = WALFormat.segmentHeaderSize
+        self.fillsAhead = self.durability != .none
         self.acknowledgedBytes = WALFormat.segmentHeaderSize
     }
 
+    /// Cuts the zeros written ahead of the last batch and syncs the segment.
     private func finishSegment() throws(FileIO.Error) {
         guard self.descriptor >= 0 else { return }
+        if self.filledBytes > self.segmentBytes {
+            try FileIO.truncate(self.descriptor, to: self.segmentBytes, path: self.segmentPath)
+            self.filledBytes = self.segmentBytes
+        }
         try FileIO.dataSync(self.descriptor, path: self.segmentPath)
         Glibc.close(self.descriptor)
         self.descriptor = -1
