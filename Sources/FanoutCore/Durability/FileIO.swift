@@ -23,36 +23,35 @@ package enum FileIO {
         }
     }
 
+    /// Writes `bytes` at the file position.
     static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(Error) {
-        var offset = 0
-        if let fault = FileFaults.fault(.write, path) {
-            // As a full disk does: part of the bytes may be written before the error.
-            let part = bytes.count / 2
-            _ = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, part) }
-            throw Error(operation: "write", path: path, code: fault)
-        }
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw Error(operation: "write", path: path, code: errno)
-            }
-            offset += written
-        }
+        try Self.writeAll(bytes, count: bytes.count, path: path) { address, _, length in Glibc.write(descriptor, address, length) }
     }
 
     /// Writes the first `count` of `bytes` (all by default) at `offset` (`pwrite`; the file
     /// position does not move).
     static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], count: Int? = nil, at offset: Int, path: String) throws(Error) {
-        let count = count ?? bytes.count
+        try Self.writeAll(bytes, count: count ?? bytes.count, path: path) { address, done, length in
+            pwrite(descriptor, address, length, off_t(offset + done))
+        }
+    }
+
+    /// Writes the first `count` of `bytes` with `write(address, done, length)` (the bytes from
+    /// `done` on, `done` of them written so far) until all are written; an injected fault writes
+    /// half of them first, as a full disk does.
+    private static func writeAll(
+        _ bytes: [UInt8],
+        count: Int,
+        path: String,
+        _ write: (UnsafeRawPointer?, Int, Int) -> Int
+    ) throws(Error) {
         if let fault = FileFaults.fault(.write, path) {
-            // As a full disk does: part of the bytes may be written before the error.
-            _ = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, count / 2, off_t(offset)) }
+            _ = bytes.withUnsafeBytes { write($0.baseAddress, 0, count / 2) }
             throw Error(operation: "write", path: path, code: fault)
         }
         var done = 0
         while done < count {
-            let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            let written = bytes.withUnsafeBytes { write($0.baseAddress! + done, done, count - done) }
             if written < 0 {
                 if errno == EINTR { continue }
                 throw Error(operation: "write", path: path, code: errno)
