@@ -28,13 +28,15 @@ extension Delivery: DeliveryFrameFields {
 
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
-        for delivery in deliveries {
+        // By index: `for delivery in deliveries` copied each delivery whole (retaining all it holds).
+        for index in deliveries.indices {
             recipients.append(DeliveryFrameRecipient(
                 envelope: DeliveryEnvelope(
-                    sequence: delivery.id.messageSequence, platform: delivery.platform, expiry: delivery.expiry,
-                    isDeletedMessagesMarker: delivery.isDeletedMessagesMarker
+                    sequence: deliveries[index].id.messageSequence, platform: deliveries[index].platform,
+                    expiry: deliveries[index].expiry, isDeletedMessagesMarker: deliveries[index].isDeletedMessagesMarker
                 ),
-                slot: delivery.id.slot, fid: delivery.fid, token: delivery.recipientToken, apnsToken: delivery.apnsToken?.hex
+                slot: deliveries[index].id.slot, fid: deliveries[index].fid, token: deliveries[index].recipientToken,
+                apnsToken: deliveries[index].apnsToken?.hex
             ))
         }
     }
