@@ -167,11 +167,13 @@ public final class RenderedMessage: Hashable, Sendable {
     private static func headers(_ options: Message.DeliveryOptions, acceptedAt: Timestamp) -> (apns: [DeliveryHeader], webpush: [DeliveryHeader]) {
         let background = options.apnsIsBackground
         let expiration = options.apnsExpiration ?? UInt64(max(0, self.expiry(for: .ios, options, acceptedAt: acceptedAt).millisecondsSinceEpoch / 1000))
-        var apns = [
-            DeliveryHeader(name: "apns-priority", value: String(options.apnsPriority ?? (background ? 5 : 10))),
-            DeliveryHeader(name: "apns-push-type", value: options.apnsPushType ?? (background ? "background" : "alert")),
-            DeliveryHeader(name: "apns-expiration", value: String(expiration)),
-        ]
+        // Sized for all five at once: appending to a literal of three grew it (an allocation more
+        // per send when a collapse id or topic was given).
+        var apns: [DeliveryHeader] = []
+        apns.reserveCapacity(5)
+        apns.append(DeliveryHeader(name: "apns-priority", value: String(options.apnsPriority ?? (background ? 5 : 10))))
+        apns.append(DeliveryHeader(name: "apns-push-type", value: options.apnsPushType ?? (background ? "background" : "alert")))
+        apns.append(DeliveryHeader(name: "apns-expiration", value: String(expiration)))
         if let collapseID = options.apnsCollapseID { apns.append(DeliveryHeader(name: "apns-collapse-id", value: collapseID)) }
         if let topic = options.apnsTopic { apns.append(DeliveryHeader(name: "apns-topic", value: topic)) }
         var webpush = [DeliveryHeader(name: "TTL", value: String(Self.webpushTTL(options)))]
