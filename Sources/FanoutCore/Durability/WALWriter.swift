@@ -218,7 +218,8 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
             self.shared.signal(.work)
         }
         let failure = self.shared.withLock(waitingOn: .acknowledged) { !$0.running } _: { $0.failure }
-        // The segment stays open when the log failed (cutting it is start-up's to do).
+        // A healthy log's segment is finished (its zeros ahead cut, synced, closed). A failed log's
+        // is closed as it is (cutting it is start-up's to do), as is one whose finish failed.
         if failure == nil {
             try? self.finishSegment()
         }
