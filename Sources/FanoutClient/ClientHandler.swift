@@ -2,99 +2,70 @@ internal import FanoutModel
 internal import FanoutWire
 internal import NIOCore
 
-/// A request on its way: what to send, the promise its reply completes and, for ATTACH, where
-/// the deliveries go.
-struct PendingRequest: Sendable {
-    var request: ClientRequest
-    var reply: ReplyPromise
-    var deliveries: DeliveryStream?
-}
+/// Writes the requests `ClientConnection` hands it, decodes the server's frames itself
+/// (`FrameReader`, no `ByteToMessageHandler` in front), matches replies to requests by request id
+/// (in any order), routes DELIVERY and DELIVERIES frames to the attachment's stream, sends PING
+/// when the connection has been quiet, and fails everything outstanding when the connection goes.
+final class ClientHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
-/// A reply promise that may be completed from two places (the handler, or a failed write that
-/// never reached it); the first completion wins.
-final class ReplyPromise: @unchecked Sendable {
-    // Safe: `completed` is read and written only on the channel's event loop.
-    private let promise: EventLoopPromise<ServerMessage>
-    private var completed = false
-
-    init(_ promise: EventLoopPromise<ServerMessage>) {
-        self.promise = promise
-    }
-
-    var futureResult: EventLoopFuture<ServerMessage> { self.promise.futureResult }
-
-    func succeed(_ message: ServerMessage) {
-        self.promise.futureResult.eventLoop.preconditionInEventLoop()
-        guard !self.completed else { return }
-        self.completed = true
-        self.promise.succeed(message)
-    }
-
-    func fail(_ error: any Error) {
-        self.promise.futureResult.eventLoop.preconditionInEventLoop()
-        guard !self.completed else { return }
-        self.completed = true
-        self.promise.fail(error)
-    }
-}
-
-/// Numbers requests, matches replies to them by request id (in any order), routes DELIVERY and
-/// DELIVERIES frames to the attachment's stream, sends PING when the connection has been quiet,
-/// and fails everything outstanding when the connection goes.
-final class ClientHandler: ChannelDuplexHandler {
-    typealias InboundIn = ServerFrame
-    typealias OutboundIn = PendingRequest
-    typealias OutboundOut = ClientFrame
-
-    private var nextRequestID: UInt32 = 1
-    private var pending: [UInt32: ReplyPromise] = [:]
+    private var context: ChannelHandlerContext?
+    private var replies = FrameReader<ServerMessage>(maximumPayloadSize: ClientConnection.maximumPayloadSize)
+    private var pending: [UInt32: UnsafeContinuation<ServerMessage, any Error>] = [:]
     private var deliveries: DeliveryStream?
     private var attachID: UInt32?
     /// Set by GOAWAY: the reason later requests fail with.
     private var goAway: FanoutError?
-    /// A flush is due at the end of what the event loop is running now.
-    private var flushScheduled = false
+    /// Set when the connection has gone: what outstanding and later requests fail with.
+    private var closed: FanoutError?
 
-    private func takeRequestID() -> UInt32 {
-        let id = self.nextRequestID
-        self.nextRequestID = self.nextRequestID == .max ? 1 : self.nextRequestID + 1
-        return id
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let request = Self.unwrapOutboundIn(data)
-        if let goAway = self.goAway {
-            request.reply.fail(goAway)
-            promise?.fail(goAway)
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        self.failAll(self.goAway ?? FanoutError(.unavailable, "the connection is closed"))
+    }
+
+    /// Writes the requests' frames with one flush; their replies resume their continuations.
+    func send(_ requests: [OutgoingRequest]) {
+        guard let context, self.closed == nil, self.goAway == nil else {
+            let error = self.goAway ?? self.closed ?? FanoutError(.unavailable, "the connection is closed")
+            for request in requests {
+                request.deliveries?.finish(throwing: error)
+                request.reply.resume(throwing: error)
+            }
             return
         }
-        let id = self.takeRequestID()
-        self.pending[id] = request.reply
-        if let deliveries = request.deliveries {
-            self.deliveries?.finish()
-            self.deliveries = deliveries
-            self.attachID = id
+        for request in requests {
+            self.pending[request.id] = request.reply
+            if let deliveries = request.deliveries {
+                self.deliveries?.finish()
+                self.deliveries = deliveries
+                self.attachID = request.id
+            }
+            // No promise: a write that fails closes the channel, and `channelInactive` fails
+            // every request still pending.
+            context.write(Self.wrapOutboundOut(request.frame), promise: nil)
         }
-        let written = promise ?? context.eventLoop.makePromise()
-        written.futureResult.assumeIsolated().whenFailure { [weak self] error in
-            self?.pending.removeValue(forKey: id)?.fail(FanoutClient.connectionError(error))
-        }
-        context.write(Self.wrapOutboundOut(ClientFrame(requestID: id, request: request.request)), promise: written)
-    }
-
-    /// Flushes once for every request written in this turn of the event loop: tasks that send at
-    /// the same time queue their writes on the loop, and they leave in one `write`.
-    func flush(context: ChannelHandlerContext) {
-        guard !self.flushScheduled else { return }
-        self.flushScheduled = true
-        context.eventLoop.assumeIsolated().execute {
-            self.flushScheduled = false
-            context.flush()
-        }
+        context.flush()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = Self.unwrapInboundIn(data)
+        var bytes = Self.unwrapInboundIn(data)
+        self.replies.append(&bytes)
+        do {
+            while let frame = try self.replies.nextReply(seenEOF: false) {
+                self.receive(frame, context: context)
+            }
+        } catch {
+            self.errorCaught(context: context, error: error)
+        }
+    }
+
+    private func receive(_ frame: ServerFrame, context: ChannelHandlerContext) {
         switch frame.message {
         case .delivery(let delivery):
             if frame.requestID == self.attachID {
@@ -111,7 +82,7 @@ final class ClientHandler: ChannelDuplexHandler {
             // event loop, so that it starts with the session whatever the caller's tasks are doing).
             let keepAlive = TimeAmount.milliseconds(Int64(max(welcome.idleTimeoutMilliseconds / 3, 100)))
             try? context.pipeline.syncOperations.addHandler(IdleStateHandler(writeTimeout: keepAlive), position: .first)
-            self.pending.removeValue(forKey: frame.requestID)?.succeed(frame.message)
+            self.pending.removeValue(forKey: frame.requestID)?.resume(returning: frame.message)
         default:
             guard let reply = self.pending.removeValue(forKey: frame.requestID) else { return }  // a keep-alive PONG
             if case .done(.detach) = frame.message {
@@ -119,13 +90,16 @@ final class ClientHandler: ChannelDuplexHandler {
                 self.deliveries = nil
                 self.attachID = nil
             }
-            reply.succeed(frame.message)
+            reply.resume(returning: frame.message)
         }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .write {
-            context.writeAndFlush(Self.wrapOutboundOut(ClientFrame(requestID: self.takeRequestID(), request: .ping)), promise: nil)
+            // Request id 0: no request waits for its PONG.
+            var ping = context.channel.allocator.buffer(capacity: FrameHeader.size)
+            try? ClientFrame(requestID: 0, request: .ping).encode(into: &ping)
+            context.writeAndFlush(Self.wrapOutboundOut(ping), promise: nil)
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -141,10 +115,13 @@ final class ClientHandler: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    private func failAll(_ error: any Error) {
+    private func failAll(_ error: FanoutError) {
+        if self.closed == nil {
+            self.closed = error
+        }
         let pending = self.pending
         self.pending = [:]
-        for reply in pending.values { reply.fail(error) }
+        for reply in pending.values { reply.resume(throwing: error) }
         self.deliveries?.finish(throwing: error)
         self.deliveries = nil
         self.attachID = nil

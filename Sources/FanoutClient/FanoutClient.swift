@@ -16,12 +16,12 @@ internal import NIOSSL
 /// ```
 /// Engine errors are thrown as `FanoutError` with the server's status, message and field.
 public final class FanoutClient: Sendable {
-    private let channel: any Channel
+    private let connection: ClientConnection
     /// The limits the server announced.
     public let welcome: Welcome
 
-    private init(channel: any Channel, welcome: Welcome) {
-        self.channel = channel
+    private init(connection: ClientConnection, welcome: Welcome) {
+        self.connection = connection
         self.welcome = welcome
     }
 
@@ -55,7 +55,7 @@ public final class FanoutClient: Sendable {
     ) async throws -> FanoutClient {
         let sslContext = try tls.map { try NIOSSLContext(configuration: $0.configuration) }
         let serverHostname = tls.map { $0.serverHostname ?? host }
-        let (channel, handshake) = try await ClientBootstrap(group: eventLoopGroup)
+        let (connection, handshake) = try await ClientBootstrap(group: eventLoopGroup)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -69,66 +69,53 @@ public final class FanoutClient: Sendable {
                         try pipeline.addHandler(TLSHandshakeWaiter(promise: promise))
                         handshake = promise.futureResult
                     }
-                    try pipeline.addHandler(ByteToMessageHandler(FrameDecoder<ServerMessage>(maximumPayloadSize: 64 * 1024 * 1024)))
-                    try pipeline.addHandler(MessageToByteHandler(FrameEncoder<ClientRequest>(maximumPayloadSize: 64 * 1024 * 1024)))
-                    try pipeline.addHandler(ClientHandler())
-                    return (channel, handshake)
+                    let handler = ClientHandler()
+                    try pipeline.addHandler(handler)
+                    return (ClientConnection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop)), handshake)
                 }
             }
         if let handshake {
             do {
                 try await handshake.get()
             } catch {
-                try? await channel.close()
+                try? await connection.channel.close()
                 throw error
             }
         }
         let hello = Hello(role: role, credential: credential, clientName: String(clientName.utf8.prefix(Hello.maximumClientNameLength)) ?? "")
         let reply: ServerMessage
         do {
-            reply = try await Self.request(.hello(hello), on: channel)
+            reply = try await Self.request(.hello(hello), on: connection)
         } catch {
-            try? await channel.close()
+            try? await connection.channel.close()
             throw error
         }
         guard case .welcome(let welcome) = reply else {
-            try? await channel.close()
+            try? await connection.channel.close()
             throw FanoutError(.internal, "the server answered HELLO with \(reply.opcode)")
         }
-        return FanoutClient(channel: channel, welcome: welcome)
+        return FanoutClient(connection: connection, welcome: welcome)
     }
 
     /// Closes the connection; calls still waiting fail with `UNAVAILABLE`.
     public func close() async throws {
         do {
-            try await self.channel.close()
+            try await self.connection.channel.close()
         } catch ChannelError.alreadyClosed {
         }
     }
 
     /// Sends any request and returns the reply; an ERROR reply is thrown as `FanoutError`.
     public func request(_ request: ClientRequest) async throws -> ServerMessage {
-        try await Self.request(request, on: self.channel)
+        try await Self.request(request, on: self.connection)
     }
 
     private static func request(
         _ request: ClientRequest,
-        on channel: any Channel,
+        on connection: ClientConnection,
         deliveries: DeliveryStream? = nil
     ) async throws -> ServerMessage {
-        // One hop onto the event loop per request: the write, its failure and the wait for the
-        // reply are all set up there. (`writeAndFlush`, `whenFailure` and `get()` from the
-        // caller's thread were a hop each; a hop that finds the loop asleep wakes it again.)
-        let eventLoop = channel.eventLoop
-        let message: ServerMessage = try await withUnsafeThrowingContinuation { continuation in
-            eventLoop.execute {
-                let reply = ReplyPromise(eventLoop.makePromise(of: ServerMessage.self))
-                reply.futureResult.assumeIsolated().whenComplete { continuation.resume(with: $0) }
-                let written = eventLoop.makePromise(of: Void.self)
-                written.futureResult.assumeIsolated().whenFailure { reply.fail(Self.connectionError($0)) }
-                channel.writeAndFlush(PendingRequest(request: request, reply: reply, deliveries: deliveries), promise: written)
-            }
-        }
+        let message = try await connection.request(request, deliveries: deliveries)
         if case .error(let error) = message {
             throw error
         }
@@ -381,7 +368,7 @@ public final class FanoutClient: Sendable {
     public func attach(_ scope: AttachScope, credit: Int, in project: String = "default", grouped: Bool = true) async throws -> DeliveryStream {
         let stream = DeliveryStream()
         let request = ClientRequest.attach(project: project, scope: scope, credit: UInt32(clamping: credit), grouped: grouped)
-        _ = try await Self.request(request, on: self.channel, deliveries: stream)
+        _ = try await Self.request(request, on: self.connection, deliveries: stream)
         return stream
     }
 

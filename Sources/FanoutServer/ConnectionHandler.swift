@@ -59,7 +59,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private let settings: ConnectionSettings
     private var state: ConnectionState
     /// The socket's bytes, decoded into requests here.
-    private var requests: RequestReader
+    private var requests: FrameReader<ClientRequest>
     /// Requests are being handled (a read that comes meanwhile only joins `requests`).
     private var isHandlingRequests = false
     /// When a frame begun and not whole yet makes the connection idle. The `IdleStateHandler` in
@@ -97,7 +97,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     init(settings: ConnectionSettings) {
         self.settings = settings
-        self.requests = RequestReader(maximumPayloadSize: settings.executor.maximumPayloadSize)
+        self.requests = FrameReader(maximumPayloadSize: settings.executor.maximumPayloadSize)
         self.state = ConnectionState(keys: settings.keys.current, welcome: settings.welcome, tokens: settings.executor.tokens, clock: settings.executor.engine.clock)
     }
 
@@ -140,7 +140,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         while self.ending == nil {
             let frame: ClientFrame?
             do {
-                frame = try self.requests.next(seenEOF: seenEOF)
+                frame = try self.requests.nextRequest(seenEOF: seenEOF)
             } catch {
                 self.errorCaught(context: context, error: error)
                 break

@@ -44,20 +44,6 @@ public struct FrameDecoder<Message: WireMessage>: NIOSingleStepByteToMessageDeco
     }
 }
 
-extension FrameDecoder where Message == ClientRequest {
-    /// `decode(buffer:)` compiled here for requests: the server calls it for every frame, and a
-    /// call from another module to the generic one is not specialized (its metadata is looked up
-    /// at run time).
-    package mutating func decodeRequest(buffer: inout ByteBuffer) throws -> ClientFrame? {
-        try self.decode(buffer: &buffer)
-    }
-
-    /// `decodeLast(buffer:seenEOF:)` compiled here for requests.
-    package mutating func decodeLastRequest(buffer: inout ByteBuffer) throws -> ClientFrame? {
-        try self.decodeLast(buffer: &buffer, seenEOF: true)
-    }
-}
-
 /// Writes frames for a channel (a `MessageToByteHandler`), refusing payloads over the maximum.
 public struct FrameEncoder<Message: WireMessage>: MessageToByteEncoder {
     public typealias OutboundIn = Frame<Message>

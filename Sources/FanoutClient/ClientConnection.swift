@@ -1,0 +1,82 @@
+internal import FanoutModel
+internal import FanoutWire
+internal import NIOCore
+internal import Synchronization
+
+/// A request encoded and on its way to the event loop: its frame, and who waits for its reply.
+struct OutgoingRequest: Sendable {
+    let id: UInt32
+    let frame: ByteBuffer
+    let reply: UnsafeContinuation<ServerMessage, any Error>
+    /// For ATTACH: where the attachment's deliveries go.
+    let deliveries: DeliveryStream?
+}
+
+/// One connection's request path. A caller encodes its frame on its own thread and queues it;
+/// the first request queued since the event loop last took the queue schedules one task there,
+/// which hands everything queued to the `ClientHandler` to write with one flush. A request costs
+/// the event loop no task of its own when others are queued with it, and no promise at all: the
+/// handler resumes the caller's continuation when the reply comes (or fails it with the
+/// connection).
+final class ClientConnection: Sendable {
+    /// Frames up to this payload size are sent; the server refuses what is over its own maximum.
+    static let maximumPayloadSize = 64 * 1024 * 1024
+
+    let channel: any Channel
+    private let handler: NIOLoopBound<ClientHandler>
+    private let outbox = Locked(Outbox())
+    /// The next request id; 0 is left to the handler's keep-alive PINGs.
+    private let nextRequestID = Atomic<UInt32>(1)
+
+    private struct Outbox: Sendable {
+        var requests: [OutgoingRequest] = []
+        /// A task is on the event loop to take `requests`.
+        var isScheduled = false
+    }
+
+    init(channel: any Channel, handler: NIOLoopBound<ClientHandler>) {
+        self.channel = channel
+        self.handler = handler
+    }
+
+    /// Sends a request and waits for its reply (an ERROR reply is returned, not thrown).
+    /// - Throws: the request's encoding error (`INVALID_ARGUMENT`, or `RESOURCE_EXHAUSTED` over the
+    ///   frame size), or `UNAVAILABLE` when the connection is lost (or GOAWAY's reason).
+    func request(_ request: ClientRequest, deliveries: DeliveryStream? = nil) async throws -> ServerMessage {
+        let id = self.takeRequestID()
+        var frame = self.channel.allocator.buffer(capacity: 256)
+        do {
+            try ClientFrame(requestID: id, request: request).encode(into: &frame, maximumPayloadSize: Self.maximumPayloadSize)
+        } catch {
+            throw error.fanoutError
+        }
+        return try await withUnsafeThrowingContinuation { continuation in
+            let outgoing = OutgoingRequest(id: id, frame: frame, reply: continuation, deliveries: deliveries)
+            let schedule = self.outbox.withLock { outbox in
+                outbox.requests.append(outgoing)
+                defer { outbox.isScheduled = true }
+                return !outbox.isScheduled
+            }
+            if schedule {
+                self.channel.eventLoop.execute { self.sendQueued() }
+            }
+        }
+    }
+
+    /// On the event loop: hands everything queued to the handler.
+    private func sendQueued() {
+        let requests = self.outbox.withLock { outbox in
+            outbox.isScheduled = false
+            defer { outbox.requests = [] }
+            return outbox.requests
+        }
+        self.handler.value.send(requests)
+    }
+
+    private func takeRequestID() -> UInt32 {
+        while true {
+            let id = self.nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
+            if id != 0 { return id }
+        }
+    }
+}
