@@ -58,6 +58,11 @@ package enum ASCII {
         return utf8.allSatisfy(Self.isVisible)
     }
 
+    /// True when every byte is visible ASCII and the count is in `lengths`.
+    package static func isVisibleBytes(_ bytes: UnsafeRawBufferPointer, lengths: ClosedRange<Int>) -> Bool {
+        lengths.contains(bytes.count) && Self.allVisible(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
     private static func allVisible(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var outside: UInt8 = 0
         for byte in bytes {

@@ -65,6 +65,11 @@ struct PayloadReader {
         try self.stringBytes(field, invalid: "not valid") { FID(utf8: $0) ?? FID(legacyInstanceID: String(decoding: $0, as: UTF8.self)) }
     }
 
+    /// A registration token sent as an optional `string`, checked before a `String` is made.
+    mutating func optionalToken(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationToken? {
+        try self.isPresent(field()) ? try self.stringBytes(field, invalid: "not valid", RegistrationToken.init(utf8:)) : nil
+    }
+
     mutating func bytes(_ field: @autoclosure () -> String) throws(ProtocolError) -> [UInt8] {
         let count = Int(try self.u32(field()))
         guard count <= self.buffer.readableBytes, let bytes = self.buffer.readBytes(length: count) else {

@@ -163,7 +163,7 @@ extension PayloadReader {
         let slot = try self.u32(field() + ".slot")
         let generation = try self.u32(field() + ".generation")
         let fid = try self.fid(field() + ".fid")
-        let token = try self.optionalModel(field() + ".token", RegistrationToken.init)
+        let token = try self.optionalToken(field() + ".token")
         let platform = try self.platform(field() + ".platform")
         let appID = try self.model(field() + ".app id", AppID.init)
         let name = try self.optionalString(field() + ".device name")
@@ -204,7 +204,7 @@ extension PayloadReader {
         return WireDelivery(
             id: DeliveryID(messageSequence: sequence, slot: slot),
             fid: try self.fid(field() + ".fid"),
-            token: try self.optionalModel(field() + ".token", RegistrationToken.init),
+            token: try self.optionalToken(field() + ".token"),
             apnsToken: try self.optionalModel(field() + ".apnsToken", APNsDeviceToken.init),
             platform: try self.platform(field() + ".platform"),
             expiry: try self.timestamp(field() + ".expiry"),
@@ -235,13 +235,15 @@ extension PayloadReader {
             let headers = try self.deliveryHeaders(name + ".headers")
             let payload = try self.bytes(name + ".payload")
             let recipients = try self.count(name + ".recipients", minimumElementSize: 8)
-            deliveries.reserveCapacity(deliveries.count + recipients)
+            if deliveries.isEmpty {
+                deliveries.reserveCapacity(recipients)  // (reserving again for each group grew it one group at a time)
+            }
             for recipient in 0..<recipients {
                 let slot = try self.u32("\(name).recipients[\(recipient)].slot")
                 deliveries.append(WireDelivery(
                     id: DeliveryID(messageSequence: sequence, slot: slot),
                     fid: try self.fid("\(name).recipients[\(recipient)].fid"),
-                    token: try self.optionalModel("\(name).recipients[\(recipient)].token", RegistrationToken.init),
+                    token: try self.optionalToken("\(name).recipients[\(recipient)].token"),
                     apnsToken: try self.optionalModel("\(name).recipients[\(recipient)].apnsToken", APNsDeviceToken.init),
                     platform: platform,
                     expiry: expiry,

@@ -32,6 +32,27 @@ struct ModelTypeTests {
         #expect(FID(string) == nil)
     }
 
+    /// Every byte at every position of a valid FID, against the pattern `^[cdef][A-Za-z0-9_-]{21}$`
+    /// read plainly: accepted exactly when the pattern matches, and then read back unchanged.
+    @Test func everyByteAtEveryPositionAgainstThePattern() {
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        let first = Set("cdef".utf8)
+        let base = Array("eWkQ0JhLD2hnwthI-tkvWz".utf8)
+        var mismatches = 0
+        for position in 0..<22 {
+            for byte in UInt8.min...UInt8.max {
+                var bytes = base
+                bytes[position] = byte
+                let matches = position == 0 ? first.contains(byte) : alphabet.contains(byte)
+                let fid = bytes.withUnsafeBytes { FID(utf8: $0) }
+                if (fid != nil) != matches || (fid.map { Array($0.string.utf8) != bytes } ?? false) {
+                    mismatches += 1
+                }
+            }
+        }
+        #expect(mismatches == 0)
+    }
+
     /// ISO 8601 in UTC with milliseconds, as the CLI prints times; before 1970 too.
     @Test(arguments: [
         (0, "1970-01-01T00:00:00.000Z"),
