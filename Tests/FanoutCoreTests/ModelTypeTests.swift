@@ -53,6 +53,29 @@ struct ModelTypeTests {
         #expect(mismatches == 0)
     }
 
+    /// A token is 1...4096 bytes of `0x21...0x7E`: every byte at every position of tokens whose
+    /// lengths straddle the 16-byte steps of the check, from bytes and from a `String`.
+    @Test func tokensByteByByteAgainstTheRule() {
+        var mismatches = 0
+        for length in [1, 15, 16, 17, 33, 163] {
+            for position in 0..<length {
+                for byte in UInt8.min...UInt8.max {
+                    var bytes = Array(repeating: UInt8(ascii: "k"), count: length)
+                    bytes[position] = byte
+                    let valid = (0x21...0x7E).contains(byte)
+                    let fromBytes = bytes.withUnsafeBytes { RegistrationToken(utf8: $0) }
+                    if (fromBytes != nil) != valid || (fromBytes.map { Array($0.value.utf8) != bytes } ?? false) { mismatches += 1 }
+                    if byte < 0x80, (RegistrationToken(String(decoding: bytes, as: UTF8.self)) != nil) != valid { mismatches += 1 }
+                }
+            }
+        }
+        #expect(mismatches == 0)
+        let longest = Array(repeating: UInt8(ascii: "k"), count: RegistrationToken.maximumLength)
+        #expect(longest.withUnsafeBytes { RegistrationToken(utf8: $0) } != nil)
+        #expect((longest + [UInt8(ascii: "k")]).withUnsafeBytes { RegistrationToken(utf8: $0) } == nil)
+        #expect([UInt8]().withUnsafeBytes { RegistrationToken(utf8: $0) } == nil)
+    }
+
     /// ISO 8601 in UTC with milliseconds, as the CLI prints times; before 1970 too.
     @Test(arguments: [
         (0, "1970-01-01T00:00:00.000Z"),
