@@ -19,6 +19,10 @@ final class ClientHandler: ChannelInboundHandler {
     private var goAway: FanoutError?
     /// Set when the connection has gone: what outstanding and later requests fail with.
     private var closed: FanoutError?
+    /// The keep-alive's timer, from WELCOME on.
+    private var keepAlive: RepeatedTask?
+    /// Something was written since the keep-alive last looked.
+    private var wroteSinceKeepAlive = false
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -26,6 +30,8 @@ final class ClientHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        self.keepAlive?.cancel()
+        self.keepAlive = nil
         self.failAll(self.goAway ?? FanoutError(.unavailable, "the connection is closed"))
     }
 
@@ -51,6 +57,7 @@ final class ClientHandler: ChannelInboundHandler {
             context.write(Self.wrapOutboundOut(request.frame), promise: nil)
         }
         context.flush()
+        self.wroteSinceKeepAlive = true
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -78,10 +85,7 @@ final class ClientHandler: ChannelInboundHandler {
         case .goAway(let code, let reason):
             self.goAway = FanoutError(code, "the server said GOAWAY: \(reason)")
         case .welcome(let welcome):
-            // Keep-alive: PING after a third of the idle timeout without a write (added here, on the
-            // event loop, so that it starts with the session whatever the caller's tasks are doing).
-            let keepAlive = TimeAmount.milliseconds(Int64(max(welcome.idleTimeoutMilliseconds / 3, 100)))
-            try? context.pipeline.syncOperations.addHandler(IdleStateHandler(writeTimeout: keepAlive), position: .first)
+            self.startKeepAlive(idleTimeoutMilliseconds: welcome.idleTimeoutMilliseconds, context: context)
             self.pending.removeValue(forKey: frame.requestID)?.resume(returning: frame.message)
         default:
             guard let reply = self.pending.removeValue(forKey: frame.requestID) else { return }  // a keep-alive PONG
@@ -94,15 +98,30 @@ final class ClientHandler: ChannelInboundHandler {
         }
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .write {
-            // Request id 0: no request waits for its PONG.
-            var ping = context.channel.allocator.buffer(capacity: FrameHeader.size)
-            try? ClientFrame(requestID: 0, request: .ping).encode(into: &ping)
-            context.writeAndFlush(Self.wrapOutboundOut(ping), promise: nil)
+    /// Keep-alive: every third of the server's idle timeout, a PING if nothing was written in the
+    /// whole of the last third (so the server hears from the client at least every two thirds).
+    /// Started on the event loop with the session, whatever the caller's tasks are doing. A flag
+    /// set per write, not NIO's `IdleStateHandler`, which made a promise, a callback and a clock
+    /// read for every write.
+    private func startKeepAlive(idleTimeoutMilliseconds: UInt32, context: ChannelHandlerContext) {
+        let interval = TimeAmount.milliseconds(Int64(max(idleTimeoutMilliseconds / 3, 100)))
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.keepAlive?.cancel()
+        self.keepAlive = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            loopBound.value.keepAliveTick()
+        }
+    }
+
+    private func keepAliveTick() {
+        guard !self.wroteSinceKeepAlive else {
+            self.wroteSinceKeepAlive = false
             return
         }
-        context.fireUserInboundEventTriggered(event)
+        guard let context, self.closed == nil else { return }
+        // Request id 0: no request waits for its PONG.
+        var ping = context.channel.allocator.buffer(capacity: FrameHeader.size)
+        try? ClientFrame(requestID: 0, request: .ping).encode(into: &ping)
+        context.writeAndFlush(Self.wrapOutboundOut(ping), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -111,6 +130,8 @@ final class ClientHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        self.keepAlive?.cancel()
+        self.keepAlive = nil
         self.failAll(self.goAway ?? FanoutError(.unavailable, "the connection is closed"))
         context.fireChannelInactive()
     }
