@@ -27,6 +27,11 @@ public struct Frame<Message: WireMessage>: Hashable, Sendable {
     /// Appends the whole frame (header and payload) to `buffer`.
     /// - Throws: `RESOURCE_EXHAUSTED` when the payload is over `maximumPayloadSize` (nothing is
     ///   left in `buffer`), or `INVALID_ARGUMENT` for a field that cannot be encoded.
+    ///
+    /// Inlinable, so that the server's replies and the client's requests are encoded by code
+    /// specialized for their message type (the generic body looked up `Frame`'s metadata at run
+    /// time for every reply).
+    @inlinable
     public func encode(into buffer: inout ByteBuffer, maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize) throws(ProtocolError) {
         try buffer.writeFrame(opcode: self.opcode, requestID: self.requestID, maximumPayloadSize: maximumPayloadSize) { (buffer: inout ByteBuffer) throws(ProtocolError) in
             try self.message.encodePayload(into: &buffer)
@@ -56,6 +61,7 @@ extension ByteBuffer {
     /// Appends a frame: the header, the payload `body` writes, and its length.
     /// - Throws: what `body` throws, or `RESOURCE_EXHAUSTED` when the payload is over
     ///   `maximumPayloadSize`; either way nothing of the frame is left in the buffer.
+    @usableFromInline
     package mutating func writeFrame(
         opcode: Opcode,
         requestID: UInt32,
