@@ -273,6 +273,27 @@ struct DeliveryTests {
         await #expect(throws: FanoutError.self) { try await consumer.acknowledge([first!.id]) }
     }
 
+    /// An ACK counts only what its consumer holds: another consumer's delivery, one not handed
+    /// out yet and one named twice are ignored, and stay as they were.
+    @Test func anAcknowledgementOfWhatTheConsumerDoesNotHoldIsIgnored() async throws {
+        let a = try await self.register()
+        let b = try await self.register()
+        _ = try await self.toFID(a)
+        let waiting = try await self.toFID(a)
+        _ = try await self.toFID(b)
+        let forA = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 1)
+        let forB = try self.engine.attachConsumer(.installations([.fid(b.fid)]), credit: 10)
+        let heldByA = try #require(forA.poll().first)
+        let heldByB = try #require(forB.poll().first)
+        let notHandedOut = DeliveryID(messageSequence: waiting.sequence, slot: a.slot)
+        #expect(try await forA.acknowledge([heldByB.id, notHandedOut]) == 0)
+        #expect(try self.pending(b).map(\.isInFlight) == [true])
+        #expect(try self.pending(a).map(\.isInFlight) == [true, false])
+        #expect(try await forA.acknowledge([heldByA.id, heldByA.id, heldByB.id]) == 1)
+        #expect(try await forB.acknowledge([heldByB.id]) == 1)
+        #expect(try self.engine.deliveryStatistics().acknowledged == 2)
+    }
+
     @Test func unacknowledgedDeliveriesAreRedeliveredAfterDetach() async throws {
         let a = try await self.register()
         _ = try await self.toFID(a)

@@ -10,8 +10,8 @@ extension ProjectState {
         }
         var acknowledged: [DeliveryID] = []
         self.deliveries.mailboxes.prefetchFirstNodes(of: ids.lazy.map(\.slot))
-        for id in ids where self.deliveries.consumers.unhold(id, by: consumer) {
-            if self.removeDelivery(id) { acknowledged.append(id) }
+        for id in self.deliveries.consumers.unhold(ids, by: consumer) where self.removeDelivery(id) {
+            acknowledged.append(id)
         }
         self.deliveries.counters.acknowledged += acknowledged.count
         self.deliveries.consumers.needsFill.insert(consumer)

@@ -44,15 +44,21 @@ struct ConsumerTable {
         return (consumer.sink, consumer.credit - consumer.inFlight.count)
     }
 
-    /// Notes that consumer `id` no longer holds `delivery`; false when it did not hold it.
-    mutating func unhold(_ delivery: DeliveryID, by id: UInt64) -> Bool {
-        guard let index = self.byID.index(forKey: id) else { return false }
-        return Self.unhold(delivery, by: &self.byID.values[index])
+    /// Notes that consumer `id` no longer holds `deliveries`; returns those it did hold, in order
+    /// (an ACK's ids: the consumer is looked up once for all of them).
+    mutating func unhold(_ deliveries: [DeliveryID], by id: UInt64) -> [DeliveryID] {
+        guard let index = self.byID.index(forKey: id) else { return [] }
+        return Self.unhold(deliveries, by: &self.byID.values[index])
     }
 
     // In place, as `hasRoom`: `byID[id]!.inFlight.remove(_:)` copied the consumer for every id.
-    private static func unhold(_ delivery: DeliveryID, by consumer: inout Consumer) -> Bool {
-        consumer.inFlight.remove(delivery)
+    private static func unhold(_ deliveries: [DeliveryID], by consumer: inout Consumer) -> [DeliveryID] {
+        var held: [DeliveryID] = []
+        held.reserveCapacity(deliveries.count)
+        for delivery in deliveries where consumer.inFlight.remove(delivery) {
+            held.append(delivery)
+        }
+        return held
     }
 
     /// Whether consumer `id` may be handed another delivery, read in place (through `_modify`):
