@@ -163,15 +163,17 @@ extension ProjectState {
             if let platform = consumer.platform {
                 self.fillWorker(id, platform: platform, now: now)
             } else {
-                for slot in consumer.slots where self.deliveries.consumers.hasRoom(id) {
-                    _ = self.fill(id, from: slot, now: now)
+                guard let position = self.deliveries.consumers.position(of: id) else { continue }
+                for slot in consumer.slots where self.deliveries.consumers.hasRoom(at: position) {
+                    _ = self.fill(position, from: slot, now: now)
                 }
             }
         }
     }
 
     mutating func fillWorker(_ id: UInt64, platform: Platform, now: Timestamp) {
-        while self.deliveries.consumers.hasRoom(id), let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
+        guard let position = self.deliveries.consumers.position(of: id) else { return }
+        while self.deliveries.consumers.hasRoom(at: position), let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
             guard let actual = self.registry.platform(ofSlot: slot),
                 !self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot)
@@ -181,7 +183,7 @@ extension ProjectState {
                 self.markReady(slot, platform: actual)
                 continue
             }
-            if self.fill(id, from: slot, now: now) {
+            if self.fill(position, from: slot, now: now) {
                 self.deliveries.consumers.readyQueue[platform].prepend(slot)
                 self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, true, slot)
                 return
@@ -189,18 +191,18 @@ extension ProjectState {
         }
     }
 
-    /// Hands the consumer what waits in `slot`'s mailbox (not held, not expired) while it has room;
-    /// returns true when it ran out of room with deliveries left.
-    mutating func fill(_ id: UInt64, from slot: UInt32, now: Timestamp) -> Bool {
+    /// Hands the consumer at `consumer` what waits in `slot`'s mailbox (not held, not expired)
+    /// while it has room; returns true when it ran out of room with deliveries left.
+    mutating func fill(_ consumer: ConsumerTable.Position, from slot: UInt32, now: Timestamp) -> Bool {
         guard let platform = self.registry.platform(ofSlot: slot) else { return false }
         // Looked up once; each hand-out says what room is left.
-        var hasRoom = self.deliveries.consumers.hasRoom(id)
+        var hasRoom = self.deliveries.consumers.hasRoom(at: consumer)
         var index = self.deliveries.mailboxes.firstWaiting(in: slot)
         while index != MailboxTable.none {
             let node = self.deliveries.mailboxes.node(index)
             if !node.isInFlight && self.deliveries.facts[Int(node.entry)].expiry[platform] > now.millisecondsSinceEpoch {
                 guard hasRoom else { return true }
-                hasRoom = self.handOut(index, in: slot, platform: platform, to: id, entry: node.entry) > 0
+                hasRoom = self.handOut(index, in: slot, platform: platform, to: consumer, entry: node.entry) > 0
             }
             index = node.next
         }
@@ -213,9 +215,9 @@ extension ProjectState {
         entry!.rendered
     }
 
-    /// Hands mailbox node `index` to consumer `id`; returns the room the consumer has left.
+    /// Hands mailbox node `index` to the consumer at `consumer`; returns the room it has left.
     @discardableResult
-    mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to id: UInt64, entry: UInt32) -> Int {
+    mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to consumer: ConsumerTable.Position, entry: UInt32) -> Int {
         self.deliveries.mailboxes.setInFlight(index, true, in: slot)
         // Read into locals first: with `self` read in the arguments of a call on `self`, the
         // optimiser copied the whole project state for every delivery.
@@ -223,7 +225,7 @@ extension ProjectState {
         let facts = self.deliveries.facts[Int(entry)]
         let rendered = Self.rendered(of: &self.deliveries.entries[Int(entry)])
         let delivery = self.delivery(of: node, facts: facts, rendered: rendered, slot: slot, platform: platform)
-        let (sink, room) = self.deliveries.consumers.hold(delivery.id, by: id)
+        let (sink, room) = self.deliveries.consumers.hold(delivery.id, at: consumer)
         self.deliveries.queueHandOut(delivery, to: sink, room: room)
         self.deliveries.counters.delivered += 1
         return room

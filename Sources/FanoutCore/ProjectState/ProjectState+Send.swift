@@ -190,7 +190,7 @@ extension ProjectState {
         isNowOrNever: Bool
     ) -> EnqueueOutcome {
         if isNowOrNever {
-            guard let consumer = self.consumerWithRoom(for: slot, platform: platform) else {
+            guard let id = self.consumerWithRoom(for: slot, platform: platform), let consumer = self.deliveries.consumers.position(of: id) else {
                 self.deliveries.counters.expired += 1
                 return .notEnqueued
             }

@@ -32,10 +32,18 @@ struct ConsumerTable {
     var needsFill: Set<UInt64> = []
     var nextID: UInt64 = 1
 
-    /// Notes that consumer `id` holds `delivery`; returns its sink and the room it has left.
-    mutating func hold(_ delivery: DeliveryID, by id: UInt64) -> (sink: DeliverySink, room: Int) {
-        let index = self.byID.index(forKey: id)!
-        return Self.hold(delivery, by: &self.byID.values[index])
+    /// Where consumer `id` is in `byID`: a fill looks it up once and hands out by position (the
+    /// position stays valid while no consumer is attached or detached).
+    typealias Position = Dictionary<UInt64, Consumer>.Index
+
+    func position(of id: UInt64) -> Position? {
+        self.byID.index(forKey: id)
+    }
+
+    /// Notes that the consumer at `position` holds `delivery`; returns its sink and the room it
+    /// has left.
+    mutating func hold(_ delivery: DeliveryID, at position: Position) -> (sink: DeliverySink, room: Int) {
+        Self.hold(delivery, by: &self.byID.values[position])
     }
 
     // In place, as `hasRoom`.
@@ -66,7 +74,11 @@ struct ConsumerTable {
     /// and held set, retained and released) for every delivery handed out.
     mutating func hasRoom(_ id: UInt64) -> Bool {
         guard let index = self.byID.index(forKey: id) else { return false }
-        return Self.hasRoom(&self.byID.values[index])
+        return self.hasRoom(at: index)
+    }
+
+    mutating func hasRoom(at position: Position) -> Bool {
+        Self.hasRoom(&self.byID.values[position])
     }
 
     private static func hasRoom(_ consumer: inout Consumer) -> Bool {
