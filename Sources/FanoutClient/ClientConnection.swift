@@ -41,8 +41,11 @@ final class ClientConnection: Sendable {
 
     /// Sends a request and waits for its reply (an ERROR reply is returned, not thrown).
     /// - Throws: the request's encoding error (`INVALID_ARGUMENT`, or `RESOURCE_EXHAUSTED` over the
-    ///   frame size), or `UNAVAILABLE` when the connection is lost (or GOAWAY's reason).
+    ///   frame size), `UNAVAILABLE` when the connection is lost (or GOAWAY's reason), or
+    ///   `CancellationError` when the calling task is cancelled before the reply comes (a request
+    ///   already written may still be applied; its reply is dropped).
     func request(_ request: ClientRequest, deliveries: DeliveryStream? = nil) async throws -> ServerMessage {
+        try Task.checkCancellation()
         let id = self.takeRequestID()
         var frame = self.channel.allocator.buffer(capacity: 256)
         do {
@@ -50,17 +53,36 @@ final class ClientConnection: Sendable {
         } catch {
             throw error.fanoutError
         }
-        return try await withUnsafeThrowingContinuation { continuation in
-            let outgoing = OutgoingRequest(id: id, frame: frame, reply: continuation, deliveries: deliveries)
-            let schedule = self.outbox.withLock { outbox in
-                outbox.requests.append(outgoing)
-                defer { outbox.isScheduled = true }
-                return !outbox.isScheduled
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                let outgoing = OutgoingRequest(id: id, frame: frame, reply: continuation, deliveries: deliveries)
+                let schedule = self.outbox.withLock { outbox in
+                    outbox.requests.append(outgoing)
+                    defer { outbox.isScheduled = true }
+                    return !outbox.isScheduled
+                }
+                if schedule {
+                    self.channel.eventLoop.execute { self.sendQueued() }
+                }
             }
-            if schedule {
-                self.channel.eventLoop.execute { self.sendQueued() }
-            }
+        } onCancel: {
+            self.cancel(id)
         }
+    }
+
+    /// Ends request `id`'s wait with `CancellationError`: taken out of the queue if it has not
+    /// gone to the event loop yet, else out of the handler's table (unless its reply came first).
+    private func cancel(_ id: UInt32) {
+        let queued = self.outbox.withLock { outbox -> OutgoingRequest? in
+            guard let index = outbox.requests.firstIndex(where: { $0.id == id }) else { return nil }
+            return outbox.requests.remove(at: index)
+        }
+        if let queued {
+            queued.deliveries?.finish(throwing: CancellationError())
+            queued.reply.resume(throwing: CancellationError())
+            return
+        }
+        self.channel.eventLoop.execute { self.handler.value.cancel(id) }
     }
 
     /// On the event loop: hands everything queued to the handler.

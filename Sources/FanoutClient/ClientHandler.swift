@@ -60,6 +60,12 @@ final class ClientHandler: ChannelInboundHandler {
         self.wroteSinceKeepAlive = true
     }
 
+    /// The caller of request `id` was cancelled: its wait ends now, and its reply, if one comes,
+    /// is dropped.
+    func cancel(_ id: UInt32) {
+        self.pending.removeValue(forKey: id)?.resume(throwing: CancellationError())
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = Self.unwrapInboundIn(data)
         self.replies.append(&bytes)

@@ -14,7 +14,9 @@ internal import NIOSSL
 /// let receipt = try await client.send(#"{"message":{"topic":"news","data":{"k":"v"}}}"#)
 /// try await client.close()
 /// ```
-/// Engine errors are thrown as `FanoutError` with the server's status, message and field.
+/// Engine errors are thrown as `FanoutError` with the server's status, message and field. A call
+/// whose task is cancelled throws `CancellationError` without waiting for its reply (a request
+/// already written may still be applied by the server).
 public final class FanoutClient: Sendable {
     private let connection: ClientConnection
     /// The limits the server announced.
