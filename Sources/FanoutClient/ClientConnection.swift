@@ -10,6 +10,12 @@ struct OutgoingRequest: Sendable {
     let reply: UnsafeContinuation<ServerMessage, any Error>
     /// For ATTACH: where the attachment's deliveries go.
     let deliveries: DeliveryStream?
+
+    /// Ends the request unsent: its caller (and its attachment's stream) get `error`.
+    func fail(_ error: any Error) {
+        self.deliveries?.finish(throwing: error)
+        self.reply.resume(throwing: error)
+    }
 }
 
 /// One connection's request path. A caller encodes its frame on its own thread and queues it;
@@ -78,8 +84,7 @@ final class ClientConnection: Sendable {
             return outbox.requests.remove(at: index)
         }
         if let queued {
-            queued.deliveries?.finish(throwing: CancellationError())
-            queued.reply.resume(throwing: CancellationError())
+            queued.fail(CancellationError())
             return
         }
         self.channel.eventLoop.execute { self.handler.value.cancel(id) }

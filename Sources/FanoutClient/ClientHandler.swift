@@ -30,19 +30,19 @@ final class ClientHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        self.keepAlive?.cancel()
-        self.keepAlive = nil
-        self.failAll(self.goAway ?? FanoutError(.unavailable, "the connection is closed"))
+        self.connectionEnded()
+    }
+
+    /// What requests fail with once the connection has gone: GOAWAY's reason, or `UNAVAILABLE`.
+    private var endReason: FanoutError {
+        self.goAway ?? FanoutError(.unavailable, "the connection is closed")
     }
 
     /// Writes the requests' frames with one flush; their replies resume their continuations.
     func send(_ requests: [OutgoingRequest]) {
         guard let context, self.closed == nil, self.goAway == nil else {
-            let error = self.goAway ?? self.closed ?? FanoutError(.unavailable, "the connection is closed")
-            for request in requests {
-                request.deliveries?.finish(throwing: error)
-                request.reply.resume(throwing: error)
-            }
+            let error = self.goAway ?? self.closed ?? self.endReason
+            for request in requests { request.fail(error) }
             return
         }
         for request in requests {
@@ -136,10 +136,16 @@ final class ClientHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        self.connectionEnded()
+        context.fireChannelInactive()
+    }
+
+    /// The connection has gone (inactive, or the handler removed): the keep-alive stops, and
+    /// everything outstanding fails.
+    private func connectionEnded() {
         self.keepAlive?.cancel()
         self.keepAlive = nil
-        self.failAll(self.goAway ?? FanoutError(.unavailable, "the connection is closed"))
-        context.fireChannelInactive()
+        self.failAll(self.endReason)
     }
 
     private func failAll(_ error: FanoutError) {

@@ -101,16 +101,17 @@ package enum WALFormat {
         writer.write(UInt8(0))
         writer.write(UInt16(0))
         writer.write(UInt32(records.count))
-        var compressed = 0
+        // The compressed block when it is smaller than the records; else nothing is kept of it.
+        var isCompressed = false
         if records.count > Self.compressionThreshold, records.count <= LZ4.maximumInputSize {
             records.withUnsafeBytes { input in
                 writer.append(atMost: LZ4.compressBound(input.count)) { output in
-                    compressed = LZ4.compress(input, into: output) ?? 0
-                    return compressed < input.count ? compressed : 0
+                    guard let size = LZ4.compress(input, into: output), size > 0, size < input.count else { return 0 }
+                    isCompressed = true
+                    return size
                 }
             }
         }
-        let isCompressed = compressed > 0 && compressed < records.count
         if !isCompressed {
             writer.append(records)
         }

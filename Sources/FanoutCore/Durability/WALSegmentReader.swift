@@ -169,12 +169,11 @@ package enum WALSegmentReader {
         }
     }
 
-    /// Whether every byte from `offset` to the end is zero (the header's first bytes checked first).
+    /// Whether every byte from `offset` to the end is zero (a batch's header stops it within its
+    /// first bytes).
     private static func isZero(_ bytes: [UInt8], from offset: Int) -> Bool {
         bytes.withUnsafeBytes { raw in
-            let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
-            let header = rest.prefix(WALFormat.batchHeaderSize)
-            return header.allSatisfy { $0 == 0 } && rest.allSatisfy { $0 == 0 }
+            UnsafeRawBufferPointer(rebasing: raw[offset...]).allSatisfy { $0 == 0 }
         }
     }
 

@@ -159,11 +159,12 @@ extension ProjectState {
     /// Fills every consumer that may have room.
     mutating func dispatch(now: Timestamp) {
         while let id = self.deliveries.consumers.needsFill.popFirst() {
-            guard let consumer = self.deliveries.consumers.byID[id], consumer.hasRoom else { continue }
+            guard let position = self.deliveries.consumers.position(of: id) else { continue }
+            let consumer = self.deliveries.consumers.byID.values[position]
+            guard consumer.hasRoom else { continue }
             if let platform = consumer.platform {
-                self.fillWorker(id, platform: platform, now: now)
+                self.fillWorker(position, platform: platform, now: now)
             } else {
-                guard let position = self.deliveries.consumers.position(of: id) else { continue }
                 for slot in consumer.slots where self.deliveries.consumers.hasRoom(at: position) {
                     _ = self.fill(position, from: slot, now: now)
                 }
@@ -171,8 +172,7 @@ extension ProjectState {
         }
     }
 
-    mutating func fillWorker(_ id: UInt64, platform: Platform, now: Timestamp) {
-        guard let position = self.deliveries.consumers.position(of: id) else { return }
+    mutating func fillWorker(_ position: ConsumerTable.Position, platform: Platform, now: Timestamp) {
         while self.deliveries.consumers.hasRoom(at: position), let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
             guard let actual = self.registry.platform(ofSlot: slot),
