@@ -19,6 +19,14 @@ public struct StoredToken: @unchecked Sendable {
         try withExtendedLifetime(self.owner) { try body(UnsafeRawBufferPointer(start: self.start, count: self.count)) }
     }
 
+    /// The token's bytes, valid while this value (or a copy of it) lives: for a caller that keeps
+    /// the token's owner alive itself (a frame writer borrowing the delivery that holds it), so
+    /// that reading the bytes does not retain and release the owner, a chunk every token stored
+    /// near it shares with threads handing out other deliveries.
+    package var unsafeBytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: self.start, count: self.count)
+    }
+
     /// The token as a value of its own (a copy of its bytes).
     public var token: RegistrationToken {
         self.withUnsafeBytes { RegistrationToken(validatedBytes: $0) }

@@ -24,7 +24,7 @@ enum DeliverySource {
 }
 
 extension Delivery: DeliveryFrameFields {
-    var recipientToken: RecipientToken? { self.storedToken.map(RecipientToken.stored) }
+    var recipientToken: RecipientToken? { self.storedToken.map { RecipientToken.bytes($0.unsafeBytes) } }
 
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {

@@ -6,7 +6,8 @@ package import NIOCore
 package protocol DeliveryFrameFields {
     var id: DeliveryID { get }
     var fid: FID { get }
-    /// The token a DELIVERIES frame writes for it.
+    /// The token a frame writes for it. A `.bytes` token is valid while the delivery lives: the
+    /// writers read it only while they borrow the delivery.
     var recipientToken: RecipientToken? { get }
     var apnsToken: APNsDeviceToken? { get }
     var platform: Platform { get }
@@ -87,10 +88,11 @@ package struct DeliveryFrameRecipient {
 
 /// A recipient's registration token as the writer gets it: a string (a delivery that came over
 /// the wire), or bytes in the engine's storage (the engine's own deliveries, copied nowhere before
-/// the frame).
+/// the frame), borrowed from the delivery that keeps them alive (see `recipientToken`): the
+/// writer neither retains nor releases their owner.
 package enum RecipientToken {
     case string(String)
-    case stored(StoredToken)
+    case bytes(UnsafeRawBufferPointer)
 }
 
 /// What the deliveries of one group of a DELIVERIES frame share: one message (or one "deleted

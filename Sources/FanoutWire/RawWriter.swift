@@ -52,9 +52,9 @@ struct RawWriter {
         switch token {
         case nil: self.integer(UInt8(0))
         case .string(let string): self.optionalString(string)
-        case .stored(let stored):
+        case .bytes(let bytes):
             self.integer(UInt8(1))
-            stored.withUnsafeBytes { self.stringBytes($0.assumingMemoryBound(to: UInt8.self)) }
+            self.stringBytes(bytes.assumingMemoryBound(to: UInt8.self))
         }
     }
 
@@ -94,12 +94,12 @@ struct RawWriter {
         return try 1 + Self.stringSize(string, field)
     }
 
-    /// What `optionalToken` writes. A stored token is at most 4096 bytes.
+    /// What `optionalToken` writes. Token bytes (from the engine's storage) are at most 4096.
     static func optionalTokenSize(_ token: RecipientToken?) throws(ProtocolError) -> Int {
         switch token {
         case nil: return 1
         case .string(let string): return try Self.optionalStringSize(string, "token")
-        case .stored(let stored): return 1 + 2 + stored.count
+        case .bytes(let bytes): return 1 + 2 + bytes.count
         }
     }
 
