@@ -47,12 +47,15 @@ struct PayloadReader {
         _ make: (UnsafeRawBufferPointer) -> Value?
     ) throws(ProtocolError) -> Value {
         let count = Int(try self.u16(field()))
-        guard let view = self.buffer.readSlice(length: count) else {
+        guard count <= self.buffer.readableBytes else {
             throw self.error("the payload ends inside \(field())")
         }
-        guard let value = view.withUnsafeReadableBytes(make) else {
+        // Read in place: a slice (`readSlice`) retained and released the buffer's storage for
+        // every string, two or three per delivery a worker decodes.
+        guard let value = self.buffer.withUnsafeReadableBytes({ make(UnsafeRawBufferPointer(rebasing: $0.prefix(count))) }) else {
             throw self.error("\(field()) is \(invalid)")
         }
+        self.buffer.moveReaderIndex(forwardBy: count)
         return value
     }
 
