@@ -230,6 +230,8 @@ public final class LoadSession: @unchecked Sendable {
         let consumers = try await DeliveryDrain.attach(
             count: self.options.consumers, host: drain.host, port: drain.port, adminKey: drain.adminKey, consumerKey: drain.consumerKey, tls: drain.tls
         )
+        let before = self.serverResources()
+        let harnessBefore = ProcessResources.ofThisProcess()
         let start = ContinuousClock.now
         async let delivered = consumers.run()
         await self.phase(name, items: "recipients") {
@@ -242,6 +244,8 @@ public final class LoadSession: @unchecked Sendable {
             drainError = error
         }
         let elapsed = ContinuousClock.now - start
+        let after = self.serverResources()
+        let harnessAfter = ProcessResources.ofThisProcess()
         await consumers.finish()
         var recorder = await delivered
         if let drainError {
@@ -249,7 +253,10 @@ public final class LoadSession: @unchecked Sendable {
         }
         let result = PhaseResult(
             system: self.backend.system, phase: "\(name) delivered", itemName: "deliveries", recorder: recorder,
-            elapsed: elapsed, cpuSeconds: nil, residentBytes: nil
+            elapsed: elapsed,
+            cpuSeconds: before.flatMap { before in after.map { $0.cpuSeconds - before.cpuSeconds } },
+            harnessCPUSeconds: harnessBefore.flatMap { before in harnessAfter.map { $0.cpuSeconds - before.cpuSeconds } },
+            residentBytes: after?.residentBytes
         )
         self.results.append(result)
     }
