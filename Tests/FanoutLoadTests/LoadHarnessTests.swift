@@ -84,6 +84,7 @@ struct LoadHarnessTests {
             let sends = try Self.phase(report, "fanout", "send-topic")
             let delivered = try Self.phase(report, "fanout", "send-topic delivered")
             #expect(sends.items > 0 && delivered.items == sends.items)
+            #expect(delivered.serverCPU != nil && delivered.harnessCPU != nil, "the delivery phase reports both processes' CPU")
             let clusterSends = try Self.phase(report, "fanout cluster", "send-topic")
             let clusterDelivered = try Self.phase(report, "fanout cluster", "send-topic delivered")
             #expect(clusterSends.errors.keys.allSatisfy { $0 == "UNAVAILABLE" }, "\(clusterSends.errors)")
