@@ -4,7 +4,8 @@
 public struct StoredToken: @unchecked Sendable {
     // Safe to share: the owner keeps `start` alive and nothing writes those bytes again.
     private let owner: AnyObject
-    private let start: UnsafeRawPointer
+    /// Where the token's bytes start (see `unsafeBytes`).
+    package let start: UnsafeRawPointer
     /// The token's length in bytes.
     public let count: Int
 

@@ -28,16 +28,20 @@ extension Delivery: DeliveryFrameFields {
 
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
-        // By index: `for delivery in deliveries` copied each delivery whole (retaining all it holds).
-        for index in deliveries.indices {
-            recipients.append(DeliveryFrameRecipient(
-                envelope: DeliveryEnvelope(
-                    sequence: deliveries[index].id.messageSequence, platform: deliveries[index].platform,
-                    expiry: deliveries[index].expiry, isDeletedMessagesMarker: deliveries[index].isDeletedMessagesMarker
-                ),
-                slot: deliveries[index].id.slot, fid: deliveries[index].fid, token: deliveries[index].recipientToken,
-                apnsToken: deliveries[index].apnsToken?.hex
-            ))
+        // Through the buffer: subscripting the slice, even by index and field by field, copied
+        // each delivery whole (its token's owner, message and strings retained and released).
+        deliveries.withUnsafeBufferPointer { deliveries in
+            for delivery in deliveries.indices.lazy.map({ deliveries.baseAddress! + $0 }) {
+                recipients.append(DeliveryFrameRecipient(
+                    envelope: DeliveryEnvelope(
+                        sequence: delivery.pointee.id.messageSequence, platform: delivery.pointee.platform,
+                        expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.message == nil
+                    ),
+                    slot: delivery.pointee.id.slot, fid: delivery.pointee.fid,
+                    token: delivery.pointee.storedToken.map { .bytes(UnsafeRawBufferPointer(start: $0.start, count: $0.count)) },
+                    apnsToken: delivery.pointee.apnsToken?.hex
+                ))
+            }
         }
     }
 }
