@@ -30,6 +30,8 @@ extension Delivery: DeliveryFrameFields {
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
         // Through the buffer: subscripting the slice, even by index and field by field, copied
         // each delivery whole (its token's owner, message and strings retained and released).
+        // The token's start and count are read directly: calling `unsafeBytes`, in another
+        // module, retained and released the owner around the call.
         deliveries.withUnsafeBufferPointer { deliveries in
             for delivery in deliveries.indices.lazy.map({ deliveries.baseAddress! + $0 }) {
                 recipients.append(DeliveryFrameRecipient(
