@@ -46,4 +46,11 @@ extension Delivery: DeliveryFrameFields {
             }
         }
     }
+
+    static func headersAndPayload(of deliveries: ArraySlice<Delivery>, at index: Int) -> (headers: [DeliveryHeader], payload: [UInt8]) {
+        deliveries.withUnsafeBufferPointer { buffer in
+            let delivery = buffer.baseAddress! + (index - deliveries.startIndex)
+            return (delivery.pointee.headers, delivery.pointee.payload)
+        }
+    }
 }

@@ -22,6 +22,10 @@ package protocol DeliveryFrameFields {
     /// every field it reads, and `DeliveryFrameRecipient(of:)` is not specialised outside this
     /// module.
     static func appendFrameRecipients(of deliveries: ArraySlice<Self>, to recipients: inout [DeliveryFrameRecipient])
+
+    /// The headers and payload of `deliveries[index]` (a group's, written once per group), read in
+    /// place where the conforming type is concrete, as `appendFrameRecipients`.
+    static func headersAndPayload(of deliveries: ArraySlice<Self>, at index: Int) -> (headers: [DeliveryHeader], payload: [UInt8])
 }
 
 extension WireDelivery: DeliveryFrameFields {
@@ -32,11 +36,15 @@ extension WireDelivery: DeliveryFrameFields {
             recipients.append(DeliveryFrameRecipient(of: delivery))  // specialised here, where both are known
         }
     }
+
+    package static func headersAndPayload(of deliveries: ArraySlice<WireDelivery>, at index: Int) -> (headers: [DeliveryHeader], payload: [UInt8]) {
+        (deliveries[index].headers, deliveries[index].payload)
+    }
 }
 
 /// A poll's deliveries as the slices they were handed out in (none copied to join them), read by
 /// one running index: `chunks[i]` is the i-th delivery of them all.
-struct DeliveryChunks<Delivery> {
+struct DeliveryChunks<Delivery: DeliveryFrameFields> {
     let slices: [ArraySlice<Delivery>]
     /// The running index of each slice's first delivery.
     private let starts: [Int]
@@ -52,12 +60,16 @@ struct DeliveryChunks<Delivery> {
         self.count = count
     }
 
-    subscript(index: Int) -> Delivery {
+    /// The headers and payload of the `index`-th delivery, read in place by the concrete type:
+    /// returning the delivery copied it whole (its token, message and strings retained and
+    /// released) for every group of a frame, twice.
+    func headersAndPayload(at index: Int) -> (headers: [DeliveryHeader], payload: [UInt8]) {
         // A poll has a handful of slices: the last one starting at or before `index` holds it (an
         // empty slice starts where the next one does, so it is never the last such one).
         var slice = self.starts.count - 1
         while self.starts[slice] > index { slice -= 1 }
-        return self.slices[slice][self.slices[slice].startIndex + index - self.starts[slice]]
+        let offset = index - self.starts[slice]
+        return Delivery.headersAndPayload(of: self.slices[slice], at: self.slices[slice].startIndex + offset)
     }
 }
 
@@ -217,8 +229,8 @@ extension ByteBuffer {
             let head = grouping.order[group.lowerBound]
             let envelopeSize: Int
             do throws(ProtocolError) {
-                let delivery = deliveries[head]
-                envelopeSize = try Self.envelopeSize(headers: delivery.headers, payload: delivery.payload)
+                let (headers, payload) = deliveries.headersAndPayload(at: head)
+                envelopeSize = try Self.envelopeSize(headers: headers, payload: payload)
             } catch {
                 for _ in group { self.writeDeliveryError(error, attachID: attachID, maximumPayloadSize: maximumPayloadSize) }
                 continue
@@ -280,9 +292,9 @@ extension ByteBuffer {
                 out.integer(envelope.platform.code)
                 out.integer(envelope.expiry.millisecondsSinceEpoch)
                 out.bool(envelope.isDeletedMessagesMarker)
-                let head = deliveries[piece.head]
-                out.headers(head.headers)
-                out.lengthPrefixed(head.payload)
+                let (headers, payload) = deliveries.headersAndPayload(at: piece.head)
+                out.headers(headers)
+                out.lengthPrefixed(payload)
                 out.integer(UInt32(piece.carried.count))
                 for index in carried[piece.carried] {
                     out.integer(recipients[index].slot)

@@ -34,11 +34,13 @@ public struct Delivery: Sendable {
     public var isDeletedMessagesMarker: Bool { self.message == nil }
 
     /// The headers to send with the payload (`RenderedMessage.headers(for:)`); none for the marker.
+    @inlinable  // (read in place by the frame writer: a call across modules copied the delivery)
     public var headers: [DeliveryHeader] {
         self.message?.headers(for: self.platform) ?? []
     }
 
     /// What the platform receives: the rendered APNs body, Android payload or web push payload.
+    @inlinable
     public var payload: [UInt8] {
         self.message?.payload(for: self.platform) ?? Self.deletedMessagesPayload
     }
