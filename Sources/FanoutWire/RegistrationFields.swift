@@ -101,6 +101,14 @@ public struct WireDelivery: Hashable, Sendable {
         self.headers = headers
         self.payload = payload
     }
+
+    /// Makes this its group's delivery to one recipient (DELIVERIES decoding).
+    mutating func setRecipient(slot: UInt32, fid: FID, token: RegistrationToken?, apnsToken: APNsDeviceToken?) {
+        self.id = DeliveryID(messageSequence: self.id.messageSequence, slot: slot)
+        self.fid = fid
+        self.token = token
+        self.apnsToken = apnsToken
+    }
 }
 
 /// SEND's reply.

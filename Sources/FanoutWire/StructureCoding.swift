@@ -238,20 +238,22 @@ extension PayloadReader {
             if deliveries.isEmpty {
                 deliveries.reserveCapacity(recipients)  // (reserving again for each group grew it one group at a time)
             }
+            // Each recipient is the group's delivery with its own id, FID and tokens set in place:
+            // appending a `WireDelivery` made from all its fields copied it through a temporary
+            // (every reference in it retained and then released once more).
+            let group = WireDelivery(
+                id: DeliveryID(messageSequence: sequence, slot: 0), fid: .placeholder, token: nil, platform: platform, expiry: expiry,
+                isInFlight: false, isDeletedMessagesMarker: isMarker, headers: headers, payload: payload
+            )
             for recipient in 0..<recipients {
-                let slot = try self.u32("\(name).recipients[\(recipient)].slot")
-                deliveries.append(WireDelivery(
-                    id: DeliveryID(messageSequence: sequence, slot: slot),
-                    fid: try self.fid("\(name).recipients[\(recipient)].fid"),
-                    token: try self.optionalToken("\(name).recipients[\(recipient)].token"),
-                    apnsToken: try self.optionalModel("\(name).recipients[\(recipient)].apnsToken", APNsDeviceToken.init),
-                    platform: platform,
-                    expiry: expiry,
-                    isInFlight: false,
-                    isDeletedMessagesMarker: isMarker,
-                    headers: headers,
-                    payload: payload
-                ))
+                // The field's name is made only for an error (capturing `name` retained it per read).
+                func field(_ part: StaticString) -> String { "\(name).recipients[\(recipient)].\(part)" }
+                let slot = try self.u32(field("slot"))
+                let fid = try self.fid(field("fid"))
+                let token = try self.optionalToken(field("token"))
+                let apnsToken = try self.optionalModel(field("apnsToken"), APNsDeviceToken.init)
+                deliveries.append(group)
+                deliveries[deliveries.count - 1].setRecipient(slot: slot, fid: fid, token: token, apnsToken: apnsToken)
             }
         }
         return deliveries
