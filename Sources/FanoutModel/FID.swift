@@ -130,24 +130,15 @@ public struct FID: Hashable, Sendable, CustomStringConvertible {
             }
         }
         return try withUnsafeMutableBytes(of: &characters) { (raw: UnsafeMutableRawBufferPointer) throws(Failure) -> Result in
-            var high = self.high
-            var middle = self.middle
-            var low = self.low
-            for index in stride(from: 21, through: 0, by: -1) {
-                let value: Int
-                switch index {
-                case 20...21:
-                    value = Int(low & 0x3F)
-                    low >>= 6
-                case 10..<20:
-                    value = Int(middle & 0x3F)
-                    middle >>= 6
-                default:
-                    value = Int(high & 0x3F)
-                    high >>= 6
-                }
-                raw[index] = Self.alphabet[value]
+            // Each word's characters by shifts from the word itself: a loop over all 22 with a
+            // switch on the position ran ~2% of the server's CPU writing DELIVERIES frames.
+            let alphabet = Self.alphabet
+            for index in 0..<10 {
+                raw[index] = alphabet[Int(self.high >> UInt64(54 - 6 * index) & 0x3F)]
+                raw[10 + index] = alphabet[Int(self.middle >> UInt64(54 - 6 * index) & 0x3F)]
             }
+            raw[20] = alphabet[Int(self.low >> 6 & 0x3F)]
+            raw[21] = alphabet[Int(self.low & 0x3F)]
             return try body(UnsafeBufferPointer(start: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 22))
         }
     }
