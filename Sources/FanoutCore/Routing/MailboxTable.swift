@@ -2,6 +2,12 @@ internal import CFanoutIntrinsics
 
 /// Every installation's mailbox, as singly linked lists of 8-byte nodes in one pool.
 ///
+/// The pool hands nodes out in aligned blocks of four (half a cache line): a mailbox's second and
+/// later nodes come from blocks of its own, so that a fill or an acknowledgement walking one
+/// mailbox reads one line for several of its nodes (nodes allocated one by one lay a send's
+/// audience apart, a cache miss each). First nodes share blocks, packed as a send enqueues its
+/// audience, so a fan-out that leaves one delivery per installation takes no more room than before.
+///
 /// A node names a `MessageEntry` (30 bits) with two flags (held by a consumer; "deleted messages"
 /// marker) and links to the next node; the payload stays in the shared entry. A mailbox head
 /// (16 bytes, indexed by slot) holds the first and last node, the first node that may be waiting
@@ -44,19 +50,33 @@ struct MailboxTable {
         /// Deliveries counted by the 100-pending rule (neither collapsible nor TTL 0).
         var counted: UInt8 = 0
         var flags: UInt8 = 0
+        /// The free nodes of the block holding `last`, a bit each, while that block is the
+        /// mailbox's own (`ownsLastBlock`): where the next node goes, known without reading the
+        /// block (a load the send path would wait for; the link it writes into `last` it need not).
+        var lastBlockRoom: UInt8 = 0
 
         static let isQueued: UInt8 = 1
         static let hasDeviceConsumer: UInt8 = 2
         static let hasMarker: UInt8 = 4
+        /// The block holding `last` takes only this mailbox's nodes (see `lastBlockRoom`).
+        static let ownsLastBlock: UInt8 = 8
 
         var isEmpty: Bool { self.first == MailboxTable.none }
     }
 
     private(set) var heads: [Head] = []
     private var nodes: [Node] = []
-    private var freeNodes = MailboxTable.none
     /// Nodes in use: the pending deliveries and markers of every mailbox.
     private(set) var count = 0
+
+    /// Nodes per block; a block's nodes are `block * blockSize ..< (block + 1) * blockSize`.
+    static let blockSize = 4
+    /// A free node's `next`: no node index gets this high (a pool of 32 GiB).
+    private static let freeMark = UInt32.max - 1
+    /// Blocks with no node in use (but `firstNodes`).
+    private var freeBlocks: [UInt32] = []
+    /// The block first nodes are taken from (kept while empty).
+    private var firstNodes = MailboxTable.none
 
     // MARK: - Heads
 
@@ -108,16 +128,9 @@ struct MailboxTable {
     @discardableResult
     mutating func append(_ node: Node, to slot: UInt32) -> UInt32 {
         self.ensureHead(slot)
-        let index: UInt32
-        if self.freeNodes != Self.none {
-            index = self.freeNodes
-            self.freeNodes = self.nodes[Int(index)].next
-            self.nodes[Int(index)] = node
-        } else {
-            index = UInt32(self.nodes.count)
-            self.nodes.append(node)
-        }
         let last = self.heads[Int(slot)].last
+        let index = self.allocateNode(for: slot, after: last)
+        self.nodes[Int(index)] = node
         if last == Self.none {
             self.heads[Int(slot)].first = index
         } else {
@@ -184,21 +197,91 @@ struct MailboxTable {
         } else {
             self.nodes[Int(previous)].next = next
         }
-        if self.heads[Int(slot)].last == index { self.heads[Int(slot)].last = previous }
+        self.noteRemoval(index, after: previous, in: slot)
         if self.heads[Int(slot)].firstWaiting == index { self.heads[Int(slot)].firstWaiting = next }
-        self.nodes[Int(index)].next = self.freeNodes
-        self.freeNodes = index
+        self.release(index)
         self.count -= 1
         if self.count == 0 {
             // Give the pool back once everything is gone (a big fan-out leaves a big pool).
             self.nodes = []
-            self.freeNodes = Self.none
+            self.freeBlocks = []
+            self.firstNodes = Self.none
+        }
+    }
+
+    // MARK: - Blocks
+
+    /// A free node for `slot`'s mailbox, whose last node is `last`: in the block of `last` if it
+    /// is the mailbox's own and has room, else in a new block of its own; a first node (`last` is
+    /// `none`) in the block of first nodes.
+    private mutating func allocateNode(for slot: UInt32, after last: UInt32) -> UInt32 {
+        let blockSize = UInt32(Self.blockSize)
+        if last == Self.none {
+            self.heads[Int(slot)].flags &= ~Head.ownsLastBlock
+            self.heads[Int(slot)].lastBlockRoom = 0
+            if self.firstNodes != Self.none {
+                let first = self.firstNodes * blockSize
+                if let free = (first..<(first + blockSize)).first(where: { self.nodes[Int($0)].next == Self.freeMark }) { return free }
+            }
+            self.firstNodes = self.takeBlock()
+            return self.firstNodes * blockSize
+        }
+        let room = self.heads[Int(slot)].lastBlockRoom
+        if room != 0 {
+            self.heads[Int(slot)].lastBlockRoom = room & (room - 1)
+            return last - last % blockSize + UInt32(room.trailingZeroBitCount)
+        }
+        self.heads[Int(slot)].flags |= Head.ownsLastBlock
+        self.heads[Int(slot)].lastBlockRoom = UInt8(1 << Self.blockSize - 2)  // all but the node taken now
+        return self.takeBlock() * blockSize
+    }
+
+    /// Keeps `slot`'s head (`last`, `lastBlockRoom`) true as node `index`, after `previous`,
+    /// leaves its mailbox.
+    private mutating func noteRemoval(_ index: UInt32, after previous: UInt32, in slot: UInt32) {
+        let blockSize = UInt32(Self.blockSize)
+        let head = self.heads[Int(slot)]
+        let owns = head.flags & Head.ownsLastBlock != 0
+        let inLastBlock = index / blockSize == head.last / blockSize
+        if head.last == index {
+            self.heads[Int(slot)].last = previous
+            guard owns, previous != Self.none, previous / blockSize == index / blockSize else {
+                // The new last node's block may be shared, or full: take a new one next time.
+                self.heads[Int(slot)].flags &= ~Head.ownsLastBlock
+                self.heads[Int(slot)].lastBlockRoom = 0
+                return
+            }
+        }
+        if owns && inLastBlock {
+            self.heads[Int(slot)].lastBlockRoom |= 1 << (index % blockSize)
+        }
+    }
+
+    /// An empty block, from the free ones or new at the end of the pool.
+    private mutating func takeBlock() -> UInt32 {
+        if let free = self.freeBlocks.popLast() { return free }
+        let block = UInt32(self.nodes.count / Self.blockSize)
+        var free = Node(entry: 0, isMarker: false, isInFlight: false)
+        free.next = Self.freeMark
+        self.nodes.append(contentsOf: repeatElement(free, count: Self.blockSize))
+        return block
+    }
+
+    /// Marks node `index` free; its block goes back once it is empty (but the block of first
+    /// nodes). An emptied block holds no mailbox's last node, so no allocation looks at it.
+    private mutating func release(_ index: UInt32) {
+        self.nodes[Int(index)].next = Self.freeMark
+        let first = Int(index) - Int(index) % Self.blockSize
+        let block = UInt32(first / Self.blockSize)
+        if block != self.firstNodes, self.nodes[first..<(first + Self.blockSize)].allSatisfy({ $0.next == Self.freeMark }) {
+            self.freeBlocks.append(block)
         }
     }
 
     /// The approximate heap bytes of the table (heads and node pool, by capacity).
     var allocatedBytes: Int {
         self.heads.capacity * MemoryLayout<Head>.stride + self.nodes.capacity * MemoryLayout<Node>.stride
+            + self.freeBlocks.capacity * MemoryLayout<UInt32>.stride
     }
 
     #if FANOUT_INTERNAL_CHECKS
@@ -221,6 +304,14 @@ struct MailboxTable {
             precondition(last == head.last, "a mailbox's last node is stale")
         }
         precondition(reachable == self.count, "mailbox node count \(self.count) != reachable \(reachable)")
+        precondition(self.nodes.count { $0.next != Self.freeMark } == self.count, "mailbox nodes not marked free != count")
+        for head in self.heads where head.lastBlockRoom != 0 {
+            precondition(head.flags & Head.ownsLastBlock != 0, "a mailbox keeps room in a block not its own")
+            let first = Int(head.last) - Int(head.last) % Self.blockSize
+            for offset in 0..<Self.blockSize where head.lastBlockRoom & (1 << offset) != 0 {
+                precondition(self.nodes[first + offset].next == Self.freeMark, "a mailbox's room names a node in use")
+            }
+        }
     }
     #endif
 }
