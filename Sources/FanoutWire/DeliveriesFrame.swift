@@ -43,7 +43,7 @@ extension WireDelivery: DeliveryFrameFields {
 }
 
 /// A poll's deliveries as the slices they were handed out in (none copied to join them), read by
-/// one running index: `chunks[i]` is the i-th delivery of them all.
+/// one running index over them all.
 struct DeliveryChunks<Delivery: DeliveryFrameFields> {
     let slices: [ArraySlice<Delivery>]
     /// The running index of each slice's first delivery.

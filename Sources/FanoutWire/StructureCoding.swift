@@ -246,7 +246,7 @@ extension PayloadReader {
                 isInFlight: false, isDeletedMessagesMarker: isMarker, headers: headers, payload: payload
             )
             for recipient in 0..<recipients {
-                // The field's name is made only for an error (capturing `name` retained it per read).
+                // A field's name is made only for an error.
                 func field(_ part: StaticString) -> String { "\(name).recipients[\(recipient)].\(part)" }
                 let slot = try self.u32(field("slot"))
                 let fid = try self.fid(field("fid"))
