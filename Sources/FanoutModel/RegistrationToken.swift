@@ -18,7 +18,7 @@ public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
     /// Validates UTF-8 bytes (from a frame) as a token, without a `String` until they pass.
     public init?(utf8 bytes: UnsafeRawBufferPointer) {
         guard ASCII.isVisibleBytes(bytes, lengths: 1...Self.maximumLength) else { return nil }
-        self.value = String(decoding: bytes, as: UTF8.self)
+        self.init(validatedBytes: bytes)
     }
 
     /// A token from bytes already validated as one (stored by the engine after validation).

@@ -4,7 +4,10 @@
 public struct StoredToken: @unchecked Sendable {
     // Safe to share: the owner keeps `start` alive and nothing writes those bytes again.
     private let owner: AnyObject
-    /// Where the token's bytes start (see `unsafeBytes`).
+    /// Where the token's bytes start: valid while this value (or a copy of it) lives, for a caller
+    /// that keeps the owner alive itself (a frame writer borrowing the delivery that holds it), so
+    /// that reading the bytes does not retain and release the owner, a chunk every token stored
+    /// near it shares with threads handing out other deliveries.
     package let start: UnsafeRawPointer
     /// The token's length in bytes.
     public let count: Int
@@ -18,14 +21,6 @@ public struct StoredToken: @unchecked Sendable {
     /// Calls `body` with the token's bytes.
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try withExtendedLifetime(self.owner) { try body(UnsafeRawBufferPointer(start: self.start, count: self.count)) }
-    }
-
-    /// The token's bytes, valid while this value (or a copy of it) lives: for a caller that keeps
-    /// the token's owner alive itself (a frame writer borrowing the delivery that holds it), so
-    /// that reading the bytes does not retain and release the owner, a chunk every token stored
-    /// near it shares with threads handing out other deliveries.
-    package var unsafeBytes: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: self.start, count: self.count)
     }
 
     /// The token as a value of its own (a copy of its bytes).

@@ -24,14 +24,14 @@ enum DeliverySource {
 }
 
 extension Delivery: DeliveryFrameFields {
-    var recipientToken: RecipientToken? { self.storedToken.map { RecipientToken.bytes($0.unsafeBytes) } }
+    /// The token's bytes borrowed from the delivery: its start and count read here, where a
+    /// getter in FanoutModel would retain and release the token's owner around the call.
+    var recipientToken: RecipientToken? { self.storedToken.map { .bytes(UnsafeRawBufferPointer(start: $0.start, count: $0.count)) } }
 
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
         // Through the buffer: subscripting the slice, even by index and field by field, copied
         // each delivery whole (its token's owner, message and strings retained and released).
-        // The token's start and count are read directly: calling `unsafeBytes`, in another
-        // module, retained and released the owner around the call.
         deliveries.withUnsafeBufferPointer { deliveries in
             for delivery in deliveries.indices.lazy.map({ deliveries.baseAddress! + $0 }) {
                 recipients.append(DeliveryFrameRecipient(
@@ -40,7 +40,7 @@ extension Delivery: DeliveryFrameFields {
                         expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.message == nil
                     ),
                     slot: delivery.pointee.id.slot, fid: delivery.pointee.fid,
-                    token: delivery.pointee.storedToken.map { .bytes(UnsafeRawBufferPointer(start: $0.start, count: $0.count)) },
+                    token: delivery.pointee.recipientToken,
                     apnsToken: delivery.pointee.apnsToken?.hex
                 ))
             }
