@@ -4,11 +4,7 @@
 public struct StoredToken: @unchecked Sendable {
     // Safe to share: the owner keeps `start` alive and nothing writes those bytes again.
     private let owner: AnyObject
-    /// Where the token's bytes start: valid while this value (or a copy of it) lives, for a caller
-    /// that keeps the owner alive itself (a frame writer borrowing the delivery that holds it), so
-    /// that reading the bytes does not retain and release the owner, a chunk every token stored
-    /// near it shares with threads handing out other deliveries.
-    package let start: UnsafeRawPointer
+    private let start: UnsafeRawPointer
     /// The token's length in bytes.
     public let count: Int
 

@@ -24,9 +24,8 @@ enum DeliverySource {
 }
 
 extension Delivery: DeliveryFrameFields {
-    /// The token's bytes borrowed from the delivery: its start and count read here, where a
-    /// getter in FanoutModel would retain and release the token's owner around the call.
-    var recipientToken: RecipientToken? { self.storedToken.map { .bytes(UnsafeRawBufferPointer(start: $0.start, count: $0.count)) } }
+    /// The token's bytes borrowed from the delivery, in place (its batch's references keep them).
+    var recipientToken: RecipientToken? { self.tokenEntry.map { .bytes(Delivery.tokenBytes(ofEntry: $0)) } }
 
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
     static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
@@ -37,7 +36,7 @@ extension Delivery: DeliveryFrameFields {
                 recipients.append(DeliveryFrameRecipient(
                     envelope: DeliveryEnvelope(
                         sequence: delivery.pointee.id.messageSequence, platform: delivery.pointee.platform,
-                        expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.message == nil
+                        expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.isDeletedMessagesMarker
                     ),
                     slot: delivery.pointee.id.slot, fid: delivery.pointee.fid,
                     token: delivery.pointee.recipientToken,

@@ -209,12 +209,6 @@ extension ProjectState {
         return false
     }
 
-    /// An entry's rendered message, read in place: binding `entries[i]!` copied the whole entry
-    /// (collapse keys, audience) for every delivery handed out.
-    private static func rendered(of entry: inout MessageEntry?) -> RenderedMessage {
-        entry!.rendered
-    }
-
     /// Hands mailbox node `index` to the consumer at `consumer`; returns the room it has left.
     @discardableResult
     mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to consumer: ConsumerTable.Position, entry: UInt32) -> Int {
@@ -223,10 +217,16 @@ extension ProjectState {
         // optimiser copied the whole project state for every delivery.
         let node = self.deliveries.mailboxes.node(index)
         let facts = self.deliveries.facts[Int(entry)]
-        let rendered = Self.rendered(of: &self.deliveries.entries[Int(entry)])
-        let delivery = self.delivery(of: node, facts: facts, rendered: rendered, slot: slot, platform: platform)
-        let (sink, room) = self.deliveries.consumers.hold(delivery.id, at: consumer)
-        self.deliveries.queueHandOut(delivery, to: sink, room: room)
+        let id = node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot)
+        let (consumerID, room) = self.deliveries.consumers.hold(id, at: consumer)
+        let handOut = self.deliveries.handOut(to: consumerID, at: consumer, room: room)
+        let fid = self.registry.fid(ofSlot: slot)!
+        let token = self.registry.tokenLocation(ofSlot: slot)
+        let apnsToken = platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil
+        self.deliveries.appendDelivery(
+            toHandOut: handOut, id: id, project: self.id, fid: fid, entry: node.isMarker ? nil : entry, token: token,
+            apnsToken: apnsToken, platform: platform, expiry: Timestamp(millisecondsSinceEpoch: facts.expiry[platform]), registry: self.registry
+        )
         self.deliveries.counters.delivered += 1
         return room
     }

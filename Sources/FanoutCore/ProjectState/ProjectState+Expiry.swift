@@ -86,30 +86,42 @@ extension ProjectState {
     /// The deliveries waiting for one installation, oldest first (expired ones are left out).
     func pendingDeliveries(of slot: UInt32, now: Timestamp) -> [Delivery] {
         guard let platform = self.registry.platform(ofSlot: slot) else { return [] }
+        let references = DeliveryReferences()
+        let token = self.registry.tokenLocation(ofSlot: slot)
+        if let token { references.keep(self.registry.tokenChunk(token.chunk)) }
         var result: [Delivery] = []
         self.deliveries.mailboxes.forEach(in: slot) { _, node in
             let facts = self.deliveries.facts[Int(node.entry)]
             if facts.expiry[platform] > now.millisecondsSinceEpoch {
-                let rendered = self.deliveries.entries[Int(node.entry)]!.rendered
-                result.append(self.delivery(of: node, facts: facts, rendered: rendered, slot: slot, platform: platform))
+                let id = node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot)
+                let messageIndex = node.isMarker ? Delivery.noMessage : references.add(self.deliveries.entries[Int(node.entry)]!.rendered)
+                result.append(self.delivery(
+                    id: id, slot: slot, facts: facts, token: token, platform: platform, references: references, messageIndex: messageIndex,
+                    isInFlight: node.isInFlight
+                ))
             }
             return true
         }
         return result
     }
 
-    /// The delivery of mailbox node `node`, whose message has `facts` and renders as `rendered`.
-    func delivery(of node: MailboxTable.Node, facts: MessageFacts, rendered: RenderedMessage, slot: UInt32, platform: Platform) -> Delivery {
+    /// The delivery `id` to the installation in `slot`, of a message with `facts`, held by
+    /// `references` (with its token's chunk) at `messageIndex`.
+    func delivery(
+        id: DeliveryID, slot: UInt32, facts: MessageFacts, token: TokenLocation?, platform: Platform, references: DeliveryReferences,
+        messageIndex: UInt32, isInFlight: Bool
+    ) -> Delivery {
         Delivery(
-            id: node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot),
+            id: id,
             project: self.id,
             fid: self.registry.fid(ofSlot: slot)!,
-            storedToken: self.registry.storedToken(ofSlot: slot),
+            token: token,
             apnsToken: platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil,
             platform: platform,
             expiry: Timestamp(millisecondsSinceEpoch: facts.expiry[platform]),
-            message: node.isMarker ? nil : rendered,
-            isInFlight: node.isInFlight
+            references: references,
+            messageIndex: messageIndex,
+            isInFlight: isInFlight
         )
     }
 }

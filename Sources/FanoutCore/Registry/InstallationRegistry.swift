@@ -196,10 +196,22 @@ struct InstallationRegistry {
         return self.records[Int(slot)].fid
     }
 
-    /// The installation's token in place (for deliveries: no copy of its bytes).
+    /// The installation's token in place, with its chunk kept alive.
     func storedToken(ofSlot slot: UInt32) -> StoredToken? {
         guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
         return self.tokens.storedToken(self.records[Int(slot)].token)
+    }
+
+    /// Where the registration token of the installation in `slot` is, if it has one; valid while
+    /// its chunk (`tokenChunk`) lives.
+    func tokenLocation(ofSlot slot: UInt32) -> TokenLocation? {
+        guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
+        return self.tokens.location(self.records[Int(slot)].token)
+    }
+
+    /// Token chunk `index` of a `TokenLocation`.
+    func tokenChunk(_ index: Int) -> TokenChunk {
+        self.tokens.chunk(index)
     }
 
     func token(ofSlot slot: UInt32) -> RegistrationToken? {

@@ -20,6 +20,21 @@ struct TokenReference: Equatable {
     var offset: Int { Int(self.rawValue & 0xF_FFFF) }
 }
 
+/// Where a token's entry is in memory: valid while its chunk lives. Made without reading the
+/// entry (a hand-out records where the token is; the frame writer reads it once).
+struct TokenLocation {
+    /// The chunk's index in its arena, and its bytes (which tell a reused index apart).
+    let chunk: Int
+    let chunkBytes: UnsafeRawPointer
+    /// The entry: its header, then the token's bytes.
+    let entry: UnsafeRawPointer
+
+    /// The token's bytes (read from the entry's header).
+    static func bytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: entry + TokenArena.entryHeaderSize, count: TokenArena.tokenLength(at: entry))
+    }
+}
+
 /// One megabyte of token entries. Bytes once written never change, so a copy of the arena (a
 /// snapshot's copy of the project's state) reads what it referenced while the original appends;
 /// appends claim their range atomically, so two copies that both append never write the same
@@ -114,6 +129,17 @@ struct TokenArena {
         return StoredToken(owner: self.chunks[reference.chunk].unsafelyUnwrapped, start: entry + Self.entryHeaderSize, count: Self.tokenLength(at: entry))
     }
 
+    /// Where the token `reference` names is, for a caller that keeps its chunk alive itself.
+    func location(_ reference: TokenReference) -> TokenLocation {
+        let chunkBytes = UnsafeRawPointer(self.chunks[reference.chunk].unsafelyUnwrapped.bytes)
+        return TokenLocation(chunk: reference.chunk, chunkBytes: chunkBytes, entry: chunkBytes + reference.offset)
+    }
+
+    /// Chunk `index` (one that holds a live token).
+    func chunk(_ index: Int) -> TokenChunk {
+        self.chunks[index].unsafelyUnwrapped
+    }
+
     /// The address of a token's entry (its header), also to prefetch.
     @inline(__always)
     func address(of reference: TokenReference) -> UnsafeRawPointer {
@@ -148,7 +174,7 @@ struct TokenArena {
 
     /// The token length in the header of the entry at `entry` (after its 4-byte slot).
     @inline(__always)
-    private static func tokenLength(at entry: UnsafeRawPointer) -> Int {
+    static func tokenLength(at entry: UnsafeRawPointer) -> Int {
         Int(UInt16(littleEndian: (entry + 4).loadUnaligned(as: UInt16.self)))
     }
 

@@ -40,16 +40,21 @@ struct ConsumerTable {
         self.byID.index(forKey: id)
     }
 
-    /// Notes that the consumer at `position` holds `delivery`; returns its sink and the room it
-    /// has left.
-    mutating func hold(_ delivery: DeliveryID, at position: Position) -> (sink: DeliverySink, room: Int) {
+    /// Notes that the consumer at `position` holds `delivery`; returns its id and the room it has
+    /// left (not its sink: returning that retained and released it for every delivery).
+    mutating func hold(_ delivery: DeliveryID, at position: Position) -> (consumer: UInt64, room: Int) {
         Self.hold(delivery, by: &self.byID.values[position])
     }
 
     // In place, as `hasRoom`.
-    private static func hold(_ delivery: DeliveryID, by consumer: inout Consumer) -> (sink: DeliverySink, room: Int) {
+    private static func hold(_ delivery: DeliveryID, by consumer: inout Consumer) -> (consumer: UInt64, room: Int) {
         consumer.inFlight.insert(delivery)
-        return (consumer.sink, consumer.credit - consumer.inFlight.count)
+        return (consumer.id, consumer.credit - consumer.inFlight.count)
+    }
+
+    /// The sink of the consumer at `position`.
+    func sink(at position: Position) -> DeliverySink {
+        self.byID.values[position].sink
     }
 
     /// Notes that consumer `id` no longer holds `deliveries`; returns those it did hold, in order

@@ -1,37 +1,88 @@
 /// A message waiting for one installation, as a consumer receives it or `pendingDeliveries` lists
 /// it: everything a delivery worker needs to push it with no other lookup (the destination, the
 /// push service's headers, the rendered payload). The rendered message is shared by every delivery
-/// of the send; nothing here is a copy of it.
-public struct Delivery: Sendable {
+/// of the send; nothing here is a copy of it. The message and the token's bytes are held by the
+/// batch the delivery was made in (`DeliveryReferences`): the delivery holds only that.
+public struct Delivery: @unchecked Sendable {
+    // Sendable: `tokenEntry` points into a chunk `references` keeps alive, whose bytes never change.
+
     /// The payload of the "deleted messages" marker that replaces a mailbox's non-collapsible
     /// messages when more than 100 were pending (FCM's `onDeletedMessages`).
     public static let deletedMessagesPayload: [UInt8] = Array(#"{"message_type":"deleted_messages"}"#.utf8)
 
+    /// `messageIndex` of the "deleted messages" marker.
+    @usableFromInline
+    static let noMessage = UInt32.max
+
     public var id: DeliveryID
     public var project: ProjectID
     public var fid: FID
-    /// The installation's registration token when the delivery was handed out, if it had one, in
-    /// place in the engine's storage.
-    public var storedToken: StoredToken?
+    /// Where the registration token is in the engine's storage (kept alive by `references`), if
+    /// the installation had one when the delivery was handed out: `tokenBytes(ofEntry:)` reads it.
+    package let tokenEntry: UnsafeRawPointer?
     /// The installation's APNs device token, if it is an iOS installation that gave one.
     public var apnsToken: APNsDeviceToken?
     public var platform: Platform
     /// When the delivery expires (from the message's TTL or `apns-expiration` for this platform).
     public var expiry: Timestamp
-    /// The message, or `nil` for the "deleted messages" marker.
-    public var message: RenderedMessage?
+    @usableFromInline
+    let references: DeliveryReferences
+    /// The message's index in `references.messages`, or `noMessage`.
+    @usableFromInline
+    let messageIndex: UInt32
     /// Whether a consumer holds it unacknowledged (only in `pendingDeliveries` listings).
     public var isInFlight: Bool
+
+    init(
+        id: DeliveryID, project: ProjectID, fid: FID, token: TokenLocation?, apnsToken: APNsDeviceToken?,
+        platform: Platform, expiry: Timestamp, references: DeliveryReferences, messageIndex: UInt32, isInFlight: Bool
+    ) {
+        self.id = id
+        self.project = project
+        self.fid = fid
+        self.tokenEntry = token?.entry
+        self.apnsToken = apnsToken
+        self.platform = platform
+        self.expiry = expiry
+        self.references = references
+        self.messageIndex = messageIndex
+        self.isInFlight = isInFlight
+    }
+
+    /// The installation's registration token when the delivery was handed out, if it had one, in
+    /// place in the engine's storage.
+    public var storedToken: StoredToken? {
+        self.tokenBytes.map { StoredToken(owner: self.references, start: $0.baseAddress!, count: $0.count) }
+    }
+
+    /// The registration token's bytes in place, valid while the delivery lives: read only here,
+    /// not when the delivery was made.
+    var tokenBytes: UnsafeRawBufferPointer? {
+        self.tokenEntry.map(TokenLocation.bytes(ofEntry:))
+    }
+
+    /// The bytes of the token at `tokenEntry`, for a caller that borrows the delivery in place (a
+    /// frame writer): a getter called from another module copied the delivery to call it.
+    package static func tokenBytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
+        TokenLocation.bytes(ofEntry: entry)
+    }
 
     /// The installation's registration token when the delivery was handed out (a copy of
     /// `storedToken`'s bytes).
     public var token: RegistrationToken? { self.storedToken?.token }
 
+    /// The message, or `nil` for the "deleted messages" marker.
+    @inlinable
+    public var message: RenderedMessage? {
+        self.messageIndex == Self.noMessage ? nil : self.references.messages[Int(self.messageIndex)]
+    }
+
     /// `projects/{project}/messages/{sequence}`; `nil` for the "deleted messages" marker.
     public var messageID: String? { self.id.messageNumber.map { SendResult.messageID(project: self.project, sequence: $0) } }
 
     /// Whether this is the "deleted messages" marker rather than a message.
-    public var isDeletedMessagesMarker: Bool { self.message == nil }
+    @inlinable
+    public var isDeletedMessagesMarker: Bool { self.messageIndex == Self.noMessage }
 
     /// The headers to send with the payload (`RenderedMessage.headers(for:)`); none for the marker.
     @inlinable  // (read in place by the frame writer: a call across modules copied the delivery)

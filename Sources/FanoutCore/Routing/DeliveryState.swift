@@ -16,6 +16,14 @@ struct DeliveryState {
     /// Deliveries given to consumers by the change being made, for the engine to push once the
     /// change is durable (`Engine.withProject` takes them before it releases the project lock).
     var handOuts: [HandOut] = []
+    /// The serial of the last hand-out's `DeliveryReferences` (serials start at 1).
+    private var lastReferencesSerial: UInt64 = 0
+    /// Per entry index: the serial of the last hand-out that holds the entry's message, and the
+    /// message's index there (a new entry starts unmarked).
+    private var entryMarks: [(serial: UInt64, index: UInt32)] = []
+    /// Per token chunk index: the serial of the last hand-out that holds the chunk, and the
+    /// chunk's bytes (which tell a reused index apart).
+    private var chunkMarks: [(serial: UInt64, bytes: UInt)] = []
     /// Whether the change being made enqueued deliveries (a send): its hand-outs may include
     /// them, so they wait for its own log records too. Any other change hands out deliveries of
     /// earlier changes, and its hand-outs wait only for the records before its own: an
@@ -32,19 +40,68 @@ struct DeliveryState {
         return statistics
     }
 
-    /// Queues a delivery handed to the consumer behind `sink`: a fill hands one consumer its
-    /// deliveries one after another, so they join that consumer's batch (sized for its `room`).
-    /// The delivery is moved in (`consuming`), not copied: a copy retained its token and message
-    /// and the caller's released them.
-    mutating func queueHandOut(_ delivery: consuming Delivery, to sink: DeliverySink, room: Int) {
-        if let last = self.handOuts.indices.last, self.handOuts[last].sink === sink {
-            self.handOuts[last].deliveries.append(delivery)
-            return
+    /// The hand-out a delivery to the consumer at `position` (with id `consumer`) joins: a fill
+    /// hands one consumer its deliveries one after another, so they join that consumer's batch
+    /// (sized for its `room`).
+    mutating func handOut(to consumer: UInt64, at position: ConsumerTable.Position, room: Int) -> Int {
+        if let last = self.handOuts.indices.last, self.handOuts[last].consumer == consumer {
+            return last
         }
         var deliveries: [Delivery] = []
         deliveries.reserveCapacity(room + 1)
-        deliveries.append(delivery)
-        self.handOuts.append(HandOut(sink: sink, deliveries: deliveries))
+        self.lastReferencesSerial += 1
+        self.handOuts.append(HandOut(
+            consumer: consumer, sink: self.consumers.sink(at: position), deliveries: deliveries,
+            references: DeliveryReferences(serial: self.lastReferencesSerial)
+        ))
+        return self.handOuts.count - 1
+    }
+
+    /// Appends to hand-out `index` the delivery of entry `entry`'s message (`nil`: its marker) to
+    /// an installation, made in place with the hand-out's references: made by the caller and
+    /// passed in, it was copied (each reference retained, then released again).
+    mutating func appendDelivery(
+        toHandOut index: Int, id: DeliveryID, project: ProjectID, fid: FID, entry: UInt32?, token: TokenLocation?,
+        apnsToken: APNsDeviceToken?, platform: Platform, expiry: Timestamp, registry: InstallationRegistry
+    ) {
+        let messageIndex = entry.map { self.messageIndex(ofEntry: $0, inHandOut: index) } ?? Delivery.noMessage
+        if let token { self.keepChunk(of: token, inHandOut: index, registry: registry) }
+        self.handOuts[index].deliveries.append(Delivery(
+            id: id, project: project, fid: fid, token: token, apnsToken: apnsToken, platform: platform, expiry: expiry,
+            references: self.handOuts[index].references, messageIndex: messageIndex, isInFlight: true
+        ))
+    }
+
+    /// The index in hand-out `handOut`'s references of entry `entry`'s message, which they hold
+    /// from the first of its deliveries that carries it.
+    private mutating func messageIndex(ofEntry entry: UInt32, inHandOut handOut: Int) -> UInt32 {
+        let serial = self.handOuts[handOut].references.serial
+        if self.entryMarks[Int(entry)].serial == serial {
+            return self.entryMarks[Int(entry)].index
+        }
+        let index = self.handOuts[handOut].references.add(Self.rendered(of: &self.entries[Int(entry)]))
+        self.entryMarks[Int(entry)] = (serial, index)
+        return index
+    }
+
+    /// Makes hand-out `handOut`'s references hold the chunk of the token at `location`, unless
+    /// they do already.
+    private mutating func keepChunk(of location: TokenLocation, inHandOut handOut: Int, registry: InstallationRegistry) {
+        if location.chunk >= self.chunkMarks.count {
+            self.chunkMarks.append(contentsOf: repeatElement((serial: 0, bytes: 0), count: location.chunk + 1 - self.chunkMarks.count))
+        }
+        // A chunk index freed and reused while the batch is made is a new chunk at another address
+        // (the batch holds the old one).
+        let mark = (self.handOuts[handOut].references.serial, UInt(bitPattern: location.chunkBytes))
+        guard self.chunkMarks[location.chunk] != mark else { return }
+        self.handOuts[handOut].references.keep(registry.tokenChunk(location.chunk))
+        self.chunkMarks[location.chunk] = mark
+    }
+
+    /// An entry's rendered message, read in place: binding `entries[i]!` copied the whole entry
+    /// (collapse keys, audience).
+    private static func rendered(of entry: inout MessageEntry?) -> RenderedMessage {
+        entry!.rendered
     }
 
     /// Stores a message entry with no references yet; returns its index. Its deliveries are then
@@ -53,10 +110,12 @@ struct DeliveryState {
         if let index = self.freeEntries.popLast() {
             self.entries[Int(index)] = entry
             self.facts[Int(index)] = MessageFacts(entry)
+            self.entryMarks[Int(index)] = (serial: 0, index: 0)
             return index
         }
         self.entries.append(entry)
         self.facts.append(MessageFacts(entry))
+        self.entryMarks.append((serial: 0, index: 0))
         return UInt32(self.entries.count - 1)
     }
 

@@ -5,8 +5,12 @@ import Synchronization
 /// (pushes into the consumer's sink, in one go) once the sends that made them are as durable as
 /// the engine's durability says (and every change logged before them).
 struct HandOut {
+    /// The consumer's id, and where its deliveries go.
+    let consumer: UInt64
     let sink: DeliverySink
     var deliveries: [Delivery]
+    /// What its deliveries hold: their messages and their tokens' chunks.
+    let references: DeliveryReferences
 }
 
 /// The hand-outs waiting for the log: a delivery never reaches a consumer before the send that
