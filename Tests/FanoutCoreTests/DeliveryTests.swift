@@ -254,6 +254,28 @@ struct DeliveryTests {
 
     // MARK: - Consumers
 
+    /// A delivery a consumer took keeps its token and message when the engine lets go of both:
+    /// the installation deleted (its mailbox and the message's entry with it), and the arena chunk
+    /// its token was in evacuated and freed, its memory reused by the tokens registered after.
+    /// (The delivery reads the token in place: its hand-out holds the chunk.)
+    @Test func aTakenDeliveryOutlivesItsInstallationMessageAndTokenChunk() async throws {
+        let worker = try self.engine.attachConsumer(.platform(.android), credit: 10)
+        // 4,000-byte tokens: about 260 to a 1 MiB chunk.
+        func longToken(_ number: Int) -> String { "long-\(number)-" + String(repeating: "x", count: 4000) }
+        var installations: [Installation] = []
+        for number in 0..<300 { installations.append(try await self.register(token: longToken(number))) }
+        let recipient = installations[5]
+        let sent = try await self.toFID(recipient)
+        let taken = worker.poll()
+        try #require(taken.count == 1)
+        for installation in installations.prefix(250) { _ = try await self.engine.deleteInstallation(installation.fid) }
+        for number in 300..<600 { _ = try await self.register(token: longToken(number)) }
+        #expect(try self.engine.deliveryStatistics().messages == 0)
+        #expect(taken[0].token == recipient.token)
+        #expect(taken[0].messageID == sent.messageID)
+        #expect(taken[0].payload == Array(#"{"data":{"k":"v"}}"#.utf8))
+    }
+
     @Test func aConsumerGetsTheBacklogThenNewDeliveriesAndAcknowledges() async throws {
         let a = try await self.register()
         _ = try await self.toFID(a)
