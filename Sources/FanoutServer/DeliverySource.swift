@@ -32,7 +32,16 @@ extension Delivery: DeliveryFrameFields {
         // Through the buffer: subscripting the slice, even by index and field by field, copied
         // each delivery whole (its token's owner, message and strings retained and released).
         deliveries.withUnsafeBufferPointer { deliveries in
-            for delivery in deliveries.indices.lazy.map({ deliveries.baseAddress! + $0 }) {
+            // Tokens asked for a few deliveries ahead: each is a cache miss of its own.
+            guard let first = deliveries.baseAddress else { return }
+            let ahead = 8
+            func prefetchToken(_ position: Int) {
+                if position < deliveries.count, let entry = (first + position).pointee.tokenEntry { Delivery.prefetchToken(ofEntry: entry) }
+            }
+            for position in 0..<ahead { prefetchToken(position) }
+            for position in deliveries.indices {
+                prefetchToken(position + ahead)
+                let delivery = first + position
                 recipients.append(DeliveryFrameRecipient(
                     envelope: DeliveryEnvelope(
                         sequence: delivery.pointee.id.messageSequence, platform: delivery.pointee.platform,

@@ -1,3 +1,4 @@
+internal import CFanoutIntrinsics
 import Synchronization
 
 /// Where a token's entry is in a `TokenArena`: its chunk (12 bits) and its byte offset there (20
@@ -32,6 +33,12 @@ struct TokenLocation {
     /// The token's bytes (read from the entry's header).
     static func bytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: entry + TokenArena.entryHeaderSize, count: TokenArena.tokenLength(at: entry))
+    }
+
+    /// Asks the CPU for the entry's first `bytes` bytes (its header and most tokens' bytes: 192
+    /// holds a 163-byte FCM token's entry wherever it starts in a line), without waiting.
+    static func prefetch(entry: UnsafeRawPointer, bytes: Int = 192) {
+        for offset in stride(from: 0, to: bytes, by: 64) { fanout_prefetch(entry + offset) }
     }
 }
 

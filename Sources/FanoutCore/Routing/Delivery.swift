@@ -67,6 +67,12 @@ public struct Delivery: @unchecked Sendable {
         TokenLocation.bytes(ofEntry: entry)
     }
 
+    /// Asks the CPU for the token at `tokenEntry` ahead of `tokenBytes(ofEntry:)`, without waiting:
+    /// the tokens of a hand-out lie wherever their installations registered.
+    package static func prefetchToken(ofEntry entry: UnsafeRawPointer) {
+        TokenLocation.prefetch(entry: entry)
+    }
+
     /// The installation's registration token when the delivery was handed out (a copy of
     /// `storedToken`'s bytes).
     public var token: RegistrationToken? { self.storedToken?.token }
