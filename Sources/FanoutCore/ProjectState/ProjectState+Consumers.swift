@@ -172,8 +172,18 @@ extension ProjectState {
         }
     }
 
+    /// How many slots ahead in a ready queue a worker's fill asks for records and mailboxes.
+    static let fillPrefetchDistance = 4
+
     mutating func fillWorker(_ position: ConsumerTable.Position, platform: Platform, now: Timestamp) {
         while self.deliveries.consumers.hasRoom(at: position), let slot = self.deliveries.consumers.readyQueue[platform].popFirst() {
+            // The record and mailbox head of a slot a few turns ahead, asked for now: each slot's
+            // are a cache miss of their own.
+            if self.deliveries.consumers.readyQueue[platform].count > Self.fillPrefetchDistance {
+                let ahead = CollectionOfOne(self.deliveries.consumers.readyQueue[platform][Self.fillPrefetchDistance])
+                self.registry.prefetchRecords(of: ahead)
+                self.deliveries.mailboxes.prefetchFirstNodes(of: ahead)
+            }
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
             guard let actual = self.registry.platform(ofSlot: slot),
                 !self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot)
