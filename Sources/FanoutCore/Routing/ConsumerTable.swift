@@ -68,8 +68,12 @@ struct ConsumerTable {
     private static func unhold(_ deliveries: [DeliveryID], by consumer: inout Consumer) -> [DeliveryID] {
         var held: [DeliveryID] = []
         held.reserveCapacity(deliveries.count)
-        for delivery in deliveries where consumer.inFlight.remove(delivery) {
-            held.append(delivery)
+        // Buckets asked for a few ids ahead: each is a cache miss of its own.
+        let ahead = 8
+        for delivery in deliveries.prefix(ahead) { consumer.inFlight.prefetch(delivery) }
+        for position in deliveries.indices {
+            if position + ahead < deliveries.count { consumer.inFlight.prefetch(deliveries[position + ahead]) }
+            if consumer.inFlight.remove(deliveries[position]) { held.append(deliveries[position]) }
         }
         return held
     }

@@ -1,3 +1,5 @@
+internal import CFanoutIntrinsics
+
 /// The deliveries one consumer holds unacknowledged: a set of delivery ids, inserted at every
 /// hand-out and removed at every acknowledgement.
 ///
@@ -37,6 +39,14 @@ struct HeldDeliveries: Sequence {
             index = (index + 1) & self.mask
         }
         return (index, false)
+    }
+
+    /// Asks the CPU for the bucket where `id` would be, without waiting: an ACK's ids are removed
+    /// one after another, each from a bucket of its own.
+    func prefetch(_ id: DeliveryID) {
+        self.buckets.withUnsafeBufferPointer { buckets in
+            fanout_prefetch(buckets.baseAddress! + self.home(id))
+        }
     }
 
     func contains(_ id: DeliveryID) -> Bool {
