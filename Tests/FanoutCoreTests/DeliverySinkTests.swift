@@ -8,8 +8,8 @@ struct DeliverySinkTests {
     static func deliveries(_ ids: Range<UInt64>, fid: FID) -> [Delivery] {
         ids.map { sequence in
             Delivery(
-                id: DeliveryID(messageSequence: sequence, slot: 1), project: .default, fid: fid, token: nil, apnsToken: nil,
-                platform: .android, expiry: Timestamp(millisecondsSinceEpoch: 0), references: DeliveryReferences(),
+                id: DeliveryID(messageSequence: sequence, slot: 1), fid: fid, token: nil, apnsToken: nil,
+                platform: .android, expiry: Timestamp(millisecondsSinceEpoch: 0), references: DeliveryReferences(project: .default),
                 messageIndex: Delivery.noMessage, isInFlight: false
             )
         }

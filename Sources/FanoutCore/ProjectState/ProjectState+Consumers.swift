@@ -229,12 +229,12 @@ extension ProjectState {
         let facts = self.deliveries.facts[Int(entry)]
         let id = node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot)
         let (consumerID, room) = self.deliveries.consumers.hold(id, at: consumer)
-        let handOut = self.deliveries.handOut(to: consumerID, at: consumer, room: room)
+        let handOut = self.deliveries.handOut(to: consumerID, at: consumer, room: room, project: self.id)
         let fid = self.registry.fid(ofSlot: slot)!
         let token = self.registry.tokenLocation(ofSlot: slot)
         let apnsToken = platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil
         self.deliveries.appendDelivery(
-            toHandOut: handOut, id: id, project: self.id, fid: fid, entry: node.isMarker ? nil : entry, token: token,
+            toHandOut: handOut, id: id, fid: fid, entry: node.isMarker ? nil : entry, token: token,
             apnsToken: apnsToken, platform: platform, expiry: Timestamp(millisecondsSinceEpoch: facts.expiry[platform]), registry: self.registry
         )
         self.deliveries.counters.delivered += 1

@@ -86,7 +86,7 @@ extension ProjectState {
     /// The deliveries waiting for one installation, oldest first (expired ones are left out).
     func pendingDeliveries(of slot: UInt32, now: Timestamp) -> [Delivery] {
         guard let platform = self.registry.platform(ofSlot: slot) else { return [] }
-        let references = DeliveryReferences()
+        let references = DeliveryReferences(project: self.id)
         let token = self.registry.tokenLocation(ofSlot: slot)
         if let token { references.keep(self.registry.tokenChunk(token.chunk)) }
         var result: [Delivery] = []
@@ -113,7 +113,6 @@ extension ProjectState {
     ) -> Delivery {
         Delivery(
             id: id,
-            project: self.id,
             fid: self.registry.fid(ofSlot: slot)!,
             token: token,
             apnsToken: platform == .ios ? self.registry.apnsToken(ofSlot: slot) : nil,

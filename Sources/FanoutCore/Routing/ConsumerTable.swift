@@ -52,9 +52,14 @@ struct ConsumerTable {
         return (consumer.id, consumer.credit - consumer.inFlight.count)
     }
 
-    /// The sink of the consumer at `position`.
-    func sink(at position: Position) -> DeliverySink {
-        self.byID.values[position].sink
+    /// The sink of the consumer at `position`, read in place (reading `byID.values[position]`
+    /// copied the consumer).
+    mutating func sink(at position: Position) -> DeliverySink {
+        Self.sink(of: &self.byID.values[position])
+    }
+
+    private static func sink(of consumer: inout Consumer) -> DeliverySink {
+        consumer.sink
     }
 
     /// Notes that consumer `id` no longer holds `deliveries`; returns those it did hold, in order

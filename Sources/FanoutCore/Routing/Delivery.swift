@@ -15,7 +15,6 @@ public struct Delivery: @unchecked Sendable {
     static let noMessage = UInt32.max
 
     public var id: DeliveryID
-    public var project: ProjectID
     public var fid: FID
     /// Where the registration token is in the engine's storage (kept alive by `references`), if
     /// the installation had one when the delivery was handed out: `tokenBytes(ofEntry:)` reads it.
@@ -34,11 +33,10 @@ public struct Delivery: @unchecked Sendable {
     public var isInFlight: Bool
 
     init(
-        id: DeliveryID, project: ProjectID, fid: FID, token: TokenLocation?, apnsToken: APNsDeviceToken?,
+        id: DeliveryID, fid: FID, token: TokenLocation?, apnsToken: APNsDeviceToken?,
         platform: Platform, expiry: Timestamp, references: DeliveryReferences, messageIndex: UInt32, isInFlight: Bool
     ) {
         self.id = id
-        self.project = project
         self.fid = fid
         self.tokenEntry = token?.entry
         self.apnsToken = apnsToken
@@ -48,6 +46,9 @@ public struct Delivery: @unchecked Sendable {
         self.messageIndex = messageIndex
         self.isInFlight = isInFlight
     }
+
+    /// The project the delivery is of.
+    public var project: ProjectID { self.references.project }
 
     /// The installation's registration token when the delivery was handed out, if it had one, in
     /// place in the engine's storage.

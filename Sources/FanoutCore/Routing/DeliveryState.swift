@@ -43,7 +43,7 @@ struct DeliveryState {
     /// The hand-out a delivery to the consumer at `position` (with id `consumer`) joins: a fill
     /// hands one consumer its deliveries one after another, so they join that consumer's batch
     /// (sized for its `room`).
-    mutating func handOut(to consumer: UInt64, at position: ConsumerTable.Position, room: Int) -> Int {
+    mutating func handOut(to consumer: UInt64, at position: ConsumerTable.Position, room: Int, project: ProjectID) -> Int {
         if let last = self.handOuts.indices.last, self.handOuts[last].consumer == consumer {
             return last
         }
@@ -52,22 +52,21 @@ struct DeliveryState {
         self.lastReferencesSerial += 1
         self.handOuts.append(HandOut(
             consumer: consumer, sink: self.consumers.sink(at: position), deliveries: deliveries,
-            references: DeliveryReferences(serial: self.lastReferencesSerial)
+            references: DeliveryReferences(project: project, serial: self.lastReferencesSerial)
         ))
         return self.handOuts.count - 1
     }
 
     /// Appends to hand-out `index` the delivery of entry `entry`'s message (`nil`: its marker) to
-    /// an installation, made in place with the hand-out's references: made by the caller and
-    /// passed in, it was copied (each reference retained, then released again).
+    /// an installation, with the hand-out's references.
     mutating func appendDelivery(
-        toHandOut index: Int, id: DeliveryID, project: ProjectID, fid: FID, entry: UInt32?, token: TokenLocation?,
+        toHandOut index: Int, id: DeliveryID, fid: FID, entry: UInt32?, token: TokenLocation?,
         apnsToken: APNsDeviceToken?, platform: Platform, expiry: Timestamp, registry: InstallationRegistry
     ) {
         let messageIndex = entry.map { self.messageIndex(ofEntry: $0, inHandOut: index) } ?? Delivery.noMessage
         if let token { self.keepChunk(of: token, inHandOut: index, registry: registry) }
         self.handOuts[index].deliveries.append(Delivery(
-            id: id, project: project, fid: fid, token: token, apnsToken: apnsToken, platform: platform, expiry: expiry,
+            id: id, fid: fid, token: token, apnsToken: apnsToken, platform: platform, expiry: expiry,
             references: self.handOuts[index].references, messageIndex: messageIndex, isInFlight: true
         ))
     }
