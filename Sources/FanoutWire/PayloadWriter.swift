@@ -8,10 +8,11 @@ extension ByteBuffer {
         self.writeInteger(value ? 1 : 0, as: UInt8.self)
     }
 
-    mutating func writeWireString(_ string: String, field: String) throws(ProtocolError) {
+    /// `field` is made only for the error (a list's element names were built for every element).
+    mutating func writeWireString(_ string: String, field: @autoclosure () -> String) throws(ProtocolError) {
         let count = string.utf8.count
         guard count <= Int(UInt16.max) else {
-            throw ProtocolError(.invalidArgument, "\(field) is \(count) bytes; at most \(UInt16.max) can be sent")
+            throw ProtocolError(.invalidArgument, "\(field()) is \(count) bytes; at most \(UInt16.max) can be sent")
         }
         self.writeInteger(UInt16(count))
         self.writeString(string)

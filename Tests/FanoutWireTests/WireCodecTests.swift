@@ -41,6 +41,20 @@ struct WireCodecTests {
         return seen
     }
 
+    /// A string too long for its `u16` count cannot be encoded: the error names the list element,
+    /// and nothing of the frame is left in the buffer.
+    @Test func aListElementTooLongIsRefusedByName() throws {
+        let long = String(repeating: "x", count: Int(UInt16.max) + 1)
+        let frame = ClientFrame(requestID: 7, request: .subscribe(project: "default", topic: "news", registrations: ["a", long]))
+        var buffer = ByteBuffer()
+        #expect {
+            try frame.encode(into: &buffer)
+        } throws: { error in
+            (error as? ProtocolError)?.message == "registrations[1] is 65536 bytes; at most 65535 can be sent"
+        }
+        #expect(buffer.readableBytes == 0)
+    }
+
     @Test(arguments: [1, 2, 3] as [UInt64])
     func everyRequestRoundTrips(seed: UInt64) throws {
         let seen = try Self.roundTrip(seed: seed) { $0.request() }
