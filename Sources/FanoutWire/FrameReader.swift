@@ -20,6 +20,10 @@ package struct FrameReader<Message: WireMessage> {
     /// Some bytes have not been decoded: at the end of the input, a frame cut short.
     package var hasUnread: Bool { self.unread != nil }
 
+    /// The bytes the reader's buffer holds room for (0 with nothing unread): what a connection's
+    /// input costs in memory.
+    package var bufferCapacity: Int { self.unread?.capacity ?? 0 }
+
     /// Adds what the socket brought after what is unread.
     package mutating func append(_ bytes: inout ByteBuffer) {
         guard var unread = self.unread else {
@@ -29,6 +33,12 @@ package struct FrameReader<Message: WireMessage> {
         // Taken out first, so that the buffer has one owner and the bytes are appended in place
         // (with two, each read copied everything before it: quadratic in a large frame's reads).
         self.unread = nil
+        // The frames decoded from it go first once they are at least as long as what is left: a
+        // connection whose requests come back to back always has part of one unread, and its
+        // buffer grew without end, every doubling copying it whole onto pages never touched.
+        if unread.readerIndex > 0 && unread.readerIndex >= unread.readableBytes {
+            unread.discardReadBytes()
+        }
         unread.writeBuffer(&bytes)
         self.unread = unread
     }
