@@ -1,3 +1,5 @@
+internal import CFanoutIntrinsics
+
 /// The reverse map of the topic index: for every slot, the ids of its topics, unordered.
 ///
 /// A per-slot `[UInt32]` costs a 32-byte header, allocator rounding and doubling slack (about 8
@@ -46,6 +48,23 @@ package struct SlotTopicLists {
         ids.reserveCapacity(self.count(of: slot))
         self.forEach(of: slot) { ids.append($0) }
         return ids
+    }
+
+    /// Asks the CPU for `slot`'s head and count, without waiting (a batch of subscriptions reads
+    /// them for slots far apart).
+    package func prefetchEntry(of slot: UInt32) {
+        guard Int(slot) < self.heads.count else { return }
+        self.heads.withUnsafeBufferPointer { fanout_prefetch($0.baseAddress! + Int(slot)) }
+        self.counts.withUnsafeBufferPointer { fanout_prefetch($0.baseAddress! + Int(slot)) }
+    }
+
+    /// Asks the CPU for `slot`'s head block, without waiting; reads its head (ask for that first).
+    package func prefetchHeadBlock(of slot: UInt32) {
+        guard Int(slot) < self.heads.count, self.heads[Int(slot)] != Self.none else { return }
+        let block = Int(self.heads[Int(slot)])
+        self.pages[block / Self.blocksPerPage].withUnsafeBufferPointer {
+            fanout_prefetch($0.baseAddress! + block % Self.blocksPerPage * Self.wordsPerBlock)
+        }
     }
 
     /// Adds `id` to `slot`'s list. The caller ensures it is not there yet and the list stays below 65536.

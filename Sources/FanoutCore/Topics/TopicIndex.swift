@@ -67,6 +67,10 @@ struct TopicIndex {
         let id = self.id(creating: topic)
         var results = [FanoutError.Code?](repeating: nil, count: slots.count)
         for (position, slot) in slots.enumerated() {
+            // Each slot's list entry and head block are a cache miss of their own: asked for
+            // ahead, the entry first, its block once the entry is there.
+            if position + 16 < slots.count { self.topicsBySlot.prefetchEntry(of: slots[position + 16]) }
+            if position + 8 < slots.count { self.topicsBySlot.prefetchHeadBlock(of: slots[position + 8]) }
             guard self.topicsBySlot.count(of: slot) < self.maximumTopicsPerInstallation else {
                 if !self.subscribers[Int(id)].contains(slot) { results[position] = .tooManyTopics }
                 continue
