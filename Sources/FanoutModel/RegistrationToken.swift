@@ -26,8 +26,14 @@ public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
         self.value = String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Calls `body` with the token's bytes, without copying them.
+    /// Calls `body` with the token's bytes, without copying them (nor the string: `String.withUTF8`
+    /// wants a `var`, and the copy retained and released it on every lookup). Inlinable: called
+    /// from another module, generic code runs unspecialized.
+    @inlinable
     public func withUTF8<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        if let result = try self.value.utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
         var value = self.value
         return try value.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
     }
