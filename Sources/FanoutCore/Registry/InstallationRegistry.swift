@@ -139,8 +139,7 @@ struct InstallationRegistry {
         self.prefetchRecords(of: slots.lazy.compactMap { $0 })
         self.records.withUnsafeBufferPointer { records in
             for case let slot? in slots where records[Int(slot)].token != .none {
-                let start = self.tokens.address(of: records[Int(slot)].token)
-                for offset in stride(from: 0, to: 192, by: 64) { fanout_prefetch(start + offset) }
+                TokenArena.prefetch(entry: self.tokens.address(of: records[Int(slot)].token))
             }
         }
     }
@@ -196,12 +195,6 @@ struct InstallationRegistry {
         return self.records[Int(slot)].fid
     }
 
-    /// The installation's token in place, with its chunk kept alive.
-    func storedToken(ofSlot slot: UInt32) -> StoredToken? {
-        guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
-        return self.tokens.storedToken(self.records[Int(slot)].token)
-    }
-
     /// Where the registration token of the installation in `slot` is, if it has one; valid while
     /// its chunk (`tokenChunk`) lives.
     func tokenLocation(ofSlot slot: UInt32) -> TokenLocation? {
@@ -214,8 +207,11 @@ struct InstallationRegistry {
         self.tokens.chunk(index)
     }
 
+    /// The installation's token, copied out of the arena (no `StoredToken`: its chunk need not be
+    /// retained for the copy).
     func token(ofSlot slot: UInt32) -> RegistrationToken? {
-        self.storedToken(ofSlot: slot)?.token
+        guard Int(slot) < self.records.count, self.records[Int(slot)].token != .none else { return nil }
+        return self.tokens.withBytes(self.records[Int(slot)].token) { RegistrationToken(validatedBytes: $0) }
     }
 
     func slot(forAPNsToken token: APNsDeviceToken) -> UInt32? {

@@ -22,24 +22,14 @@ struct TokenReference: Equatable {
 }
 
 /// Where a token's entry is in memory: valid while its chunk lives. Made without reading the
-/// entry (a hand-out records where the token is; the frame writer reads it once).
+/// entry (a hand-out records where the token is; the frame writer reads it once, through
+/// `TokenArena.bytes(ofEntry:)`).
 struct TokenLocation {
     /// The chunk's index in its arena, and its bytes (which tell a reused index apart).
     let chunk: Int
     let chunkBytes: UnsafeRawPointer
     /// The entry: its header, then the token's bytes.
     let entry: UnsafeRawPointer
-
-    /// The token's bytes (read from the entry's header).
-    static func bytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: entry + TokenArena.entryHeaderSize, count: TokenArena.tokenLength(at: entry))
-    }
-
-    /// Asks the CPU for the entry's first `bytes` bytes (its header and most tokens' bytes: 192
-    /// holds a 163-byte FCM token's entry wherever it starts in a line), without waiting.
-    static func prefetch(entry: UnsafeRawPointer, bytes: Int = 192) {
-        for offset in stride(from: 0, to: bytes, by: 64) { fanout_prefetch(entry + offset) }
-    }
 }
 
 /// One megabyte of token entries. Bytes once written never change, so a copy of the arena (a
@@ -126,14 +116,25 @@ struct TokenArena {
     /// Calls `body` with the bytes of the token `reference` names.
     @inline(__always)
     func withBytes<Result>(_ reference: TokenReference, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        let entry = self.address(of: reference)
-        return try body(UnsafeRawBufferPointer(start: entry + Self.entryHeaderSize, count: Self.tokenLength(at: entry)))
+        try body(Self.bytes(ofEntry: self.address(of: reference)))
     }
 
     /// The token `reference` names, as its bytes in place with their chunk kept alive.
     func storedToken(_ reference: TokenReference) -> StoredToken {
-        let entry = self.address(of: reference)
-        return StoredToken(owner: self.chunks[reference.chunk].unsafelyUnwrapped, start: entry + Self.entryHeaderSize, count: Self.tokenLength(at: entry))
+        let bytes = Self.bytes(ofEntry: self.address(of: reference))
+        return StoredToken(owner: self.chunks[reference.chunk].unsafelyUnwrapped, start: bytes.baseAddress!, count: bytes.count)
+    }
+
+    /// The token's bytes in the entry at `entry` (read from its header), valid while its chunk lives.
+    @inline(__always)
+    static func bytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: entry + Self.entryHeaderSize, count: Self.tokenLength(at: entry))
+    }
+
+    /// Asks the CPU for the first 192 bytes of the entry at `entry` (its header and a 163-byte FCM
+    /// token, wherever the entry starts in a line), without waiting.
+    static func prefetch(entry: UnsafeRawPointer) {
+        for offset in stride(from: 0, to: 192, by: 64) { fanout_prefetch(entry + offset) }
     }
 
     /// Where the token `reference` names is, for a caller that keeps its chunk alive itself.
@@ -181,7 +182,7 @@ struct TokenArena {
 
     /// The token length in the header of the entry at `entry` (after its 4-byte slot).
     @inline(__always)
-    static func tokenLength(at entry: UnsafeRawPointer) -> Int {
+    private static func tokenLength(at entry: UnsafeRawPointer) -> Int {
         Int(UInt16(littleEndian: (entry + 4).loadUnaligned(as: UInt16.self)))
     }
 

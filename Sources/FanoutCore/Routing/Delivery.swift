@@ -59,19 +59,19 @@ public struct Delivery: @unchecked Sendable {
     /// The registration token's bytes in place, valid while the delivery lives: read only here,
     /// not when the delivery was made.
     var tokenBytes: UnsafeRawBufferPointer? {
-        self.tokenEntry.map(TokenLocation.bytes(ofEntry:))
+        self.tokenEntry.map(TokenArena.bytes(ofEntry:))
     }
 
     /// The bytes of the token at `tokenEntry`, for a caller that borrows the delivery in place (a
     /// frame writer): a getter called from another module copied the delivery to call it.
     package static func tokenBytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
-        TokenLocation.bytes(ofEntry: entry)
+        TokenArena.bytes(ofEntry: entry)
     }
 
     /// Asks the CPU for the token at `tokenEntry` ahead of `tokenBytes(ofEntry:)`, without waiting:
     /// the tokens of a hand-out lie wherever their installations registered.
     package static func prefetchToken(ofEntry entry: UnsafeRawPointer) {
-        TokenLocation.prefetch(entry: entry)
+        TokenArena.prefetch(entry: entry)
     }
 
     /// The installation's registration token when the delivery was handed out (a copy of
