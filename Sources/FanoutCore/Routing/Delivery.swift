@@ -53,17 +53,12 @@ public struct Delivery: @unchecked Sendable {
     /// The installation's registration token when the delivery was handed out, if it had one, in
     /// place in the engine's storage.
     public var storedToken: StoredToken? {
-        self.tokenBytes.map { StoredToken(owner: self.references, start: $0.baseAddress!, count: $0.count) }
+        self.tokenEntry.map(Self.tokenBytes(ofEntry:)).map { StoredToken(owner: self.references, start: $0.baseAddress!, count: $0.count) }
     }
 
-    /// The registration token's bytes in place, valid while the delivery lives: read only here,
-    /// not when the delivery was made.
-    var tokenBytes: UnsafeRawBufferPointer? {
-        self.tokenEntry.map(TokenArena.bytes(ofEntry:))
-    }
-
-    /// The bytes of the token at `tokenEntry`, for a caller that borrows the delivery in place (a
-    /// frame writer): a getter called from another module copied the delivery to call it.
+    /// The bytes of the token at `tokenEntry`, valid while the delivery lives (read here, not when
+    /// the delivery was made), for a caller that borrows the delivery in place (a frame writer): a
+    /// getter called from another module copied the delivery to call it.
     package static func tokenBytes(ofEntry entry: UnsafeRawPointer) -> UnsafeRawBufferPointer {
         TokenArena.bytes(ofEntry: entry)
     }
