@@ -310,11 +310,11 @@ public final class FanoutClient: Sendable {
 
     /// Subscribes up to 1000 registrations (FIDs or tokens); one result per registration.
     public func subscribe(_ registrations: [String], to topic: String, in project: String = "default") async throws -> [BatchItemResult] {
-        try await self.itemResults(.subscribe(project: project, topic: topic, registrations: registrations))
+        try await self.itemResults(.subscribe(project: project, topic: topic, registrations: RegistrationList(registrations)))
     }
 
     public func unsubscribe(_ registrations: [String], from topic: String, in project: String = "default") async throws -> [BatchItemResult] {
-        try await self.itemResults(.unsubscribe(project: project, topic: topic, registrations: registrations))
+        try await self.itemResults(.unsubscribe(project: project, topic: topic, registrations: RegistrationList(registrations)))
     }
 
     public func topics(of registration: String, in project: String = "default") async throws -> [String] {

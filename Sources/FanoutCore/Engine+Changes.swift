@@ -314,13 +314,37 @@ extension Engine {
         /// Subscribes up to 1000 installations to `topic` (see `Engine.subscribe`).
         @discardableResult
         public mutating func subscribe(_ registrations: [RegistrationAddress], to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
-            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.subscribe(registrations, to: topic) }
+            try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.engine.configuration.maximumBatchSize)
+            return try self.subscribe(RegistrationBatch(registrations), to: topic, in: project)
+        }
+
+        /// Subscribes up to 1000 installations, each named by a FID or a token, to `topic`; one
+        /// result per registration, `INVALID_ARGUMENT` for one that is neither (see `Engine.subscribe`).
+        @discardableResult
+        public mutating func subscribe(_ registrations: RegistrationList, to topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
+            try self.subscribe(RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize), to: topic, in: project)
+        }
+
+        private mutating func subscribe(_ batch: RegistrationBatch, to topic: TopicName, in project: ProjectID) throws(FanoutError) -> [BatchItemResult] {
+            try self.mutate(project) { (state: inout ProjectState) in state.subscribe(batch, to: topic) }
         }
 
         /// Unsubscribes up to 1000 installations from `topic` (see `Engine.unsubscribe`).
         @discardableResult
         public mutating func unsubscribe(_ registrations: [RegistrationAddress], from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
-            try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in try state.unsubscribe(registrations, from: topic) }
+            try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.engine.configuration.maximumBatchSize)
+            return try self.unsubscribe(RegistrationBatch(registrations), from: topic, in: project)
+        }
+
+        /// Unsubscribes up to 1000 installations, each named by a FID or a token, from `topic`;
+        /// `INVALID_ARGUMENT` for a registration that is neither.
+        @discardableResult
+        public mutating func unsubscribe(_ registrations: RegistrationList, from topic: TopicName, in project: ProjectID = .default) throws(FanoutError) -> [BatchItemResult] {
+            try self.unsubscribe(RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize), from: topic, in: project)
+        }
+
+        private mutating func unsubscribe(_ batch: RegistrationBatch, from topic: TopicName, in project: ProjectID) throws(FanoutError) -> [BatchItemResult] {
+            try self.mutate(project) { (state: inout ProjectState) in state.unsubscribe(batch, from: topic) }
         }
 
         // MARK: - Sends and deliveries

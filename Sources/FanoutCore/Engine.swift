@@ -241,8 +241,9 @@ public final class Engine: Sendable {
     /// finds a token's shard this way, docs/scale-out.md.)
     package func knows(_ tokens: [RegistrationToken], in project: ProjectID) -> [Bool] {
         let addresses = tokens.map(RegistrationAddress.token)
+        let batch = RegistrationBatch(addresses)
         let known = try? self.withProject(project) { (state: inout ProjectState) -> [Bool] in
-            zip(addresses, state.registry.slots(for: addresses)).map { address, slot in slot != nil || state.isRetired(address) }
+            zip(addresses, state.registry.slots(for: batch)).map { address, slot in slot != nil || state.isRetired(address) }
         }
         return known ?? Array(repeating: false, count: tokens.count)
     }
@@ -370,8 +371,9 @@ public final class Engine: Sendable {
 
     /// Subscribes up to 1000 installations to `topic`; one result per installation, in input order
     /// (`NOT_FOUND`, `UNREGISTERED` for a rotated or deleted one, `TOO_MANY_TOPICS`). Subscribing
-    /// twice is not an error. (Strings from a request that may be either are parsed by
-    /// `RegistrationAddress(parsing:)`; a server answers `INVALID_ARGUMENT` for those that are neither.)
+    /// twice is not an error. (Strings from a request that may be either go in a
+    /// `RegistrationList` to `Changes.subscribe`, which answers `INVALID_ARGUMENT` for those that
+    /// are neither.)
     /// - Throws: `INVALID_ARGUMENT` for more than `maximumBatchSize` registrations (nothing applied).
     @discardableResult
     public func subscribe(
@@ -382,10 +384,33 @@ public final class Engine: Sendable {
         try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.subscribe(registrations, to: topic, in: project) }.durable()
     }
 
+    /// Subscribes up to 1000 installations, each named by a string that is a FID or a token (as a
+    /// request carries them), to `topic`: as `subscribe(_:to:in:)`, with `INVALID_ARGUMENT` for
+    /// a registration that is neither.
+    @discardableResult
+    public func subscribe(
+        _ registrations: RegistrationList,
+        to topic: TopicName,
+        in project: ProjectID = .default
+    ) async throws(FanoutError) -> [BatchItemResult] {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.subscribe(registrations, to: topic, in: project) }.durable()
+    }
+
     /// Unsubscribes up to 1000 installations from `topic`; one result per installation.
     @discardableResult
     public func unsubscribe(
         _ registrations: [RegistrationAddress],
+        from topic: TopicName,
+        in project: ProjectID = .default
+    ) async throws(FanoutError) -> [BatchItemResult] {
+        try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.unsubscribe(registrations, from: topic, in: project) }.durable()
+    }
+
+    /// Unsubscribes up to 1000 installations, each named by a FID or a token, from `topic`;
+    /// `INVALID_ARGUMENT` for a registration that is neither.
+    @discardableResult
+    public func unsubscribe(
+        _ registrations: RegistrationList,
         from topic: TopicName,
         in project: ProjectID = .default
     ) async throws(FanoutError) -> [BatchItemResult] {

@@ -146,19 +146,17 @@ struct RequestExecutor: Sendable {
         case .setAnonymousCleanUp(let project, let enabled):
             return .anonymousCleanUp(try changes.setAnonymousCleanUp(enabled, in: try Self.project(project)))
         case .subscribe(let project, let topic, let registrations):
-            let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
-            return .itemResults(opcode, batch.results(try changes.subscribe(
-                batch.addresses,
+            return .itemResults(opcode, try changes.subscribe(
+                registrations,
                 to: try Self.parse(topic, "topic", TopicName.init),
                 in: try Self.project(project)
-            )))
+            ))
         case .unsubscribe(let project, let topic, let registrations):
-            let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
-            return .itemResults(opcode, batch.results(try changes.unsubscribe(
-                batch.addresses,
+            return .itemResults(opcode, try changes.unsubscribe(
+                registrations,
                 from: try Self.parse(topic, "topic", TopicName.init),
                 in: try Self.project(project)
-            )))
+            ))
         case .topicsOf(let project, let registration):
             return .names(opcode, try self.engine.topics(of: try Self.address(registration), in: try Self.project(project)).map(\.value))
         case .listTopics(let project, let startAfter, let limit):

@@ -47,8 +47,8 @@ public enum ClientRequest: WireMessage {
     case setAnonymousCleanUp(project: String, enabled: Bool)
     /// Whether the project accepts legacy 11-character Instance IDs as FIDs.
     case setLegacyInstanceIDs(project: String, accepted: Bool)
-    case subscribe(project: String, topic: String, registrations: [String])
-    case unsubscribe(project: String, topic: String, registrations: [String])
+    case subscribe(project: String, topic: String, registrations: RegistrationList)
+    case unsubscribe(project: String, topic: String, registrations: RegistrationList)
     case topicsOf(project: String, registration: String)
     case listTopics(project: String, startAfter: String, limit: UInt32)
     case subscriberCount(project: String, topic: String)
@@ -209,7 +209,7 @@ public enum ClientRequest: WireMessage {
             try buffer.writeWireString(user, field: "user")
         case .subscribe(_, let topic, let registrations), .unsubscribe(_, let topic, let registrations):
             try buffer.writeWireString(topic, field: "topic")
-            try buffer.writeWireStrings(registrations, field: "registrations")
+            try buffer.writeWireRegistrations(registrations, field: "registrations")
         case .listTopics(_, let startAfter, let limit):
             try buffer.writeWireString(startAfter, field: "startAfter")
             buffer.writeInteger(limit)
@@ -360,9 +360,9 @@ public enum ClientRequest: WireMessage {
         case .setAnonymousCleanUp: return .setAnonymousCleanUp(project: project, enabled: try reader.bool("enabled"))
         case .setLegacyInstanceIDs: return .setLegacyInstanceIDs(project: project, accepted: try reader.bool("accepted"))
         case .subscribe:
-            return .subscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
+            return .subscribe(project: project, topic: try reader.string("topic"), registrations: try reader.registrations("registrations"))
         case .unsubscribe:
-            return .unsubscribe(project: project, topic: try reader.string("topic"), registrations: try reader.strings("registrations"))
+            return .unsubscribe(project: project, topic: try reader.string("topic"), registrations: try reader.registrations("registrations"))
         case .topicsOf: return .topicsOf(project: project, registration: try reader.string("registration"))
         case .listTopics: return .listTopics(project: project, startAfter: try reader.string("startAfter"), limit: try reader.u32("limit"))
         case .subscriberCount: return .subscriberCount(project: project, topic: try reader.string("topic"))

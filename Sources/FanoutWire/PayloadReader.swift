@@ -134,6 +134,22 @@ struct PayloadReader {
         }
     }
 
+    /// A list of strings read into one packed list (no `String` per element), each checked as
+    /// UTF-8 as `string` checks it.
+    mutating func registrations(_ field: String) throws(ProtocolError) -> RegistrationList {
+        let count = try self.count(field, minimumElementSize: 2)
+        var list = RegistrationList()
+        list.reserveCapacity(count, bytes: self.remaining - 2 * count)
+        for index in 0..<count {
+            try self.stringBytes({ "\(field)[\(index)]" }, invalid: "not valid UTF-8") { (bytes: UnsafeRawBufferPointer) -> Void? in
+                guard UTF8Validation.isValid(bytes.assumingMemoryBound(to: UInt8.self)) else { return nil }
+                list.append(bytes: bytes)
+                return ()
+            }
+        }
+        return list
+    }
+
     mutating func platform(_ field: @autoclosure () -> String) throws(ProtocolError) -> Platform {
         let code = try self.u8(field())
         guard let platform = Platform(code: code) else {

@@ -57,6 +57,19 @@ extension ByteBuffer {
         }
     }
 
+    /// A list of strings, written from the list's packed bytes.
+    mutating func writeWireRegistrations(_ registrations: RegistrationList, field: String) throws(ProtocolError) {
+        try self.writeWireCount(registrations.count, field: field)
+        for index in registrations.indices {
+            let count = registrations.byteCount(at: index)
+            guard count <= Int(UInt16.max) else {
+                throw ProtocolError(.invalidArgument, "\(field)[\(index)] is \(count) bytes; at most \(UInt16.max) can be sent")
+            }
+            self.writeInteger(UInt16(count))
+            registrations.withBytes(at: index) { _ = self.writeBytes($0) }
+        }
+    }
+
     mutating func writeWireTimestamp(_ timestamp: Timestamp) {
         self.writeInteger(timestamp.millisecondsSinceEpoch)
     }

@@ -17,11 +17,11 @@ struct ClusterHTTPBackend: HTTPFrontBackend, InstallationCredentialsBackend {
     }
 
     func subscribe(_ registrations: [RegistrationAddress], to topic: TopicName, in project: ProjectID) async throws(FanoutError) -> [BatchItemResult] {
-        try await self.reply(to: .subscribe(project: project.value, topic: topic.value, registrations: registrations.map(Self.text))) { Self.itemResults($0) }
+        try await self.reply(to: .subscribe(project: project.value, topic: topic.value, registrations: RegistrationList(registrations.map(Self.text)))) { Self.itemResults($0) }
     }
 
     func unsubscribe(_ registrations: [RegistrationAddress], from topic: TopicName, in project: ProjectID) async throws(FanoutError) -> [BatchItemResult] {
-        try await self.reply(to: .unsubscribe(project: project.value, topic: topic.value, registrations: registrations.map(Self.text))) { Self.itemResults($0) }
+        try await self.reply(to: .unsubscribe(project: project.value, topic: topic.value, registrations: RegistrationList(registrations.map(Self.text)))) { Self.itemResults($0) }
     }
 
     func installation(_ address: RegistrationAddress, in project: ProjectID) async throws(FanoutError) -> Installation {

@@ -231,15 +231,15 @@ struct ClusterRoutingTests {
                         var members: [String] = []
                         for index in 0..<160 where Bool.random(using: &random) { members.append("token-\(index)") }
                         members += ["unknown-token", ""]
-                        try await both(.subscribe(project: "default", topic: topic, registrations: members))
+                        try await both(.subscribe(project: "default", topic: topic, registrations: RegistrationList(members)))
                     }
-                    try await both(.unsubscribe(project: "default", topic: "news", registrations: (0..<40).map { "token-\($0)" }))
+                    try await both(.unsubscribe(project: "default", topic: "news", registrations: RegistrationList((0..<40).map { "token-\($0)" })))
                     // Through node-c, whose copies know none of these tokens: each goes to its token's
                     // own shard first; those registered with an offered FID (every fourth) live on
                     // the FID's shard, are NOT_FOUND there, and are found and sent again.
                     let farBehind = (0..<48).map { "token-\($0)" } + ["unknown-token"]
-                    let throughC = try await Comparison.reply(clients[2], .subscribe(project: "default", topic: "far-behind", registrations: farBehind))
-                    let throughOne = try await Comparison.reply(single, .subscribe(project: "default", topic: "far-behind", registrations: farBehind))
+                    let throughC = try await Comparison.reply(clients[2], .subscribe(project: "default", topic: "far-behind", registrations: RegistrationList(farBehind)))
+                    let throughOne = try await Comparison.reply(single, .subscribe(project: "default", topic: "far-behind", registrations: RegistrationList(farBehind)))
                     #expect(throughC == throughOne && throughOne == .itemResults(.subscribe, Array(repeating: .ok, count: 48) + [.failed(.notFound)]))
                     try await both(.subscriberCount(project: "default", topic: "far-behind"))
                     // Users whose devices span shards.

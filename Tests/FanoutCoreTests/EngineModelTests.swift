@@ -165,12 +165,11 @@ struct Harness {
         let topic = self.pick(self.topics)!
         do {
             // As a server reads the strings (the model takes them as they came).
-            let batch = try RegistrationBatch(parsing: registrations, maximum: self.engine.configuration.maximumBatchSize)
-            let results = batch.results(
+            let list = RegistrationList(registrations)
+            let results =
                 unsubscribe
-                    ? try await self.engine.unsubscribe(batch.addresses, from: TopicName(topic)!)
-                    : try await self.engine.subscribe(batch.addresses, to: TopicName(topic)!)
-            )
+                ? try await self.engine.unsubscribe(list, from: TopicName(topic)!)
+                : try await self.engine.subscribe(list, to: TopicName(topic)!)
             #expect(count <= 12)
             let expected =
                 unsubscribe

@@ -128,18 +128,16 @@ struct EngineTests {
         let b = try await self.register(nil)
         let topic = TopicName("/topics/news")!
         // As a server reads a request's strings: each a FID or a token, INVALID_ARGUMENT for neither.
-        let batch = try RegistrationBatch(
-            parsing: ["token-a", b.fid.string, "unknown-token", "not a token", "dGVmZ2hpamtsbW5vcHFyc3", "token-a"],
-            maximum: 1000
+        let results = try await self.engine.subscribe(
+            ["token-a", b.fid.string, "unknown-token", "not a token", "dGVmZ2hpamtsbW5vcHFyc3", "token-a"] as RegistrationList,
+            to: topic
         )
-        let results = batch.results(try await self.engine.subscribe(batch.addresses, to: topic))
         #expect(results == [.ok, .ok, .failed(.notFound), .failed(.invalidArgument), .failed(.notFound), .ok])
         #expect(try self.engine.subscriberCount(of: topic) == 2)
         #expect(try self.engine.audience(of: topic).slots == [a.slot, b.slot].sorted())
         #expect(try self.engine.listTopics().map(\.name) == [topic])
 
-        let removal = try RegistrationBatch(parsing: ["token-a", "token-a", ""], maximum: 1000)
-        #expect(removal.results(try await self.engine.unsubscribe(removal.addresses, from: topic)) == [.ok, .ok, .failed(.invalidArgument)])
+        #expect(try await self.engine.unsubscribe(["token-a", "token-a", ""] as RegistrationList, from: topic) == [.ok, .ok, .failed(.invalidArgument)])
         #expect(try self.engine.subscriberCount(of: topic) == 1)
         #expect(try await self.engine.unsubscribe([b.fid.string].addresses, from: topic) == [.ok])
         #expect(try self.engine.listTopics().isEmpty, "a topic with no subscribers is gone")

@@ -151,6 +151,26 @@ struct ModelTypeTests {
         #expect(!RegistrationAddress.token(token).description.contains("APA91b"))
     }
 
+    /// A request's registrations, packed: each reads back as the string it was, and the batch
+    /// made from them classifies each as `RegistrationAddress(parsing:)` does (the reference), a
+    /// token keeping its bytes.
+    @Test func registrationListsKeepEachStringAndParseAsAddressesDo() throws {
+        var samples = WireSamples(seed: 11)
+        var strings = ["", "cAAAAAAAAAAAAAAAAAAAAA", "bk3RNwTe3H0:CI2k", "has space", "dGVmZ2hpamtsbW5vcHFy", "é", String(repeating: "t", count: 4097)]
+        strings += (0..<300).map { _ in samples.bool() ? samples.string(maximum: 30) : samples.fid().string }
+        let list = RegistrationList(strings)
+        #expect(Array(list) == strings)
+        #expect(list.indices.map { index in list.withBytes(at: index) { Array($0) } } == strings.map { Array($0.utf8) })
+        var appended = RegistrationList()
+        for string in strings { appended.append(bytes: Array(string.utf8)) }
+        #expect(appended == list)
+
+        let batch = try RegistrationBatch(parsing: list, maximum: 1000)
+        #expect(batch.count == strings.count)
+        #expect(strings.indices.map { batch.address(at: $0) } == strings.map { RegistrationAddress(parsing: $0) })
+        #expect(throws: FanoutError.self) { try RegistrationBatch(parsing: list, maximum: strings.count - 1) }
+    }
+
     @Test func registrationAddressesPreferFIDs() throws {
         #expect(RegistrationAddress(parsing: "cAAAAAAAAAAAAAAAAAAAAA") == .fid(try #require(FID("cAAAAAAAAAAAAAAAAAAAAA"))))
         #expect(RegistrationAddress(parsing: "bk3RNwTe3H0:CI2k") == .token(try #require(RegistrationToken("bk3RNwTe3H0:CI2k"))))

@@ -1,3 +1,4 @@
+import FanoutModel
 import FanoutTestSupport
 @testable import FanoutWire
 import NIOCore
@@ -17,7 +18,7 @@ struct FrameReaderTests {
         var sent: [ClientFrame] = []
         for index in 0..<150 {
             let tokens = (0..<Int.random(in: 50...300, using: &random)).map { _ in samples.string(maximum: 163) }
-            let frame = ClientFrame(requestID: UInt32(index), request: .subscribe(project: "default", topic: "news", registrations: tokens))
+            let frame = ClientFrame(requestID: UInt32(index), request: .subscribe(project: "default", topic: "news", registrations: RegistrationList(tokens)))
             try frame.encode(into: &stream)
             sent.append(frame)
         }

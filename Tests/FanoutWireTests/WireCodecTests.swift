@@ -169,6 +169,17 @@ struct WireCodecTests {
         var list = Self.header(opcode: 0x40, length: UInt32(subscribe.readableBytes))
         list.writeImmutableBuffer(subscribe)
         Self.expectError(list, containing: "registrations announces 1000000 elements")
+        // A list element that is not UTF-8, after one that is: named by its index.
+        var badElement = ByteBuffer()
+        for text in ["default", "news"] {
+            badElement.writeInteger(UInt16(text.utf8.count))
+            badElement.writeString(text)
+        }
+        badElement.writeInteger(UInt32(2))
+        badElement.writeBytes([0, 3, 0x61, 0x62, 0x63, 0, 2, 0xC3, 0x28])
+        var badList = Self.header(opcode: 0x40, length: UInt32(badElement.readableBytes))
+        badList.writeImmutableBuffer(badElement)
+        Self.expectError(badList, containing: "registrations[1] is not valid UTF-8")
         // Bytes after the last field.
         var ping = Self.header(opcode: 0x02, length: 1)
         ping.writeInteger(0 as UInt8)

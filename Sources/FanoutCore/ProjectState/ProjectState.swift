@@ -229,11 +229,10 @@ struct ProjectState {
 
     // MARK: - Topics
 
-    /// Subscribes up to `maximumBatchSize` installations to `topic`; the log records the slots
-    /// that are subscribed now.
-    mutating func subscribe(_ registrations: [RegistrationAddress], to topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
-        try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
-        var (results, slots, positions) = self.resolve(registrations)
+    /// Subscribes a batch's installations to `topic`; the log records the slots that are
+    /// subscribed now.
+    mutating func subscribe(_ batch: RegistrationBatch, to topic: TopicName) -> Logged<[BatchItemResult]> {
+        var (results, slots, positions) = self.resolve(batch)
         var subscribed: [SlotReference] = []
         subscribed.reserveCapacity(slots.count)
         for (index, code) in self.topics.subscribe(slots, to: topic).enumerated() {
@@ -246,10 +245,9 @@ struct ProjectState {
         return self.logged(results, when: !subscribed.isEmpty, .subscribe(self.id, topic: topic, installations: subscribed))
     }
 
-    /// Unsubscribes up to `maximumBatchSize` installations from `topic`; not being subscribed is fine.
-    mutating func unsubscribe(_ registrations: [RegistrationAddress], from topic: TopicName) throws(FanoutError) -> Logged<[BatchItemResult]> {
-        try EngineConfiguration.checkBatchSize(registrations.count, maximum: self.configuration.maximumBatchSize)
-        let (results, slots, _) = self.resolve(registrations)
+    /// Unsubscribes a batch's installations from `topic`; not being subscribed is fine.
+    mutating func unsubscribe(_ batch: RegistrationBatch, from topic: TopicName) -> Logged<[BatchItemResult]> {
+        let (results, slots, _) = self.resolve(batch)
         self.topics.unsubscribe(slots, from: topic)
         return self.logged(results, when: !slots.isEmpty, .unsubscribe(self.id, topic: topic, installations: slots.map(self.reference(to:))))
     }
@@ -263,21 +261,24 @@ struct ProjectState {
         self.topics.topics(of: try self.slot(for: address))
     }
 
-    /// Resolves a batch: a result per registration (`UNREGISTERED` when it named an installation
-    /// once (a rotated or deleted token, a deleted FID), `NOT_FOUND` when unknown, `ok`
-    /// otherwise), and the slots found with their positions in the input.
-    private func resolve(_ addresses: [RegistrationAddress]) -> (results: [BatchItemResult], slots: [UInt32], positions: [Int]) {
-        var results = [BatchItemResult](repeating: .ok, count: addresses.count)
+    /// Resolves a batch: a result per item (`INVALID_ARGUMENT` when it is neither a FID nor a
+    /// token, `UNREGISTERED` when it named an installation once (a rotated or deleted token, a
+    /// deleted FID), `NOT_FOUND` when unknown, `ok` otherwise), and the slots found with their
+    /// positions in the input.
+    private func resolve(_ batch: RegistrationBatch) -> (results: [BatchItemResult], slots: [UInt32], positions: [Int]) {
+        var results = [BatchItemResult](repeating: .ok, count: batch.count)
         var slots: [UInt32] = []
         var positions: [Int] = []
-        slots.reserveCapacity(addresses.count)
-        positions.reserveCapacity(addresses.count)
-        for (index, slot) in self.registry.slots(for: addresses).enumerated() {
+        slots.reserveCapacity(batch.count)
+        positions.reserveCapacity(batch.count)
+        for (index, slot) in self.registry.slots(for: batch).enumerated() {
             if let slot {
                 slots.append(slot)
                 positions.append(index)
+            } else if let address = batch.address(at: index) {
+                results[index] = .failed(self.isRetired(address) ? .unregistered : .notFound)
             } else {
-                results[index] = .failed(self.isRetired(addresses[index]) ? .unregistered : .notFound)
+                results[index] = .failed(.invalidArgument)
             }
         }
         return (results, slots, positions)

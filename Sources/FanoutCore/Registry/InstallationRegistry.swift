@@ -100,45 +100,68 @@ struct InstallationRegistry {
         RegistrationToken(fid.description).flatMap { self.slot(forToken: $0) }
     }
 
-    /// The slots of many addresses (nil where unknown), in order. A lookup is three dependent
-    /// cache misses (the bucket, the slot's record, the stored token's bytes); one key at a time,
-    /// each key's misses queue behind the previous key's. So the batch goes in passes: hash every
-    /// key, find every key's candidate slot, prefetch every candidate's record, then every stored
-    /// token's bytes, and only then compare the keys, so that each pass's misses overlap.
+    /// The slots of many addresses (nil where unknown), in order.
     func slots(for addresses: [RegistrationAddress]) -> [UInt32?] {
-        let hashes = addresses.map { address -> Int in
-            switch address {
-            case .fid(let fid): return fid.hashValue
-            case .token(let token): return Self.tokenHash(token)
+        self.slots(for: RegistrationBatch(addresses))
+    }
+
+    /// The slots of a batch's items (nil where unknown or invalid), in order. A lookup is three
+    /// dependent cache misses (the bucket, the slot's record, the stored token's bytes); one key
+    /// at a time, each key's misses queue behind the previous key's. So the batch goes in passes,
+    /// each asking for what the next reads: prefetch every key's bucket, find every key's
+    /// candidate slot (prefetching its record), prefetch every candidate token's bytes, and only
+    /// then compare the keys, so that each pass's misses overlap. (The batch hashed the keys
+    /// before the project's lock was taken.)
+    func slots(for batch: RegistrationBatch) -> [UInt32?] {
+        for (item, hash) in zip(batch.items, batch.hashes) {
+            switch item {
+            case .fid: self.slotByFID.prefetch(hash: hash)
+            case .token: self.slotByToken.prefetch(hash: hash)
+            case .invalid: break
             }
         }
-        let candidates = zip(addresses, hashes).map { address, hash -> UInt32? in
-            switch address {
-            case .fid: return self.slotByFID.candidate(hash: hash)
-            case .token: return self.slotByToken.candidate(hash: hash)
+        let candidates = self.records.withUnsafeBufferPointer { records in
+            zip(batch.items, batch.hashes).map { item, hash -> UInt32? in
+                let candidate: UInt32?
+                switch item {
+                case .fid: candidate = self.slotByFID.candidate(hash: hash)
+                case .token: candidate = self.slotByToken.candidate(hash: hash)
+                case .invalid: candidate = nil
+                }
+                if let candidate, Int(candidate) < records.count { fanout_prefetch(records.baseAddress! + Int(candidate)) }
+                return candidate
             }
         }
-        self.prefetchTokens(of: candidates)
-        return addresses.indices.map { index in
+        self.prefetchTokens(of: zip(batch.items, candidates).lazy.compactMap { item, candidate in
+            if case .token = item { return candidate }
+            return nil
+        })
+        return batch.items.indices.map { index in
             let candidate = candidates[index]
-            switch addresses[index] {
+            switch batch.items[index] {
             case .fid(let fid):
                 if let candidate, self.records[Int(candidate)].fid == fid { return candidate }
-                return self.slotByFID.find(hash: hashes[index]) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
-            case .token(let token):
-                if let legacy = Self.legacyInstanceID(token), let slot = self.slot(forFID: legacy) { return slot }
-                guard let candidate else { return nil }
-                if self.holds(token, atSlot: candidate) { return candidate }
-                return self.slotByToken.find(hash: hashes[index]) { self.holds(token, atSlot: $0) }
+                return self.slotByFID.find(hash: batch.hashes[index]) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
+            case .token:
+                return batch.withBytes(at: index) { token in
+                    if token.count == 11, let legacy = FID(legacyInstanceID: String(decoding: token, as: UTF8.self)), let slot = self.slot(forFID: legacy) {
+                        return slot
+                    }
+                    guard let candidate else { return nil }
+                    if self.holds(token, atSlot: candidate) { return candidate }
+                    return self.slotByToken.find(hash: batch.hashes[index]) { self.holds(token, atSlot: $0) }
+                }
+            case .invalid:
+                return nil
             }
         }
     }
 
-    /// Prefetches the records of `slots`, then the first 192 bytes of their tokens' entries.
-    private func prefetchTokens(of slots: [UInt32?]) {
-        self.prefetchRecords(of: slots.lazy.compactMap { $0 })
+    /// Prefetches the first 192 bytes of the token entries of the installations in `slots`
+    /// (whose records the caller prefetched).
+    private func prefetchTokens(of slots: some Sequence<UInt32>) {
         self.records.withUnsafeBufferPointer { records in
-            for case let slot? in slots where records[Int(slot)].token != .none {
+            for slot in slots where records[Int(slot)].token != .none {
                 TokenArena.prefetch(entry: self.tokens.address(of: records[Int(slot)].token))
             }
         }
@@ -174,15 +197,15 @@ struct InstallationRegistry {
     }
 
     func slot(forToken token: RegistrationToken, hash: Int? = nil) -> UInt32? {
-        self.slotByToken.find(hash: hash ?? Self.tokenHash(token)) { self.holds(token, atSlot: $0) }
+        token.withUTF8 { key in self.slotByToken.find(hash: hash ?? Self.tokenHash(key)) { self.holds(key, atSlot: $0) } }
     }
 
-    /// Whether the installation at `slot` has `token` (its bytes compared in place).
-    private func holds(_ token: RegistrationToken, atSlot slot: UInt32) -> Bool {
+    /// Whether the installation at `slot` has the token `key` (the bytes compared in place).
+    private func holds(_ key: UnsafeRawBufferPointer, atSlot slot: UInt32) -> Bool {
         let reference = self.records[Int(slot)].token
         guard reference != .none else { return false }
         return self.tokens.withBytes(reference) { stored in
-            token.withUTF8 { key in key.count == stored.count && memcmp(key.baseAddress!, stored.baseAddress!, key.count) == 0 }
+            key.count == stored.count && memcmp(key.baseAddress!, stored.baseAddress!, key.count) == 0
         }
     }
 
@@ -369,7 +392,7 @@ struct InstallationRegistry {
     /// Gives the installation at `slot` a new token; the old one is retired (`UNREGISTERED` from now on).
     /// Setting the current token again changes nothing.
     mutating func replaceToken(atSlot slot: UInt32, with token: RegistrationToken, now: Timestamp) throws(FanoutError) {
-        if self.holds(token, atSlot: slot) {
+        if token.withUTF8({ self.holds($0, atSlot: slot) }) {
             self.records[Int(slot)].lastSeen = now.millisecondsSinceEpoch
             return
         }

@@ -1,39 +1,91 @@
 /// A batch of registrations as FCM's topic API reads them, each item a FID or a token (the
-/// wire's SUBSCRIBE, the Instance ID `batchAdd`): the items that parse go to the engine, and its
-/// results are merged with `INVALID_ARGUMENT` for the others, one result per item in input order.
+/// wire's SUBSCRIBE, the Instance ID `batchAdd`, a multicast's tokens), made ready for the
+/// registry outside the project's lock: each item classified and hashed, tokens left as bytes in
+/// their `RegistrationList`.
 package struct RegistrationBatch: Sendable {
-    /// The items that parse, in input order: what the engine's `subscribe` takes.
-    package let addresses: [RegistrationAddress]
-    /// How many items the request had.
-    private let count: Int
-    /// The input positions of `addresses`; nil when every item parsed.
-    private let positions: [Int]?
-
-    /// Parses `registrations`.
-    /// - Throws: `INVALID_ARGUMENT` (field `registrations`) for more than `maximum` items, valid or not.
-    package init(parsing registrations: [String], maximum: Int) throws(FanoutError) {
-        try EngineConfiguration.checkBatchSize(registrations.count, maximum: maximum)
-        var addresses: [RegistrationAddress] = []
-        addresses.reserveCapacity(registrations.count)
-        var positions: [Int]? = nil
-        for (position, registration) in registrations.enumerated() {
-            guard let address = RegistrationAddress(parsing: registration) else {
-                if positions == nil { positions = Array(0..<position) }
-                continue
-            }
-            addresses.append(address)
-            positions?.append(position)
-        }
-        self.addresses = addresses
-        self.count = registrations.count
-        self.positions = positions
+    package enum Item: Sendable {
+        case fid(FID)
+        /// A registration token: the list's bytes at the item's position.
+        case token
+        /// Neither a FID nor a token: answered `INVALID_ARGUMENT`.
+        case invalid
     }
 
-    /// The results of the whole batch, given the engine's for `addresses`.
-    package func results(_ engineResults: [BatchItemResult]) -> [BatchItemResult] {
-        guard let positions else { return engineResults }
-        var results = [BatchItemResult](repeating: .failed(.invalidArgument), count: self.count)
-        for (position, result) in zip(positions, engineResults) { results[position] = result }
-        return results
+    /// Every item's text.
+    package let list: RegistrationList
+    package let items: [Item]
+    /// Each item's hash in the registry's FID or token index (0 for an invalid item).
+    let hashes: [Int]
+
+    /// Reads each of `list`'s strings as `RegistrationAddress(parsing:)` does: a FID if it is
+    /// one, else a token if it is one, else invalid.
+    /// - Throws: `INVALID_ARGUMENT` (field `registrations`) for more than `maximum` items, valid or not.
+    package init(parsing list: RegistrationList, maximum: Int) throws(FanoutError) {
+        try EngineConfiguration.checkBatchSize(list.count, maximum: maximum)
+        var items: [Item] = []
+        var hashes: [Int] = []
+        items.reserveCapacity(list.count)
+        hashes.reserveCapacity(list.count)
+        for index in list.indices {
+            list.withBytes(at: index) { bytes in
+                if let fid = FID(utf8: bytes) {
+                    items.append(.fid(fid))
+                    hashes.append(fid.hashValue)
+                } else if ASCII.isVisibleBytes(bytes, lengths: 1...RegistrationToken.maximumLength) {
+                    items.append(.token)
+                    hashes.append(InstallationRegistry.tokenHash(bytes))
+                } else {
+                    items.append(.invalid)
+                    hashes.append(0)
+                }
+            }
+        }
+        self.list = list
+        self.items = items
+        self.hashes = hashes
+    }
+
+    /// Addresses already parsed (the engine's API), their text copied into one list.
+    package init(_ addresses: [RegistrationAddress]) {
+        var list = RegistrationList()
+        list.reserveCapacity(addresses.count, bytes: addresses.reduce(0) { total, address in
+            switch address {
+            case .fid(let fid): total + fid.utf8Count
+            case .token(let token): total + token.value.utf8.count
+            }
+        })
+        for address in addresses {
+            switch address {
+            case .fid(let fid): fid.withUTF8 { list.append(bytes: $0) }
+            case .token(let token): token.withUTF8 { list.append(bytes: $0) }
+            }
+        }
+        self.list = list
+        self.items = addresses.map { address in
+            if case .fid(let fid) = address { return .fid(fid) }
+            return .token
+        }
+        self.hashes = addresses.map { address in
+            switch address {
+            case .fid(let fid): return fid.hashValue
+            case .token(let token): return InstallationRegistry.tokenHash(token)
+            }
+        }
+    }
+
+    package var count: Int { self.items.count }
+
+    /// Calls `body` with the bytes of the item at `index`, in place.
+    func withBytes<Result>(at index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        self.list.withBytes(at: index, body)
+    }
+
+    /// The item at `index` as an address (a token's as a `String`); nil when invalid.
+    package func address(at index: Int) -> RegistrationAddress? {
+        switch self.items[index] {
+        case .fid(let fid): return .fid(fid)
+        case .token: return self.withBytes(at: index) { .token(RegistrationToken(validatedBytes: $0)) }
+        case .invalid: return nil
+        }
     }
 }

@@ -1,3 +1,5 @@
+internal import CFanoutIntrinsics
+
 /// An open-addressing hash table from a key to a slot, for keys that live elsewhere (the registry's
 /// records): each 8-byte bucket holds a 32-bit fingerprint of the key's hash and the slot, and the
 /// caller confirms a candidate by comparing the real key. With 163-byte tokens, a lookup compares
@@ -73,6 +75,13 @@ package struct SlotHashIndex {
     package func candidate(hash: Int) -> UInt32? {
         let fingerprint = Self.fingerprint(hash)
         return self.nextBucket(holding: fingerprint, from: self.home(fingerprint))?.slot
+    }
+
+    /// Asks the cache for `hash`'s home bucket, ahead of a `candidate` or `find` for it.
+    @inline(__always)
+    package func prefetch(hash: Int) {
+        let home = self.home(Self.fingerprint(hash))
+        self.buckets.withUnsafeBufferPointer { fanout_prefetch($0.baseAddress! + home) }
     }
 
     /// The first bucket at or after `position` that holds `fingerprint`, or nil at the first

@@ -126,8 +126,9 @@ final class ClusterRouter: Sendable {
                 return .error(.invalidArgument("at most \(EngineConfiguration().maximumBatchSize) registrations per request, got \(registrations.count)", field: "registrations"))
             }
             let isSubscribe = opcode == .subscribe
-            return await self.performItems(registrations, in: project) {
-                isSubscribe ? .subscribe(project: project, topic: topic, registrations: $0) : .unsubscribe(project: project, topic: topic, registrations: $0)
+            return await self.performItems(Array(registrations), in: project) {
+                let items = RegistrationList($0)
+                return isSubscribe ? .subscribe(project: project, topic: topic, registrations: items) : .unsubscribe(project: project, topic: topic, registrations: items)
             }.map { .itemResults(opcode, $0) }.reply
         case .installationCount, .subscriberCount, .audience, .pruneExpired, .expireDeliveries:
             return Self.sum(await self.shards.performOnEveryShard(request), opcode: opcode)

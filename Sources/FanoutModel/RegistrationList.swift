@@ -1,0 +1,66 @@
+/// The registrations of a batch request (strings that should each be a FID or a registration
+/// token, as FCM's topic API takes them), packed: their bytes back to back in one buffer. A
+/// thousand 163-byte tokens cost two allocations instead of a thousand strings, and reach the
+/// registry's hash index as the bytes the frame carried.
+///
+/// A collection of `String` (each made when read), so `for registration in list` works; hot paths
+/// read `withBytes(at:_:)` instead.
+public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, ExpressibleByArrayLiteral {
+    /// Every registration's bytes, one after another.
+    @usableFromInline var bytes: [UInt8] = []
+    /// Where each registration ends in `bytes`.
+    @usableFromInline var ends: [UInt32] = []
+
+    public init() {}
+
+    public init(_ registrations: some Collection<String>) {
+        self.reserveCapacity(registrations.count, bytes: registrations.reduce(0) { $0 + $1.utf8.count })
+        for registration in registrations { self.append(registration) }
+    }
+
+    public init(arrayLiteral registrations: String...) {
+        self.init(registrations)
+    }
+
+    public mutating func append(_ registration: String) {
+        self.bytes.append(contentsOf: registration.utf8)
+        self.ends.append(UInt32(self.bytes.count))
+    }
+
+    /// Appends a registration given as its UTF-8 bytes (a decoder's).
+    public mutating func append(bytes: some Collection<UInt8>) {
+        self.bytes.append(contentsOf: bytes)
+        self.ends.append(UInt32(self.bytes.count))
+    }
+
+    /// Makes room for `count` more registrations of `bytes` bytes in all.
+    public mutating func reserveCapacity(_ count: Int, bytes: Int) {
+        self.ends.reserveCapacity(self.ends.count + count)
+        self.bytes.reserveCapacity(self.bytes.count + bytes)
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { self.ends.count }
+
+    /// The registration at `position` as a `String`.
+    public subscript(position: Int) -> String {
+        self.withBytes(at: position) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with the bytes of the registration at `position`, in place.
+    @inlinable
+    public func withBytes<Result>(at position: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        let range = self.byteRange(at: position)
+        return try self.bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    /// The byte count of the registration at `position`.
+    public func byteCount(at position: Int) -> Int {
+        self.byteRange(at: position).count
+    }
+
+    @inlinable
+    func byteRange(at position: Int) -> Range<Int> {
+        (position == 0 ? 0 : Int(self.ends[position - 1]))..<Int(self.ends[position])
+    }
+}
