@@ -11,8 +11,11 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
     /// Where each registration ends in `bytes`.
     @usableFromInline var ends: [UInt32] = []
 
+    @inlinable
     public init() {}
 
+    /// Inlinable: unspecialized, the generic walk allocated twice per string.
+    @inlinable
     public init(_ registrations: some Collection<String>) {
         self.reserveCapacity(registrations.count, bytes: registrations.reduce(0) { $0 + $1.utf8.count })
         for registration in registrations { self.append(registration) }
@@ -22,6 +25,7 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
         self.init(registrations)
     }
 
+    @inlinable
     public mutating func append(_ registration: String) {
         self.bytes.append(contentsOf: registration.utf8)
         self.ends.append(UInt32(self.bytes.count))
