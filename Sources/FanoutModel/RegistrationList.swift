@@ -31,13 +31,16 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
         self.ends.append(UInt32(self.bytes.count))
     }
 
-    /// Appends a registration given as its UTF-8 bytes (a decoder's).
+    /// Appends a registration given as its UTF-8 bytes (a decoder's). Inlinable, as the rest of
+    /// the list's hot calls: from another module, generic code runs unspecialized.
+    @inlinable
     public mutating func append(bytes: some Collection<UInt8>) {
         self.bytes.append(contentsOf: bytes)
         self.ends.append(UInt32(self.bytes.count))
     }
 
     /// Makes room for `count` more registrations of `bytes` bytes in all.
+    @inlinable
     public mutating func reserveCapacity(_ count: Int, bytes: Int) {
         self.ends.reserveCapacity(self.ends.count + count)
         self.bytes.reserveCapacity(self.bytes.count + bytes)

@@ -132,9 +132,14 @@ struct TokenArena {
     }
 
     /// Asks the CPU for the first 192 bytes of the entry at `entry` (its header and a 163-byte FCM
-    /// token, wherever the entry starts in a line), without waiting.
+    /// token), without waiting: every line they touch, three or four as the entry starts in its
+    /// line. (Three lines from `entry` missed the last line of most 169-byte entries, whose token
+    /// tail a lookup's compare then waited for.)
     static func prefetch(entry: UnsafeRawPointer) {
-        for offset in stride(from: 0, to: 192, by: 64) { fanout_prefetch(entry + offset) }
+        let start = Int(bitPattern: entry)
+        for line in stride(from: start & ~63, to: start + 192, by: 64) {
+            fanout_prefetch(UnsafeRawPointer(bitPattern: line))
+        }
     }
 
     /// Where the token `reference` names is, for a caller that keeps its chunk alive itself.
