@@ -252,9 +252,9 @@ struct ProjectState {
         return self.logged(results, when: !slots.isEmpty, .unsubscribe(self.id, topic: topic, installations: slots.map(self.reference(to:))))
     }
 
-    /// How a subscription record names a live installation.
+    /// How a subscription record names a live installation (one a lookup found under this lock).
     private func reference(to slot: UInt32) -> SlotReference {
-        SlotReference(slot: slot, check: self.registry.fid(ofSlot: slot).map(SlotReference.check(of:)) ?? 0)
+        SlotReference(slot: slot, check: SlotReference.check(of: self.registry.fid(ofLiveSlot: slot)))
     }
 
     func topics(of address: RegistrationAddress) throws(FanoutError) -> [TopicName] {

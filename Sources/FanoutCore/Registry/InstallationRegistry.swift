@@ -218,6 +218,13 @@ struct InstallationRegistry {
         return self.records[Int(slot)].fid
     }
 
+    /// The FID of the installation in `slot`, which the caller knows is live (a lookup found it
+    /// under the same lock): no liveness check, whose read of `platformCodes` was a cache miss
+    /// of its own for each slot of a batch.
+    func fid(ofLiveSlot slot: UInt32) -> FID {
+        self.records[Int(slot)].fid
+    }
+
     /// Where the registration token of the installation in `slot` is, if it has one; valid while
     /// its chunk (`tokenChunk`) lives.
     func tokenLocation(ofSlot slot: UInt32) -> TokenLocation? {
