@@ -93,7 +93,12 @@ struct InstallationRegistry {
 
     /// The legacy Instance ID a token-shaped string also is, if it is one (11 characters, c-f first).
     static func legacyInstanceID(_ token: RegistrationToken) -> FID? {
-        token.value.utf8.count == 11 ? FID(legacyInstanceID: token.value) : nil
+        token.withUTF8(Self.legacyInstanceID(bytes:))
+    }
+
+    /// The legacy Instance ID a token's bytes also are, if they are one.
+    static func legacyInstanceID(bytes: UnsafeRawBufferPointer) -> FID? {
+        bytes.count == 11 ? FID(legacyInstanceID: String(decoding: bytes, as: UTF8.self)) : nil
     }
 
     private func slot(forFIDShapedToken fid: FID) -> UInt32? {
@@ -144,9 +149,7 @@ struct InstallationRegistry {
                 return self.slotByFID.find(hash: batch.hashes[index]) { self.records[Int($0)].fid == fid } ?? self.slot(forFIDShapedToken: fid)
             case .token:
                 return batch.withBytes(at: index) { token in
-                    if token.count == 11, let legacy = FID(legacyInstanceID: String(decoding: token, as: UTF8.self)), let slot = self.slot(forFID: legacy) {
-                        return slot
-                    }
+                    if let legacy = Self.legacyInstanceID(bytes: token), let slot = self.slot(forFID: legacy) { return slot }
                     guard let candidate else { return nil }
                     if self.holds(token, atSlot: candidate) { return candidate }
                     return self.slotByToken.find(hash: batch.hashes[index]) { self.holds(token, atSlot: $0) }
