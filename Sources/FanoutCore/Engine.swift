@@ -372,8 +372,8 @@ public final class Engine: Sendable {
     /// Subscribes up to 1000 installations to `topic`; one result per installation, in input order
     /// (`NOT_FOUND`, `UNREGISTERED` for a rotated or deleted one, `TOO_MANY_TOPICS`). Subscribing
     /// twice is not an error. (Strings from a request that may be either go in a
-    /// `RegistrationList` to `Changes.subscribe`, which answers `INVALID_ARGUMENT` for those that
-    /// are neither.)
+    /// `RegistrationList` to the overload that takes one, which answers `INVALID_ARGUMENT` for
+    /// those that are neither.)
     /// - Throws: `INVALID_ARGUMENT` for more than `maximumBatchSize` registrations (nothing applied).
     @discardableResult
     public func subscribe(

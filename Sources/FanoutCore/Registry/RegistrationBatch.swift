@@ -3,7 +3,7 @@
 /// registry outside the project's lock: each item classified and hashed, tokens left as bytes in
 /// their `RegistrationList`.
 package struct RegistrationBatch: Sendable {
-    package enum Item: Sendable {
+    enum Item: Sendable {
         case fid(FID)
         /// A registration token: the list's bytes at the item's position.
         case token
@@ -12,8 +12,8 @@ package struct RegistrationBatch: Sendable {
     }
 
     /// Every item's text.
-    package let list: RegistrationList
-    package let items: [Item]
+    let list: RegistrationList
+    let items: [Item]
     /// Each item's hash in the registry's FID or token index (0 for an invalid item).
     let hashes: [Int]
 
@@ -54,23 +54,27 @@ package struct RegistrationBatch: Sendable {
             case .token(let token): total + token.value.utf8.count
             }
         })
+        var items: [Item] = []
+        var hashes: [Int] = []
+        items.reserveCapacity(addresses.count)
+        hashes.reserveCapacity(addresses.count)
         for address in addresses {
             switch address {
-            case .fid(let fid): fid.withUTF8 { list.append(bytes: $0) }
-            case .token(let token): token.withUTF8 { list.append(bytes: $0) }
+            case .fid(let fid):
+                fid.withUTF8 { list.append(bytes: $0) }
+                items.append(.fid(fid))
+                hashes.append(fid.hashValue)
+            case .token(let token):
+                token.withUTF8 { bytes in
+                    list.append(bytes: bytes)
+                    hashes.append(InstallationRegistry.tokenHash(bytes))
+                }
+                items.append(.token)
             }
         }
         self.list = list
-        self.items = addresses.map { address in
-            if case .fid(let fid) = address { return .fid(fid) }
-            return .token
-        }
-        self.hashes = addresses.map { address in
-            switch address {
-            case .fid(let fid): return fid.hashValue
-            case .token(let token): return InstallationRegistry.tokenHash(token)
-            }
-        }
+        self.items = items
+        self.hashes = hashes
     }
 
     package var count: Int { self.items.count }
