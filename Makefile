@@ -62,7 +62,8 @@ demo: deps
 	swift build --product fanout
 	.build/debug/fanout demo --data-dir ./fanout-demo-data
 
-# scripts/test.sh runs `swift test --skip-build` and, should it hang, prints where every thread waits.
+# scripts/test.sh runs `swift test --skip-build` (the load harness's tests and the cluster of processes
+# each alone, after the rest) and, should a run hang, prints where every thread waits.
 test: deps python-deps
 	swift build --build-tests
 	scripts/test.sh
