@@ -14,8 +14,9 @@ import Testing
 @Suite("HTTP front: bad input")
 struct HTTPBadInputTests {
     /// Writes `bytes`, then reads one whole answer (its head and the body Content-Length
-    /// announces), or until the server closes or `timeout` seconds pass; returns what came back.
-    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 5) async throws -> String {
+    /// announces), or until the server closes or `timeout` seconds pass without a byte (generous:
+    /// a loaded machine is slow, and a whole answer ends the wait); returns what came back.
+    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 30) async throws -> String {
         let (received, _) = try await RawHTTPSocket.exchange(port, bytes, timeout: timeout, until: Self.isOneWholeAnswer)
         return String(decoding: received, as: UTF8.self)
     }
@@ -62,11 +63,11 @@ struct HTTPBadInputTests {
                     #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(head): \(answer.prefix(200))")
                     #expect(answer.contains(#""status":"\#(name)""#) && answer.contains(#""error":{"code":\#(status)"#), "\(head): \(answer)")
                 }
-                // A body announced at 100 MB: refused once past the limit, without waiting for the rest.
-                let started = ContinuousClock.now
+                // A body announced at 100 MB, of which 2 MB are sent: refused once past the limit,
+                // without waiting for the rest (which never comes: only the limit's refusal names
+                // the body).
                 let huge = try await Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: 100000000", body: [UInt8](repeating: 120, count: 2_000_000)))
                 #expect(huge.hasPrefix("HTTP/1.1 400") && huge.contains(#""field":"body""#), "\(huge.prefix(300))")
-                #expect(ContinuousClock.now - started < .seconds(5), "answered before the connection's read timeout, not after 100 MB")
                 // A body that is not JSON, or JSON of the wrong shape.
                 for body in ["\u{FF}\u{FE}", "[1,2]", #"{"message":"x"}"#] {
                     let answer = try await Self.exchange(port, Self.request("\(send)\n\(admin)\nContent-Length: \(body.utf8.count)", body: Array(body.utf8)))
