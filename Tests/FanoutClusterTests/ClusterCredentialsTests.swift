@@ -89,7 +89,7 @@ struct ClusterCredentialsTests {
                     for port in ports { admins.append(try await FanoutClient.connect(host: "127.0.0.1", port: port, apiKey: Self.adminKey)) }
                     let ownKids = Set(signingKeys.map(\.own.current.id))
                     #expect(ownKids.count == 3, "each node has a key of its own")
-                    let deadline = ContinuousClock.now + .seconds(30)
+                    let deadline = ContinuousClock.now + .seconds(90)
                     var served: [Set<String>] = []
                     repeat {
                         served = []
@@ -151,7 +151,7 @@ struct ClusterCredentialsTests {
                     let replaced = try await admins[2].issueCredentials(for: fid)
                     let timedOut = Locked(false)
                     let watchdog = Task {
-                        try await Task.sleep(for: .seconds(30))
+                        try await Task.sleep(for: .seconds(60))
                         timedOut.withLock { $0 = true }
                         try? await watched.close()
                     }
@@ -170,7 +170,7 @@ struct ClusterCredentialsTests {
 
                     // A rotation on node-a: its new key is served by every node after their turns.
                     let rotated = try await admins[0].rotateSigningKey()
-                    let afterRotation = ContinuousClock.now + .seconds(30)
+                    let afterRotation = ContinuousClock.now + .seconds(90)
                     var withRotated: [Bool] = []
                     repeat {
                         withRotated = []

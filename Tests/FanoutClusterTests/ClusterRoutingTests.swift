@@ -73,10 +73,11 @@ struct ClusterRoutingTests {
     }
 
     /// Three nodes, node-a, node-b and node-c, of one cluster of 8 shards over `server`, each in
-    /// its own directory under `directory`, with a 3 s lease.
+    /// its own directory under `directory`, with a 10 s lease (with 3 s, a machine loaded by the
+    /// other tests let leases lapse in the middle of a test).
     static func threeNodes(on server: NATSServerProcess, in directory: String) throws -> [ClusterNode] {
         try ["node-a", "node-b", "node-c"].map { name in
-            try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: 8, lease: .seconds(3)))
+            try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: 8, lease: .seconds(10)))
         }
     }
 
@@ -202,7 +203,7 @@ struct ClusterRoutingTests {
                     func settled() -> Bool {
                         nodes.allSatisfy { node in (0..<8).allSatisfy { node.served($0).isOwner == (ShardPlacement.preferredOwner(of: $0, among: names) == node.node) } }
                     }
-                    let deadline = ContinuousClock.now + .seconds(30)
+                    let deadline = ContinuousClock.now + .seconds(90)
                     while ContinuousClock.now < deadline, !settled() { try await Task.sleep(for: .milliseconds(100)) }
                     try #require(settled(), "the nodes own the shards placed on them")
 
