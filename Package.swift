@@ -129,7 +129,7 @@ let package = Package(
         ),
         .target(
             name: "FanoutTestSupport",
-            dependencies: ["FanoutCore", "FanoutWire", nioCore]
+            dependencies: ["FanoutCore", "FanoutWire", logging, nioCore]
         ),
 
         // MARK: - Executables

@@ -74,7 +74,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
                     self.logger.debug("expired deliveries", metadata: ["project": "\(project)", "count": "\(expired)"])
                 }
             } catch {
-                self.logger.warning("expiring deliveries failed", metadata: ["project": "\(project)", "error": "\(error)"])
+                self.report(error, "expiring deliveries failed", in: project)
             }
         }
     }
@@ -88,7 +88,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
                     self.afterPrune?()
                 }
             } catch {
-                self.logger.warning("pruning installations failed", metadata: ["project": "\(project)", "error": "\(error)"])
+                self.report(error, "pruning installations failed", in: project)
             }
         }
     }
@@ -102,9 +102,18 @@ public struct MaintenanceService: Service, CustomStringConvertible {
                     self.logger.info("removed anonymous users", metadata: ["project": "\(project)", "count": "\(removed.count)"])
                 }
             } catch {
-                self.logger.warning("anonymous clean-up failed", metadata: ["project": "\(project)", "error": "\(error)"])
+                self.report(error, "anonymous clean-up failed", in: project)
             }
         }
+    }
+
+    /// Logs a sweep's failure as a warning; at debug level when the engine was closed meanwhile (a
+    /// cluster node sweeping a shard it just stopped owning: its next owner sweeps it), which
+    /// refuses with UNAVAILABLE and changes nothing.
+    private func report(_ error: any Error, _ message: Logger.Message, in project: ProjectID) {
+        let closedMeanwhile = (error as? FanoutError)?.code == .unavailable && self.engine.isClosed && self.engine.logFailure == nil
+        let level: Logger.Level = closedMeanwhile ? .debug : .warning
+        self.logger.log(level: level, message, metadata: ["project": "\(project)", "error": "\(error)"])
     }
 
     /// Rotates the signing key when it is due and deletes the retired keys no token needs.

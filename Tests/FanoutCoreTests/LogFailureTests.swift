@@ -217,24 +217,3 @@ struct LogFailureTests {
         (try? ChildProcess.run(executable, arguments))?.status ?? -1
     }
 }
-
-/// A log handler that keeps every message with its metadata, for assertions.
-struct RecordingLogHandler: LogHandler {
-    final class Records: Sendable {
-        let entries = Mutex<[(level: Logger.Level, text: String)]>([])
-    }
-
-    let records: Records
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { self.metadata[key] }
-        set { self.metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let text = "\(event.message) \(event.metadata ?? [:])"
-        self.records.entries.withLock { $0.append((event.level, text)) }
-    }
-}
