@@ -4,7 +4,7 @@
 #   1. every test but the two suites below, in parallel as Swift Testing runs them;
 #   2. the load harness (`LoadHarnessTests`): its latency phases pin every thread of the test
 #      process, and what it starts meanwhile, to one CPU (`CPUPinning`), and its scenarios load
-#      both cores; beside the in-process cluster tests (3 s leases) that starved their renewals;
+#      both cores; beside the in-process cluster tests that starved their leases' renewals;
 #   3. the cluster of fanoutd processes (`ClusterFailoverTests`) alone: it loads both cores for
 #      minutes and times a failover (sends again within 10 s of a kill).
 # Run alongside the rest on this 2-core machine, both made other tests' leases lapse and their
