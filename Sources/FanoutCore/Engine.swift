@@ -43,6 +43,13 @@ public final class Engine: Sendable {
     var holdsItsDirectory: Bool { self.directoryLock.withLock { $0 != nil } }
     /// Whether a data directory's engine was closed (an in-memory one never is).
     package var isClosed: Bool { self.directory != nil && !self.holdsItsDirectory }
+
+    /// Whether `error` is this engine's refusal because it was closed (a cluster node's shard it
+    /// stopped owning): `UNAVAILABLE` with the log healthy, refused before anything was applied.
+    /// (A log that failed may have published what it refused.)
+    package func refusedAsClosed(_ error: FanoutError) -> Bool {
+        error.code == .unavailable && self.isClosed && self.logFailure == nil
+    }
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
     /// The engine's swift-metrics handles (and the factory that made them).

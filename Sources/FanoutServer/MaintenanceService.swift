@@ -111,7 +111,7 @@ public struct MaintenanceService: Service, CustomStringConvertible {
     /// cluster node sweeping a shard it just stopped owning: its next owner sweeps it), which
     /// refuses with UNAVAILABLE and changes nothing.
     private func report(_ error: any Error, _ message: Logger.Message, in project: ProjectID) {
-        let closedMeanwhile = (error as? FanoutError)?.code == .unavailable && self.engine.isClosed && self.engine.logFailure == nil
+        let closedMeanwhile = (error as? FanoutError).map(self.engine.refusedAsClosed) ?? false
         let level: Logger.Level = closedMeanwhile ? .debug : .warning
         self.logger.log(level: level, message, metadata: ["project": "\(project)", "error": "\(error)"])
     }

@@ -55,7 +55,7 @@ final class ShardRequests: Sendable {
                     return try await applied.durable()
                 } catch {
                     // Refused by the engine of a shard this node was handing on: sent to the new owner.
-                    guard Self.isRefusalOfAClosedEngine(error, engine), ContinuousClock.now < deadline else { return .error(error) }
+                    guard engine.refusedAsClosed(error), ContinuousClock.now < deadline else { return .error(error) }
                     try? await Task.sleep(for: .milliseconds(50))
                     continue
                 }
@@ -123,14 +123,6 @@ final class ShardRequests: Sendable {
         FanoutError(.unavailable, "shard \(shard) is not owned here now: try again", field: "shard")
     }
 
-    /// Whether `error` is the refusal of an engine closed as its node stopped owning the shard (it
-    /// lost its lease, or handed the shard on): `UNAVAILABLE` with the log healthy, refused before
-    /// anything was applied, so the request may go to the new owner. (A log that failed may have
-    /// published what it refused: that request is not sent again.)
-    private static func isRefusalOfAClosedEngine(_ error: FanoutError, _ engine: Engine) -> Bool {
-        error.code == .unavailable && engine.isClosed && engine.logFailure == nil
-    }
-
     /// `request` applied to shard `shard`'s engine when this node owns it, with that engine; nil
     /// when it does not.
     private func performHere(_ request: ClientRequest, onShard shard: Int, as principal: Principal) -> (Engine, Engine.Applied<ServerMessage>)? {
@@ -168,7 +160,7 @@ final class ShardRequests: Sendable {
         applied.whenDurable { result in
             switch result {
             case .success(let answer): respond(answer)
-            case .failure(let error): respond(.error(Self.isRefusalOfAClosedEngine(error, engine) ? Self.notOwnedHere(shard) : error))
+            case .failure(let error): respond(.error(engine.refusedAsClosed(error) ? Self.notOwnedHere(shard) : error))
             }
         }
     }
