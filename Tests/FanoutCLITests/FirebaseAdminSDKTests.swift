@@ -33,10 +33,15 @@ extension FanoutdTests {
         let httpPort = try #require(daemon.httpPort())
         let key = try Self.adminKey(in: directory)
         let android = try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-android-1", "--json")
+        #expect(android.status == 0, "\(android.output)\(android.error)")
         let fid = try #require(try JSONSerialization.jsonObject(with: Data(android.output.utf8)) as? [String: Any])["fid"] as? String
-        #expect(try self.fanout(daemon.port, key, "register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "sdk-ios-1").status == 0)
-        #expect(try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-old").status == 0)
-        #expect(try self.fanout(daemon.port, key, "refresh", "sdk-old", "sdk-new").status == 0)
+        for outcome in [
+            try self.fanout(daemon.port, key, "register", "--platform", "ios", "--app-id", "1:1:ios:a", "--token", "sdk-ios-1"),
+            try self.fanout(daemon.port, key, "register", "--platform", "android", "--app-id", "1:1:android:a", "--token", "sdk-old"),
+            try self.fanout(daemon.port, key, "refresh", "sdk-old", "sdk-new"),
+        ] {
+            #expect(outcome.status == 0, "\(outcome.output)\(outcome.error)")
+        }
 
         let flow = try FanoutCLITests.run(python.path, [
             Self.repositoryRoot.appendingPathComponent("scripts/firebase-admin-flow.py").path, "http://127.0.0.1:\(httpPort)", key, try #require(fid),
