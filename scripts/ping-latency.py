@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Round trips one at a time from a plain blocking client, the same loop against fanoutd (HELLO,
 then PING frames, docs/wire-protocol.md) and Redis (PING): what each server adds to a round trip
-without either side's Swift client in the way (issue 18; docs/performance.md).
+without either side's Swift client in the way (issue 18; docs/performance.md). With `--read`, a
+read instead: GET_INSTALLATION of one installation by its 163-byte token (registered first, in
+project `default`) against HGET of the same token in a hash (set first), as fanout-load's
+`latency read` does. Pin both processes and this one to one CPU (`taskset`) to compare the
+servers' own work: unpinned, where the VM puts the threads decides.
 
     python3 scripts/ping-latency.py --fanout 127.0.0.1:7400 --key-file fanout-data/admin-key \
-        --redis 127.0.0.1:6379 [--count 20000] [--rounds 3]
+        --redis 127.0.0.1:6379 [--count 20000] [--rounds 3] [--read]
 """
 import argparse
 import socket
@@ -30,36 +34,71 @@ def connect(address):
     return connection
 
 
-def fanout(address, key, count):
+TOKEN = "d" + "A" * 21 + ":APA91b" + "x" * 134  # 163 bytes, shaped as FCM's
+FID = "d" + "A" * 21
+
+
+def wire_string(text):
+    data = text.encode()
+    return struct.pack(">H", len(data)) + data
+
+
+def frame(connection):
+    """One frame: its opcode and payload."""
+    header = receive(connection, 12)
+    return header[1], receive(connection, struct.unpack(">I", header[8:12])[0])
+
+
+def fanout(address, key, count, read):
     connection = connect(address)
     key, name = key.encode(), b"ping-latency"
     hello = struct.pack(">BBI", 1, 1, len(key)) + key + struct.pack(">H", len(name)) + name
     connection.sendall(struct.pack(">BBHII", 2, 0x01, 0, 1, len(hello)) + hello)
-    header = receive(connection, 12)
-    receive(connection, struct.unpack(">I", header[8:12])[0])
-    if header[1] != 0x81:
-        raise SystemExit("HELLO was refused (opcode 0x%02x)" % header[1])
-    ping = struct.pack(">BBHII", 2, 0x02, 0, 2, 0)
+    if frame(connection)[0] != 0x81:
+        raise SystemExit("HELLO was refused")
+    opcode, payload = 0x02, b""
+    if read:
+        # REGISTER (0x20) a web installation with the offered FID and token, then GET_INSTALLATION (0x23).
+        register = wire_string("default") + b"\x01" + wire_string(FID) + b"\x01" + wire_string(TOKEN) + bytes([3])
+        register += wire_string("1:1:web:ping-latency") + b"\x00" * 4
+        connection.sendall(struct.pack(">BBHII", 2, 0x20, 0, 2, len(register)) + register)
+        if frame(connection)[0] != 0xA0:
+            raise SystemExit("REGISTER was refused")
+        opcode, payload = 0x23, wire_string("default") + wire_string(TOKEN)
+    request = struct.pack(">BBHII", 2, opcode, 0, 3, len(payload)) + payload
     times = []
     for _ in range(count):
         start = time.perf_counter_ns()
-        connection.sendall(ping)
-        header = receive(connection, 12)
+        connection.sendall(request)
+        reply, _ = frame(connection)
         times.append(time.perf_counter_ns() - start)
-        if header[1] != 0x82:
-            raise SystemExit("PING was answered with opcode 0x%02x" % header[1])
+        if reply != opcode | 0x80:
+            raise SystemExit("request 0x%02x was answered with opcode 0x%02x" % (opcode, reply))
     connection.close()
     return times
 
 
-def redis(address, count):
+def resp(*arguments):
+    encoded = [argument.encode() for argument in arguments]
+    return b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in encoded)
+
+
+def redis(address, count, read):
     connection = connect(address)
+    request, reply = resp("PING"), b"+PONG\r\n"
+    if read:
+        connection.sendall(resp("HSET", "ping-latency", TOKEN, FID))
+        if receive(connection, 1) != b":":
+            raise SystemExit("Redis refused HSET")
+        while not receive(connection, 1) == b"\n":
+            pass
+        request, reply = resp("HGET", "ping-latency", TOKEN), b"$%d\r\n%s\r\n" % (len(FID), FID.encode())
     times = []
     for _ in range(count):
         start = time.perf_counter_ns()
-        connection.sendall(b"*1\r\n$4\r\nPING\r\n")
-        if receive(connection, 7) != b"+PONG\r\n":
-            raise SystemExit("Redis did not answer +PONG")
+        connection.sendall(request)
+        if receive(connection, len(reply)) != reply:
+            raise SystemExit("Redis did not answer as expected")
         times.append(time.perf_counter_ns() - start)
     connection.close()
     return times
@@ -77,10 +116,11 @@ def main():
     parser.add_argument("--redis", required=True, help="redis-server's HOST:PORT")
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--read", action="store_true", help="GET_INSTALLATION against HGET instead of PING")
     arguments = parser.parse_args()
     key = open(arguments.key_file).read().strip()
     for round in range(arguments.rounds):
-        print("round %d: fanoutd %s; redis %s" % (round, summary(fanout(arguments.fanout, key, arguments.count)), summary(redis(arguments.redis, arguments.count))))
+        print("round %d: fanoutd %s; redis %s" % (round, summary(fanout(arguments.fanout, key, arguments.count, arguments.read)), summary(redis(arguments.redis, arguments.count, arguments.read))))
 
 
 if __name__ == "__main__":
