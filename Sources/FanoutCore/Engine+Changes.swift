@@ -11,6 +11,11 @@ extension Engine {
     /// let results = try await applied.durable()
     /// ```
     /// Changes made before `body` throws are still waited for, then its error is thrown.
+    ///
+    /// Inlinable, with `Applied`'s members, so that a caller's `Result` type is specialized: run
+    /// generic, every request of a server looked up `Applied<ServerMessage>`'s metadata and copied
+    /// its results through value witnesses, on the event loop and on the log's writer thread.
+    @inlinable
     public func apply<Result: Sendable>(_ body: (inout Changes) throws(FanoutError) -> Result) -> Applied<Result> {
         var changes = Changes(engine: self)
         let outcome: Swift.Result<Result, FanoutError>
@@ -22,14 +27,46 @@ extension Engine {
         return Applied(engine: self, outcome: outcome, ticket: changes.ticket, spansFailure: changes.spansFailure)
     }
 
+    /// `Applied.whenDurable` without its result: calls `done` with nil once `ticket` is as durable
+    /// as the engine's durability says (at once without a ticket or a log), after the deliveries
+    /// handed out behind it are released, or with why the log refused it.
+    @usableFromInline
+    func whenDurable(_ ticket: LogTicket?, spansFailure: Bool, _ done: @escaping @Sendable (FanoutError?) -> Void) {
+        guard let ticket, let log = self.log else { return done(nil) }
+        guard !spansFailure else { return done(Self.spannedLogFailure) }
+        log.whenAcknowledged(ticket) { refusal in
+            if refusal == nil { self.handOut(after: log) }
+            done(refusal)
+        }
+    }
+
+    /// The deliveries changes handed out reach their consumers before the changes' caller hears
+    /// back (the log's writer may not have pushed them yet).
+    fileprivate func handOut(after log: any ChangeLog) {
+        self.handOuts.release(through: log.acknowledgedTicket)
+    }
+
+    fileprivate static var spannedLogFailure: FanoutError {
+        FanoutError(.unavailable, "the write-ahead log failed while these changes were made; some were refused")
+    }
+
     /// Changes applied by `Engine.apply` whose log records may not be durable yet.
     public struct Applied<Result: Sendable>: Sendable {
-        let engine: Engine
-        let outcome: Swift.Result<Result, FanoutError>
-        let ticket: LogTicket?
-        let spansFailure: Bool
+        @usableFromInline let engine: Engine
+        @usableFromInline let outcome: Swift.Result<Result, FanoutError>
+        @usableFromInline let ticket: LogTicket?
+        @usableFromInline let spansFailure: Bool
+
+        @usableFromInline
+        init(engine: Engine, outcome: Swift.Result<Result, FanoutError>, ticket: LogTicket?, spansFailure: Bool) {
+            self.engine = engine
+            self.outcome = outcome
+            self.ticket = ticket
+            self.spansFailure = spansFailure
+        }
 
         /// Whether there is nothing to wait for (no change was logged).
+        @inlinable
         public var isDurable: Bool { self.ticket == nil }
 
         /// Waits (suspending, blocking no thread) until the changes are as durable as the engine's
@@ -37,14 +74,15 @@ extension Engine {
         /// - Throws: what the body threw, or `UNAVAILABLE` when the log failed first.
         public func durable() async throws(FanoutError) -> Result {
             if let ticket = self.ticket, let log = self.engine.log {
-                guard !self.spansFailure else { throw Self.spannedFailure }
+                guard !self.spansFailure else { throw Engine.spannedLogFailure }
                 try await log.acknowledgement(of: ticket)
-                self.handOut(after: log)
+                self.engine.handOut(after: log)
             }
             return try self.outcome.get()
         }
 
         /// The body's result or error when nothing waits for the log (`isDurable`); nil otherwise.
+        @inlinable
         public var completedResult: Swift.Result<Result, FanoutError>? {
             self.isDurable ? self.outcome : nil
         }
@@ -53,13 +91,11 @@ extension Engine {
         /// error once the changes are as durable as the engine's durability says, at once when
         /// that is known now, else on the log's writer thread with no engine lock held. It must
         /// not block: a server hands the result to its event loop.
+        @inlinable
         public func whenDurable(_ completion: @escaping @Sendable (Swift.Result<Result, FanoutError>) -> Void) {
-            guard let ticket = self.ticket, let log = self.engine.log else { return completion(self.outcome) }
-            guard !self.spansFailure else { return completion(.failure(Self.spannedFailure)) }
-            log.whenAcknowledged(ticket) { [self] refusal in
-                if let refusal { return completion(.failure(refusal)) }
-                self.handOut(after: log)
-                completion(self.outcome)
+            let outcome = self.outcome
+            self.engine.whenDurable(self.ticket, spansFailure: self.spansFailure) { refusal in
+                completion(refusal.map { .failure($0) } ?? outcome)
             }
         }
 
@@ -68,33 +104,24 @@ extension Engine {
         /// or from a task.
         public func blockingUntilDurable() throws(FanoutError) -> Result {
             if let ticket = self.ticket, let log = self.engine.log {
-                guard !self.spansFailure else { throw Self.spannedFailure }
+                guard !self.spansFailure else { throw Engine.spannedLogFailure }
                 try log.waitUntilAcknowledged(ticket)
-                self.handOut(after: log)
+                self.engine.handOut(after: log)
             }
             return try self.outcome.get()
-        }
-
-        /// The deliveries these changes handed out reach their consumers before the caller hears
-        /// back (the log's writer may not have pushed them yet).
-        private func handOut(after log: any ChangeLog) {
-            self.engine.handOuts.release(through: log.acknowledgedTicket)
-        }
-
-        private static var spannedFailure: FanoutError {
-            FanoutError(.unavailable, "the write-ahead log failed while these changes were made; some were refused")
         }
     }
 
     /// The engine's changes, each applied at once under its project's lock with its log records
     /// queued there; what they wait for is collected here for `Applied` (see `Engine.apply`).
     public struct Changes {
-        let engine: Engine
+        @usableFromInline let engine: Engine
         /// The log position every change so far waits for.
-        var ticket: LogTicket?
+        @usableFromInline var ticket: LogTicket?
         /// The changes span a log failure: some may have been refused.
-        var spansFailure = false
+        @usableFromInline var spansFailure = false
 
+        @usableFromInline
         init(engine: Engine) {
             self.engine = engine
         }

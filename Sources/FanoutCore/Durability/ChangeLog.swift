@@ -4,6 +4,7 @@ import Glibc
 
 /// A position in a change log to wait on: every record before `lsn`, in `epoch` (a log that fails
 /// and continues starts a new epoch, giving out LSNs again from its last acknowledged one).
+@usableFromInline
 package struct LogTicket: Sendable, Hashable {
     package var lsn: UInt64
     package var epoch: Int
