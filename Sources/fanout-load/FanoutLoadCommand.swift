@@ -14,7 +14,7 @@ struct FanoutLoadCommand: AsyncParsableCommand {
             port, unless --server names a running one. Data (FIDs, 163-byte tokens, platforms, \
             Zipf-popular topics) follows from --seed alone, so runs repeat.
             """,
-        subcommands: [Scenario.self, Compare.self],
+        subcommands: [Scenario.self, Compare.self, Floor.self],
         defaultSubcommand: Scenario.self
     )
 }
@@ -187,5 +187,24 @@ struct Compare: AsyncParsableCommand {
     mutating func run() async throws {
         let report = try await self.workload.harness.compare()
         self.workload.print(report)
+    }
+}
+
+struct Floor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A bare SwiftNIO listener answering every frame with an empty reply: the floor of a round trip, for scripts/ping-latency.py --floor.",
+        discussion: "It checks nothing (not the API key, not the payload) and speaks no more of the protocol than a frame's header: measure with it, serve nothing."
+    )
+
+    @Option(help: "host:port to listen on (port 0: any; the port is printed).")
+    var listen = "127.0.0.1:7498"
+
+    mutating func run() async throws {
+        guard let colon = self.listen.lastIndex(of: ":"), let port = Int(self.listen[self.listen.index(after: colon)...]) else {
+            throw ValidationError("--listen must be host:port")
+        }
+        try await FloorServer.run(host: String(self.listen[..<colon]), port: port) { port in
+            FileHandle.standardOutput.write(Data("listening on port \(port)\n".utf8))
+        }
     }
 }

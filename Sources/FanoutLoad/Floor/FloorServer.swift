@@ -1,0 +1,55 @@
+internal import FanoutWire
+internal import NIOCore
+internal import NIOPosix
+
+/// The least a SwiftNIO server spends on a round trip: a listener whose one handler answers every
+/// frame with an empty frame of the request's opcode with the reply bit set (HELLO gets 0x81,
+/// PING 0x82), checking nothing else. `scripts/ping-latency.py --floor` measures it beside
+/// fanoutd and Redis, so that fanoutd's cost per request splits into what SwiftNIO's channel
+/// costs and what fanoutd adds (docs/performance.md). Not a server for anything else: it does not
+/// speak the protocol.
+public enum FloorServer {
+    /// Listens on `host`:`port` until the process ends; calls `bound` with the port it got.
+    public static func run(host: String, port: Int, bound: (Int) -> Void) async throws {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(EmptyReplies()) }
+            }
+            .bind(host: host, port: port)
+            .get()
+        bound(channel.localAddress?.port ?? port)
+        try await channel.closeFuture.get()
+    }
+}
+
+/// Answers each whole frame with an empty frame (opcode | 0x80, the same request id), all of a
+/// read's replies in one write.
+private final class EmptyReplies: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var input = ByteBuffer()
+    private var output: ByteBuffer?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = Self.unwrapInboundIn(data)
+        self.input.writeBuffer(&bytes)
+        while let header = self.input.getMultipleIntegers(at: self.input.readerIndex, as: (UInt8, UInt8, UInt16, UInt32, UInt32).self),
+            self.input.readableBytes >= FrameHeader.size + Int(header.4)
+        {
+            self.input.moveReaderIndex(forwardBy: FrameHeader.size + Int(header.4))
+            var output = self.output ?? context.channel.allocator.buffer(capacity: 64)
+            output.writeMultipleIntegers(FrameHeader.currentVersion, header.1 | 0x80, UInt16(0), header.3, UInt32(0))
+            self.output = output
+        }
+        self.input.discardReadBytes()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard let output = self.output else { return }
+        self.output = nil
+        context.writeAndFlush(Self.wrapOutboundOut(output), promise: nil)
+    }
+}
