@@ -82,7 +82,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// A read the channel asked for, held while `inFlight` is at its maximum.
     private var readHeld = false
     /// Set once the input has ended: how the connection ends when nothing is in flight.
-    private var ending: ConnectionState.Ending?
+    private var ending: ConnectionState.Ending? {
+        didSet { self.inputEnded = self.ending != nil }
+    }
+    /// Whether `ending` is set: read for every frame, where comparing `ending` with nil copied it.
+    private var inputEnded = false
     private var isClosing = false
     /// Frames encoded since the last flush.
     private var output: ByteBuffer?
@@ -115,17 +119,17 @@ final class ConnectionHandler: ChannelDuplexHandler {
     // MARK: - Input
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard self.ending == nil else { return }
+        guard !self.inputEnded else { return }
         var bytes = Self.unwrapInboundIn(data)
         self.requests.append(&bytes)
         if self.handleRequests(seenEOF: false, context: context) > 0 {
             self.unfinishedFrameDeadline?.cancel()  // a frame came whole: what is left starts anew
             self.unfinishedFrameDeadline = nil
         }
-        if self.requests.hasUnread, self.ending == nil, self.unfinishedFrameDeadline == nil {
+        if self.requests.hasUnread, !self.inputEnded, self.unfinishedFrameDeadline == nil {
             let idleTimeout = TimeAmount.milliseconds(Int64(self.settings.welcome.idleTimeoutMilliseconds))
             self.unfinishedFrameDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: idleTimeout) {
-                guard self.ending == nil, !self.isClosing else { return }
+                guard !self.inputEnded, !self.isClosing else { return }
                 context.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
             }
         }
@@ -139,7 +143,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.isHandlingRequests = true
         defer { self.isHandlingRequests = false }
         var handled = 0
-        while self.ending == nil {
+        while !self.inputEnded {
             let frame: ClientFrame?
             do {
                 frame = try self.requests.nextRequest(seenEOF: seenEOF)
@@ -173,7 +177,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         case let stop as ConnectionGuardHandler.StopReading:
             self.endInput(goAway: stop.goAway, context: context)
         case ChannelEvent.inputClosed:
-            if self.ending == nil, self.requests.hasUnread {
+            if !self.inputEnded, self.requests.hasUnread {
                 self.handleRequests(seenEOF: true, context: context)  // a frame cut short is an error
             }
             self.endInput(goAway: nil, context: context)
@@ -195,7 +199,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         if let error = error as? ProtocolError {
             // A malformed frame: say so, then end as if the peer had closed (what was applied is
             // answered). Nothing after it is read, so a later error says nothing new.
-            guard self.ending == nil else { return }
+            guard !self.inputEnded else { return }
             self.settings.logger.debug("protocol error", metadata: ["error": "\(error)"])
             self.write(ServerFrame(requestID: error.requestID, message: .error(error.fanoutError)), context: context)
             self.endInput(goAway: nil, context: context)
@@ -557,7 +561,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     // MARK: - The end
 
     private func endInput(goAway: ServerMessage?, context: ChannelHandlerContext) {
-        guard self.ending == nil else { return }
+        guard !self.inputEnded else { return }
         let ending = self.state.inputEnded(goAway: goAway)
         self.ending = ending
         if ending.detach {

@@ -183,7 +183,13 @@ struct ProjectState {
     }
 
     func installation(_ address: RegistrationAddress) throws(FanoutError) -> Installation {
-        self.registry.installation(atSlot: try self.slot(for: address))!
+        let slot = try self.slot(for: address)
+        // Found by its token (not as a legacy Instance ID): the installation has that token, so
+        // it is not copied out of the arena.
+        if case .token(let token) = address, InstallationRegistry.legacyInstanceID(token) == nil {
+            return self.registry.installation(atSlot: slot, token: token)!
+        }
+        return self.registry.installation(atSlot: slot)!
     }
 
     /// Deletes an installation and everything it owns: token, subscriptions, user binding.

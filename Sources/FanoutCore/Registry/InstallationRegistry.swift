@@ -87,7 +87,9 @@ struct InstallationRegistry {
     func slot(for address: RegistrationAddress) -> UInt32? {
         switch address {
         case .fid(let fid): return self.slot(forFID: fid) ?? self.slot(forFIDShapedToken: fid)
-        case .token(let token): return Self.legacyInstanceID(token).flatMap { self.slot(forFID: $0) } ?? self.slot(forToken: token)
+        case .token(let token):
+            if let legacy = Self.legacyInstanceID(token), let slot = self.slot(forFID: legacy) { return slot }
+            return self.slot(forToken: token)
         }
     }
 
@@ -200,14 +202,23 @@ struct InstallationRegistry {
     }
 
     func slot(forToken token: RegistrationToken, hash: Int? = nil) -> UInt32? {
-        token.withUTF8 { key in self.slotByToken.find(hash: hash ?? Self.tokenHash(key)) { self.holds(key, atSlot: $0) } }
+        // The closures take the two arrays they read, not `self`: capturing the registry copied
+        // it (a retain and a release of each of its fields) on every lookup.
+        let (records, tokens) = (self.records, self.tokens)
+        return token.withUTF8 { key in
+            self.slotByToken.find(hash: hash ?? Self.tokenHash(key)) { Self.holds(key, atSlot: $0, records: records, tokens: tokens) }
+        }
     }
 
     /// Whether the installation at `slot` has the token `key` (the bytes compared in place).
     private func holds(_ key: UnsafeRawBufferPointer, atSlot slot: UInt32) -> Bool {
-        let reference = self.records[Int(slot)].token
+        Self.holds(key, atSlot: slot, records: self.records, tokens: self.tokens)
+    }
+
+    private static func holds(_ key: UnsafeRawBufferPointer, atSlot slot: UInt32, records: [Record], tokens: TokenArena) -> Bool {
+        let reference = records[Int(slot)].token
         guard reference != .none else { return false }
-        return self.tokens.withBytes(reference) { stored in
+        return tokens.withBytes(reference) { stored in
             key.count == stored.count && memcmp(key.baseAddress!, stored.baseAddress!, key.count) == 0
         }
     }
@@ -302,7 +313,7 @@ struct InstallationRegistry {
     }
 
     /// The installation at `slot`, whose token is known to be `token` (no copy out of the arena).
-    private func installation(atSlot slot: UInt32, token: RegistrationToken?) -> Installation? {
+    func installation(atSlot slot: UInt32, token: RegistrationToken?) -> Installation? {
         guard self.isLive(slot) else { return nil }
         let record = self.records[Int(slot)]
         return Installation(
