@@ -203,8 +203,8 @@ struct Floor: AsyncParsableCommand {
         guard let colon = self.listen.lastIndex(of: ":"), let port = Int(self.listen[self.listen.index(after: colon)...]) else {
             throw ValidationError("--listen must be host:port")
         }
-        try await FloorServer.run(host: String(self.listen[..<colon]), port: port) { port in
-            FileHandle.standardOutput.write(Data("listening on port \(port)\n".utf8))
-        }
+        let server = try await FloorServer.start(host: String(self.listen[..<colon]), port: port)
+        FileHandle.standardOutput.write(Data("listening on port \(server.port)\n".utf8))
+        try await server.waitUntilClosed()
     }
 }

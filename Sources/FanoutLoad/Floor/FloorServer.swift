@@ -8,9 +8,18 @@ internal import NIOPosix
 /// fanoutd and Redis, so that fanoutd's cost per request splits into what SwiftNIO's channel
 /// costs and what fanoutd adds (docs/performance.md). Not a server for anything else: it does not
 /// speak the protocol.
-public enum FloorServer {
-    /// Listens on `host`:`port` until the process ends; calls `bound` with the port it got.
-    public static func run(host: String, port: Int, bound: (Int) -> Void) async throws {
+public final class FloorServer: Sendable {
+    /// The port it listens on.
+    public let port: Int
+    private let channel: any Channel
+
+    private init(channel: any Channel, port: Int) {
+        self.channel = channel
+        self.port = port
+    }
+
+    /// Listens on `host`:`port` (0: any free port).
+    public static func start(host: String, port: Int) async throws -> FloorServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -19,8 +28,17 @@ public enum FloorServer {
             }
             .bind(host: host, port: port)
             .get()
-        bound(channel.localAddress?.port ?? port)
-        try await channel.closeFuture.get()
+        return FloorServer(channel: channel, port: channel.localAddress?.port ?? port)
+    }
+
+    /// Returns once the listener is closed.
+    public func waitUntilClosed() async throws {
+        try await self.channel.closeFuture.get()
+    }
+
+    /// Stops listening (connections already open stay).
+    public func close() async throws {
+        try await self.channel.close()
     }
 }
 
