@@ -53,7 +53,9 @@ extension Engine {
     /// Changes applied by `Engine.apply` whose log records may not be durable yet.
     public struct Applied<Result: Sendable>: Sendable {
         @usableFromInline let engine: Engine
-        @usableFromInline let outcome: Swift.Result<Result, FanoutError>
+        /// The body's result or error, to be read once `isDurable` (borrowed where it is read:
+        /// `completedResult` is a copy, a dozen references for a result holding an installation).
+        public let outcome: Swift.Result<Result, FanoutError>
         @usableFromInline let ticket: LogTicket?
         @usableFromInline let spansFailure: Bool
 

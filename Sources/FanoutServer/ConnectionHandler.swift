@@ -436,11 +436,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Answers an applied request: at once when nothing waits for the log, else when the log's
     /// writer says it is durable (the reply then joins the others of that batch).
     private func answer(_ exchange: Exchange, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
-        if let result = applied.completedResult {
-            self.reply(exchange, Self.message(result), context: context)
+        guard applied.isDurable else {
+            self.answer(exchange, whenDone: applied.whenDurable, context: context)
             return
         }
-        self.answer(exchange, whenDone: applied.whenDurable, context: context)
+        // Encoded from the engine's result in place (a copy of a reply holding an installation
+        // was a dozen retains and releases).
+        switch applied.outcome {
+        case .success(let message): self.reply(exchange, message, context: context)
+        case .failure(let error): self.reply(exchange, .error(error), context: context)
+        }
     }
 
     /// Answers `exchange` in its turn once `whenDone` calls back (on any thread) with the reply.
@@ -490,9 +495,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Answers `exchange`'s request with `message`, counting it in the request metrics.
-    private func reply(_ exchange: Exchange, _ message: ServerMessage, context: ChannelHandlerContext) {
+    private func reply(_ exchange: Exchange, _ message: borrowing ServerMessage, context: ChannelHandlerContext) {
         self.count(exchange, message)
-        self.write(ServerFrame(requestID: exchange.id, message: message), context: context)
+        self.write(requestID: exchange.id, message, context: context)
     }
 
     private func count(_ exchange: Exchange, _ message: ServerMessage) {
@@ -503,8 +508,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Encodes `frame` into the output; a reply too large for a frame is answered with the error.
     private func write(_ frame: ServerFrame, context: ChannelHandlerContext) {
-        self.encode(requestID: frame.requestID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
-            try frame.encode(into: &output, maximumPayloadSize: maximum)
+        self.write(requestID: frame.requestID, frame.message, context: context)
+    }
+
+    /// Encodes the frame of `message` in place (`ServerFrame.encode`'s bytes, without a frame
+    /// holding a copy of the message).
+    private func write(requestID: UInt32, _ message: borrowing ServerMessage, context: ChannelHandlerContext) {
+        self.encode(requestID: requestID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
+            try output.writeFrame(opcode: message.opcode, requestID: requestID, maximumPayloadSize: maximum) { (buffer: inout ByteBuffer) throws(ProtocolError) in
+                try message.encodePayload(into: &buffer)
+            }
         }
     }
 

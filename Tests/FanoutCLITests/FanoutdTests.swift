@@ -438,9 +438,10 @@ struct FanoutdTests {
             except urllib.error.HTTPError as error:
                 print(error.code, json.load(error)["error"]["status"])
             """
-        let printed = try FanoutCLITests.run("python3", ["-c", script, "\(httpPort)", admin]).output
+        let client = try FanoutCLITests.run("python3", ["-c", script, "\(httpPort)", admin])
+        let printed = client.output
         let lines = printed.split(separator: "\n").map(String.init)
-        #expect(lines.count == 3, "\(printed)")
+        #expect(lines.count == 3, "\(printed) \(client.error.suffix(2000))")
         #expect(lines.first == "200")
         #expect(lines.dropFirst().first?.hasPrefix("projects/default/messages/") == true)
         #expect(lines.last == "401 UNAUTHENTICATED")

@@ -202,11 +202,11 @@ struct InstallationRegistry {
     }
 
     func slot(forToken token: RegistrationToken, hash: Int? = nil) -> UInt32? {
-        // The closures take the two arrays they read, not `self`: capturing the registry copied
-        // it (a retain and a release of each of its fields) on every lookup.
-        let (records, tokens) = (self.records, self.tokens)
+        // The closures take the three parts of the registry they read, not `self`: capturing the
+        // registry copied it (a retain and a release of each of its 28 references) on every lookup.
+        let (index, records, tokens) = (self.slotByToken, self.records, self.tokens)
         return token.withUTF8 { key in
-            self.slotByToken.find(hash: hash ?? Self.tokenHash(key)) { Self.holds(key, atSlot: $0, records: records, tokens: tokens) }
+            index.find(hash: hash ?? Self.tokenHash(key)) { Self.holds(key, atSlot: $0, records: records, tokens: tokens) }
         }
     }
 
