@@ -437,7 +437,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// writer says it is durable (the reply then joins the others of that batch).
     private func answer(_ exchange: Exchange, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
         guard applied.isDurable else {
-            self.answer(exchange, whenDone: applied.whenDurable, context: context)
+            self.answer(exchange, whenDone: { applied.whenDurable($0) }, context: context)  // not `applied.whenDurable`: a method value held a copy
             return
         }
         // Encoded from the engine's result in place (a copy of a reply holding an installation
@@ -480,10 +480,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// Writes, in order and with one flush, the replies the log has released that no earlier
     /// reply still waits in front of.
     private func writeDurableReplies(context: ChannelHandlerContext) {
-        for (number, frame) in self.durableReplies.takeAll() {
-            self.waitingReplies[Int(number - self.firstWaitingReply)] = frame
+        // Each frame is moved, never copied, from the log's callback to the output (a copy of a
+        // registration's reply is a dozen retains and releases).
+        var durable = self.durableReplies.takeAll()
+        for index in durable.indices {
+            swap(&self.waitingReplies[Int(durable[index].number - self.firstWaitingReply)], &durable[index].frame)
         }
-        while let first = self.waitingReplies.first, let frame = first {
+        while !self.waitingReplies.isEmpty, let frame = self.waitingReplies[0].take() {
             self.waitingReplies.removeFirst()
             self.firstWaitingReply += 1
             self.inFlight -= 1
@@ -500,9 +503,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.write(requestID: exchange.id, message, context: context)
     }
 
-    private func count(_ exchange: Exchange, _ message: ServerMessage) {
-        var error: FanoutError.Code? = nil
-        if case .error(let refusal) = message { error = refusal.code }
+    private func count(_ exchange: Exchange, _ message: borrowing ServerMessage) {
+        let error: FanoutError.Code? =
+            switch message {
+            case .error(let refusal): refusal.code
+            default: nil
+            }
         self.settings.metrics.answered(exchange.opcode, error: error, nanoseconds: Int64((NIODeadline.now() - exchange.started).nanoseconds))
     }
 
@@ -660,19 +666,21 @@ extension ConnectionHandler: Sendable {}
 /// handed from the log's writer thread to the event loop. The first of a batch schedules one
 /// drain on the loop, which writes them all with one flush.
 final class DurableReplies: Sendable {
-    private let frames = Locked<[(number: UInt64, frame: ServerFrame)]>([])
+    /// Optional frames (each is there) so that the drain can swap them into place, not copy them.
+    private let frames = Locked<[(number: UInt64, frame: ServerFrame?)]>([])
 
     /// Adds a reply; true when the caller should schedule the drain (there was none waiting).
-    func append(_ number: UInt64, _ frame: ServerFrame) -> Bool {
-        self.frames.withLock { frames in
-            frames.append((number, frame))
+    func append(_ number: UInt64, _ frame: consuming ServerFrame) -> Bool {
+        var frame = Optional(frame)
+        return self.frames.withLock { frames in
+            frames.append((number, frame.take()))  // moved in, not copied
             return frames.count == 1
         }
     }
 
-    func takeAll() -> [(number: UInt64, frame: ServerFrame)] {
+    func takeAll() -> [(number: UInt64, frame: ServerFrame?)] {
         self.frames.withLock { frames in
-            var taken: [(number: UInt64, frame: ServerFrame)] = []
+            var taken: [(number: UInt64, frame: ServerFrame?)] = []
             swap(&taken, &frames)
             return taken
         }
