@@ -97,7 +97,12 @@ extension Engine {
         public func whenDurable(_ completion: @escaping @Sendable (Swift.Result<Result, FanoutError>) -> Void) {
             let outcome = self.outcome
             self.engine.whenDurable(self.ticket, spansFailure: self.spansFailure) { refusal in
-                completion(refusal.map { .failure($0) } ?? outcome)
+                // Not `refusal.map { .failure($0) } ?? outcome`: the autoclosure copied the result.
+                if let refusal {
+                    completion(.failure(refusal))
+                } else {
+                    completion(outcome)
+                }
             }
         }
 
