@@ -18,10 +18,13 @@ struct FanoutdTests {
                 FanoutCLITests.binary("fanoutd"),
                 ["--data-dir", directory, "--listen", "127.0.0.1:0", "--snapshot-every", "0"] + arguments
             )
-            // The log line `... address=127.0.0.1:PORT ... listening` says it serves.
+            // The log line `... address=127.0.0.1:PORT ... [fanoutd] listening` says it serves. Not
+            // any line ending in "listening": with --http, `[fanoutd] HTTP front listening` can
+            // come first, and its port is the HTTP front's (seen: the CLI then spoke the binary
+            // protocol to it and read "HTTP/1.1" as protocol version 72).
             var port: Int?
             self.child.wait(for: .seconds(180)) { seen in
-                port = Self.port(in: seen.errorText, after: "listening")
+                port = Self.listenerPort(in: seen.errorText)
                 return port != nil
             }
             guard let port else {
@@ -36,6 +39,11 @@ struct FanoutdTests {
 
         /// The log lines it has written so far.
         var logLines: [String] { self.child.current.errorText.components(separatedBy: "\n") }
+
+        /// The binary protocol listener's port, from its `[fanoutd] listening` log line.
+        static func listenerPort(in log: String) -> Int? {
+            Self.port(in: log, after: "] listening")
+        }
 
         /// The port on the first log line ending in `suffix` that names `address=127.0.0.1:PORT`.
         private static func port(in log: String, after suffix: String) -> Int? {
@@ -412,6 +420,17 @@ struct FanoutdTests {
         #expect(try self.fanout(daemon.port, admin, "topics", "cAbCdEf0123").output == "news\n")
         let sent = try self.fanout(daemon.port, admin, "send", "--json", input: #"{"message":{"fid":"cAbCdEf0123","data":{"k":"v"}}}"#)
         #expect(sent.status == 0 && sent.output.contains(#""enqueued":1"#), "\(sent)")
+    }
+
+    /// The daemon's port is the binary listener's even when the HTTP front's line is logged first
+    /// (a CLI given the HTTP port read "HTTP/1.1" as protocol version 72 in a loaded run).
+    @Test func theListenerPortIsNotTheHTTPFronts() {
+        let log = """
+            2026-11-29T09:20:42+0000 info fanoutd: address=127.0.0.1:39581 tls=off [fanoutd] HTTP front listening
+            2026-11-29T09:20:42+0000 info fanoutd: address=127.0.0.1:37239 data-dir=/tmp/d durability=always tls=off [fanoutd] listening
+            """
+        #expect(Daemon.listenerPort(in: log) == 37239)
+        #expect(Daemon.listenerPort(in: String(log.split(separator: "\n")[0])) == nil)
     }
 
     /// fanoutd --http: an HTTP client that is not ours (Python's urllib) sends through FCM's v1
