@@ -1,4 +1,4 @@
-internal import NIOCore
+package import NIOCore
 
 /// The 12-byte header in front of every frame (docs/wire-protocol.md section 2), big-endian:
 ///
@@ -28,7 +28,7 @@ public struct FrameHeader: Hashable, Sendable {
     }
 
     /// Reads a header without moving the reader index, if 12 bytes are there.
-    static func peek(in buffer: ByteBuffer) -> FrameHeader? {
+    package static func peek(in buffer: ByteBuffer) -> FrameHeader? {
         guard let (version, opcode, flags, requestID, length) = buffer.getMultipleIntegers(
             at: buffer.readerIndex,
             as: (UInt8, UInt8, UInt16, UInt32, UInt32).self

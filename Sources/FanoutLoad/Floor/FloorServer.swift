@@ -54,15 +54,17 @@ private final class EmptyReplies: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = Self.unwrapInboundIn(data)
         self.input.writeBuffer(&bytes)
-        while let header = self.input.getMultipleIntegers(at: self.input.readerIndex, as: (UInt8, UInt8, UInt16, UInt32, UInt32).self) {
-            guard Int(header.4) <= FrameHeader.defaultMaximumPayloadSize else {
+        while let header = FrameHeader.peek(in: self.input) {
+            let length = Int(header.payloadLength)
+            guard length <= FrameHeader.defaultMaximumPayloadSize else {
                 context.close(promise: nil)  // not buffered: a frame over fanoutd's own limit
                 return
             }
-            guard self.input.readableBytes >= FrameHeader.size + Int(header.4) else { break }
-            self.input.moveReaderIndex(forwardBy: FrameHeader.size + Int(header.4))
+            guard self.input.readableBytes >= FrameHeader.size + length else { break }
+            self.input.moveReaderIndex(forwardBy: FrameHeader.size + length)
             var output = self.output ?? context.channel.allocator.buffer(capacity: 64)
-            output.writeMultipleIntegers(FrameHeader.currentVersion, header.1 | 0x80, UInt16(0), header.3, UInt32(0))
+            // An empty payload is never over the maximum: this cannot throw.
+            try? output.writeFrame(opcode: header.opcode.reply, requestID: header.requestID, maximumPayloadSize: 0) { _ in }
             self.output = output
         }
         self.input.discardReadBytes()
