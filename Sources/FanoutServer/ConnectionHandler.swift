@@ -57,6 +57,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// 2048, not 1024: a worker then pays its per-frame costs (a wake-up, a batch joined from
     /// frames, an ACK) half as often (its CPU per delivery -20%, deliveries per second +13%).
     static let deliveryBatch = 2048
+    /// The capacities of output buffers kept for the next output (`spareOutput`).
+    static let spareOutputCapacity = (16 << 10)...(4 << 20)
 
     private let settings: ConnectionSettings
     private var state: ConnectionState
@@ -90,6 +92,13 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var isClosing = false
     /// Frames encoded since the last flush.
     private var output: ByteBuffer?
+    /// The last flushed output's buffer, cleared and written into again by the next output once
+    /// the socket has taken it (`ByteBuffer.clear()` allocates afresh while the channel still
+    /// holds it). A consumer's poll of deliveries runs to hundreds of KiB; a new buffer for each,
+    /// grown by doubling, copies it several times and faults in every page of it again, since
+    /// glibc gives such blocks back when they are freed. Only buffers of at least
+    /// `spareOutputCapacity` are kept: smaller ones come from the allocator's free lists.
+    private var spareOutput: ByteBuffer?
     /// A delivery pump is scheduled or waiting for the sink's call.
     private var pumpScheduled = false
     /// A device connection's end when its auth token expires.
@@ -535,7 +544,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         _ body: (inout ByteBuffer, Int) throws(ProtocolError) -> Void
     ) {
         guard !self.isClosing else { return }
-        var output = self.output ?? context.channel.allocator.buffer(capacity: 512)
+        var output = self.output ?? self.freshOutput(context: context)
         self.output = nil
         let maximum = self.settings.executor.maximumPayloadSize
         do {
@@ -546,10 +555,26 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.output = output
     }
 
+    /// The spare output buffer, cleared, or a new one.
+    private func freshOutput(context: ChannelHandlerContext) -> ByteBuffer {
+        guard var spare = self.spareOutput else { return context.channel.allocator.buffer(capacity: 512) }
+        self.spareOutput = nil
+        spare.clear()
+        return spare
+    }
+
+    /// Writes and flushes `output`, keeping its buffer as the spare when it is large enough to be worth it.
+    private func writeAndFlush(_ output: ByteBuffer, context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
+        context.writeAndFlush(Self.wrapOutboundOut(output), promise: promise)
+        if Self.spareOutputCapacity.contains(output.capacity) {
+            self.spareOutput = output
+        }
+    }
+
     private func flushIfNeeded(context: ChannelHandlerContext) {
         guard let output = self.output else { return }
         self.output = nil
-        context.writeAndFlush(Self.wrapOutboundOut(output), promise: nil)
+        self.writeAndFlush(output, context: context, promise: nil)
     }
 
     /// Writes the output and flushes; the future completes when it is written.
@@ -557,7 +582,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let promise = context.eventLoop.makePromise(of: Void.self)
         if let output = self.output {
             self.output = nil
-            context.writeAndFlush(Self.wrapOutboundOut(output), promise: promise)
+            self.writeAndFlush(output, context: context, promise: promise)
         } else {
             context.flush()
             promise.succeed()

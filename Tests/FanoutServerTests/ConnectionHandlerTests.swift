@@ -161,6 +161,36 @@ struct ConnectionHandlerTests {
         _ = try channel.finish()
     }
 
+    /// The handler writes its next output into the buffer of its last large one: never while the
+    /// socket still holds that buffer, and each write carries only its own frames.
+    @Test func aLargeOutputsBufferIsReusedOnlyOnceTheSocketHasLetGoOfIt() throws {
+        let (channel, _, log) = try Self.connection(maximumInFlight: 16)
+        func batch(_ id: UInt32) -> ClientFrame {
+            // 100 registrations: a reply of about 25 KB, a buffer the handler keeps.
+            let items = (0..<100).map { RegistrationFields(token: "reuse-\(id)-\($0)-" + String(repeating: "t", count: 150), platform: .android, appID: "1:1:android:a") }
+            return ClientFrame(requestID: id, request: .registerBatch(project: "default", items))
+        }
+        func answer(_ id: UInt32) throws {
+            try channel.writeRequest(batch(id))
+            log.acknowledge(through: .max)
+            channel.embeddedEventLoop.run()
+        }
+        try answer(2)
+        try answer(3)  // the first reply's buffer is still in the channel
+        var writes = try channel.readServerWrites()
+        try answer(4)  // both gone: the spare buffer is written into again
+        writes += try channel.readServerWrites()
+        #expect(writes.map { $0.map(\.requestID) } == [[2], [3], [4]], "one frame per write, each its own")
+        for frames in writes {
+            guard case .registeredBatch(let outcomes) = frames.first?.message else {
+                Issue.record("expected a REGISTER_BATCH reply, got \(frames)")
+                continue
+            }
+            #expect(outcomes.count == 100)
+        }
+        _ = try channel.finish()
+    }
+
     @Test func readsWaitWhileTooManyRepliesDo() throws {
         let (channel, reads, log) = try Self.connection(maximumInFlight: 2)
         try channel.writeRequest(Self.register(2))
