@@ -96,8 +96,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// the socket has taken it (`ByteBuffer.clear()` allocates afresh while the channel still
     /// holds it). A consumer's poll of deliveries runs to hundreds of KiB; a new buffer for each,
     /// grown by doubling, copies it several times and faults in every page of it again, since
-    /// glibc gives such blocks back when they are freed. Only buffers of at least
-    /// `spareOutputCapacity` are kept: smaller ones come from the allocator's free lists.
+    /// glibc gives such blocks back when they are freed. Only a buffer whose capacity is in
+    /// `spareOutputCapacity` is kept: a smaller one comes cheaply from the allocator's free
+    /// lists, and a larger one would be held for the rest of the connection.
     private var spareOutput: ByteBuffer?
     /// A delivery pump is scheduled or waiting for the sink's call.
     private var pumpScheduled = false
