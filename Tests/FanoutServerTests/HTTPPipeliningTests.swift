@@ -20,7 +20,11 @@ struct HTTPPipeliningTests {
 
     /// Writes `bytes`, reads until the server closes (or `timeout` seconds pass), and splits what
     /// came back into answers; `closed` says whether the server closed.
-    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 10) async throws -> (answers: [Answer], closed: Bool) {
+    ///
+    /// Every exchange here ends with the server closing the connection, so the timeout is only
+    /// how long a failing test waits: 60 seconds, since in a loaded `make test` (a clean clone,
+    /// every suite at once on 2 cores) a pipelined answer once took more than 10.
+    static func exchange(_ port: Int, _ bytes: [UInt8], timeout: Int = 60) async throws -> (answers: [Answer], closed: Bool) {
         let (received, closed) = try await RawHTTPSocket.exchange(port, bytes, timeout: timeout)
         return (try Self.answers(in: received), closed)
     }
