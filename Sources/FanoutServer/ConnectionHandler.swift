@@ -527,13 +527,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.write(requestID: frame.requestID, frame.message, context: context)
     }
 
-    /// Encodes the frame of `message` in place (`ServerFrame.encode`'s bytes, without a frame
-    /// holding a copy of the message).
+    /// Encodes the frame of `message` in place (without a frame holding a copy of the message).
     private func write(requestID: UInt32, _ message: borrowing ServerMessage, context: ChannelHandlerContext) {
         self.encode(requestID: requestID, context: context) { (output: inout ByteBuffer, maximum: Int) throws(ProtocolError) in
-            try output.writeFrame(opcode: message.opcode, requestID: requestID, maximumPayloadSize: maximum) { (buffer: inout ByteBuffer) throws(ProtocolError) in
-                try message.encodePayload(into: &buffer)
-            }
+            try ServerFrame.encode(requestID: requestID, message, into: &output, maximumPayloadSize: maximum)
         }
     }
 

@@ -33,8 +33,20 @@ public struct Frame<Message: WireMessage>: Hashable, Sendable {
     /// time for every reply).
     @inlinable
     public func encode(into buffer: inout ByteBuffer, maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize) throws(ProtocolError) {
-        try buffer.writeFrame(opcode: self.opcode, requestID: self.requestID, maximumPayloadSize: maximumPayloadSize) { (buffer: inout ByteBuffer) throws(ProtocolError) in
-            try self.message.encodePayload(into: &buffer)
+        try Self.encode(requestID: self.requestID, self.message, into: &buffer, maximumPayloadSize: maximumPayloadSize)
+    }
+
+    /// `encode(into:maximumPayloadSize:)` of the frame of `message` and `requestID`, the message
+    /// borrowed: the server encodes its replies where they lie, without a frame holding a copy.
+    @inlinable
+    public static func encode(
+        requestID: UInt32,
+        _ message: Message,
+        into buffer: inout ByteBuffer,
+        maximumPayloadSize: Int = FrameHeader.defaultMaximumPayloadSize
+    ) throws(ProtocolError) {
+        try buffer.writeFrame(opcode: message.opcode, requestID: requestID, maximumPayloadSize: maximumPayloadSize) { (buffer: inout ByteBuffer) throws(ProtocolError) in
+            try message.encodePayload(into: &buffer)
         }
     }
 
