@@ -156,7 +156,7 @@ struct Scenario: AsyncParsableCommand {
         }
         var running: LoadHarness.RunningServer?
         if let server = self.server {
-            guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
+            guard let address = HostAndPort(server) else {
                 throw ValidationError("--server must be host:port")
             }
             let environment = ProcessInfo.processInfo.environment
@@ -164,7 +164,7 @@ struct Scenario: AsyncParsableCommand {
                 throw ValidationError("--server needs --api-key (or FANOUT_API_KEY)")
             }
             running = .init(
-                host: String(server[..<colon]), port: port, adminKey: key,
+                host: address.host, port: address.port, adminKey: key,
                 consumerKey: self.consumerKey ?? environment["FANOUT_CONSUMER_KEY"], pid: self.serverPID
             )
         }
@@ -200,10 +200,10 @@ struct Floor: AsyncParsableCommand {
     var listen = "127.0.0.1:7498"
 
     mutating func run() async throws {
-        guard let colon = self.listen.lastIndex(of: ":"), let port = Int(self.listen[self.listen.index(after: colon)...]) else {
+        guard let address = HostAndPort(self.listen) else {
             throw ValidationError("--listen must be host:port")
         }
-        let server = try await FloorServer.start(host: String(self.listen[..<colon]), port: port)
+        let server = try await FloorServer.start(host: address.host, port: address.port)
         FileHandle.standardOutput.write(Data("listening on port \(server.port)\n".utf8))
         try await server.waitUntilClosed()
     }

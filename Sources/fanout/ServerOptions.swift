@@ -46,7 +46,7 @@ struct ServerOptions: ParsableArguments {
     /// Connects, runs `body`, closes. Server errors exit 1, connection and usage errors exit 2.
     func withClient<T>(command: String, role: Hello.Role = .admin, _ body: (FanoutClient) async throws -> T) async throws -> T {
         let address = self.server ?? ProcessInfo.processInfo.environment["FANOUT_SERVER"] ?? "127.0.0.1:7400"
-        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else {
+        guard let endpoint = HostAndPort(address) else {
             writeToStandardError("fanout \(command): --server must be host:port\n")
             throw ExitCode(2)
         }
@@ -77,7 +77,7 @@ struct ServerOptions: ParsableArguments {
         }
         let client: FanoutClient
         do {
-            client = try await FanoutClient.connect(host: String(address[..<colon]), port: port, credential: credential, role: role, tls: tls, clientName: "fanout \(command)")
+            client = try await FanoutClient.connect(host: endpoint.host, port: endpoint.port, credential: credential, role: role, tls: tls, clientName: "fanout \(command)")
         } catch let error as FanoutError {
             // A refused key or role is the server's answer (1); anything else, the connection (2).
             self.report(error, command: command)

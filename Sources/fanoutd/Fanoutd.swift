@@ -133,7 +133,7 @@ struct Fanoutd: AsyncParsableCommand {
         guard let durability = Durability(parsing: self.durability) else {
             throw ValidationError("--durability must be always, none or interval:MS")
         }
-        let (host, port) = try Self.hostAndPort(self.listen)
+        let (host, port) = try Self.listenAddress(self.listen, option: "--listen")
         for (name, days) in [("--stale-after", self.staleAfterDays), ("--expire-after", self.expireAfterDays), ("--anonymous-user-lifetime", self.anonymousUserLifetimeDays)]
         where !(1...36_500).contains(days) {
             throw ValidationError("\(name) must be 1 to 36500 days, got \(days)")
@@ -151,7 +151,7 @@ struct Fanoutd: AsyncParsableCommand {
             throw ValidationError("--signing-key-lifetime must be 0 to 36500 days")
         }
         let tls = try self.tlsConfiguration(host: host)
-        let httpAddress = try self.http.map(Self.hostAndPort)
+        let httpAddress = try self.http.map { try Self.listenAddress($0, option: "--http") }
         if let (httpHost, _) = httpAddress, tls == nil, !Self.isLoopback(httpHost), !self.insecurePlaintext {
             throw ValidationError("refusing to serve HTTP in plain text on \(httpHost), which is not a loopback address: give --tls-cert and --tls-key, or --insecure-plaintext")
         }
@@ -359,12 +359,9 @@ struct Fanoutd: AsyncParsableCommand {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
-    static func hostAndPort(_ text: String) throws -> (String, Int) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-            throw ValidationError("--listen must be host:port")
-        }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return (host.isEmpty ? "0.0.0.0" : host, port)
+    /// The address a listener binds: no host means every address.
+    static func listenAddress(_ text: String, option: String) throws -> (String, Int) {
+        guard let address = HostAndPort(text) else { throw ValidationError("\(option) must be host:port") }
+        return (address.host.isEmpty ? "0.0.0.0" : address.host, address.port)
     }
 }

@@ -4,6 +4,18 @@ import Testing
 
 @Suite("Model types")
 struct ModelTypeTests {
+    // MARK: - host:port
+
+    @Test func hostAndPortFromACommandLine() {
+        #expect(HostAndPort("127.0.0.1:7400") == HostAndPort(host: "127.0.0.1", port: 7400))
+        #expect(HostAndPort("[::1]:0") == HostAndPort(host: "::1", port: 0), "brackets off, port 0 kept")
+        #expect(HostAndPort("::1:65535") == HostAndPort(host: "::1", port: 65535), "the port is after the last colon")
+        #expect(HostAndPort(":7400") == HostAndPort(host: "", port: 7400))
+        for bad in ["7400", "localhost", "localhost:", "localhost:65536", "localhost:-1", "localhost:74x0"] {
+            #expect(HostAndPort(bad) == nil, "\(bad)")
+        }
+    }
+
     // MARK: - FID
 
     @Test(arguments: [
