@@ -101,7 +101,8 @@ struct WorkloadOptions: ParsableArguments {
         }
     }
 
-    var harness: LoadHarness {
+    /// The harness for `scenario` (nil: `compare`, which runs every phase).
+    func harness(for scenario: LoadScenario?) -> LoadHarness {
         var options = LoadOptions()
         options.concurrency = self.concurrency
         options.connections = self.connections
@@ -118,7 +119,11 @@ struct WorkloadOptions: ParsableArguments {
         options.quiet = self.quiet
         options.tls = self.tls
         options.devices = self.devices
-        let workload = LoadWorkload(seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare)
+        // register-batch registers as many installations again: make theirs ahead too.
+        let madeAhead = scenario == nil || scenario == .registerBatch ? 2 * self.installations : self.installations
+        let workload = LoadWorkload(
+            seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare, madeAhead: madeAhead
+        )
         return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
     }
 
@@ -168,7 +173,7 @@ struct Scenario: AsyncParsableCommand {
                 consumerKey: self.consumerKey ?? environment["FANOUT_CONSUMER_KEY"], pid: self.serverPID
             )
         }
-        let report = try await self.workload.harness.run(scenario, against: running)
+        let report = try await self.workload.harness(for: scenario).run(scenario, against: running)
         self.workload.print(report)
     }
 }
@@ -185,7 +190,7 @@ struct Compare: AsyncParsableCommand {
     @OptionGroup var workload: WorkloadOptions
 
     mutating func run() async throws {
-        let report = try await self.workload.harness.compare()
+        let report = try await self.workload.harness(for: nil).compare()
         self.workload.print(report)
     }
 }

@@ -12,17 +12,21 @@ public struct LoadWorkload: Sendable {
     public let topics: Int
     /// The share of all installations subscribed to the most popular topic.
     public let headShare: Double
-    /// The installations' FIDs and first tokens, made once: every phase of every system sends
-    /// them (a token about four times), and making one costs more than sending it.
+    /// The installations' FIDs and first tokens, made once before any phase: every phase of every
+    /// system sends them (a token about four times), and making one costs more than sending it,
+    /// so a harness making them during a phase would measure itself as much as the server.
     private let fids: [String]
     private let tokens: [String]
 
-    public init(seed: UInt64, installations: Int, topics: Int, headShare: Double = 0.5) {
+    /// `madeAhead` (at least `installations`): how many installations' FIDs and tokens to make
+    /// before the first phase; `register-batch` registers indices `installations..<2 *
+    /// installations`, so a run with it makes twice as many.
+    public init(seed: UInt64, installations: Int, topics: Int, headShare: Double = 0.5, madeAhead: Int = 0) {
         self.seed = seed
         self.installations = max(1, installations)
         self.topics = max(1, topics)
         self.headShare = headShare
-        let fids = (0..<self.installations).map { Self.makeFID(seed: seed, index: $0) }
+        let fids = (0..<max(self.installations, madeAhead)).map { Self.makeFID(seed: seed, index: $0) }
         self.fids = fids
         self.tokens = fids.indices.map { Self.makeToken(seed: seed, index: $0, fid: fids[$0], generation: 0) }
     }
