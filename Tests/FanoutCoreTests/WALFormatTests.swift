@@ -207,6 +207,12 @@ struct WALFormatTests {
             #expect(framed[20] == (compressible ? 1 : 0), "compressed when large and compressible")
             #expect(compressible ? framed.count < uncompressed : framed.count == WALFormat.batchHeaderSize + uncompressed)
         }
+        // The log writer's form: several appends' arrays, framed as one batch of all their records.
+        let appends = Array(batches.prefix(4)) + [[]] + [batches[5]]
+        let joined = appends.flatMap { $0 }
+        let framed = encoder.batch(appends: appends, firstLSN: 77)
+        #expect(framed == WALFormat.batch(rawRecords: joined.map(WALFormat.encode), firstLSN: 77))
+        #expect(try WALSegmentReader.read(WALFormat.segmentHeader(index: 0, firstLSN: 77) + framed).batches.first?.records == joined)
     }
 
     // MARK: - Damage

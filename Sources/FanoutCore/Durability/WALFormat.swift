@@ -78,12 +78,21 @@ package enum WALFormat {
 
         /// The framed batch holding `records`, numbered from `firstLSN`.
         package mutating func batch(_ records: [WALRecord], firstLSN: UInt64) -> [UInt8] {
+            self.batch(appends: CollectionOfOne(records), firstLSN: firstLSN)
+        }
+
+        /// The framed batch holding the records of `appends` in order, numbered from `firstLSN`.
+        package mutating func batch(appends: some Sequence<[WALRecord]>, firstLSN: UInt64) -> [UInt8] {
             self.records.removeAll()
-            for record in records {
-                self.records.writeLengthPrefixed { record.encode(into: &$0) }
+            var count = 0
+            for records in appends {
+                for record in records {
+                    self.records.writeLengthPrefixed { record.encode(into: &$0) }
+                }
+                count += records.count
             }
             self.framed.removeAll()
-            WALFormat.frame(self.records.bytes, count: records.count, firstLSN: firstLSN, into: &self.framed)
+            WALFormat.frame(self.records.bytes, count: count, firstLSN: firstLSN, into: &self.framed)
             return self.framed.bytes
         }
     }

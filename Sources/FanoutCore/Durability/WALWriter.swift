@@ -274,16 +274,16 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                         self.shared.broadcast(.acknowledged)
                     }
                 }
-                if !work.records.isEmpty {
-                    let batch = self.batchEncoder.batch(work.records, firstLSN: work.firstLSN)
+                if work.count > 0 {
+                    let batch = self.batchEncoder.batch(appends: work.records, firstLSN: work.firstLSN)
                     if self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize {
                         try self.finishSegment()
                         try self.startSegment(index: self.segmentIndex + 1, firstLSN: work.firstLSN)
                     }
                     try self.append(batch)
-                    self.metrics?.wrote(records: work.records.count, bytes: batch.count)
+                    self.metrics?.wrote(records: work.count, bytes: batch.count)
                     unsynced = true
-                    unsyncedRecords += work.records.count
+                    unsyncedRecords += work.count
                     var synced = false
                     if self.durability == .always {
                         try self.sync(records: unsyncedRecords)
@@ -292,9 +292,9 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                         synced = true
                     }
                     self.acknowledgedBytes = self.segmentBytes
-                    let end = work.firstLSN + UInt64(work.records.count)
+                    let end = work.firstLSN + UInt64(work.count)
                     let (acknowledged, handler, wakeups) = self.shared.withLock { state in
-                        let wakeups = state.acknowledge(through: end, count: work.records.count, bytes: batch.count, synced: synced)
+                        let wakeups = state.acknowledge(through: end, count: work.count, bytes: batch.count, synced: synced)
                         wakeups.signalBlocked()
                         return (state.acknowledgedTicket, state.acknowledgementHandler, wakeups)
                     }
@@ -319,7 +319,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                 unsyncedRecords = 0
                 continue
             }
-            if work.closing && work.records.isEmpty {
+            if work.closing && work.count == 0 {
                 self.shared.withLock { state in
                     state.stopped()
                     self.shared.broadcast(.acknowledged)

@@ -22,7 +22,10 @@ struct WALWriterState: Sendable {
 
     /// What the writer thread takes to write: the queued records and what else was asked.
     struct Work {
-        var records: [WALRecord]
+        /// The records, as the appends gave them (each append's array kept whole).
+        var records: [[WALRecord]]
+        /// How many records `records` holds.
+        var count: Int
         var firstLSN: UInt64
         var closing: Bool
         var roll: Bool
@@ -46,7 +49,12 @@ struct WALWriterState: Sendable {
         }
     }
 
-    private(set) var queue: [WALRecord] = []
+    /// The queued appends, each array as its caller gave it: appending keeps a reference to the
+    /// array rather than copying every record into one (a copy retains each record's strings
+    /// and arrays, and the caller's array then releases them: twice per reference per record).
+    private(set) var queue: [[WALRecord]] = []
+    /// How many records `queue` holds.
+    private(set) var queuedCount = 0
     private(set) var nextLSN: UInt64
     /// Every LSN below this is acknowledged (durable as the durability defines).
     private(set) var acknowledgedLSN: UInt64
@@ -86,7 +94,10 @@ struct WALWriterState: Sendable {
     /// Queues `records`; returns the ticket of the last one.
     mutating func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         if let refusal = self.refusalNow { throw refusal }
-        self.queue.append(contentsOf: records)
+        if !records.isEmpty {
+            self.queue.append(records)
+            self.queuedCount += records.count
+        }
         self.nextLSN += UInt64(records.count)
         return self.nextTicket
     }
@@ -137,9 +148,11 @@ struct WALWriterState: Sendable {
     /// Takes everything queued, and the roll and close requests.
     mutating func takeWork() -> Work {
         let records = self.queue
+        let count = self.queuedCount
         self.queue.removeAll(keepingCapacity: true)
+        self.queuedCount = 0
         defer { self.rollRequested = false }
-        return Work(records: records, firstLSN: self.nextLSN - UInt64(records.count), closing: self.closing, roll: self.rollRequested)
+        return Work(records: records, count: count, firstLSN: self.nextLSN - UInt64(count), closing: self.closing, roll: self.rollRequested)
     }
 
     mutating func rolled() { self.rolls += 1 }
@@ -171,6 +184,7 @@ struct WALWriterState: Sendable {
         self.acknowledgedAtFailure[self.epoch] = self.acknowledgedLSN
         self.epoch += 1
         self.queue.removeAll()
+        self.queuedCount = 0
         self.nextLSN = self.acknowledgedLSN
         self.settling = false
         return self.wakeups()
