@@ -18,8 +18,8 @@ public struct LoadWorkload: Sendable {
     private let fids: [String]
     private let tokens: [String]
 
-    /// `madeAhead` (at least `installations`): how many installations' FIDs and tokens to make
-    /// before the first phase; `register-batch` registers indices `installations..<2 *
+    /// `madeAhead`: how many installations' FIDs and tokens to make before the first phase (never
+    /// fewer than `installations`); `register-batch` registers indices `installations..<2 *
     /// installations`, so a run with it makes twice as many.
     public init(seed: UInt64, installations: Int, topics: Int, headShare: Double = 0.5, madeAhead: Int = 0) {
         self.seed = seed
