@@ -119,10 +119,9 @@ struct WorkloadOptions: ParsableArguments {
         options.quiet = self.quiet
         options.tls = self.tls
         options.devices = self.devices
-        // register-batch registers as many installations again: make theirs ahead too.
-        let madeAhead = scenario == nil || scenario == .registerBatch ? 2 * self.installations : self.installations
         let workload = LoadWorkload(
-            seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare, madeAhead: madeAhead
+            seed: self.seed, installations: self.installations, topics: self.topics, headShare: self.headShare,
+            withBatchInstallations: scenario?.registersBatches ?? true
         )
         return LoadHarness(workload: workload, options: options, durability: self.durability, fanoutd: self.fanoutd ?? FanoutdProcess.siblingExecutable)
     }

@@ -30,11 +30,11 @@ struct LoadWorkloadTests {
         // Past the installations (mixed registers new ones) tokens are made on demand, the same way.
         #expect(LoadWorkload(seed: 5, installations: 10, topics: 1).token(500) == self.workload.token(500))
         #expect(LoadWorkload(seed: 5, installations: 10, topics: 1).fid(500) == self.workload.fid(500))
-        // Made ahead (register-batch's installations past the workload's), they are the same.
-        let ahead = LoadWorkload(seed: 5, installations: 10, topics: 1, madeAhead: 600)
+        // register-batch's installations (as many again, past the workload's), made ahead: the same.
+        let ahead = LoadWorkload(seed: 5, installations: 300, topics: 1, withBatchInstallations: true)
+        #expect(ahead.batchInstallations == 300..<600 && ahead.installations == 300)
         #expect(ahead.token(500) == self.workload.token(500) && ahead.fid(500) == self.workload.fid(500))
         #expect(ahead.token(599) == self.workload.token(599) && ahead.token(700) == self.workload.token(700))
-        #expect(ahead.installations == 10)
         // Six, three and one in ten, within a few percent.
         #expect(abs(platforms[.android, default: 0] - 6000) < 300)
         #expect(abs(platforms[.ios, default: 0] - 3000) < 300)

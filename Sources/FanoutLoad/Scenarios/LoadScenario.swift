@@ -26,6 +26,10 @@ public enum LoadScenario: String, CaseIterable, Sendable, Codable {
     /// go to their owners over NATS.
     case cluster
 
+    /// Whether the scenario registers the workload's `batchInstallations`, whose data is then
+    /// made before the first phase.
+    package var registersBatches: Bool { self == .registerBatch }
+
     package var needsSubscriptions: Bool {
         self != .register && self != .registerBatch && self != .latency && self != .connections && self != .httpSend && self != .replication
             && self != .cluster

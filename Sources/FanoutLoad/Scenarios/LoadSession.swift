@@ -106,15 +106,16 @@ public final class LoadSession: @unchecked Sendable {
         await self.markMemory("registered")
     }
 
-    /// Registers as many installations again (indices past the workload's), 1000 per request,
-    /// `batchConcurrency` requests in flight. Each request must register all of its items.
+    /// Registers the workload's `batchInstallations` (as many again, past its own), 1000 per
+    /// request, `batchConcurrency` requests in flight. Each request must register all of its items.
     public func registerBatches() async {
         let backend = self.backend
-        let base = self.workload.installations
-        let batches = (base + 999) / 1000
+        let range = self.workload.batchInstallations
+        let batches = (range.count + 999) / 1000
         await self.phase("register-batch", items: "registrations") {
             await LoadRunner.closedLoop("register-batch", count: batches, concurrency: self.options.batchConcurrency, progress: self.progress) { index, worker in
-                let indices = (base + index * 1000)..<(base + min(base, (index + 1) * 1000))
+                let start = range.lowerBound + index * 1000
+                let indices = start..<min(range.upperBound, start + 1000)
                 let registered = try await backend.registerBatch(indices, worker: worker)
                 guard registered == indices.count else {
                     throw LoadError("\(indices.count - registered) of \(indices.count) registrations refused")

@@ -18,20 +18,23 @@ public struct LoadWorkload: Sendable {
     private let fids: [String]
     private let tokens: [String]
 
-    /// `madeAhead`: how many installations' FIDs and tokens to make before the first phase (never
-    /// fewer than `installations`); `register-batch` registers indices `installations..<2 *
-    /// installations`, so a run with it makes twice as many.
-    public init(seed: UInt64, installations: Int, topics: Int, headShare: Double = 0.5, madeAhead: Int = 0) {
+    /// `withBatchInstallations`: make `batchInstallations`' FIDs and tokens too (for a run that
+    /// registers them); otherwise they are made when asked for.
+    public init(seed: UInt64, installations: Int, topics: Int, headShare: Double = 0.5, withBatchInstallations: Bool = false) {
         self.seed = seed
         self.installations = max(1, installations)
         self.topics = max(1, topics)
         self.headShare = headShare
-        let fids = (0..<max(self.installations, madeAhead)).map { Self.makeFID(seed: seed, index: $0) }
+        let made = withBatchInstallations ? 2 * self.installations : self.installations
+        let fids = (0..<made).map { Self.makeFID(seed: seed, index: $0) }
         self.fids = fids
         self.tokens = fids.indices.map { Self.makeToken(seed: seed, index: $0, fid: fids[$0], generation: 0) }
     }
 
     // MARK: Installations
+
+    /// The installations `register-batch` registers: as many again, past the workload's.
+    public var batchInstallations: Range<Int> { self.installations..<2 * self.installations }
 
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
