@@ -15,7 +15,7 @@ struct WALWriterStateTests {
         #expect(first == LogTicket(lsn: 12, epoch: 0) && second == LogTicket(lsn: 15, epoch: 0))
         #expect(state.hasWork)
         let work = state.takeWork()
-        #expect(work.count == 5 && work.records.map(\.count) == [2, 3] && work.firstLSN == 10 && !work.closing && !work.roll)
+        #expect(work.count == 5 && work.appends.map(\.count) == [2, 3] && work.firstLSN == 10 && !work.closing && !work.roll)
         #expect(!state.hasWork)
         #expect(state.outcome(of: first) == nil)
         _ = state.acknowledge(through: 12, count: 2, bytes: 100, synced: true)

@@ -275,7 +275,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
                     }
                 }
                 if work.count > 0 {
-                    let batch = self.batchEncoder.batch(appends: work.records, firstLSN: work.firstLSN)
+                    let batch = self.batchEncoder.batch(appends: work.appends, firstLSN: work.firstLSN)
                     if self.segmentBytes + batch.count > self.segmentSize && self.segmentBytes > WALFormat.segmentHeaderSize {
                         try self.finishSegment()
                         try self.startSegment(index: self.segmentIndex + 1, firstLSN: work.firstLSN)

@@ -23,8 +23,8 @@ struct WALWriterState: Sendable {
     /// What the writer thread takes to write: the queued records and what else was asked.
     struct Work {
         /// The records, as the appends gave them (each append's array kept whole).
-        var records: [[WALRecord]]
-        /// How many records `records` holds.
+        var appends: [[WALRecord]]
+        /// How many records `appends` holds.
         var count: Int
         var firstLSN: UInt64
         var closing: Bool
@@ -147,12 +147,12 @@ struct WALWriterState: Sendable {
 
     /// Takes everything queued, and the roll and close requests.
     mutating func takeWork() -> Work {
-        let records = self.queue
+        let appends = self.queue
         let count = self.queuedCount
         self.queue.removeAll(keepingCapacity: true)
         self.queuedCount = 0
         defer { self.rollRequested = false }
-        return Work(records: records, count: count, firstLSN: self.nextLSN - UInt64(count), closing: self.closing, roll: self.rollRequested)
+        return Work(appends: appends, count: count, firstLSN: self.nextLSN - UInt64(count), closing: self.closing, roll: self.rollRequested)
     }
 
     mutating func rolled() { self.rolls += 1 }
