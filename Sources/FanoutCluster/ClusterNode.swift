@@ -222,23 +222,26 @@ package final class ClusterNode: @unchecked Sendable {
         self.served.withLock { served in Set(served.indices.filter { served[$0].isOwner }) }
     }
 
-    /// One round of the node's loop (see the type's description). A shard whose step fails (NATS
-    /// slow or gone) is tried again next turn; the others go on.
-    /// - Returns: the shards whose step failed, with why.
-    /// - Throws: `UNAVAILABLE` when the node cannot announce itself or read the members.
+    /// What a turn could not do; it goes on past each.
+    package struct TurnFailures: Sendable {
+        /// The shards whose step failed, with why (tried again next turn).
+        package var shards: [Int: FanoutError] = [:]
+        /// Why the members could not be listed (the turn went on with those it last read), or
+        /// the node could not announce itself.
+        package var membership: [FanoutError] = []
+
+        package var isEmpty: Bool { self.shards.isEmpty && self.membership.isEmpty }
+    }
+
+    /// One round of the node's loop (see the type's description). What fails (NATS slow or gone,
+    /// a server of its cluster lost) is tried again next turn; the rest goes on.
     @discardableResult
-    package func turn() throws(FanoutError) -> [Int: FanoutError] {
+    package func turn() -> TurnFailures {
         let now = ContinuousClock.now
-        let live = Set(try self.members.keys()).union([self.node])
-        if let (pins, _) = try? ShardPins.read(from: self.layout) { self.pins = pins }
-        self.memberSince = live.reduce(into: [:]) { since, member in since[member] = self.memberSince[member] ?? now }
-        // A node takes shards only once it has been a member for a lease: nodes started together
-        // then see each other first, and take only their own share.
-        let isSettled = self.memberSince[self.node].map { now - $0 >= self.lease } ?? false
-        var failures: [Int: FanoutError] = [:]
+        var failures = TurnFailures()
         func attempt(_ shard: Int, _ body: () throws(FanoutError) -> Void) {
             self.locks[shard].withLock { _ in
-                do throws(FanoutError) { try body() } catch { failures[shard] = error }
+                do throws(FanoutError) { try body() } catch { failures.shards[shard] = error }
                 self.publish(shard)
             }
         }
@@ -248,6 +251,22 @@ package final class ClusterNode: @unchecked Sendable {
         for (shard, shardNode) in self.shards.enumerated() where shardNode.isOwner {
             attempt(shard) { () throws(FanoutError) in try shardNode.step() }
         }
+        // Then the members, read in a third of a lease at most. When they cannot be (NATS slow,
+        // a server of its cluster lost), the turn goes on with those it last read: the leases,
+        // not the list, say who owns a shard, and a dead node's shards, free, are taken three
+        // leases later as a stuck one's are.
+        let live: Set<String>
+        do throws(FanoutError) {
+            live = Set(try self.members.writtenKeys(timeout: self.lease / 3)).union([self.node])
+        } catch {
+            failures.membership.append(error)
+            live = Set(self.memberSince.keys).union([self.node])
+        }
+        if let (pins, _) = try? ShardPins.read(from: self.layout) { self.pins = pins }
+        self.memberSince = live.reduce(into: [:]) { since, member in since[member] = self.memberSince[member] ?? now }
+        // A node takes shards only once it has been a member for a lease: nodes started together
+        // then see each other first, and take only their own share.
+        let isSettled = self.memberSince[self.node].map { now - $0 >= self.lease } ?? false
         // Then the slow changes of role (each opens an engine), for a third of a lease at most so
         // that the next turn's renewals come in time: one shard handed on to its preferred owner,
         // or free shards taken.
@@ -273,7 +292,11 @@ package final class ClusterNode: @unchecked Sendable {
             }
         }
         // Last, the node announces itself, with what it now holds (`fanout cluster status`).
-        try self.members.put(self.node, Array(NodeProgress(self.servedShards).encoded.utf8))
+        do throws(FanoutError) {
+            try self.members.put(self.node, Array(NodeProgress(self.servedShards).encoded.utf8))
+        } catch {
+            failures.membership.append(error)
+        }
         return failures
     }
 

@@ -95,7 +95,8 @@ package final class KeyValueBucket: @unchecked Sendable {
         return revision
     }
 
-    /// The keys that have an entry, in no particular order.
+    /// The keys that have an entry, in no particular order. libnats reads them through a
+    /// consumer it creates on the bucket's stream for the call.
     package func keys() throws(FanoutError) -> [String] {
         var list = kvKeysList()
         let status = kvStore_Keys(&list, self.store, nil)
@@ -103,5 +104,30 @@ package final class KeyValueBucket: @unchecked Sendable {
         if status == NATS_NOT_FOUND { return [] }
         guard status == NATS_OK else { throw JetStream.error("cannot list the keys of \(self.name)", status) }
         return (0..<Int(list.Count)).compactMap { list.Keys[$0].map { String(cString: $0) } }
+    }
+
+    /// The keys that have an entry, in no particular order, read in one request to the bucket's
+    /// stream (the subjects it holds messages on) that waits `timeout` at most, where `keys()`
+    /// creates a consumer and waits JetStream's default 5 s: for a bucket whose keys are only
+    /// written and expire (the members'), since a key deleted or purged keeps a marker, which this
+    /// counts as an entry.
+    package func writtenKeys(timeout: Duration) throws(FanoutError) -> [String] {
+        let prefix = "$KV.\(self.name)."
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.Wait = max(1, timeout.wholeMilliseconds)
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(rawValue: 0)
+        let status = "\(prefix)>".withCString { filter in
+            options.Stream.Info.SubjectsFilter = filter
+            return js_GetStreamInfo(&info, self.jetStream.context, "KV_\(self.name)", &options, &code)
+        }
+        defer { jsStreamInfo_Destroy(info) }
+        guard status == NATS_OK, let info else { throw JetStream.error("cannot list the keys of \(self.name)", status, code) }
+        guard let subjects = info.pointee.State.Subjects else { return [] }
+        return UnsafeBufferPointer(start: subjects.pointee.List, count: Int(subjects.pointee.Count)).compactMap { subject in
+            guard subject.Msgs > 0, let name = subject.Subject.map({ String(cString: $0) }), name.hasPrefix(prefix) else { return nil }
+            return String(name.dropFirst(prefix.count))
+        }
     }
 }

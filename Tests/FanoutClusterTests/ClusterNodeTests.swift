@@ -97,7 +97,7 @@ struct ClusterNodeTests {
             finished.enter()
             Thread.detachNewThread {
                 while !stop.requested {
-                    _ = try? node.turn()  // a turn that fails is taken again, as fanoutd's loop does
+                    node.turn()  // what fails is tried again next turn, as in fanoutd's loop
                     Thread.sleep(forTimeInterval: Double((Self.lease / 3).components.seconds) + Double((Self.lease / 3).components.attoseconds) / 1e18)
                 }
                 finished.leave()
@@ -296,6 +296,48 @@ struct ClusterNodeTests {
                         #expect(try c.served(shard).engine.installation(token) == owner(of: shard).served(shard).engine.installation(token))
                     }
                 }
+            }
+        }
+    }
+
+    /// The members cannot be listed (here: their bucket's stream is gone; in the field, a NATS
+    /// server of the cluster lost, and listings time out for a while): the owners renew their
+    /// leases all the same, turn after turn, and nobody takes or drops a shard.
+    @Test func ownersKeepTheirLeasesWhileTheMembersCannotBeListed() async throws {
+        try await NATSServer.with { server in
+            try await TemporaryDirectory.with { directory in
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode {
+                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: shards, lease: Self.lease))
+                }
+                let a = try join("node-a", shards: 4)
+                let b = try join("node-b")
+                defer { [a, b].forEach { $0.close() } }
+                let names = ["node-a", "node-b"]
+                try await Self.turns([a, b]) { [a, b].allSatisfy { Self.owned(by: $0) == Self.preferred($0.node, among: names, shards: 4) } }
+                let owned = [a, b].map(Self.owned(by:))
+                #expect(owned.allSatisfy { !$0.isEmpty })
+
+                // The members as a turn reads them: one request to the bucket's stream.
+                let jetStream = try JetStream(urls: server.url)
+                let members = try KeyValueBucket(jetStream, existing: ClusterNode.membersBucket)
+                #expect(Set(try members.writtenKeys(timeout: .seconds(1))) == Set(names))
+
+                try jetStream.deleteStream("KV_\(ClusterNode.membersBucket)")
+                let failures = a.turn()
+                #expect(failures.membership.count == 2, "the listing and the announcement: \(failures.membership)")
+                #expect(failures.shards.isEmpty, "\(failures.shards)")
+                // Three leases of turns: every lease would have lapsed twice over had a turn not renewed it.
+                let until = ContinuousClock.now + Self.lease * 3
+                var lapsed: Set<String> = []
+                try await Self.turns([a, b]) {
+                    for (node, shards) in zip([a, b], owned) where Self.owned(by: node) != shards || !shards.allSatisfy({ node.served($0).holdsItsLease }) {
+                        lapsed.insert(node.node)
+                    }
+                    return ContinuousClock.now >= until
+                }
+                #expect(lapsed.isEmpty, "owners whose shards lapsed or moved: \(lapsed.sorted())")
+                #expect([a, b].map(Self.owned(by:)) == owned)
             }
         }
     }

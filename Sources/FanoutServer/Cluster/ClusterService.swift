@@ -76,17 +76,14 @@ package final class ClusterService: Service, Sendable {
                     while !Task.isCancelled {
                         let started = ContinuousClock.now
                         let owned = node.ownedShards
-                        do {
-                            let failures = try await pool.runIfActive { try node.turn() }
-                            for observer in self.turnObservers.withLock({ $0 }) { observer() }
-                            self.router.shards.followOwnership()
-                            self.router.shardConsumers.followOwnership()
-                            self.router.refreshConsumers()
-                            self.log(failures, "turn failed")
-                            self.logChanges(from: owned, to: node.ownedShards, turnTook: ContinuousClock.now - started)
-                        } catch {
-                            self.logger.warning("cluster: the node's turn failed: \(error)")
-                        }
+                        guard let failures = try? await pool.runIfActive({ node.turn() }) else { break }  // the pool stopped
+                        for observer in self.turnObservers.withLock({ $0 }) { observer() }
+                        self.router.shards.followOwnership()
+                        self.router.shardConsumers.followOwnership()
+                        self.router.refreshConsumers()
+                        self.log(failures.shards, "turn failed")
+                        for error in failures.membership { self.logger.warning("cluster: the node's turn: \(error)") }
+                        self.logChanges(from: owned, to: node.ownedShards, turnTook: ContinuousClock.now - started)
                         try? await Task.sleep(until: started + node.lease / 3)
                     }
                 }
