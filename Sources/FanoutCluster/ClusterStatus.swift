@@ -26,10 +26,11 @@ struct NodeProgress: Hashable, Sendable {
         self.applied = applied
     }
 
-    /// Every member's announcement in the members bucket, by node.
+    /// Every member's announcement in the members bucket, by node (the members listed as a
+    /// turn lists them, waiting JetStream's usual 5 s at most).
     static func readAll(from members: KeyValueBucket) throws(FanoutError) -> [String: NodeProgress] {
         var progress: [String: NodeProgress] = [:]
-        for node in try members.keys() {
+        for node in try members.writtenKeys(timeout: .seconds(5)) {
             if let entry = try members.entry(node) { progress[node] = NodeProgress(decoding: String(decoding: entry.value, as: UTF8.self)) }
         }
         return progress
