@@ -310,7 +310,13 @@ public final class FanoutClient: Sendable {
 
     /// Subscribes up to 1000 registrations (FIDs or tokens); one result per registration.
     public func subscribe(_ registrations: [String], to topic: String, in project: String = "default") async throws -> [BatchItemResult] {
-        try await self.itemResults(.subscribe(project: project, topic: topic, registrations: RegistrationList(registrations)))
+        try await self.subscribe(RegistrationList(registrations), to: topic, in: project)
+    }
+
+    /// Subscribes registrations already packed into one list (an import that reads its tokens as
+    /// bytes keeps no `String` per token).
+    public func subscribe(_ registrations: RegistrationList, to topic: String, in project: String = "default") async throws -> [BatchItemResult] {
+        try await self.itemResults(.subscribe(project: project, topic: topic, registrations: registrations))
     }
 
     public func unsubscribe(_ registrations: [String], from topic: String, in project: String = "default") async throws -> [BatchItemResult] {

@@ -63,12 +63,19 @@ public final class FanoutBackend: LoadBackend {
     }
 
     public func subscribe(_ members: ArraySlice<Int>, to topic: String, worker: Int) async throws -> Int {
-        let results = try await self.client(worker).subscribe(members.map { self.workload.token($0) }, to: topic)
-        var subscribed = 0
-        for result in results {
-            if case .ok = result { subscribed += 1 }
+        try await self.subscribe(RegistrationList(members.map { self.workload.token($0) }), to: topic, worker: worker)
+    }
+
+    /// Each batch's tokens packed into the list SUBSCRIBE's frame is written from.
+    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
+        batches.map { topic, members in
+            let tokens = RegistrationList(members.map { self.workload.token($0) })
+            return { worker in try await self.subscribe(tokens, to: topic, worker: worker) }
         }
-        return subscribed
+    }
+
+    private func subscribe(_ tokens: RegistrationList, to topic: String, worker: Int) async throws -> Int {
+        try await self.client(worker).subscribe(tokens, to: topic).count { $0 == .ok }
     }
 
     public func sendToTopic(_ topic: String, worker: Int) async throws -> Int {

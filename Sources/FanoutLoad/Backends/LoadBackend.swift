@@ -18,6 +18,13 @@ public protocol LoadBackend: Sendable {
     /// Subscribes the installations to the topic; returns how many subscriptions that made.
     func subscribe(_ members: ArraySlice<Int>, to topic: String, worker: Int) async throws -> Int
 
+    /// The subscribe phase's calls, one per batch, each returning how many subscriptions it made:
+    /// each request's data (its 1000 tokens, packed as the system's client sends them) made now,
+    /// before the phase's clock starts, as a client importing subscriptions holds its tokens at
+    /// hand. (Gathered during the phase, 1000 random tokens per call were half of the harness's
+    /// CPU there.) By default, calls of `subscribe`.
+    func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall]
+
     /// Sends to a topic; returns how many recipients the send reached.
     func sendToTopic(_ topic: String, worker: Int) async throws -> Int
 
@@ -32,4 +39,14 @@ public protocol LoadBackend: Sendable {
 
     /// Closes the connections.
     func close() async
+}
+
+/// One prepared request of a subscribe phase (`LoadBackend.subscriptionCalls`): sent on
+/// `worker`'s connection, it returns how many subscriptions it made.
+public typealias SubscriptionCall = @Sendable (_ worker: Int) async throws -> Int
+
+extension LoadBackend {
+    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
+        batches.map { topic, members in { worker in try await self.subscribe(members, to: topic, worker: worker) } }
+    }
 }

@@ -62,8 +62,24 @@ public final class RedisBackend: LoadBackend {
     }
 
     public func subscribe(_ members: ArraySlice<Int>, to topic: String, worker: Int) async throws -> Int {
-        let replies = try await self.run([["SADD", "topic:\(topic)"] + members.map { self.workload.token($0) }], worker: worker)
+        let replies = try await self.run([Self.sadd(members, to: topic, of: self.workload)], worker: worker)
         return replies[0].count ?? 0
+    }
+
+    /// Each batch's SADD written in RESP ahead, sent as it is.
+    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
+        batches.map { topic, members in
+            let command = RESPValue.encodedCommands([Self.sadd(members, to: topic, of: self.workload)])
+            return { worker in
+                let replies = try await self.connection(worker).pipeline(encoded: command, count: 1)
+                if case .error(let message) = replies[0] { throw RedisReplyError(message: message) }
+                return replies[0].count ?? 0
+            }
+        }
+    }
+
+    private static func sadd(_ members: ArraySlice<Int>, to topic: String, of workload: LoadWorkload) -> [String] {
+        ["SADD", "topic:\(topic)"] + members.map { workload.token($0) }
     }
 
     public func sendToTopic(_ topic: String, worker: Int) async throws -> Int {

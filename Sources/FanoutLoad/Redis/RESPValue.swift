@@ -11,6 +11,16 @@ public enum RESPValue: Hashable, Sendable {
     /// `nil` is the null array (`*-1`).
     case array([RESPValue]?)
 
+    /// Commands (each an array of bulk strings) in RESP2, in one buffer.
+    public static func encodedCommands(_ commands: [[String]], allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        let size = commands.reduce(0) { total, arguments in total + 16 + arguments.reduce(0) { $0 + $1.utf8.count + 16 } }
+        var buffer = allocator.buffer(capacity: size)
+        for arguments in commands {
+            Self.writeCommand(arguments, into: &buffer)
+        }
+        return buffer
+    }
+
     /// Writes a command (an array of bulk strings) in RESP2, without building the value.
     public static func writeCommand(_ arguments: [String], into buffer: inout ByteBuffer) {
         buffer.writeStaticString("*")

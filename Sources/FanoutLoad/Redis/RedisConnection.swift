@@ -35,15 +35,15 @@ public final class RedisConnection: Sendable {
     /// Writes the commands in one buffer with one flush and waits for all their replies, in order.
     public func pipeline(_ commands: [[String]]) async throws -> [RESPValue] {
         guard !commands.isEmpty else { return [] }
-        let size = commands.reduce(0) { total, arguments in total + 16 + arguments.reduce(0) { $0 + $1.utf8.count + 16 } }
-        var buffer = self.channel.allocator.buffer(capacity: size)
-        for arguments in commands {
-            RESPValue.writeCommand(arguments, into: &buffer)
-        }
+        return try await self.pipeline(encoded: RESPValue.encodedCommands(commands, allocator: self.channel.allocator), count: commands.count)
+    }
+
+    /// Writes `count` commands already in RESP (`RESPValue.encodedCommands`) with one flush and
+    /// waits for their replies, in order.
+    public func pipeline(encoded buffer: ByteBuffer, count: Int) async throws -> [RESPValue] {
         // One hop onto the event loop, as FanoutClient makes per request: the write and the wait
         // for the replies are set up there.
         let channel = self.channel
-        let count = commands.count
         return try await withUnsafeThrowingContinuation { continuation in
             channel.eventLoop.execute {
                 let replies = channel.eventLoop.makePromise(of: [RESPValue].self)

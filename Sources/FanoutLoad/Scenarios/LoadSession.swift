@@ -192,14 +192,12 @@ public final class LoadSession: @unchecked Sendable {
     /// Subscribes every topic's installations, 1000 per call.
     public func subscribe() async {
         let batches = self.workload.subscriptionBatches(size: 1000)
-        let backend = self.backend
-        let workload = self.workload
+        let calls = self.backend.subscriptionCalls(batches.map { (self.workload.topicName($0.rank), $0.members) })
         await self.phase("subscribe", items: "subscriptions") {
             await LoadRunner.closedLoop("subscribe", count: batches.count, concurrency: self.options.concurrency, progress: self.progress) { index, worker in
-                let batch = batches[index]
-                let subscribed = try await backend.subscribe(batch.members, to: workload.topicName(batch.rank), worker: worker)
-                guard subscribed == batch.members.count else {
-                    throw LoadError("\(batch.members.count - subscribed) of \(batch.members.count) subscriptions refused")
+                let subscribed = try await calls[index](worker)
+                guard subscribed == batches[index].members.count else {
+                    throw LoadError("\(batches[index].members.count - subscribed) of \(batches[index].members.count) subscriptions refused")
                 }
                 return subscribed
             }
