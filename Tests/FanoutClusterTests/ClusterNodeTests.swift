@@ -300,6 +300,31 @@ struct ClusterNodeTests {
         }
     }
 
+    /// The keys as a turn lists the members (`writtenKeys`, one request to the bucket's stream):
+    /// those written, each once however often, as libnats' listing through a consumer has them;
+    /// a key not written again drops out a TTL after its last write.
+    @Test func writtenKeysAreTheEntriesThatHaveNotExpired() async throws {
+        try await NATSServer.with { server in
+            let jetStream = try JetStream(urls: server.url)
+            let bucket = try KeyValueBucket(jetStream, name: "expiring", ttl: .seconds(1))
+            #expect(try bucket.writtenKeys(timeout: .seconds(1)).isEmpty)
+            try bucket.put("node-a", [1])
+            try bucket.put("node-b", [2])
+            try bucket.put("node-a", [3])
+            #expect(try bucket.writtenKeys(timeout: .seconds(1)).sorted() == ["node-a", "node-b"])
+            #expect(try bucket.keys().sorted() == ["node-a", "node-b"])
+            // node-b written again and again, node-a no more: node-a expires.
+            let deadline = ContinuousClock.now + .seconds(10)
+            var keys: [String] = []
+            repeat {
+                try bucket.put("node-b", [4])
+                try await Task.sleep(for: .milliseconds(100))
+                keys = try bucket.writtenKeys(timeout: .seconds(1))
+            } while keys != ["node-b"] && ContinuousClock.now < deadline
+            #expect(keys == ["node-b"])
+        }
+    }
+
     /// The members cannot be listed (here: their bucket's stream is gone; in the field, a NATS
     /// server of the cluster lost, and listings time out for a while): the owners renew their
     /// leases all the same, turn after turn, and nobody takes or drops a shard.
