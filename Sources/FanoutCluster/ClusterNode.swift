@@ -229,8 +229,6 @@ package final class ClusterNode: @unchecked Sendable {
         /// Why the members could not be listed (the turn went on with those it last read), or
         /// the node could not announce itself.
         package var membership: [FanoutError] = []
-
-        package var isEmpty: Bool { self.shards.isEmpty && self.membership.isEmpty }
     }
 
     /// One round of the node's loop (see the type's description). What fails (NATS slow or gone,
