@@ -138,6 +138,12 @@ struct ClusterNodeTests {
         Set(node.servedShards.indices.filter { node.served($0).isOwner })
     }
 
+    /// A node of the cluster at `server` (creating it with `shards`), on `directory/name`.
+    static func join(_ name: String, shards: Int? = nil, server: NATSServerProcess, directory: String) throws -> ClusterNode {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: shards, lease: Self.lease))
+    }
+
     static func preferred(_ node: String, among nodes: [String], shards: Int) -> Set<Int> {
         Set((0..<shards).filter { ShardPlacement.preferredOwner(of: $0, among: nodes) == node })
     }
@@ -145,10 +151,7 @@ struct ClusterNodeTests {
     @Test func nodesSplitTheShardsAndTakeOverAStoppedNodesShardsWithTheirData() async throws {
         try await NATSServer.with { server in
             try await TemporaryDirectory.with { directory in
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode {
-                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: shards, lease: Self.lease))
-                }
+                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode { try Self.join(name, shards: shards, server: server, directory: directory) }
                 let a = try join("node-a", shards: 8)
                 let b = try join("node-b")
                 let c = try join("node-c", shards: 8)
@@ -331,10 +334,7 @@ struct ClusterNodeTests {
     @Test func ownersKeepTheirLeasesWhileTheMembersCannotBeListed() async throws {
         try await NATSServer.with { server in
             try await TemporaryDirectory.with { directory in
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode {
-                    try ClusterNode(.init(urls: server.url, node: name, directory: "\(directory)/\(name)", shardCount: shards, lease: Self.lease))
-                }
+                func join(_ name: String, shards: Int? = nil) throws -> ClusterNode { try Self.join(name, shards: shards, server: server, directory: directory) }
                 let a = try join("node-a", shards: 4)
                 let b = try join("node-b")
                 defer { [a, b].forEach { $0.close() } }
