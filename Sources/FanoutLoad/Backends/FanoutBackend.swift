@@ -63,15 +63,19 @@ public final class FanoutBackend: LoadBackend {
     }
 
     public func subscribe(_ members: ArraySlice<Int>, to topic: String, worker: Int) async throws -> Int {
-        try await self.subscribe(RegistrationList(members.map { self.workload.token($0) }), to: topic, worker: worker)
+        try await self.subscribe(self.tokens(of: members), to: topic, worker: worker)
     }
 
     /// Each batch's tokens packed into the list SUBSCRIBE's frame is written from.
     public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
         batches.map { topic, members in
-            let tokens = RegistrationList(members.map { self.workload.token($0) })
+            let tokens = self.tokens(of: members)
             return { worker in try await self.subscribe(tokens, to: topic, worker: worker) }
         }
+    }
+
+    private func tokens(of members: ArraySlice<Int>) -> RegistrationList {
+        RegistrationList(members.map { self.workload.token($0) })
     }
 
     private func subscribe(_ tokens: RegistrationList, to topic: String, worker: Int) async throws -> Int {

@@ -27,7 +27,11 @@ public final class RedisBackend: LoadBackend {
     /// The replies, or the first error reply thrown.
     @discardableResult
     private func run(_ commands: [[String]], worker: Int) async throws -> [RESPValue] {
-        let replies = try await self.connection(worker).pipeline(commands)
+        try Self.checked(try await self.connection(worker).pipeline(commands))
+    }
+
+    /// The replies, or the first error reply thrown.
+    private static func checked(_ replies: [RESPValue]) throws -> [RESPValue] {
         for reply in replies {
             if case .error(let message) = reply { throw RedisReplyError(message: message) }
         }
@@ -70,11 +74,7 @@ public final class RedisBackend: LoadBackend {
     public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
         batches.map { topic, members in
             let command = RESPValue.encodedCommands([Self.sadd(members, to: topic, of: self.workload)])
-            return { worker in
-                let replies = try await self.connection(worker).pipeline(encoded: command, count: 1)
-                if case .error(let message) = replies[0] { throw RedisReplyError(message: message) }
-                return replies[0].count ?? 0
-            }
+            return { worker in try Self.checked(try await self.connection(worker).pipeline(encoded: command, count: 1))[0].count ?? 0 }
         }
     }
 
