@@ -188,9 +188,21 @@ struct Compare: AsyncParsableCommand {
 
     @OptionGroup var workload: WorkloadOptions
 
+    @Option(help: "Run the whole comparison this many times, one round after the other, and report each figure's medians and every round's ratio.")
+    var rounds = 1
+
+    func validate() throws {
+        guard (1...20).contains(self.rounds) else {
+            throw ValidationError("--rounds must be 1 to 20")
+        }
+    }
+
     mutating func run() async throws {
-        let report = try await self.workload.harness(for: nil).compare()
-        self.workload.print(report)
+        var reports: [LoadReport] = []
+        for _ in 0..<self.rounds {
+            reports.append(try await self.workload.harness(for: nil).compare())
+        }
+        self.workload.print(LoadReport(rounds: reports))
     }
 }
 

@@ -17,6 +17,9 @@ public struct LoadReport: Codable, Sendable {
     public var clusterJoin: ClusterJoinFigures?
     /// fanout's figures over Redis's, for the phases both ran.
     public var comparisons: [Comparison] = []
+    /// With `compare --rounds N` (N > 1): each compared figure over the rounds, whose own phases,
+    /// memory and comparisons are `phases`, `memory` and `comparisons`, each round's in turn.
+    public var rounds: [RoundsFigure] = []
 
     public struct Comparison: Codable, Sendable {
         public var figure: String
@@ -25,6 +28,22 @@ public struct LoadReport: Codable, Sendable {
         /// fanout / redis.
         public var ratio: Double
         /// Whether a larger value is better (throughput) or a smaller one (latency, memory).
+        public var largerIsBetter: Bool
+        /// The round it was measured in, with `compare --rounds N` (N > 1).
+        public var round: Int?
+    }
+
+    /// A compared figure over several rounds: the medians, and each round's ratio (a VM's speed
+    /// moves between runs, so one round's ratio is only about right; the spread says how far).
+    public struct RoundsFigure: Codable, Sendable {
+        public var figure: String
+        /// The medians of each system's figure over the rounds.
+        public var fanout: Double
+        public var redis: Double
+        /// The median of the rounds' ratios (each fanout / redis within its own round).
+        public var ratio: Double
+        /// Each round's ratio, in the order the rounds ran.
+        public var ratios: [Double]
         public var largerIsBetter: Bool
     }
 
@@ -77,6 +96,55 @@ public struct LoadReport: Codable, Sendable {
         }
     }
 
+    /// The rounds of one `compare`, run one after the other, as one report: every round's phases,
+    /// memory and comparisons (each with its round's number, from 1), and the medians of each
+    /// figure the rounds compared (`rounds`). One round is returned as it is.
+    public init(rounds: [LoadReport]) {
+        precondition(!rounds.isEmpty, "a report needs at least one round")
+        self = rounds[0]
+        guard rounds.count > 1 else { return }
+        self.phases = []
+        self.memory = []
+        self.comparisons = []
+        for (index, round) in rounds.enumerated() {
+            self.phases += round.phases.map { phase in
+                var phase = phase
+                phase.round = index + 1
+                return phase
+            }
+            self.memory += round.memory.map { figure in
+                var figure = figure
+                figure.round = index + 1
+                return figure
+            }
+            self.comparisons += round.comparisons.map { comparison in
+                var comparison = comparison
+                comparison.round = index + 1
+                return comparison
+            }
+        }
+        // The figures of the first round, in its order; a figure some round lacks is left out.
+        self.rounds = rounds[0].comparisons.compactMap { first in
+            let each = rounds.compactMap { round in round.comparisons.first { $0.figure == first.figure } }
+            guard each.count == rounds.count else { return nil }
+            return RoundsFigure(
+                figure: first.figure,
+                fanout: Self.median(each.map(\.fanout)),
+                redis: Self.median(each.map(\.redis)),
+                ratio: Self.median(each.map(\.ratio)),
+                ratios: each.map(\.ratio),
+                largerIsBetter: first.largerIsBetter
+            )
+        }
+    }
+
+    /// The middle value (the mean of the two middle ones for an even count).
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
     public var json: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -92,7 +160,7 @@ public struct LoadReport: Codable, Sendable {
         var rows = [["system", "phase", "ops", "ops/s", "items", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "harness CPU", "server RSS"]]
         for phase in self.phases {
             rows.append([
-                phase.system, phase.phase, String(phase.operations), Self.number(phase.operationsPerSecond),
+                phase.system, phase.phase + Self.roundMark(phase.round), String(phase.operations), Self.number(phase.operationsPerSecond),
                 "\(phase.items) \(phase.itemName)", Self.number(phase.itemsPerSecond),
                 Self.milliseconds(phase.latency.p50), Self.milliseconds(phase.latency.p90), Self.milliseconds(phase.latency.p99),
                 Self.milliseconds(phase.latency.p999), Self.milliseconds(phase.latency.max),
@@ -108,7 +176,7 @@ public struct LoadReport: Codable, Sendable {
             var memoryRows = [["system", "bytes per installation", "bytes per subscription", "total"]]
             for figure in self.memory {
                 memoryRows.append([
-                    figure.system == "redis" ? "redis (used_memory)" : "\(figure.system) (RSS)",
+                    (figure.system == "redis" ? "redis (used_memory)" : "\(figure.system) (RSS)") + Self.roundMark(figure.round),
                     String(format: "%.0f", figure.perInstallation),
                     figure.perSubscription.map { String(format: "%.1f", $0) } ?? "-",
                     Self.bytes(figure.total),
@@ -116,7 +184,7 @@ public struct LoadReport: Codable, Sendable {
                 // fanoutd's own figure is its RSS already.
                 if figure.system == "redis", let resident = figure.residentPerInstallation {
                     memoryRows.append([
-                        "redis (RSS)", String(format: "%.0f", resident), figure.residentPerSubscription.map { String(format: "%.1f", $0) } ?? "-", "-",
+                        "redis (RSS)" + Self.roundMark(figure.round), String(format: "%.0f", resident), figure.residentPerSubscription.map { String(format: "%.1f", $0) } ?? "-", "-",
                     ])
                 }
             }
@@ -154,13 +222,31 @@ public struct LoadReport: Codable, Sendable {
             for comparison in self.comparisons {
                 let better = comparison.largerIsBetter ? comparison.ratio >= 1 : comparison.ratio <= 1
                 comparisonRows.append([
-                    comparison.figure, Self.number(comparison.fanout), Self.number(comparison.redis),
+                    comparison.figure + Self.roundMark(comparison.round), Self.number(comparison.fanout), Self.number(comparison.redis),
                     String(format: "%.2f", comparison.ratio), better ? "fanout ahead" : "redis ahead",
                 ])
             }
             lines += Self.align(comparisonRows)
         }
+        if !self.rounds.isEmpty {
+            lines.append("")
+            lines.append("over \(self.rounds[0].ratios.count) rounds (medians; the verdict by the median ratio):")
+            var roundsRows = [["figure", "fanout", "redis", "fanout/redis", "each round", ""]]
+            for figure in self.rounds {
+                let better = figure.largerIsBetter ? figure.ratio >= 1 : figure.ratio <= 1
+                roundsRows.append([
+                    figure.figure, Self.number(figure.fanout), Self.number(figure.redis), String(format: "%.2f", figure.ratio),
+                    figure.ratios.map { String(format: "%.2f", $0) }.joined(separator: " "), better ? "fanout ahead" : "redis ahead",
+                ])
+            }
+            lines += Self.align(roundsRows)
+        }
         return lines.joined(separator: "\n")
+    }
+
+    /// " (round N)" after a figure of one of several rounds.
+    private static func roundMark(_ round: Int?) -> String {
+        round.map { " (round \($0))" } ?? ""
     }
 
     private static func align(_ rows: [[String]]) -> [String] {

@@ -20,6 +20,8 @@ public struct PhaseResult: Codable, Sendable {
     public var harnessCPU: Double?
     /// The server's resident memory at the end of the phase, bytes.
     public var serverResidentBytes: Int?
+    /// The round it ran in, with `compare --rounds N` (N > 1).
+    public var round: Int?
 
     public struct Latency: Codable, Sendable {
         public var p50: UInt64

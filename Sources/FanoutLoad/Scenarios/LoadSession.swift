@@ -307,6 +307,8 @@ public struct MemoryFigures: Codable, Sendable {
     /// From the process's resident memory, when the harness can see the process.
     public var residentPerInstallation: Double?
     public var residentPerSubscription: Double?
+    /// The round it was measured in, with `compare --rounds N` (N > 1).
+    public var round: Int?
 }
 
 /// Where the consumers of a fanout send connect.
