@@ -190,7 +190,7 @@ let package = Package(
         // The RESP codec against a reference model, and every scenario against a fanoutd it starts.
         .testTarget(
             name: "FanoutLoadTests",
-            dependencies: ["FanoutLoad", "fanoutd", "fanout-load", "FanoutCore", "FanoutTestSupport", nioCore, nioEmbedded, nioTestUtils]
+            dependencies: ["FanoutLoad", "fanoutd", "fanout-load", "FanoutCore", "FanoutKeys", "FanoutTestSupport", nioCore, nioEmbedded, nioTestUtils]
         ),
     ]
 )

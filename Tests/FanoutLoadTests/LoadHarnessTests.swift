@@ -1,3 +1,4 @@
+import FanoutKeys
 import FanoutLoad
 import Foundation
 import Testing
@@ -179,6 +180,11 @@ struct LoadHarnessTests {
         #expect(report.table.contains("fanout/redis"))
         #expect(ratios.contains("latency read, one CPU p50 ms"))
         #expect(try Self.allowedCPUs() == cpusBefore, "this process runs where it ran before")
+        // The report names the build it measured.
+        let executable = FanoutdProcess.siblingExecutable
+        let digest = try #require(FileManager.default.contents(atPath: executable))
+        let named = "fanoutd: \(executable) (sha256 \(SHA256.hex(SHA256.hash(digest)).prefix(12)))"
+        #expect(report.table.contains(named), "the header says \(named)")
     }
 }
 

@@ -9,6 +9,9 @@ public struct LoadReport: Codable, Sendable {
     public var durability: String
     public var concurrency: Int
     public var connections: Int
+    /// The fanoutd the harness started: its path and the first 12 hex digits of its SHA-256, so
+    /// that a report says which build it measured (nil when the run used a running server).
+    public var fanoutd: String?
     public var phases: [PhaseResult] = []
     public var memory: [MemoryFigures] = []
     public var recovery: RecoveryFigures?
@@ -156,6 +159,9 @@ public struct LoadReport: Codable, Sendable {
     public var table: String {
         var lines: [String] = []
         lines.append("fanout-load: seed \(self.seed), \(self.installations) installations, \(self.topics) topics, \(self.subscriptions) subscriptions, durability \(self.durability), concurrency \(self.concurrency) on \(self.connections) connections")
+        if let fanoutd = self.fanoutd {
+            lines.append("fanoutd: \(fanoutd)")
+        }
         lines.append("")
         var rows = [["system", "phase", "ops", "ops/s", "items", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "harness CPU", "server RSS"]]
         for phase in self.phases {

@@ -1,6 +1,7 @@
 import FanoutClient
 import FanoutCluster
 import FanoutCore
+import FanoutKeys
 import FanoutTestSupport
 import Foundation
 
@@ -81,6 +82,7 @@ public struct LoadHarness: Sendable {
         let server = try FanoutdProcess(
             executable: self.fanoutd, dataDirectory: directory, durability: self.durability, tls: self.options.tls, http: scenario == .httpSend
         )
+        report.fanoutd = Self.identify(self.fanoutd)
         if scenario == .connections {
             // Before the server starts: it inherits the limit on open files.
             try IdleConnections.raiseOpenFileLimit(to: self.options.idleConnections + 1024)
@@ -132,6 +134,7 @@ public struct LoadHarness: Sendable {
         try await self.runComparedPhases(on: redisSession, drain: nil)
 
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
+        report.fanoutd = Self.identify(self.fanoutd)
         try await server.start()
         let fanoutSession = try await self.fanoutSession(
             host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources }, process: { server.pid }
@@ -148,6 +151,13 @@ public struct LoadHarness: Sendable {
         report.add(fanoutSession)
         report.compare()
         return report
+    }
+
+    /// `executable`'s path and the first 12 hex digits of its SHA-256 (what a report names the
+    /// measured build by: compare it with `sha256sum` of a clean build).
+    static func identify(_ executable: String) -> String {
+        guard let contents = FileManager.default.contents(atPath: executable) else { return "\(executable) (unreadable)" }
+        return "\(executable) (sha256 \(SHA256.hex(SHA256.hash(contents)).prefix(12)))"
     }
 
     private func runComparedPhases(on session: LoadSession, drain: DeliveryDrainTarget?) async throws {
