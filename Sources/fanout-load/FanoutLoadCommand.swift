@@ -202,7 +202,9 @@ struct Compare: AsyncParsableCommand {
         for _ in 0..<self.rounds {
             reports.append(try await self.workload.harness(for: nil).compare())
         }
-        self.workload.print(LoadReport(rounds: reports))
+        // `validate` makes rounds at least 1.
+        guard let report = LoadReport(rounds: reports) else { throw ValidationError("--rounds must be 1 to 20") }
+        self.workload.print(report)
     }
 }
 

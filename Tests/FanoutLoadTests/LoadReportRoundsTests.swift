@@ -19,11 +19,11 @@ import Testing
     }
 
     @Test func eachFigureIsTheMedianOfItsRoundsAndTheRatioTheMedianOfTheRoundsRatios() throws {
-        let report = LoadReport(rounds: [
+        let report = try #require(LoadReport(rounds: [
             self.round([("subscribe subscriptions/s", 100, 50, true), ("subscribe p50 ms", 4, 2, false)]),
             self.round([("subscribe subscriptions/s", 300, 100, true), ("subscribe p50 ms", 3, 2, false)]),
             self.round([("subscribe subscriptions/s", 264, 120, true), ("subscribe p50 ms", 1, 2, false)]),
-        ])
+        ]))
         #expect(report.rounds.map(\.figure) == ["subscribe subscriptions/s", "subscribe p50 ms"])
         let rate = try #require(report.rounds.first)
         #expect(rate.ratios == [2.0, 3.0, 2.2], "each round's own ratio, in the order the rounds ran")
@@ -42,29 +42,30 @@ import Testing
         #expect(table.contains("2.00 3.00 2.20"), "the table lists each round's ratio")
     }
 
-    @Test func anEvenNumberOfRoundsTakesTheMeanOfTheMiddleTwo() {
-        let report = LoadReport(rounds: [
+    @Test func anEvenNumberOfRoundsTakesTheMeanOfTheMiddleTwo() throws {
+        let report = try #require(LoadReport(rounds: [
             self.round([("register registrations/s", 90, 100, true)]),
             self.round([("register registrations/s", 110, 100, true)]),
-        ])
+        ]))
         #expect(report.rounds.count == 1)
         #expect(abs(report.rounds[0].ratio - 1.0) < 1e-9)
         #expect(report.rounds[0].fanout == 100)
     }
 
-    @Test func aFigureSomeRoundLacksIsLeftOutOfTheMedians() {
-        let report = LoadReport(rounds: [
+    @Test func aFigureSomeRoundLacksIsLeftOutOfTheMedians() throws {
+        let report = try #require(LoadReport(rounds: [
             self.round([("register registrations/s", 90, 100, true), ("latency read p50 ms", 0.1, 0.08, false)]),
             self.round([("register registrations/s", 110, 100, true)]),
-        ])
+        ]))
         #expect(report.rounds.map(\.figure) == ["register registrations/s"])
     }
 
-    @Test func oneRoundIsReportedAsItIs() {
+    @Test func oneRoundIsReportedAsItIs() throws {
         let single = self.round([("register registrations/s", 90, 100, true)])
-        let report = LoadReport(rounds: [single])
+        let report = try #require(LoadReport(rounds: [single]))
         #expect(report.rounds.isEmpty)
         #expect(report.phases.allSatisfy { $0.round == nil })
         #expect(report.table == single.table)
+        #expect(LoadReport(rounds: []) == nil, "no round, no report")
     }
 }

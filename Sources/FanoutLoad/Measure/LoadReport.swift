@@ -101,10 +101,10 @@ public struct LoadReport: Codable, Sendable {
 
     /// The rounds of one `compare`, run one after the other, as one report: every round's phases,
     /// memory and comparisons (each with its round's number, from 1), and the medians of each
-    /// figure the rounds compared (`rounds`). One round is returned as it is.
-    public init(rounds: [LoadReport]) {
-        precondition(!rounds.isEmpty, "a report needs at least one round")
-        self = rounds[0]
+    /// figure the rounds compared (`rounds`). One round is returned as it is; none, nil.
+    public init?(rounds: [LoadReport]) {
+        guard let first = rounds.first else { return nil }
+        self = first
         guard rounds.count > 1 else { return }
         self.phases = []
         self.memory = []
