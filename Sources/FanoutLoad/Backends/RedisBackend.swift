@@ -1,3 +1,5 @@
+import NIOCore
+
 /// Redis as a push backend without fanout keeps it, with RESP over pipelined connections:
 /// `HSET tokens TOKEN FID` per registration (a refresh is `HDEL` of the old token and `HSET` of the
 /// new one), a set of tokens per topic filled with `SADD` (up to 1000 members per call), and a
@@ -27,11 +29,12 @@ public final class RedisBackend: LoadBackend {
     /// The replies, or the first error reply thrown.
     @discardableResult
     private func run(_ commands: [[String]], worker: Int) async throws -> [RESPValue] {
-        try Self.checked(try await self.connection(worker).pipeline(commands))
+        try await self.run(encoded: RESPValue.encodedCommands(commands), count: commands.count, worker: worker)
     }
 
-    /// The replies, or the first error reply thrown.
-    private static func checked(_ replies: [RESPValue]) throws -> [RESPValue] {
+    /// The replies to `count` commands already in RESP, or the first error reply thrown.
+    private func run(encoded commands: ByteBuffer, count: Int, worker: Int) async throws -> [RESPValue] {
+        let replies = try await self.connection(worker).pipeline(encoded: commands, count: count)
         for reply in replies {
             if case .error(let message) = reply { throw RedisReplyError(message: message) }
         }
@@ -74,7 +77,7 @@ public final class RedisBackend: LoadBackend {
     public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
         batches.map { topic, members in
             let command = RESPValue.encodedCommands([Self.sadd(members, to: topic, of: self.workload)])
-            return { worker in try Self.checked(try await self.connection(worker).pipeline(encoded: command, count: 1))[0].count ?? 0 }
+            return { worker in try await self.run(encoded: command, count: 1, worker: worker)[0].count ?? 0 }
         }
     }
 

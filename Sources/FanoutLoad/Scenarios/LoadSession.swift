@@ -195,9 +195,9 @@ public final class LoadSession: @unchecked Sendable {
         let calls = self.backend.subscriptionCalls(batches.map { (self.workload.topicName($0.rank), $0.members) })
         await self.phase("subscribe", items: "subscriptions") {
             await LoadRunner.closedLoop("subscribe", count: batches.count, concurrency: self.options.concurrency, progress: self.progress) { index, worker in
-                let subscribed = try await calls[index](worker)
-                guard subscribed == batches[index].members.count else {
-                    throw LoadError("\(batches[index].members.count - subscribed) of \(batches[index].members.count) subscriptions refused")
+                let (subscribed, asked) = (try await calls[index](worker), batches[index].members.count)
+                guard subscribed == asked else {
+                    throw LoadError("\(asked - subscribed) of \(asked) subscriptions refused")
                 }
                 return subscribed
             }
