@@ -2,15 +2,20 @@ internal import CFanoutOpenSSL
 
 /// SHA-256 from system libcrypto (`EVP_Digest`), and constant-time comparison (`CRYPTO_memcmp`).
 public enum SHA256 {
-    /// The digest of `bytes`: 32 bytes.
+    /// The digest of `bytes`: 32 bytes. Read in place when the collection's storage is contiguous
+    /// (an array, `Data`, a native string's UTF-8), copied into an array otherwise.
     public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        let input = Array(bytes)
+        if let digest = bytes.withContiguousStorageIfAvailable({ Self.hash(bytes: UnsafeRawBufferPointer($0)) }) {
+            return digest
+        }
+        return Array(bytes).withUnsafeBytes { Self.hash(bytes: $0) }
+    }
+
+    private static func hash(bytes input: UnsafeRawBufferPointer) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        let status = input.withUnsafeBytes { input in
-            digest.withUnsafeMutableBytes { output in
-                EVP_Digest(input.baseAddress, input.count, output.baseAddress, &length, EVP_sha256(), nil)
-            }
+        let status = digest.withUnsafeMutableBytes { output in
+            EVP_Digest(input.baseAddress, input.count, output.baseAddress, &length, EVP_sha256(), nil)
         }
         // EVP_Digest with SHA-256 fails only when libcrypto cannot allocate; a zeroed digest then
         // matches nothing a key hashes to.
