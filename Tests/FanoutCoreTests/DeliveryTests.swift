@@ -365,6 +365,42 @@ struct DeliveryTests {
         #expect((workerA.poll() + workerB.poll()).map(\.id.slot) == [android[0].slot])
     }
 
+    /// A device consumer whose installation another device consumer takes gets back the credit
+    /// of what it held there, and is filled from its other installations at once, even when what
+    /// it held had left the mailbox (collapsed while held).
+    @Test func aDeviceConsumerThatLosesAnInstallationIsFilledFromItsOthers() async throws {
+        let a = try await self.register()
+        let b = try await self.register()
+        _ = try await self.toFID(a, #","android":{"collapse_key":"k"}"#)
+        let first = try self.engine.attachConsumer(.installations([.fid(a.fid), .fid(b.fid)]), credit: 1)
+        #expect(first.poll().map(\.id.slot) == [a.slot])
+        let replacement = try await self.toFID(a, #","android":{"collapse_key":"k"}"#)
+        let waiting = try await self.toFID(b)
+        #expect(first.poll().isEmpty, "the collapsed delivery still takes the credit until it is acknowledged")
+        let second = try self.engine.attachConsumer(.installations([.fid(a.fid)]), credit: 1)
+        #expect(second.poll().map(\.id) == [DeliveryID(messageSequence: replacement.sequence, slot: a.slot)])
+        #expect(first.poll().map(\.id) == [DeliveryID(messageSequence: waiting.sequence, slot: b.slot)])
+    }
+
+    /// An installation deleted while its slot waits in its platform's ready queue, and the slot
+    /// taken by an installation of another platform: the new one's deliveries reach that
+    /// platform's workers without waiting for the old platform's.
+    @Test func aSlotTakenOverByAnotherPlatformJoinsThatPlatformsQueue() async throws {
+        let busy = try await self.register(.ios)
+        let gone = try await self.register(.ios)
+        let iosWorker = try self.engine.attachConsumer(.platform(.ios), credit: 1)
+        _ = try await self.toFID(busy)
+        _ = try await self.toFID(gone)
+        #expect(iosWorker.poll().map(\.id.slot) == [busy.slot])
+        let androidWorker = try self.engine.attachConsumer(.platform(.android), credit: 10)
+        _ = try await self.engine.deleteInstallation(gone.fid)
+        let reused = try await self.register(.android)
+        try #require(reused.slot == gone.slot, "the freed slot is reused")
+        _ = try await self.toFID(reused)
+        #expect(androidWorker.poll().map(\.id.slot) == [reused.slot])
+        #expect(iosWorker.poll().isEmpty)
+    }
+
     @Test func aWorkerAttachingLaterGetsTheBacklog() async throws {
         var installations: [Installation] = []
         for _ in 0..<3 { installations.append(try await self.register(.web)) }

@@ -56,7 +56,7 @@ extension ProjectState {
             self.deliveries.consumers.workers[platform].removeAll { $0 == id }
             if self.deliveries.consumers.workers[platform].isEmpty {
                 for slot in self.deliveries.consumers.readyQueue[platform] {
-                    self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
+                    self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued(on: platform), false, slot)
                 }
                 self.deliveries.consumers.readyQueue[platform] = []
             }
@@ -98,12 +98,13 @@ extension ProjectState {
         for consumer in self.deliveries.consumers.byID.values { consumer.sink.finish() }
         self.deliveries.consumers = ConsumerTable()
         for slot in 0..<UInt32(self.deliveries.mailboxes.heads.count) {
-            self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer | MailboxTable.Head.isQueued, false, slot)
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer | MailboxTable.Head.isQueuedOnAnyPlatform, false, slot)
         }
     }
 
     /// Moves `slot` from one device consumer to the one attaching now; what the old one held from
-    /// it waits again.
+    /// it waits again. The old one is due a fill from its other installations: what it held may
+    /// have left the mailbox already (collapsed, dropped), and then no release marks it ready.
     mutating func takeSlot(_ slot: UInt32, from previous: UInt64) {
         guard let old = self.deliveries.consumers.byID[previous] else { return }
         self.deliveries.consumers.byID[previous]!.slots.remove(slot)
@@ -111,6 +112,7 @@ extension ProjectState {
             self.deliveries.consumers.byID[previous]!.inFlight.remove(deliveryID)
             self.release(deliveryID)
         }
+        self.deliveries.consumers.needsFill.insert(previous)
     }
 
     /// A delivery a consumer gave back (detached without acknowledging) waits again.
@@ -135,9 +137,9 @@ extension ProjectState {
         let flags = self.deliveries.mailboxes.head(slot).flags
         if flags & MailboxTable.Head.hasDeviceConsumer != 0 {
             if let id = self.deliveries.consumers.deviceConsumer[slot] { self.deliveries.consumers.needsFill.insert(id) }
-        } else if flags & MailboxTable.Head.isQueued == 0 && !self.deliveries.consumers.workers[platform].isEmpty {
+        } else if flags & MailboxTable.Head.isQueued(on: platform) == 0 && !self.deliveries.consumers.workers[platform].isEmpty {
             self.deliveries.consumers.readyQueue[platform].append(slot)
-            self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, true, slot)
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued(on: platform), true, slot)
         }
     }
 
@@ -184,7 +186,7 @@ extension ProjectState {
                 self.registry.prefetchRecords(of: ahead)
                 self.deliveries.mailboxes.prefetchFirstNodes(of: ahead)
             }
-            self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, false, slot)
+            self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued(on: platform), false, slot)
             guard let actual = self.registry.platform(ofSlot: slot),
                 !self.deliveries.mailboxes.hasFlag(MailboxTable.Head.hasDeviceConsumer, slot)
             else { continue }
@@ -195,7 +197,7 @@ extension ProjectState {
             }
             if self.fill(position, from: slot, now: now) {
                 self.deliveries.consumers.readyQueue[platform].prepend(slot)
-                self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued, true, slot)
+                self.deliveries.mailboxes.setFlag(MailboxTable.Head.isQueued(on: platform), true, slot)
                 return
             }
         }

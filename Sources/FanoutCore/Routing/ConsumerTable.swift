@@ -24,7 +24,8 @@ struct ConsumerTable {
     var byID: [UInt64: Consumer] = [:]
     var deviceConsumer: [UInt32: UInt64] = [:]
     var workers = PerPlatform<[UInt64]> { _ in [] }
-    /// Slots of each platform with deliveries no consumer holds (flagged `isQueued` in the mailbox).
+    /// Slots of each platform with deliveries no consumer holds (flagged `isQueued(on:)` in the
+    /// mailbox). A slot freed while queued stays until popped; the worker that pops it skips it.
     var readyQueue = PerPlatform<Deque<UInt32>> { _ in Deque() }
     /// Where the next turn among a platform's workers starts.
     var nextWorker = PerPlatform<Int> { _ in 0 }

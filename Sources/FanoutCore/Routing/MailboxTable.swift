@@ -55,11 +55,16 @@ struct MailboxTable {
         /// block (a load the send path would wait for; the link it writes into `last` it need not).
         var lastBlockRoom: UInt8 = 0
 
-        static let isQueued: UInt8 = 1
         static let hasDeviceConsumer: UInt8 = 2
         static let hasMarker: UInt8 = 4
         /// The block holding `last` takes only this mailbox's nodes (see `lastBlockRoom`).
         static let ownsLastBlock: UInt8 = 8
+        /// In the ready queue of `platform`'s workers. One flag per platform: a slot freed while
+        /// queued and taken by an installation of another platform stays in its old platform's
+        /// queue until a worker of that platform pops it, and must be able to join the new one's.
+        static func isQueued(on platform: Platform) -> UInt8 { 16 << (platform.code - 1) }
+        /// Every platform's `isQueued`.
+        static let isQueuedOnAnyPlatform: UInt8 = 16 | 32 | 64
 
         var isEmpty: Bool { self.first == MailboxTable.none }
     }
