@@ -34,9 +34,9 @@ extension ProjectState {
                 self.deliveries.consumers.deviceConsumer[slot] = id
                 self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, true, slot)
             }
-            self.deliveries.consumers.byID[id] = .init(id: id, platform: nil, slots: Set(slots), credit: credit, sink: sink)
+            self.deliveries.consumers.add(id: id, platform: nil, slots: Set(slots), credit: credit, sink: sink)
         case .platform(let platform):
-            self.deliveries.consumers.byID[id] = .init(id: id, platform: platform, slots: [], credit: credit, sink: sink)
+            self.deliveries.consumers.add(id: id, platform: platform, slots: [], credit: credit, sink: sink)
             self.deliveries.consumers.workers[platform].append(id)
             if self.deliveries.consumers.workers[platform].count == 1 {
                 self.rebuildReadyQueue(platform)
@@ -44,14 +44,14 @@ extension ProjectState {
         }
         self.deliveries.consumers.needsFill.insert(id)
         self.dispatch(now: now)
+        self.checkDeliveryInvariants()
         return id
     }
 
     /// Detaches a consumer: what it held unacknowledged goes back to waiting (at-least-once), and
     /// its installations' deliveries go to their platform's workers.
     mutating func detachConsumer(_ id: UInt64, now: Timestamp) {
-        guard let consumer = self.deliveries.consumers.byID.removeValue(forKey: id) else { return }
-        self.deliveries.consumers.needsFill.remove(id)
+        guard let (consumer, holding) = self.deliveries.consumers.remove(id) else { return }
         if let platform = consumer.platform {
             self.deliveries.consumers.workers[platform].removeAll { $0 == id }
             if self.deliveries.consumers.workers[platform].isEmpty {
@@ -66,8 +66,8 @@ extension ProjectState {
                 self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, false, slot)
             }
         }
-        for deliveryID in consumer.inFlight {
-            self.release(deliveryID)
+        for handedOut in holding.handedOut where self.isHeld(handedOut, by: consumer.holder) {
+            self.putBack(handedOut.node, in: handedOut.id.slot)
         }
         for slot in consumer.slots {
             if let platform = self.registry.platform(ofSlot: slot) { self.markReady(slot, platform: platform) }
@@ -75,6 +75,7 @@ extension ProjectState {
         consumer.sink.finish()
         self.scheduleWorkers()
         self.dispatch(now: now)
+        self.checkDeliveryInvariants()
     }
 
     /// Raises a consumer's credit by `credit`.
@@ -91,35 +92,65 @@ extension ProjectState {
         self.deliveries.consumers.byID[id]!.credit += credit
         self.deliveries.consumers.needsFill.insert(id)
         self.dispatch(now: now)
+        self.checkDeliveryInvariants()
     }
 
     /// Finishes every consumer's stream (the engine is closing or the project going).
     mutating func finishConsumers() {
         for consumer in self.deliveries.consumers.byID.values { consumer.sink.finish() }
         self.deliveries.consumers = ConsumerTable()
+        self.deliveries.mailboxes.releaseAll()
         for slot in 0..<UInt32(self.deliveries.mailboxes.heads.count) {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer | MailboxTable.Head.isQueuedOnAnyPlatform, false, slot)
         }
     }
 
     /// Moves `slot` from one device consumer to the one attaching now; what the old one held from
-    /// it waits again. The old one is due a fill from its other installations: what it held may
-    /// have left the mailbox already (collapsed, dropped), and then no release marks it ready.
+    /// it waits again (for the new one), and what it held there that has left the mailbox no
+    /// longer counts. The old one is due a fill from its other installations.
     mutating func takeSlot(_ slot: UInt32, from previous: UInt64) {
         guard let old = self.deliveries.consumers.byID[previous] else { return }
         self.deliveries.consumers.byID[previous]!.slots.remove(slot)
-        for deliveryID in old.inFlight where deliveryID.slot == slot {
-            self.deliveries.consumers.byID[previous]!.inFlight.remove(deliveryID)
-            self.release(deliveryID)
+        var held: [UInt32] = []
+        self.deliveries.mailboxes.forEach(in: slot) { index, _ in
+            if self.deliveries.mailboxes.isHeld(index, by: old.holder) { held.append(index) }
+            return true
         }
+        for index in held { self.deliveries.mailboxes.putBack(index, in: slot) }
+        let orphans = self.deliveries.consumers.holdings[Int(old.holder)].orphans.filter { $0.slot == slot }
+        self.deliveries.consumers.holdings[Int(old.holder)].orphans.subtract(orphans)
+        self.deliveries.consumers.byID[previous]!.held -= held.count + orphans.count
+        self.trimHandedOut(of: old.holder, held: old.held - held.count - orphans.count)
         self.deliveries.consumers.needsFill.insert(previous)
     }
 
-    /// A delivery a consumer gave back (detached without acknowledging) waits again.
-    mutating func release(_ id: DeliveryID) {
-        guard let index = self.find(id)?.index, self.deliveries.mailboxes.node(index).isInFlight else { return }
-        self.deliveries.mailboxes.setInFlight(index, false, in: id.slot)
-        if let platform = self.registry.platform(ofSlot: id.slot) { self.markReady(id.slot, platform: platform) }
+    /// Mailbox node `index` of `slot`, which a consumer gave back (detached without
+    /// acknowledging), waits again.
+    mutating func putBack(_ index: UInt32, in slot: UInt32) {
+        self.deliveries.mailboxes.putBack(index, in: slot)
+        if let platform = self.registry.platform(ofSlot: slot) { self.markReady(slot, platform: platform) }
+    }
+
+    /// Drops from the front of `holder`'s hand-out list what it no longer holds (acknowledgements
+    /// come in hand-out order, mostly), and keeps only what it holds once the list has grown past
+    /// twice that (so each entry is looked at a bounded number of times).
+    mutating func trimHandedOut(of holder: UInt32, held: Int) {
+        while let first = self.deliveries.consumers.holdings[Int(holder)].handedOut.first, !self.isHeld(first, by: holder) {
+            self.deliveries.consumers.holdings[Int(holder)].handedOut.removeFirst()
+        }
+        guard self.deliveries.consumers.holdings[Int(holder)].handedOut.count > 2 * held + ConsumerTable.handedOutSlack else { return }
+        var handedOut: Deque<ConsumerTable.HandedOut> = []
+        swap(&handedOut, &self.deliveries.consumers.holdings[Int(holder)].handedOut)
+        self.deliveries.consumers.holdings[Int(holder)].handedOut = Deque(handedOut.filter { self.isHeld($0, by: holder) })
+    }
+
+    /// Whether the delivery handed out as `handedOut` is still held by `holder`: its node is in
+    /// its mailbox, in flight under that holder, and still that delivery (nodes are reused).
+    func isHeld(_ handedOut: ConsumerTable.HandedOut, by holder: UInt32) -> Bool {
+        guard self.deliveries.mailboxes.isHeld(handedOut.node, by: holder) else { return false }
+        let node = self.deliveries.mailboxes.node(handedOut.node)
+        return node.isMarker == handedOut.id.isDeletedMessagesMarker
+            && self.deliveries.facts[Int(node.entry)].sequence == handedOut.id.messageSequence & ~DeliveryID.markerBit
     }
 
     /// The consumer that would take a delivery for `slot` right now, if one has room.
@@ -224,13 +255,13 @@ extension ProjectState {
     /// Hands mailbox node `index` to the consumer at `consumer`; returns the room it has left.
     @discardableResult
     mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to consumer: ConsumerTable.Position, entry: UInt32) -> Int {
-        self.deliveries.mailboxes.setInFlight(index, true, in: slot)
         // Read into locals first: with `self` read in the arguments of a call on `self`, the
         // optimiser copied the whole project state for every delivery.
         let node = self.deliveries.mailboxes.node(index)
         let facts = self.deliveries.facts[Int(entry)]
         let id = node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot)
-        let (consumerID, room) = self.deliveries.consumers.hold(id, at: consumer)
+        let (consumerID, holder, room) = self.deliveries.consumers.hold(id, node: index, at: consumer)
+        self.deliveries.mailboxes.hold(index, in: slot, by: holder)
         let handOut = self.deliveries.handOut(to: consumerID, at: consumer, room: room, project: self.id)
         let fid = self.registry.fid(ofSlot: slot)!
         let token = self.registry.tokenLocation(ofSlot: slot)
