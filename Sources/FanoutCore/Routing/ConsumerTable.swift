@@ -48,7 +48,7 @@ struct ConsumerTable {
     }
 
     /// `handedOut` is compacted when it passes twice what is held and this.
-    static let handedOutSlack = 64
+    static let handedOutSlack = 8
 
     var byID: [UInt64: Consumer] = [:]
     /// The consumer id of each holder number (0: free; consumer ids start at 1).
