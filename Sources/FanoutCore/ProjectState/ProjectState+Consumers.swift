@@ -34,9 +34,9 @@ extension ProjectState {
                 self.deliveries.consumers.deviceConsumer[slot] = id
                 self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, true, slot)
             }
-            self.deliveries.consumers.add(id: id, platform: nil, slots: Set(slots), credit: credit, sink: sink)
+            self.deliveries.consumers.byID[id] = .init(id: id, platform: nil, slots: Set(slots), credit: credit, sink: sink)
         case .platform(let platform):
-            self.deliveries.consumers.add(id: id, platform: platform, slots: [], credit: credit, sink: sink)
+            self.deliveries.consumers.byID[id] = .init(id: id, platform: platform, slots: [], credit: credit, sink: sink)
             self.deliveries.consumers.workers[platform].append(id)
             if self.deliveries.consumers.workers[platform].count == 1 {
                 self.rebuildReadyQueue(platform)
@@ -51,7 +51,8 @@ extension ProjectState {
     /// Detaches a consumer: what it held unacknowledged goes back to waiting (at-least-once), and
     /// its installations' deliveries go to their platform's workers.
     mutating func detachConsumer(_ id: UInt64, now: Timestamp) {
-        guard let (consumer, holding) = self.deliveries.consumers.remove(id) else { return }
+        guard let consumer = self.deliveries.consumers.byID.removeValue(forKey: id) else { return }
+        self.deliveries.consumers.needsFill.remove(id)
         if let platform = consumer.platform {
             self.deliveries.consumers.workers[platform].removeAll { $0 == id }
             if self.deliveries.consumers.workers[platform].isEmpty {
@@ -66,8 +67,8 @@ extension ProjectState {
                 self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer, false, slot)
             }
         }
-        for handedOut in holding.handedOut where self.isHeld(handedOut, by: consumer.holder) {
-            self.putBack(handedOut.node, in: handedOut.id.slot)
+        for deliveryID in consumer.inFlight {
+            self.release(deliveryID)
         }
         for slot in consumer.slots {
             if let platform = self.registry.platform(ofSlot: slot) { self.markReady(slot, platform: platform) }
@@ -99,58 +100,29 @@ extension ProjectState {
     mutating func finishConsumers() {
         for consumer in self.deliveries.consumers.byID.values { consumer.sink.finish() }
         self.deliveries.consumers = ConsumerTable()
-        self.deliveries.mailboxes.releaseAll()
         for slot in 0..<UInt32(self.deliveries.mailboxes.heads.count) {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer | MailboxTable.Head.isQueuedOnAnyPlatform, false, slot)
         }
     }
 
     /// Moves `slot` from one device consumer to the one attaching now; what the old one held from
-    /// it waits again (for the new one), and what it held there that has left the mailbox no
-    /// longer counts. The old one is due a fill from its other installations.
+    /// it waits again. The old one is due a fill from its other installations: what it held may
+    /// have left the mailbox already (collapsed, dropped), and then no release marks it ready.
     mutating func takeSlot(_ slot: UInt32, from previous: UInt64) {
         guard let old = self.deliveries.consumers.byID[previous] else { return }
         self.deliveries.consumers.byID[previous]!.slots.remove(slot)
-        var held: [UInt32] = []
-        self.deliveries.mailboxes.forEach(in: slot) { index, _ in
-            if self.deliveries.mailboxes.isHeld(index, by: old.holder) { held.append(index) }
-            return true
+        for deliveryID in old.inFlight where deliveryID.slot == slot {
+            self.deliveries.consumers.byID[previous]!.inFlight.remove(deliveryID)
+            self.release(deliveryID)
         }
-        for index in held { self.deliveries.mailboxes.putBack(index, in: slot) }
-        let orphans = self.deliveries.consumers.holdings[Int(old.holder)].orphans.filter { $0.slot == slot }
-        self.deliveries.consumers.holdings[Int(old.holder)].orphans.subtract(orphans)
-        self.deliveries.consumers.byID[previous]!.held -= held.count + orphans.count
-        self.trimHandedOut(of: old.holder, held: old.held - held.count - orphans.count)
         self.deliveries.consumers.needsFill.insert(previous)
     }
 
-    /// Mailbox node `index` of `slot`, which a consumer gave back (detached without
-    /// acknowledging), waits again.
-    mutating func putBack(_ index: UInt32, in slot: UInt32) {
-        self.deliveries.mailboxes.putBack(index, in: slot)
-        if let platform = self.registry.platform(ofSlot: slot) { self.markReady(slot, platform: platform) }
-    }
-
-    /// Drops from the front of `holder`'s hand-out list what it no longer holds (acknowledgements
-    /// come in hand-out order, mostly), and keeps only what it holds once the list has grown past
-    /// twice that (so each entry is looked at a bounded number of times).
-    mutating func trimHandedOut(of holder: UInt32, held: Int) {
-        while let first = self.deliveries.consumers.holdings[Int(holder)].handedOut.first, !self.isHeld(first, by: holder) {
-            self.deliveries.consumers.holdings[Int(holder)].handedOut.removeFirst()
-        }
-        guard self.deliveries.consumers.holdings[Int(holder)].handedOut.count > 2 * held + ConsumerTable.handedOutSlack else { return }
-        var handedOut: Deque<ConsumerTable.HandedOut> = []
-        swap(&handedOut, &self.deliveries.consumers.holdings[Int(holder)].handedOut)
-        self.deliveries.consumers.holdings[Int(holder)].handedOut = Deque(handedOut.filter { self.isHeld($0, by: holder) })
-    }
-
-    /// Whether the delivery handed out as `handedOut` is still held by `holder`: its node is in
-    /// its mailbox, in flight under that holder, and still that delivery (nodes are reused).
-    func isHeld(_ handedOut: ConsumerTable.HandedOut, by holder: UInt32) -> Bool {
-        guard self.deliveries.mailboxes.isHeld(handedOut.node, by: holder) else { return false }
-        let node = self.deliveries.mailboxes.node(handedOut.node)
-        return node.isMarker == handedOut.id.isDeletedMessagesMarker
-            && self.deliveries.facts[Int(node.entry)].sequence == handedOut.id.messageSequence & ~DeliveryID.markerBit
+    /// A delivery a consumer gave back (detached without acknowledging) waits again.
+    mutating func release(_ id: DeliveryID) {
+        guard let index = self.find(id)?.index, self.deliveries.mailboxes.node(index).isInFlight else { return }
+        self.deliveries.mailboxes.setInFlight(index, false, in: id.slot)
+        if let platform = self.registry.platform(ofSlot: id.slot) { self.markReady(id.slot, platform: platform) }
     }
 
     /// The consumer that would take a delivery for `slot` right now, if one has room.
@@ -255,13 +227,13 @@ extension ProjectState {
     /// Hands mailbox node `index` to the consumer at `consumer`; returns the room it has left.
     @discardableResult
     mutating func handOut(_ index: UInt32, in slot: UInt32, platform: Platform, to consumer: ConsumerTable.Position, entry: UInt32) -> Int {
+        self.deliveries.mailboxes.setInFlight(index, true, in: slot)
         // Read into locals first: with `self` read in the arguments of a call on `self`, the
         // optimiser copied the whole project state for every delivery.
         let node = self.deliveries.mailboxes.node(index)
         let facts = self.deliveries.facts[Int(entry)]
         let id = node.isMarker ? DeliveryID(markerOf: facts.sequence, slot: slot) : DeliveryID(messageSequence: facts.sequence, slot: slot)
-        let (consumerID, holder, room) = self.deliveries.consumers.hold(id, node: index, at: consumer)
-        self.deliveries.mailboxes.hold(index, in: slot, by: holder)
+        let (consumerID, room) = self.deliveries.consumers.hold(id, at: consumer)
         let handOut = self.deliveries.handOut(to: consumerID, at: consumer, room: room, project: self.id)
         let fid = self.registry.fid(ofSlot: slot)!
         let token = self.registry.tokenLocation(ofSlot: slot)

@@ -1,12 +1,11 @@
 extension ProjectState {
     /// In debug builds, after every delivery operation: each mailbox's count and marker flag match
-    /// its nodes, each message's reference count matches the nodes naming it, and each consumer
-    /// holds what its count says: the nodes in flight under its holder number (each in its
-    /// hand-out list) and its orphans.
+    /// its nodes, each message's reference count matches the nodes naming it, and the nodes in
+    /// flight are those the consumers hold.
     func checkDeliveryInvariants() {
         #if FANOUT_INTERNAL_CHECKS
         self.deliveries.mailboxes.checkInvariants()
-        var heldNodes = [UInt32: Int]()
+        var inFlight = 0
         var references = [Int](repeating: 0, count: self.deliveries.entries.count)
         for position in self.deliveries.mailboxes.heads.indices {
             let slot = UInt32(position)
@@ -17,10 +16,10 @@ extension ProjectState {
             }
             var counted = 0
             var markers = 0
-            self.deliveries.mailboxes.forEach(in: slot) { index, node in
+            self.deliveries.mailboxes.forEach(in: slot) { _, node in
                 let entry = self.deliveries.entries[Int(node.entry)]!
                 references[Int(node.entry)] += 1
-                if node.isInFlight { heldNodes[self.deliveries.mailboxes.holder(of: index), default: 0] += 1 }
+                if node.isInFlight { inFlight += 1 }
                 if node.isMarker { markers += 1 } else if entry.countsTowardPendingLimit(on: platform) { counted += 1 }
                 return true
             }
@@ -30,14 +29,19 @@ extension ProjectState {
         for (index, entry) in self.deliveries.entries.enumerated() {
             precondition((entry?.references ?? 0) == references[index], "message entry \(index) references")
         }
+        // Each held id still pending names a node in flight; no two consumers hold one id.
+        var held = 0
+        var heldByAnyone = Set<DeliveryID>()
         for consumer in self.deliveries.consumers.byID.values {
-            let holding = self.deliveries.consumers.holdings[Int(consumer.holder)]
-            let listed = holding.handedOut.count { self.isHeld($0, by: consumer.holder) }
-            let nodes = heldNodes.removeValue(forKey: consumer.holder) ?? 0
-            precondition(listed == nodes, "consumer \(consumer.id) holds \(nodes) nodes, lists \(listed)")
-            precondition(consumer.held == nodes + holding.orphans.count, "consumer \(consumer.id) counts \(consumer.held) held")
+            for id in consumer.inFlight {
+                precondition(heldByAnyone.insert(id).inserted, "\(id) is held twice")
+                if let found = self.find(id) {
+                    precondition(self.deliveries.mailboxes.node(found.index).isInFlight, "\(id) is held, its node waits")
+                    held += 1
+                }
+            }
         }
-        precondition(heldNodes.isEmpty, "nodes held by no consumer: \(heldNodes)")
+        precondition(held == inFlight, "\(inFlight) nodes in flight, \(held) held")
         #endif
     }
 }

@@ -5,29 +5,14 @@ extension ProjectState {
     /// records those, sorted). Ids the consumer does not hold are ignored.
     mutating func acknowledge(_ ids: [DeliveryID], consumer: UInt64, now: Timestamp) throws(FanoutError) -> Logged<Int> {
         // `index(forKey:)`: comparing `byID[consumer]` with nil copied the whole consumer.
-        guard let position = self.deliveries.consumers.position(of: consumer) else {
+        guard self.deliveries.consumers.byID.index(forKey: consumer) != nil else {
             throw FanoutError(.failedPrecondition, "the consumer is detached", field: "consumer")
         }
-        let (holder, held) = self.deliveries.consumers.holding(at: position)
         var acknowledged: [DeliveryID] = []
-        var unheld = 0
         self.deliveries.mailboxes.prefetchFirstNodes(of: ids.lazy.map(\.slot))
-        for id in ids {
-            // Held by this consumer: its node is in flight under its holder number, and is the
-            // kind of delivery the id names (a message's id also finds its mailbox's marker).
-            if let platform = self.registry.platform(ofSlot: id.slot), let found = self.find(id),
-                self.deliveries.mailboxes.isHeld(found.index, by: holder),
-                self.deliveries.mailboxes.node(found.index).isMarker == id.isDeletedMessagesMarker
-            {
-                self.removeNode(found.index, after: found.previous, in: id.slot, platform: platform)
-                acknowledged.append(id)
-                unheld += 1
-            } else if self.deliveries.consumers.forgetOrphan(id, heldBy: holder) {
-                unheld += 1
-            }
+        for id in self.deliveries.consumers.unhold(ids, by: consumer) where self.removeDelivery(id) {
+            acknowledged.append(id)
         }
-        self.deliveries.consumers.unhold(unheld, at: position)
-        self.trimHandedOut(of: holder, held: held - unheld)
         self.deliveries.counters.acknowledged += acknowledged.count
         self.deliveries.consumers.needsFill.insert(consumer)
         self.dispatch(now: now)

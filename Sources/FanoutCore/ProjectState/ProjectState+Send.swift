@@ -266,20 +266,8 @@ extension ProjectState {
         return dropped
     }
 
-    /// Unlinks a node that leaves its mailbox unacknowledged and releases its message; a consumer
-    /// that holds it keeps it counted against its credit until it acknowledges it.
-    mutating func unlink(_ index: UInt32, after previous: UInt32, in slot: UInt32, platform: Platform) {
-        let node = self.deliveries.mailboxes.node(index)
-        if node.isInFlight {
-            let sequence = self.deliveries.facts[Int(node.entry)].sequence
-            let id = node.isMarker ? DeliveryID(markerOf: sequence, slot: slot) : DeliveryID(messageSequence: sequence, slot: slot)
-            self.deliveries.consumers.orphan(id, heldBy: self.deliveries.mailboxes.holder(of: index))
-        }
-        self.removeNode(index, after: previous, in: slot, platform: platform)
-    }
-
     /// Unlinks a node and releases its message, keeping the mailbox's count and marker flag true.
-    mutating func removeNode(_ index: UInt32, after previous: UInt32, in slot: UInt32, platform: Platform) {
+    mutating func unlink(_ index: UInt32, after previous: UInt32, in slot: UInt32, platform: Platform) {
         let node = self.deliveries.mailboxes.node(index)
         self.deliveries.mailboxes.remove(index, after: previous, in: slot)
         if node.isMarker {

@@ -9,9 +9,7 @@ internal import CFanoutIntrinsics
 /// audience, so a fan-out that leaves one delivery per installation takes no more room than before.
 ///
 /// A node names a `MessageEntry` (30 bits) with two flags (held by a consumer; "deleted messages"
-/// marker) and links to the next node; the payload stays in the shared entry. Beside each node, in
-/// a parallel array, is the number of the consumer that holds it while it is in flight (see
-/// `ConsumerTable`): an acknowledgement checks it where it finds the node, with no set per consumer. A mailbox head
+/// marker) and links to the next node; the payload stays in the shared entry. A mailbox head
 /// (16 bytes, indexed by slot) holds the first and last node, the first node that may be waiting
 /// (every node before it is held), the count that the 100-pending rule watches, and flags.
 /// Mailboxes keep enqueue order, which is message sequence order. They are short (at most 100
@@ -73,8 +71,6 @@ struct MailboxTable {
 
     private(set) var heads: [Head] = []
     private var nodes: [Node] = []
-    /// `holders[i]`: the holder number of the consumer holding node `i`, while it is in flight.
-    private var holders: [UInt32] = []
     /// Nodes in use: the pending deliveries and markers of every mailbox.
     private(set) var count = 0
 
@@ -122,33 +118,15 @@ struct MailboxTable {
 
     func node(_ index: UInt32) -> Node { self.nodes[Int(index)] }
 
-    /// Marks node `index` of `slot`'s mailbox held by the consumer with holder number `holder`.
-    mutating func hold(_ index: UInt32, in slot: UInt32, by holder: UInt32) {
-        self.nodes[Int(index)].isInFlight = true
-        self.holders[Int(index)] = holder
-        if self.heads[Int(slot)].firstWaiting == index { self.heads[Int(slot)].firstWaiting = self.nodes[Int(index)].next }
-    }
-
-    /// Marks node `index` of `slot`'s mailbox waiting again (its consumer left).
-    mutating func putBack(_ index: UInt32, in slot: UInt32) {
-        self.nodes[Int(index)].isInFlight = false
-        // Possibly before `firstWaiting`: start over.
-        self.heads[Int(slot)].firstWaiting = self.heads[Int(slot)].first
-    }
-
-    /// Every node waits again (every consumer is gone).
-    mutating func releaseAll() {
-        for index in self.nodes.indices { self.nodes[index].isInFlight = false }
-        for slot in self.heads.indices { self.heads[slot].firstWaiting = self.heads[slot].first }
-    }
-
-    /// The holder number of the consumer holding node `index` (meaningful while it is in flight).
-    func holder(of index: UInt32) -> UInt32 { self.holders[Int(index)] }
-
-    /// Whether node `index` is in a mailbox, in flight, and held by `holder`.
-    func isHeld(_ index: UInt32, by holder: UInt32) -> Bool {
-        Int(index) < self.nodes.count && self.nodes[Int(index)].next != Self.freeMark && self.nodes[Int(index)].isInFlight
-            && self.holders[Int(index)] == holder
+    /// Marks node `index` of `slot`'s mailbox held by a consumer, or waiting again.
+    mutating func setInFlight(_ index: UInt32, _ value: Bool, in slot: UInt32) {
+        self.nodes[Int(index)].isInFlight = value
+        if value {
+            if self.heads[Int(slot)].firstWaiting == index { self.heads[Int(slot)].firstWaiting = self.nodes[Int(index)].next }
+        } else {
+            // Waiting again (its consumer left), possibly before `firstWaiting`: start over.
+            self.heads[Int(slot)].firstWaiting = self.heads[Int(slot)].first
+        }
     }
 
     /// Appends a node at the end of `slot`'s mailbox; returns its index.
@@ -231,7 +209,6 @@ struct MailboxTable {
         if self.count == 0 {
             // Give the pool back once everything is gone (a big fan-out leaves a big pool).
             self.nodes = []
-            self.holders = []
             self.freeBlocks = []
             self.firstNodes = Self.none
         }
@@ -292,7 +269,6 @@ struct MailboxTable {
         var free = Node(entry: 0, isMarker: false, isInFlight: false)
         free.next = Self.freeMark
         self.nodes.append(contentsOf: repeatElement(free, count: Self.blockSize))
-        self.holders.append(contentsOf: repeatElement(0, count: Self.blockSize))
         return block
     }
 
@@ -307,15 +283,14 @@ struct MailboxTable {
         }
     }
 
-    /// The approximate heap bytes of the table (heads, node pool and holders, by capacity).
+    /// The approximate heap bytes of the table (heads and node pool, by capacity).
     var allocatedBytes: Int {
         self.heads.capacity * MemoryLayout<Head>.stride + self.nodes.capacity * MemoryLayout<Node>.stride
-            + (self.holders.capacity + self.freeBlocks.capacity) * MemoryLayout<UInt32>.stride
+            + self.freeBlocks.capacity * MemoryLayout<UInt32>.stride
     }
 
     #if FANOUT_INTERNAL_CHECKS
-    /// The number of nodes reachable from the heads equals `count`, every list ends at `last`, the
-    /// holders array is as long as the pool,
+    /// The number of nodes reachable from the heads equals `count`, every list ends at `last`,
     /// and every node before a list's `firstWaiting` is held (which is in the list, or `none`).
     func checkInvariants() {
         var reachable = 0
@@ -334,7 +309,6 @@ struct MailboxTable {
             precondition(last == head.last, "a mailbox's last node is stale")
         }
         precondition(reachable == self.count, "mailbox node count \(self.count) != reachable \(reachable)")
-        precondition(self.holders.count == self.nodes.count, "mailbox holders \(self.holders.count) != nodes \(self.nodes.count)")
         precondition(self.nodes.count { $0.next != Self.freeMark } == self.count, "mailbox nodes not marked free != count")
         for head in self.heads where head.lastBlockRoom != 0 {
             precondition(head.flags & Head.ownsLastBlock != 0, "a mailbox keeps room in a block not its own")
