@@ -188,7 +188,7 @@ struct Compare: AsyncParsableCommand {
 
     @OptionGroup var workload: WorkloadOptions
 
-    @Option(help: "Run the whole comparison this many times, one round after the other, and report each figure's medians and every round's ratio.")
+    @Option(help: "Run the whole comparison this many times, one round after the other (taking turns at which system goes first), and report each figure's medians and every round's ratio.")
     var rounds = 1
 
     func validate() throws {
@@ -199,8 +199,8 @@ struct Compare: AsyncParsableCommand {
 
     mutating func run() async throws {
         var reports: [LoadReport] = []
-        for _ in 0..<self.rounds {
-            reports.append(try await self.workload.harness(for: nil).compare())
+        for round in 0..<self.rounds {
+            reports.append(try await self.workload.harness(for: nil).compare(fanoutFirst: round % 2 == 1))
         }
         // `validate` makes rounds at least 1.
         guard let report = LoadReport(rounds: reports) else { throw ValidationError("--rounds must be 1 to 20") }

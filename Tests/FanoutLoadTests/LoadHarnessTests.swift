@@ -155,9 +155,13 @@ struct LoadHarnessTests {
         #expect(decoded.phases.count == report.phases.count)
     }
 
-    @Test func compareRunsBothSystemsOnTheSameData() async throws {
+    /// Either system first (the rounds of `compare --rounds` take turns).
+    @Test(arguments: [false, true])
+    func compareRunsBothSystemsOnTheSameData(fanoutFirst: Bool) async throws {
         let cpusBefore = try Self.allowedCPUs()
-        let report = try await PinningTurns.shared.taking { try await Self.harness(installations: 400, topics: 10, sends: 8).compare() }
+        let report = try await PinningTurns.shared.taking {
+            try await Self.harness(installations: 400, topics: 10, sends: 8).compare(fanoutFirst: fanoutFirst)
+        }
         for name in [
             "register", "latency ping", "latency read", "latency ping, one CPU", "latency read, one CPU", "subscribe", "send-topic",
             "send-condition", "register-batch",
@@ -185,6 +189,8 @@ struct LoadHarnessTests {
         let digest = try #require(FileManager.default.contents(atPath: executable))
         let named = "fanoutd: \(executable) (sha256 \(SHA256.hex(SHA256.hash(digest)).prefix(12)))"
         #expect(report.table.contains(named), "the header says \(named)")
+        let first = fanoutFirst ? "fanout" : "redis"
+        #expect(report.firstSystems == [first] && report.table.contains("first: \(first) (the system that ran its phases first)"))
     }
 }
 

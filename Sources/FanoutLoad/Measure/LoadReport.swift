@@ -12,6 +12,10 @@ public struct LoadReport: Codable, Sendable {
     /// The fanoutd the harness started: its path and the first 12 hex digits of its SHA-256, so
     /// that a report says which build it measured (nil when the run used a running server).
     public var fanoutd: String?
+    /// With `compare`: the system that ran its phases first, one per round in the order the
+    /// rounds ran (the rounds take turns, so that neither system always runs on a machine the
+    /// other has just warmed or tired).
+    public var firstSystems: [String] = []
     public var phases: [PhaseResult] = []
     public var memory: [MemoryFigures] = []
     public var recovery: RecoveryFigures?
@@ -109,6 +113,7 @@ public struct LoadReport: Codable, Sendable {
         self.phases = []
         self.memory = []
         self.comparisons = []
+        self.firstSystems = rounds.flatMap(\.firstSystems)
         for (index, round) in rounds.enumerated() {
             self.phases += round.phases.map { phase in
                 var phase = phase
@@ -161,6 +166,9 @@ public struct LoadReport: Codable, Sendable {
         lines.append("fanout-load: seed \(self.seed), \(self.installations) installations, \(self.topics) topics, \(self.subscriptions) subscriptions, durability \(self.durability), concurrency \(self.concurrency) on \(self.connections) connections")
         if let fanoutd = self.fanoutd {
             lines.append("fanoutd: \(fanoutd)")
+        }
+        if !self.firstSystems.isEmpty {
+            lines.append("first: \(self.firstSystems.joined(separator: ", ")) (the system that ran its phases first\(self.firstSystems.count > 1 ? ", each round" : ""))")
         }
         lines.append("")
         var rows = [["system", "phase", "ops", "ops/s", "items", "items/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "server CPU", "harness CPU", "server RSS"]]

@@ -113,11 +113,13 @@ public struct LoadHarness: Sendable {
     }
 
     /// The same register, subscribe, send-topic, send-condition and register-batch phases against
-    /// Redis and then fanoutd, both started here, with the ratios of their figures. Then the
-    /// latency phases, with the two systems taking turns in short blocks (Redis idle while fanoutd
-    /// runs and the other way round), so that both are measured in the same minutes of the machine.
-    public func compare() async throws -> LoadReport {
+    /// Redis and fanoutd, both started here, one system after the other (Redis first unless
+    /// `fanoutFirst`; the other idles), with the ratios of their figures. Then the latency phases,
+    /// with the two systems taking turns in short blocks (Redis idle while fanoutd runs and the
+    /// other way round), so that both are measured in the same minutes of the machine.
+    public func compare(fanoutFirst: Bool = false) async throws -> LoadReport {
         var report = LoadReport(workload: self.workload, durability: self.durability, options: self.options)
+        report.firstSystems = [fanoutFirst ? "fanout" : "redis"]
         let directory = TemporaryDirectory.path("fanout-load-compare")
         defer { try? FileManager.default.removeItem(atPath: directory) }
 
@@ -131,7 +133,6 @@ public struct LoadHarness: Sendable {
             serverProcess: { redis.pid },
             dataMemory: { try? await RedisProcess.usedMemory(probe) }
         )
-        try await self.runComparedPhases(on: redisSession, drain: nil)
 
         let server = try FanoutdProcess(executable: self.fanoutd, dataDirectory: directory + "/fanout", durability: self.durability)
         report.fanoutd = Self.identify(self.fanoutd)
@@ -140,7 +141,13 @@ public struct LoadHarness: Sendable {
             host: "127.0.0.1", port: server.port, adminKey: server.adminKey, resources: { server.resources }, process: { server.pid }
         )
         let drain = DeliveryDrainTarget(host: "127.0.0.1", port: server.port, adminKey: server.adminKey, consumerKey: server.consumerKey)
-        try await self.runComparedPhases(on: fanoutSession, drain: drain)
+        if fanoutFirst {
+            try await self.runComparedPhases(on: fanoutSession, drain: drain)
+            try await self.runComparedPhases(on: redisSession, drain: nil)
+        } else {
+            try await self.runComparedPhases(on: redisSession, drain: nil)
+            try await self.runComparedPhases(on: fanoutSession, drain: drain)
+        }
         await LoadSession.latencyInTurns([redisSession, fanoutSession])
         await redisBackend.close()
         try? await probe.close()
