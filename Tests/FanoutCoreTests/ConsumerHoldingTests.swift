@@ -15,6 +15,10 @@ import Testing
 /// - what the listing shows in flight is exactly what the consumers hold and is still pending;
 /// - nothing waits that a consumer with room could take;
 /// - an ACK counts exactly the ids its consumer holds that are still pending.
+///
+/// The engine iterates hash sets (the consumers due a fill, a device consumer's installations), so
+/// each process explores a different order: a failure stops the run at the first step that
+/// diverges and reports what diverged with the steps that led to it.
 @Suite("What consumers hold, against a model")
 struct ConsumerHoldingTests {
     @Test(arguments: [31, 32, 33, 34] as [UInt64])
@@ -62,6 +66,26 @@ struct HoldingHarness {
     ]
     /// Every id ever handed out, to count redeliveries.
     var everHandedOut: Set<DeliveryID> = []
+    /// What the current step found wrong.
+    var failures: [String] = []
+    /// The last steps, for a failure's report.
+    var recent: [String] = []
+    var steps = 0
+
+    /// The first step at which the engine and the model disagree.
+    struct Divergence: Error, CustomStringConvertible {
+        let step: Int
+        let failures: [String]
+        let recent: [String]
+
+        var description: String {
+            "step \(self.step): " + self.failures.joined(separator: "; ") + "\nthe steps before it:\n" + self.recent.joined(separator: "\n")
+        }
+    }
+
+    mutating func check(_ condition: Bool, _ failure: @autoclosure () -> String) {
+        if !condition { self.failures.append(failure()) }
+    }
 
     init(seed: UInt64) {
         self.random = SeededRandomNumberGenerator(seed: seed)
@@ -71,12 +95,16 @@ struct HoldingHarness {
     var now: Int64 { self.clock.now().millisecondsSinceEpoch }
 
     mutating func step() async throws {
+        self.steps += 1
         let roll = Int.random(in: 0..<100, using: &self.random)
+        var done: String
         switch roll {
         case 0..<8 where self.installations.count < 16, 0..<2:
             try await self.register()
+            done = "registered slot \(self.installations.last!.slot) (\(self.installations.last!.platform))"
         case 8..<11 where self.installations.count > 6:
             let live = self.installations.remove(at: Int.random(in: 0..<self.installations.count, using: &self.random))
+            done = "deleted slot \(live.slot)"
             _ = try await self.engine.deleteInstallation(live.fid)
             for key in self.attached.keys { self.attached[key]!.slots.remove(live.slot) }
             self.nowOrNever = self.nowOrNever.filter { $0.slot != live.slot }
@@ -84,30 +112,44 @@ struct HoldingHarness {
                 self.exercised["held after its mailbox lost it"]! += 1
             }
         case 11..<50 where !self.installations.isEmpty:
-            try await self.send()
+            done = try await self.send()
         case 50..<56 where self.attached.count < 6:
             try self.attachWorker()
+            done = "attached worker \(self.nextKey - 1) (\(self.attached[self.nextKey - 1]!.platform!))"
         case 56..<63 where self.attached.count < 6 && !self.installations.isEmpty:
             try self.attachDevice()
+            done = "attached device consumer \(self.nextKey - 1) to slots \(self.attached[self.nextKey - 1]!.slots.sorted())"
         case 63..<68 where !self.attached.isEmpty:
             let key = self.attachedKeys.randomElement(using: &self.random)!
             self.attached[key]!.consumer.detach()
             self.attached[key] = nil
+            done = "detached \(key)"
         case 68..<72 where !self.attached.isEmpty:
             let key = self.attachedKeys.randomElement(using: &self.random)!
             let credit = Int.random(in: 1...3, using: &self.random)
             try self.attached[key]!.consumer.grant(credit)
             self.attached[key]!.credit += credit
+            done = "granted \(key) \(credit)"
         case 72..<94 where !self.attached.isEmpty:
-            try await self.acknowledge()
+            done = try await self.acknowledge()
         case 94..<100:
             self.clock.advance(by: .seconds(Int64.random(in: 1...8, using: &self.random)))
             _ = try await self.engine.expireDeliveries()
             self.nowOrNever = []
+            done = "swept at \(self.now)"
         default:
             return
         }
         try self.settle()
+        let holding = self.attachedKeys.map { key in
+            let consumer = self.attached[key]!
+            return "\(key) \(consumer.platform.map { "\($0)" } ?? "device \(consumer.slots.sorted())") holds \(consumer.held.sorted())/\(consumer.credit)"
+        }
+        self.recent.append("\(self.steps): \(done); then \(holding.joined(separator: ", "))")
+        if self.recent.count > 40 { self.recent.removeFirst() }
+        if !self.failures.isEmpty {
+            throw Divergence(step: self.steps, failures: self.failures, recent: self.recent)
+        }
     }
 
     var attachedKeys: [Int] { self.attached.keys.sorted() }
@@ -152,7 +194,7 @@ struct HoldingHarness {
         self.nextKey += 1
     }
 
-    mutating func send() async throws {
+    mutating func send() async throws -> String {
         let collapseKey = Int.random(in: 0..<4, using: &self.random) == 0 ? "k\(Int.random(in: 0..<5, using: &self.random))" : nil
         let ttl = ["", "", "", #","ttl":"3s""#, #","ttl":"0s""#].randomElement(using: &self.random)!
         let collapse = collapseKey.map { #","collapse_key":"\#($0)""# } ?? ""
@@ -160,14 +202,17 @@ struct HoldingHarness {
         targets = Array(Set(targets)).sorted()
         // Now and then a burst to one installation, past the 100-pending rule.
         let repeats = Int.random(in: 0..<25, using: &self.random) == 0 ? 40 : 1
+        var sequences: [UInt64] = []
         for _ in 0..<repeats {
             let target = targets.count == 1 ? #""fid":"\#(targets[0])""# : #""fids":[\#(targets.map { "\"\($0)\"" }.joined(separator: ","))]"#
             let body = #"{"message":{\#(target),"data":{"k":"v"},"android":{"priority":"high"\#(collapse)\#(ttl)}}}"#
-            _ = try await self.engine.send(Array(body.utf8))
+            sequences.append(try await self.engine.send(Array(body.utf8)).sequence)
         }
+        let slots = targets.compactMap { fid in self.installations.first { $0.fid.string == fid }?.slot }
+        return "sent \(sequences.first!)\(repeats > 1 ? "...\(sequences.last!)" : "") to slots \(slots)\(collapse)\(ttl)"
     }
 
-    mutating func acknowledge() async throws {
+    mutating func acknowledge() async throws -> String {
         let key = self.attachedKeys.randomElement(using: &self.random)!
         var ids = self.attached[key]!.held.sorted().filter { _ in Int.random(in: 0..<3, using: &self.random) != 0 }
         let others = self.attached.filter { $0.key != key }.values.flatMap(\.held).sorted()
@@ -187,10 +232,11 @@ struct HoldingHarness {
         let stillPending = try self.pendingIDs().union(self.nowOrNever)
         let counted = Set(ids).intersection(self.attached[key]!.held).intersection(stillPending)
         let result = try await self.attached[key]!.consumer.acknowledge(ids)
-        #expect(result == counted.count, "ACK of \(ids) counted \(result), the model \(counted.count)")
+        self.check(result == counted.count, "ACK of \(ids) counted \(result), the model \(counted.count)")
         self.attached[key]!.held.subtract(ids)
         self.acknowledged.formUnion(counted)
         self.nowOrNever.subtract(counted)
+        return "\(key) acknowledged \(ids) (counted \(result))"
     }
 
     /// Every pending delivery the listing shows (TTL-0 ones aside), with whether it is held.
@@ -208,12 +254,12 @@ struct HoldingHarness {
         for key in self.attachedKeys {
             for delivery in self.attached[key]!.consumer.poll() {
                 let id = delivery.id
-                #expect(!heldByAnyone.contains(id), "\(id) handed out while held")
-                #expect(!self.acknowledged.contains(id), "\(id) handed out after it was acknowledged")
+                self.check(!heldByAnyone.contains(id), "\(id) handed out while held")
+                self.check(!self.acknowledged.contains(id), "\(id) handed out after it was acknowledged")
                 if let platform = self.attached[key]!.platform {
-                    #expect(delivery.platform == platform, "a worker of \(platform) was handed \(id) of \(delivery.platform)")
+                    self.check(delivery.platform == platform, "a worker of \(platform) was handed \(id) of \(delivery.platform)")
                 } else {
-                    #expect(self.attached[key]!.slots.contains(id.slot), "a device consumer was handed \(id), not its own")
+                    self.check(self.attached[key]!.slots.contains(id.slot), "a device consumer was handed \(id), not its own")
                 }
                 heldByAnyone.insert(id)
                 self.attached[key]!.held.insert(id)
@@ -225,18 +271,18 @@ struct HoldingHarness {
                 if !self.everHandedOut.insert(id).inserted { self.exercised["redelivered"]! += 1 }
             }
             let consumer = self.attached[key]!
-            #expect(consumer.held.count <= consumer.credit, "a consumer holds \(consumer.held.count) with credit \(consumer.credit)")
+            self.check(consumer.held.count <= consumer.credit, "a consumer holds \(consumer.held.count) with credit \(consumer.credit)")
             if consumer.held.count == consumer.credit { self.exercised["full consumer"]! += 1 }
         }
         let pending = try self.pending()
         let pendingIDs = Set(pending.map(\.delivery.id))
-        #expect(Set(pending.filter(\.delivery.isInFlight).map(\.delivery.id)) == heldByAnyone.intersection(pendingIDs), "in flight: what is held")
+        self.check(Set(pending.filter(\.delivery.isInFlight).map(\.delivery.id)) == heldByAnyone.intersection(pendingIDs), "in flight: what is held")
         for (delivery, live) in pending where !delivery.isInFlight {
             if let device = self.attached.values.first(where: { $0.slots.contains(live.slot) }) {
-                #expect(device.held.count >= device.credit, "\(delivery.id) waits while its device consumer has room")
+                self.check(device.held.count >= device.credit, "\(delivery.id) waits while its device consumer has room")
             } else {
                 for worker in self.attached.values where worker.platform == live.platform {
-                    #expect(worker.held.count >= worker.credit, "\(delivery.id) waits while a worker has room")
+                    self.check(worker.held.count >= worker.credit, "\(delivery.id) waits while a worker has room")
                 }
             }
         }
