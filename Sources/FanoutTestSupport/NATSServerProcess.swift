@@ -52,7 +52,9 @@ public final class NATSServerProcess: @unchecked Sendable {
         self.process = process
         let portsFile = "\(self.directory)/nats-server_\(process.processIdentifier).ports"
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline, process.isRunning {
+        // The file is looked at after every wait, the last one too: a test process whose
+        // cooperative threads were all busy may wake this task only after the deadline.
+        while true {
             if let data = FileManager.default.contents(atPath: portsFile),
                 let ports = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
                 let first = (ports["nats"] as? [String])?.first
@@ -60,6 +62,7 @@ public final class NATSServerProcess: @unchecked Sendable {
                 self.url = first
                 return
             }
+            guard ContinuousClock.now < deadline, process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "(no log)"
