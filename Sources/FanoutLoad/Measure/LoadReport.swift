@@ -115,21 +115,9 @@ public struct LoadReport: Codable, Sendable {
         self.comparisons = []
         self.firstSystems = rounds.flatMap(\.firstSystems)
         for (index, round) in rounds.enumerated() {
-            self.phases += round.phases.map { phase in
-                var phase = phase
-                phase.round = index + 1
-                return phase
-            }
-            self.memory += round.memory.map { figure in
-                var figure = figure
-                figure.round = index + 1
-                return figure
-            }
-            self.comparisons += round.comparisons.map { comparison in
-                var comparison = comparison
-                comparison.round = index + 1
-                return comparison
-            }
+            self.phases += Self.marked(round.phases, \.round, index + 1)
+            self.memory += Self.marked(round.memory, \.round, index + 1)
+            self.comparisons += Self.marked(round.comparisons, \.round, index + 1)
         }
         // The figures of the first round, in its order; a figure some round lacks is left out.
         self.rounds = rounds[0].comparisons.compactMap { first in
@@ -143,6 +131,15 @@ public struct LoadReport: Codable, Sendable {
                 ratios: each.map(\.ratio),
                 largerIsBetter: first.largerIsBetter
             )
+        }
+    }
+
+    /// `items`, each with its round set to `round`.
+    private static func marked<Item>(_ items: [Item], _ field: WritableKeyPath<Item, Int?>, _ round: Int) -> [Item] {
+        items.map { item in
+            var item = item
+            item[keyPath: field] = round
+            return item
         }
     }
 
@@ -234,10 +231,9 @@ public struct LoadReport: Codable, Sendable {
             lines.append("")
             var comparisonRows = [["figure", "fanout", "redis", "fanout/redis", ""]]
             for comparison in self.comparisons {
-                let better = comparison.largerIsBetter ? comparison.ratio >= 1 : comparison.ratio <= 1
                 comparisonRows.append([
                     comparison.figure + Self.roundMark(comparison.round), Self.number(comparison.fanout), Self.number(comparison.redis),
-                    String(format: "%.2f", comparison.ratio), better ? "fanout ahead" : "redis ahead",
+                    String(format: "%.2f", comparison.ratio), Self.verdict(comparison.ratio, largerIsBetter: comparison.largerIsBetter),
                 ])
             }
             lines += Self.align(comparisonRows)
@@ -247,15 +243,19 @@ public struct LoadReport: Codable, Sendable {
             lines.append("over \(self.rounds[0].ratios.count) rounds (medians; the verdict by the median ratio):")
             var roundsRows = [["figure", "fanout", "redis", "fanout/redis", "each round", ""]]
             for figure in self.rounds {
-                let better = figure.largerIsBetter ? figure.ratio >= 1 : figure.ratio <= 1
                 roundsRows.append([
                     figure.figure, Self.number(figure.fanout), Self.number(figure.redis), String(format: "%.2f", figure.ratio),
-                    figure.ratios.map { String(format: "%.2f", $0) }.joined(separator: " "), better ? "fanout ahead" : "redis ahead",
+                    figure.ratios.map { String(format: "%.2f", $0) }.joined(separator: " "), Self.verdict(figure.ratio, largerIsBetter: figure.largerIsBetter),
                 ])
             }
             lines += Self.align(roundsRows)
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Which system a fanout/Redis ratio favours.
+    private static func verdict(_ ratio: Double, largerIsBetter: Bool) -> String {
+        (largerIsBetter ? ratio >= 1 : ratio <= 1) ? "fanout ahead" : "redis ahead"
     }
 
     /// " (round N)" after a figure of one of several rounds.
