@@ -3,6 +3,29 @@
 package enum UTF8Validation {
     /// RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
     package static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        Self.isASCII(UnsafeRawBufferPointer(bytes)) || Self.isValidScalarByScalar(bytes)
+    }
+
+    /// Whether no byte has its high bit set (ASCII is UTF-8 as it is, and nearly every string
+    /// from the wire is ASCII), 16 bytes at a time with no branch but the loop's: a 163-byte
+    /// token took half the time of the scalar walk's eight-byte steps.
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var high = SIMD16<UInt8>()
+        var index = 0
+        while index + 16 <= bytes.count {
+            high |= bytes.loadUnaligned(fromByteOffset: index, as: SIMD16<UInt8>.self)
+            index += 16
+        }
+        var tail: UInt8 = 0
+        while index < bytes.count {
+            tail |= bytes[index]
+            index += 1
+        }
+        let words = unsafeBitCast(high, to: SIMD2<UInt64>.self)
+        return (words[0] | words[1] | UInt64(tail)) & 0x8080_8080_8080_8080 == 0
+    }
+
+    private static func isValidScalarByScalar(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         while index < bytes.count {
             // ASCII eight bytes at a time.

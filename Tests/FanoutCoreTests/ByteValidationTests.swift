@@ -1,0 +1,69 @@
+@testable import FanoutModel
+import FanoutTestSupport
+import Testing
+
+/// The validators that read untrusted bytes 16 at a time, against byte-by-byte references: every
+/// length from empty through several chunks and a tail, with the odd byte at every position.
+@Suite("Byte validation")
+struct ByteValidationTests {
+    /// Lengths that cover no chunk, one, several, and every tail length.
+    static let lengths = Array(0...70) + [163, 255, 1024]
+
+    @Test func utf8AgreesWithTheStandardLibrarysDecoding() {
+        var random = SeededRandomNumberGenerator(seed: 29)
+        // Mostly ASCII with a sprinkling of what UTF-8 gets wrong: lone continuations, overlong
+        // forms, surrogates, cut-off sequences, bytes above U+10FFFF, and valid multibyte text.
+        let pieces: [[UInt8]] = [
+            [0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
+            [0xF5], [0xFF], [0xC3], [0xE2, 0x82], [0xC3, 0xA9], [0xE2, 0x82, 0xAC], [0xF0, 0x9F, 0x98, 0x80], [0x7F], [0x00],
+        ]
+        var checked = (valid: 0, invalid: 0)
+        for length in Self.lengths {
+            for _ in 0..<40 {
+                var bytes = (0..<length).map { _ in UInt8.random(in: 0x20...0x7E, using: &random) }
+                if length > 0, Bool.random(using: &random) {
+                    let piece = pieces.randomElement(using: &random)!
+                    let at = Int.random(in: 0..<length, using: &random)
+                    bytes.replaceSubrange(at..<min(length, at + piece.count), with: piece)
+                }
+                let expected = String(validating: bytes, as: UTF8.self) != nil
+                let actual = bytes.withUnsafeBufferPointer { UTF8Validation.isValid($0) }
+                #expect(actual == expected, "\(bytes)")
+                if expected { checked.valid += 1 } else { checked.invalid += 1 }
+            }
+        }
+        #expect(checked.valid > 500 && checked.invalid > 500, "both outcomes exercised: \(checked)")
+    }
+
+    @Test func asciiIsNoByteAbove0x7F() {
+        for length in Self.lengths {
+            let ascii = [UInt8](repeating: 0x7F, count: length)
+            #expect(ascii.withUnsafeBytes { UTF8Validation.isASCII($0) })
+            for position in 0..<length {
+                var bytes = ascii
+                bytes[position] = 0x80
+                #expect(!bytes.withUnsafeBytes { UTF8Validation.isASCII($0) }, "length \(length), 0x80 at \(position)")
+            }
+        }
+    }
+
+    @Test func visibleBytesAreExactly0x21Through0x7E() {
+        let outside: [UInt8] = [0x00, 0x09, 0x20, 0x7F, 0x80, 0xA1, 0xFF]
+        for length in Self.lengths where length > 0 {
+            let visible = (0..<length).map { UInt8(0x21 + $0 % 0x5E) }  // every visible byte, lowest and highest
+            #expect(visible.withUnsafeBytes { ASCII.isVisibleBytes($0, lengths: 1...2048) })
+            for position in Set([0, length / 2, length - 1]) {
+                for byte in outside {
+                    var bytes = visible
+                    bytes[position] = byte
+                    #expect(
+                        !bytes.withUnsafeBytes { ASCII.isVisibleBytes($0, lengths: 1...2048) },
+                        "length \(length), \(byte) at \(position)"
+                    )
+                }
+            }
+        }
+        #expect(![UInt8]().withUnsafeBytes { ASCII.isVisibleBytes($0, lengths: 1...2048) }, "too short")
+        #expect(!Array("abc".utf8).withUnsafeBytes { ASCII.isVisibleBytes($0, lengths: 1...2) }, "too long")
+    }
+}
