@@ -33,6 +33,25 @@ struct SubscriptionRecordTests {
         #expect(state.topics.subscriberCount(of: Self.news) == 0)
     }
 
+    /// The bytes docs/wal-format.md gives a subscribe record (type 26), read back as written.
+    @Test func aSubscribeRecordHasTheDocumentedBytes() throws {
+        func u32(_ value: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(value).littleEndian, Array.init) }
+        let references = [SlotReference(slot: 0x0102_0304, check: 0x0506), SlotReference(slot: 7, check: 0xFFFF)]
+        for (record, type) in [
+            (WALRecord.subscribe(.default, topic: Self.news, installations: references), UInt8(26)),
+            (WALRecord.unsubscribe(.default, topic: Self.news, installations: references), UInt8(27)),
+        ] {
+            var writer = BinaryWriter()
+            record.encode(into: &writer)
+            let project = Array(ProjectID.default.value.utf8)
+            let expected = [type] + u32(project.count) + project + u32(4) + Array("news".utf8) + u32(2)
+                + [0x04, 0x03, 0x02, 0x01, 0x06, 0x05] + [0x07, 0x00, 0x00, 0x00, 0xFF, 0xFF]
+            #expect(writer.bytes == expected)
+            var reader = BinaryReader(writer.bytes)
+            #expect(try WALRecord.decode(from: &reader) == record)
+        }
+    }
+
     /// What the engine logs for a batch: the slots it subscribed, not the ones it refused.
     @Test func aSubscribeLogsTheSubscribedSlots() async throws {
         let log = InMemoryChangeLog()

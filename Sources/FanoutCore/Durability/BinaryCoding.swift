@@ -49,6 +49,20 @@ struct BinaryWriter {
         }
     }
 
+    /// Appends `u32 slot | u16 check` for each reference, in one copy (a subscription record of
+    /// a thousand, appended an integer at a time, was two thousand appends).
+    mutating func write(_ references: [SlotReference]) {
+        let start = self.bytes.count
+        self.bytes.append(contentsOf: repeatElement(0, count: references.count * SlotReference.encodedSize))
+        self.bytes.withUnsafeMutableBytes { raw in
+            for (index, reference) in references.enumerated() {
+                let offset = start + index * SlotReference.encodedSize
+                raw.storeBytes(of: reference.slot.littleEndian, toByteOffset: offset, as: UInt32.self)
+                raw.storeBytes(of: reference.check.littleEndian, toByteOffset: offset + 4, as: UInt16.self)
+            }
+        }
+    }
+
     mutating func append(_ bytes: [UInt8]) {
         self.bytes.append(contentsOf: bytes)
     }

@@ -79,14 +79,14 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(at)
         case .subscribe(let project, let topic, let installations):
-            Self.writeSubscription(.subscribe, project, topic, installations, into: &writer) { $0.write($1.slot); $0.write($1.check) }
+            Self.writeSubscription(.subscribe, project, topic, installations, into: &writer) { $0.write($1) }
         case .unsubscribe(let project, let topic, let installations):
-            Self.writeSubscription(.unsubscribe, project, topic, installations, into: &writer) { $0.write($1.slot); $0.write($1.check) }
+            Self.writeSubscription(.unsubscribe, project, topic, installations, into: &writer) { $0.write($1) }
         case .subscribeFIDs(let project, let topic, let fids):
             // Written only by tests: what older builds logged.
-            Self.writeSubscription(.subscribeFIDs, project, topic, fids, into: &writer) { $0.write($1) }
+            Self.writeSubscription(.subscribeFIDs, project, topic, fids, into: &writer) { writer, fids in for fid in fids { writer.write(fid) } }
         case .unsubscribeFIDs(let project, let topic, let fids):
-            Self.writeSubscription(.unsubscribeFIDs, project, topic, fids, into: &writer) { $0.write($1) }
+            Self.writeSubscription(.unsubscribeFIDs, project, topic, fids, into: &writer) { writer, fids in for fid in fids { writer.write(fid) } }
         case .restoreUser(let project, let user, let anonymous, let lastActive):
             writer.write(Kind.restoreUser.rawValue)
             writer.write(project.value)
@@ -350,13 +350,13 @@ extension WALRecord {
         _ topic: TopicName,
         _ elements: [Element],
         into writer: inout BinaryWriter,
-        _ write: (inout BinaryWriter, Element) -> Void
+        _ writeElements: (inout BinaryWriter, [Element]) -> Void
     ) {
         writer.write(kind.rawValue)
         writer.write(project.value)
         writer.write(topic.value)
         writer.write(UInt32(elements.count))
-        for element in elements { write(&writer, element) }
+        writeElements(&writer, elements)
     }
 
     /// `u32 count | count x element` (each `elementSize` bytes); a count the remaining bytes cannot
@@ -384,7 +384,7 @@ extension WALRecord {
 
     /// `u32 count | count x (u32 slot, u16 check)`.
     private static func readSlotReferences(_ reader: inout BinaryReader) throws(BinaryReader.Error) -> [SlotReference] {
-        try Self.readCounted(&reader, elementSize: 6, "slot") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
+        try Self.readCounted(&reader, elementSize: SlotReference.encodedSize, "slot") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
             SlotReference(slot: try reader.read(UInt32.self), check: try reader.read(UInt16.self))
         }
     }

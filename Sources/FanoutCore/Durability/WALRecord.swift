@@ -201,6 +201,9 @@ package struct SlotReference: Hashable, Sendable {
     package var slot: UInt32
     package var check: UInt16
 
+    /// Bytes in the log: `u32 slot | u16 check`.
+    static let encodedSize = 6
+
     package init(slot: UInt32, check: UInt16) {
         self.slot = slot
         self.check = check
