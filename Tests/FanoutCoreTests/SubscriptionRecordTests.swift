@@ -33,8 +33,9 @@ struct SubscriptionRecordTests {
         #expect(state.topics.subscriberCount(of: Self.news) == 0)
     }
 
-    /// The bytes docs/wal-format.md gives a subscribe record (type 26), read back as written.
-    @Test func aSubscribeRecordHasTheDocumentedBytes() throws {
+    /// The bytes docs/wal-format.md gives subscribe and unsubscribe records (types 26 and 27),
+    /// read back as written.
+    @Test func subscriptionRecordsHaveTheDocumentedBytes() throws {
         func u32(_ value: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(value).littleEndian, Array.init) }
         let references = [SlotReference(slot: 0x0102_0304, check: 0x0506), SlotReference(slot: 7, check: 0xFFFF)]
         for (record, type) in [

@@ -1,0 +1,44 @@
+#!/bin/bash
+# Profiles one phase of a load run: fanoutd alone, only while the phase runs.
+#
+# Usage: scripts/profile-phase.sh OPERATION SCENARIO [SECONDS] [fanout-load run options...]
+#   e.g. scripts/profile-phase.sh SUBSCRIBE subscribe 1 --installations 300000
+#        scripts/profile-phase.sh ACK send-topic 1.5
+#
+# Starts the release fanoutd on a fresh directory as `fanout-load run` starts it (durability
+# `always`, no snapshots, quotas off) with its HTTP front on 127.0.0.1:7602, adds a consumer key,
+# and runs `fanout-load run SCENARIO` against it. Once `/metrics` counts the first OPERATION request
+# (its name as `fanout_requests_total` gives it: REGISTER, SUBSCRIBE, ACK, ...), `perf record -g`
+# samples fanoutd for SECONDS (default 1), so the phases before it stay out of the profile. Prints
+# the harness's report; the profile is `perf.data` in the fresh directory (`perf report -i`).
+# Needs `swift build -c release` of fanoutd, fanout and fanout-load, and linux-perf.
+set -euo pipefail
+
+operation=$1
+scenario=$2
+seconds=${3:-1}
+shift $(($# < 3 ? $# : 3))
+bin=$(cd "$(dirname "$0")/.." && pwd)/.build/release
+directory=$(mktemp -d /tmp/profile-phase.XXXXXX)
+
+"$bin/fanoutd" --data-dir "$directory" --listen 127.0.0.1:7601 --http 127.0.0.1:7602 --durability always \
+    --log-level warning --snapshot-every 0 --project-messages-per-minute 0 --device-messages-per-minute 0 \
+    --device-messages-per-hour 0 > "$directory/fanoutd.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+until [ -s "$directory/admin-key" ] && curl -sf http://127.0.0.1:7602/healthz > /dev/null; do sleep 0.1; done
+consumer_key=$("$bin/fanout" key create --file "$directory/api-keys" --name profile --role consumer 2>/dev/null | tail -1)
+kill -HUP $server
+sleep 0.5
+
+"$bin/fanout-load" run "$scenario" --quiet --server 127.0.0.1:7601 --api-key "$(cat "$directory/admin-key")" \
+    --consumer-key "$consumer_key" --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
+load=$!
+until curl -s http://127.0.0.1:7602/metrics | grep -q "fanout_requests_total{listener=\"tcp\",operation=\"$operation\""; do
+    kill -0 $load 2> /dev/null || { cat "$directory/report.txt"; echo "no $operation request came" >&2; exit 1; }
+    sleep 0.02
+done
+perf record -F 2000 -g -p $server -o "$directory/perf.data" -- sleep "$seconds" > /dev/null 2>&1
+wait $load
+cat "$directory/report.txt"
+echo "profile: perf report -i $directory/perf.data"
