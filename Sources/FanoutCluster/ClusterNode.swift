@@ -95,6 +95,16 @@ package final class ClusterNode: @unchecked Sendable {
     static let layoutBucket = "fanout-cluster"
     static let membersBucket = "fanout-nodes"
 
+    /// How long a turn's requests to the ownership and members buckets wait for their answer: a
+    /// third of the lease, 1 s at least. A renewal whose answer is lost (a NATS server gone
+    /// mid-request) gives up within two of these (its write, and the read that tells a lost
+    /// answer from a refusal), and the turn goes on to renew the node's other shards. With
+    /// JetStream's default 5 s, one lost answer held the turn past a 3 s lease, and every shard
+    /// the node owned lapsed.
+    static func requestWait(lease: Duration) -> Duration {
+        max(lease / 3, .seconds(1))
+    }
+
     package let node: String
     package let map: ShardMap
     package let lease: Duration
@@ -140,8 +150,13 @@ package final class ClusterNode: @unchecked Sendable {
             let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
             return (
                 try Self.shardMap(in: layout, creating: configuration.shardCount),
-                try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas),
-                try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas),
+                try ShardOwnership(
+                    jetStream, lease: configuration.lease, replicas: configuration.replicas, requestWait: Self.requestWait(lease: configuration.lease)
+                ),
+                try KeyValueBucket(
+                    jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas,
+                    requestWait: Self.requestWait(lease: configuration.lease)
+                ),
                 layout,
                 try ShardSnapshotStore(jetStream, layout: layout, replicas: configuration.replicas)
             )

@@ -36,6 +36,19 @@ package final class JetStream: @unchecked Sendable {
         natsConnection_Destroy(self.connection)
     }
 
+    /// Another JetStream context on this connection, whose requests wait at most `wait` for their
+    /// answer where this one's wait JetStream's default 5 s. The caller destroys it
+    /// (`jsCtx_Destroy`) while this connection is open.
+    func makeContext(wait: Duration) throws(FanoutError) -> OpaquePointer {
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.Wait = max(1, wait.wholeMilliseconds)
+        var context: OpaquePointer?
+        let status = natsConnection_JetStream(&context, self.connection, &options)
+        guard status == NATS_OK, let context else { throw Self.error("NATS gives no JetStream context", status) }
+        return context
+    }
+
     /// Creates a file-stored stream over `subjects` with `replicas` copies (1 on one server, 3 on
     /// a three-server cluster); an existing stream of that name with the same configuration is kept.
     package func addStream(_ name: String, subjects: [String], replicas: Int) throws(FanoutError) {

@@ -7,6 +7,8 @@ package final class KeyValueBucket: @unchecked Sendable {
     /// Kept open while the bucket is: the store lives on its connection.
     private let jetStream: JetStream
     private let store: OpaquePointer
+    /// The context the store was opened on, when the bucket's requests have a wait of their own.
+    private let context: OpaquePointer?
     package let name: String
 
     /// An entry: its value and the revision that wrote it.
@@ -16,8 +18,11 @@ package final class KeyValueBucket: @unchecked Sendable {
     }
 
     /// Opens (creating it when missing) the bucket `name` with `replicas` copies, keeping one
-    /// revision per key; with `ttl`, an entry is removed `ttl` after its last write.
-    package init(_ jetStream: JetStream, name: String, ttl: Duration? = nil, replicas: Int = 1) throws(FanoutError) {
+    /// revision per key; with `ttl`, an entry is removed `ttl` after its last write. Each request
+    /// waits at most `requestWait` for its answer (JetStream's default: 5 s).
+    package init(_ jetStream: JetStream, name: String, ttl: Duration? = nil, replicas: Int = 1, requestWait: Duration? = nil) throws(FanoutError) {
+        var context: OpaquePointer? = nil
+        if let requestWait { context = try jetStream.makeContext(wait: requestWait) }
         var configuration = kvConfig()
         kvConfig_Init(&configuration)
         var store: OpaquePointer?
@@ -26,11 +31,15 @@ package final class KeyValueBucket: @unchecked Sendable {
             configuration.History = 1
             if let ttl { configuration.TTL = ttl.nanoseconds }
             configuration.Replicas = Int32(replicas)
-            return js_CreateKeyValue(&store, jetStream.context, &configuration)
+            return js_CreateKeyValue(&store, context ?? jetStream.context, &configuration)
         }
-        guard status == NATS_OK, let store else { throw JetStream.error("cannot open the key-value bucket \(name)", status) }
+        guard status == NATS_OK, let store else {
+            if let context { jsCtx_Destroy(context) }
+            throw JetStream.error("cannot open the key-value bucket \(name)", status)
+        }
         self.jetStream = jetStream
         self.store = store
+        self.context = context
         self.name = name
     }
 
@@ -42,11 +51,13 @@ package final class KeyValueBucket: @unchecked Sendable {
         guard status == NATS_OK, let store else { throw JetStream.error("cannot open the key-value bucket \(name)", status) }
         self.jetStream = jetStream
         self.store = store
+        self.context = nil
         self.name = name
     }
 
     deinit {
         kvStore_Destroy(self.store)
+        if let context = self.context { jsCtx_Destroy(context) }
     }
 
     /// The entry at `key`, or nil when there is none (never written, deleted or expired).

@@ -16,12 +16,15 @@ package final class ShardOwnership: Sendable {
         package let revision: UInt64
     }
 
-    /// Opens (creating it when missing) the bucket `name`, whose entries live `lease` after their
-    /// last write, with `replicas` copies.
     static let bucket = "fanout-shard-owners"
 
-    package init(_ jetStream: JetStream, bucket name: String = ShardOwnership.bucket, lease: Duration, replicas: Int = 1) throws(FanoutError) {
-        self.bucket = try KeyValueBucket(jetStream, name: name, ttl: lease, replicas: replicas)
+    /// Opens (creating it when missing) the bucket `name`, whose entries live `lease` after their
+    /// last write, with `replicas` copies; each request waits at most `requestWait` for its answer
+    /// (JetStream's default: 5 s), so that a renewal whose answer is lost gives up in time.
+    package init(
+        _ jetStream: JetStream, bucket name: String = ShardOwnership.bucket, lease: Duration, replicas: Int = 1, requestWait: Duration? = nil
+    ) throws(FanoutError) {
+        self.bucket = try KeyValueBucket(jetStream, name: name, ttl: lease, replicas: replicas, requestWait: requestWait)
         self.lease = lease
     }
 

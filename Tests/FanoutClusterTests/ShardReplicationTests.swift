@@ -211,6 +211,34 @@ struct ShardReplicationTests {
         }
     }
 
+    /// A renewal whose answer never comes (the NATS server stopped: its connection stays up,
+    /// nothing answers) gives up within its request wait, twice over at most (the write, and the
+    /// read that tells a lost answer from a refusal), not JetStream's default 5 s each; and once
+    /// NATS answers again, the owner still holds the shard, whether or not the lost write landed.
+    @Test func aRenewalWithoutAnAnswerGivesUpWithinItsWait() async throws {
+        try await NATSServer.with { server in
+            let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(30), requestWait: .seconds(1))
+            let lease = try #require(try ownership.take(3, for: "node-a"))
+            let pid = try #require(server.pid)
+            kill(pid, SIGSTOP)
+            let started = ContinuousClock.now
+            var refusal: FanoutError?
+            do throws(FanoutError) {
+                _ = try ownership.renew(lease, for: "node-a")
+            } catch {
+                refusal = error
+            }
+            let waited = ContinuousClock.now - started
+            kill(pid, SIGCONT)
+            #expect(refusal?.code == .unavailable, "\(String(describing: refusal))")
+            #expect(waited < .seconds(4), "gave up after \(waited)")
+            let renewed = try #require(try ownership.renew(lease, for: "node-a"), "the owner's lease survives a lost answer")
+            #expect(try ownership.owner(of: 3)?.node == "node-a")
+            #expect(try ownership.take(3, for: "node-b") == nil)
+            #expect(try ownership.renew(renewed, for: "node-a") != nil)
+        }
+    }
+
     /// Ownership in the key-value bucket: one owner per shard while it renews; once it stops, its
     /// lease lapses with the entry and another node takes the shard; the old owner's renewal then
     /// fails, so it knows to stop.
