@@ -24,6 +24,8 @@ package final class ClusterSigningKeys: Sendable {
     private static let lookups = DispatchQueue(label: "fanout.cluster-signing-keys")
     package static let lookupInterval = Duration.seconds(1)
     static let lookupWait = DispatchTimeInterval.milliseconds(250)
+    /// How long listing the nodes' entries waits for NATS's answer.
+    static let listWait = Duration.seconds(1)
 
     /// Publishes this node's public keys and reads every node's.
     package init(own: SigningKeys, node: ClusterNode) throws(FanoutError) {
@@ -75,11 +77,13 @@ package final class ClusterSigningKeys: Sendable {
     }
 
     /// Reads every node's public keys again (after each of the node's turns: a key another node
-    /// made is accepted here from then on). An entry that does not parse is skipped.
+    /// made is accepted here from then on). An entry that does not parse is skipped. The nodes'
+    /// entries are only ever written, so they are listed in one request to the bucket's stream
+    /// (`writtenKeys`) rather than through a consumer made for each read.
     package func refresh() throws(FanoutError) {
         var known: [String: ES256Key] = [:]
         var listed: [(id: String, key: ES256Key)] = []
-        for key in try self.bucket.keys().sorted() {
+        for key in try self.bucket.writtenKeys(timeout: Self.listWait).sorted() {
             guard let entry = try self.bucket.entry(key), let keys = SigningKeys.publicKeys(parsing: String(decoding: entry.value, as: UTF8.self)) else { continue }
             for (id, key) in keys where known[id] == nil {
                 known[id] = key
