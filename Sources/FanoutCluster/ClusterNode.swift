@@ -144,19 +144,15 @@ package final class ClusterNode: @unchecked Sendable {
             throw FanoutError(.unavailable, "cannot make the node's data directory \(configuration.directory): errno \(errno)")
         }
         let jetStream = try JetStream(urls: configuration.urls)
+        let requestWait = Self.requestWait(lease: configuration.lease)
         // Moments after the NATS servers start, JetStream answers only once they have elected
         // their leaders: the buckets and streams are made (or found) within 30 s.
         let (map, ownership, members, layout, snapshots) = try JetStream.retrying(for: .seconds(30)) { () throws(FanoutError) in
             let layout = try KeyValueBucket(jetStream, name: Self.layoutBucket, replicas: configuration.replicas)
             return (
                 try Self.shardMap(in: layout, creating: configuration.shardCount),
-                try ShardOwnership(
-                    jetStream, lease: configuration.lease, replicas: configuration.replicas, requestWait: Self.requestWait(lease: configuration.lease)
-                ),
-                try KeyValueBucket(
-                    jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas,
-                    requestWait: Self.requestWait(lease: configuration.lease)
-                ),
+                try ShardOwnership(jetStream, lease: configuration.lease, replicas: configuration.replicas, requestWait: requestWait),
+                try KeyValueBucket(jetStream, name: Self.membersBucket, ttl: configuration.lease, replicas: configuration.replicas, requestWait: requestWait),
                 layout,
                 try ShardSnapshotStore(jetStream, layout: layout, replicas: configuration.replicas)
             )

@@ -17,15 +17,16 @@ package final class JetStream: @unchecked Sendable {
     /// - Throws: `UNAVAILABLE` naming the URLs when no server answers.
     package init(urls: String) throws(FanoutError) {
         var connection: OpaquePointer?
-        var status = natsConnection_ConnectTo(&connection, urls)
+        let status = natsConnection_ConnectTo(&connection, urls)
         guard status == NATS_OK, let connection else {
             throw Self.error("cannot connect to NATS at \(urls)", status)
         }
-        var context: OpaquePointer?
-        status = natsConnection_JetStream(&context, connection, nil)
-        guard status == NATS_OK, let context else {
+        let context: OpaquePointer
+        do throws(FanoutError) {
+            context = try Self.context(on: connection, wait: nil, "NATS at \(urls) gives no JetStream context")
+        } catch {
             natsConnection_Destroy(connection)
-            throw Self.error("NATS at \(urls) gives no JetStream context", status)
+            throw error
         }
         self.connection = connection
         self.context = context
@@ -40,12 +41,18 @@ package final class JetStream: @unchecked Sendable {
     /// answer where this one's wait JetStream's default 5 s. The caller destroys it
     /// (`jsCtx_Destroy`) while this connection is open.
     func makeContext(wait: Duration) throws(FanoutError) -> OpaquePointer {
+        try Self.context(on: self.connection, wait: wait, "NATS gives no JetStream context")
+    }
+
+    /// A JetStream context on `connection`; its requests wait `wait` at most, or JetStream's 5 s.
+    /// - Throws: `failure` with libnats's status, when it gives none.
+    private static func context(on connection: OpaquePointer, wait: Duration?, _ failure: @autoclosure () -> String) throws(FanoutError) -> OpaquePointer {
         var options = jsOptions()
         jsOptions_Init(&options)
-        options.Wait = max(1, wait.wholeMilliseconds)
+        if let wait { options.Wait = max(1, wait.wholeMilliseconds) }
         var context: OpaquePointer?
-        let status = natsConnection_JetStream(&context, self.connection, &options)
-        guard status == NATS_OK, let context else { throw Self.error("NATS gives no JetStream context", status) }
+        let status = natsConnection_JetStream(&context, connection, &options)
+        guard status == NATS_OK, let context else { throw Self.error(failure(), status) }
         return context
     }
 

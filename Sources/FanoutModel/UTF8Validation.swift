@@ -8,7 +8,9 @@ package enum UTF8Validation {
 
     /// Whether no byte has its high bit set (ASCII is UTF-8 as it is, and nearly every string
     /// from the wire is ASCII), 16 bytes at a time with no branch but the loop's: a 163-byte
-    /// token took half the time of the scalar walk's eight-byte steps.
+    /// token took 148 instructions against the scalar walk's 365, and a one-pass walk in 16-byte
+    /// steps 204. A string that is not ASCII is read twice, the first time at about a sixth of the
+    /// walk's cost.
     static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var high = SIMD16<UInt8>()
         var index = 0

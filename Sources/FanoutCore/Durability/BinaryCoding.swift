@@ -40,26 +40,24 @@ struct BinaryWriter {
     /// Appends `u32 count | count x u32`, the values in one copy.
     mutating func writeCounted(_ values: [UInt32]) {
         self.write(UInt32(values.count))
-        let start = self.bytes.count
-        self.bytes.append(contentsOf: repeatElement(0, count: values.count * 4))
-        self.bytes.withUnsafeMutableBytes { raw in
+        self.append(atMost: values.count * 4) { raw in
             for (index, value) in values.enumerated() {
-                raw.storeBytes(of: value.littleEndian, toByteOffset: start + index * 4, as: UInt32.self)
+                raw.storeBytes(of: value.littleEndian, toByteOffset: index * 4, as: UInt32.self)
             }
+            return values.count * 4
         }
     }
 
     /// Appends `u32 slot | u16 check` for each reference, in one copy (a subscription record of
     /// a thousand, appended an integer at a time, was two thousand appends).
     mutating func write(_ references: [SlotReference]) {
-        let start = self.bytes.count
-        self.bytes.append(contentsOf: repeatElement(0, count: references.count * SlotReference.encodedSize))
-        self.bytes.withUnsafeMutableBytes { raw in
+        self.append(atMost: references.count * SlotReference.encodedSize) { raw in
             for (index, reference) in references.enumerated() {
-                let offset = start + index * SlotReference.encodedSize
+                let offset = index * SlotReference.encodedSize
                 raw.storeBytes(of: reference.slot.littleEndian, toByteOffset: offset, as: UInt32.self)
                 raw.storeBytes(of: reference.check.littleEndian, toByteOffset: offset + 4, as: UInt16.self)
             }
+            return references.count * SlotReference.encodedSize
         }
     }
 

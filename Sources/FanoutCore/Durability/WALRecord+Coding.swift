@@ -79,14 +79,18 @@ extension WALRecord {
             writer.write(project.value)
             writer.write(at)
         case .subscribe(let project, let topic, let installations):
-            Self.writeSubscription(.subscribe, project, topic, installations, into: &writer) { $0.write($1) }
+            Self.writeSubscriptionHead(.subscribe, project, topic, count: installations.count, into: &writer)
+            writer.write(installations)
         case .unsubscribe(let project, let topic, let installations):
-            Self.writeSubscription(.unsubscribe, project, topic, installations, into: &writer) { $0.write($1) }
+            Self.writeSubscriptionHead(.unsubscribe, project, topic, count: installations.count, into: &writer)
+            writer.write(installations)
         case .subscribeFIDs(let project, let topic, let fids):
             // Written only by tests: what older builds logged.
-            Self.writeSubscription(.subscribeFIDs, project, topic, fids, into: &writer) { writer, fids in for fid in fids { writer.write(fid) } }
+            Self.writeSubscriptionHead(.subscribeFIDs, project, topic, count: fids.count, into: &writer)
+            for fid in fids { writer.write(fid) }
         case .unsubscribeFIDs(let project, let topic, let fids):
-            Self.writeSubscription(.unsubscribeFIDs, project, topic, fids, into: &writer) { writer, fids in for fid in fids { writer.write(fid) } }
+            Self.writeSubscriptionHead(.unsubscribeFIDs, project, topic, count: fids.count, into: &writer)
+            for fid in fids { writer.write(fid) }
         case .restoreUser(let project, let user, let anonymous, let lastActive):
             writer.write(Kind.restoreUser.rawValue)
             writer.write(project.value)
@@ -343,20 +347,13 @@ extension WALRecord {
         return record
     }
 
-    /// `u8 type | project | topic | u32 count | count x element`: every subscription record.
-    private static func writeSubscription<Element>(
-        _ kind: Kind,
-        _ project: ProjectID,
-        _ topic: TopicName,
-        _ elements: [Element],
-        into writer: inout BinaryWriter,
-        _ writeElements: (inout BinaryWriter, [Element]) -> Void
-    ) {
+    /// `u8 type | project | topic | u32 count`: what every subscription record has before its
+    /// `count` elements.
+    private static func writeSubscriptionHead(_ kind: Kind, _ project: ProjectID, _ topic: TopicName, count: Int, into writer: inout BinaryWriter) {
         writer.write(kind.rawValue)
         writer.write(project.value)
         writer.write(topic.value)
-        writer.write(UInt32(elements.count))
-        writeElements(&writer, elements)
+        writer.write(UInt32(count))
     }
 
     /// `u32 count | count x element` (each `elementSize` bytes); a count the remaining bytes cannot
