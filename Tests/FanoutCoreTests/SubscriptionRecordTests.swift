@@ -53,6 +53,29 @@ struct SubscriptionRecordTests {
         }
     }
 
+    /// A FID's 18 bytes and a subscription's `check`, computed from docs/wal-format.md's words
+    /// alone (each character's index in the base64url alphabet, 6 bits each, the first the most
+    /// significant), for a modern FID and a legacy Instance ID.
+    @Test func aFIDsBytesAndCheckAreTheDocumentedOnes() throws {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        func number(_ characters: ArraySlice<UInt8>) -> UInt64 {
+            characters.reduce(0) { $0 << 6 | UInt64(alphabet.firstIndex(of: $1)!) }
+        }
+        func bytes<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        let modern = "dGVmZ2hpamtsbW5vcHFyc3"
+        let legacy = "dAbC_-12345"
+        let cases: [(FID, first: UInt64, second: UInt64, last: UInt16)] = [
+            (try #require(FID(modern)), number(Array(modern.utf8)[0..<10]), number(Array(modern.utf8)[10..<20]), UInt16(number(Array(modern.utf8)[20..<22]))),
+            (try #require(FID(legacyInstanceID: legacy)), number(Array(legacy.utf8)[0..<10]), number(Array(legacy.utf8)[10..<11]), 0x8000),
+        ]
+        for (fid, first, second, last) in cases {
+            var writer = BinaryWriter()
+            writer.write(fid)
+            #expect(writer.bytes == bytes(first) + bytes(second) + bytes(last), "\(fid)")
+            #expect(SlotReference(slot: 0, fid: fid).check == UInt16(truncatingIfNeeded: second), "\(fid)")
+        }
+    }
+
     /// What the engine logs for a batch: the slots it subscribed, not the ones it refused.
     @Test func aSubscribeLogsTheSubscribedSlots() async throws {
         let log = InMemoryChangeLog()
