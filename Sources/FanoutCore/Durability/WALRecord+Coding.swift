@@ -282,8 +282,8 @@ extension WALRecord {
             let createdAt = try reader.readTimestamp()
             record = .restoreUserCreated(project, user: user, anonymous: anonymous, createdAt: createdAt, lastActive: try reader.readTimestamp())
         case .removeAnonymousUsers:
-            // A user id takes at least 3 bytes (u16 length and one byte).
-            record = .removeAnonymousUsers(project, users: try Self.readCounted(&reader, elementSize: 3, "user") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
+            // A user id takes at least 5 bytes (a u32 length and one byte).
+            record = .removeAnonymousUsers(project, users: try Self.readCounted(&reader, elementSize: 5, "user") { (reader: inout BinaryReader) throws(BinaryReader.Error) in
                 try reader.readUser()
             })
         case .pruneLastSeenBefore:
