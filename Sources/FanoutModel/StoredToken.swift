@@ -19,6 +19,12 @@ public struct StoredToken: @unchecked Sendable {
         try withExtendedLifetime(self.owner) { try body(UnsafeRawBufferPointer(start: self.start, count: self.count)) }
     }
 
+    /// The token's bytes, valid only while this value (its owner) lives: for a caller that
+    /// borrows the value holding it.
+    package var unsafeBytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: self.start, count: self.count)
+    }
+
     /// The token as a value of its own (a copy of its bytes).
     public var token: RegistrationToken {
         self.withUnsafeBytes { RegistrationToken(validatedBytes: $0) }

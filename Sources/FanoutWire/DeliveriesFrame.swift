@@ -29,7 +29,13 @@ package protocol DeliveryFrameFields {
 }
 
 extension WireDelivery: DeliveryFrameFields {
-    package var recipientToken: RecipientToken? { self.token.map { .string($0.value) } }
+    package var recipientToken: RecipientToken? {
+        switch self.storedToken {
+        case nil: nil
+        case .value(let token): .string(token.value)
+        case .stored(let stored): .bytes(stored.unsafeBytes)  // kept alive by this delivery
+        }
+    }
 
     package static func appendFrameRecipients(of deliveries: ArraySlice<WireDelivery>, to recipients: inout [DeliveryFrameRecipient]) {
         for delivery in deliveries {

@@ -20,7 +20,7 @@ struct PayloadReader {
         self.opcode = opcode
     }
 
-    private var remaining: Int { self.bytes.count - self.offset }
+    var remaining: Int { self.bytes.count - self.offset }
 
     /// The next `count` bytes (at most `remaining`), read past.
     private mutating func take(_ count: Int) -> UnsafeRawBufferPointer {
@@ -81,6 +81,16 @@ struct PayloadReader {
     /// A registration token sent as an optional `string`, checked before a `String` is made.
     mutating func optionalToken(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationToken? {
         try self.isPresent(field()) ? try self.stringBytes(field, invalid: "not valid", RegistrationToken.init(utf8:)) : nil
+    }
+
+    /// `optionalToken`, its bytes copied into `tokens` (a frame's block) rather than a `String`.
+    mutating func optionalToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens) throws(ProtocolError) -> WireDelivery.Token? {
+        guard try self.isPresent(field()) else { return nil }
+        return try self.stringBytes(field, invalid: "not valid") { bytes in
+            guard ASCII.isVisibleBytes(bytes, lengths: 1...RegistrationToken.maximumLength) else { return nil }
+            if let stored = tokens.keep(bytes) { return .stored(stored) }
+            return .value(RegistrationToken(validatedBytes: bytes))
+        }
     }
 
     mutating func bytes(_ field: @autoclosure () -> String) throws(ProtocolError) -> [UInt8] {

@@ -226,6 +226,7 @@ extension PayloadReader {
     mutating func deliveryGroups(_ field: String) throws(ProtocolError) -> [WireDelivery] {
         let groups = try self.count(field, minimumElementSize: 30)
         var deliveries: [WireDelivery] = []
+        let tokens = ReceivedTokens(capacity: self.remaining)
         for group in 0..<groups {
             let name = "\(field)[\(group)]"
             let sequence = try self.u64(name + ".sequence")
@@ -250,7 +251,7 @@ extension PayloadReader {
                 func field(_ part: StaticString) -> String { "\(name).recipients[\(recipient)].\(part)" }
                 let slot = try self.u32(field("slot"))
                 let fid = try self.fid(field("fid"))
-                let token = try self.optionalToken(field("token"))
+                let token = try self.optionalToken(field("token"), keptIn: tokens)
                 let apnsToken = try self.optionalModel(field("apnsToken"), APNsDeviceToken.init)
                 deliveries.append(group)
                 deliveries[deliveries.count - 1].setRecipient(slot: slot, fid: fid, token: token, apnsToken: apnsToken)

@@ -110,6 +110,38 @@ struct DeliveriesFrameTests {
         #expect(received == Self.grouped(deliveries))
     }
 
+    /// A received frame's deliveries keep their tokens in one block they share: each reads back
+    /// its own token, equals and hashes as the delivery that was sent, and a cluster node that
+    /// forwards them writes the frame it received.
+    @Test func receivedDeliveriesKeepTheirTokensAndWriteTheSameFrame() throws {
+        var samples = WireSamples(seed: 14)
+        for _ in 0..<10 {
+            let sent = Self.grouped(Self.poll(&samples, messages: samples.int(1...6), recipients: samples.int(1...200)))
+            var bytes = ByteBuffer()
+            bytes.writeDeliveriesFrames(attachID: 4, sent, maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize)
+            var received: [WireDelivery] = []
+            for frame in try Self.frames(bytes) {
+                guard case .deliveries(let carried) = frame.message else { throw ProtocolError(.internal, "not DELIVERIES") }
+                received += carried
+            }
+            #expect(received == sent)
+            #expect(received.map(\.hashValue) == sent.map(\.hashValue))
+            #expect(received.map(\.token) == sent.map(\.token))
+            #expect(received.map { $0.withTokenBytes { Array($0) } } == sent.map { $0.token.map { Array($0.value.utf8) } })
+
+            var forwarded = ByteBuffer()
+            forwarded.writeDeliveriesFrames(attachID: 4, received, maximumPayloadSize: FrameHeader.defaultMaximumPayloadSize)
+            #expect(forwarded == bytes)
+
+            // Set through `token`, a received delivery's token is a value of its own.
+            var changed = received[0]
+            changed.token = RegistrationToken("replaced")
+            #expect(changed.token?.value == "replaced" && changed != received[0] && received[0] == sent[0])
+            changed.token = nil
+            #expect(changed.token == nil && changed.withTokenBytes { $0.count } == nil)
+        }
+    }
+
     @Test func aDeliveryThatCannotFitGetsAnErrorAndTheOthersGo() throws {
         var samples = WireSamples(seed: 12)
         var deliveries = Self.poll(&samples, messages: 2, recipients: 10)
