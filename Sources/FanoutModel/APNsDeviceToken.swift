@@ -13,5 +13,17 @@ public struct APNsDeviceToken: Hashable, Sendable, CustomStringConvertible {
         self.hex = hex.lowercased()
     }
 
+    /// Validates UTF-8 bytes (from a frame) as a token, lowercased as they are copied: one
+    /// `String` made, none before they pass.
+    public init?(utf8 bytes: UnsafeRawBufferPointer) {
+        guard bytes.count >= 16, bytes.count <= 200, bytes.count % 2 == 0, bytes.allSatisfy(ASCII.isHexDigit) else {
+            return nil
+        }
+        self.hex = String(unsafeUninitializedCapacity: bytes.count) { output in
+            for (index, byte) in bytes.enumerated() { output[index] = ASCII.lowercased(byte) }
+            return bytes.count
+        }
+    }
+
     public var description: String { "<apns token: \(self.hex.utf8.count / 2) bytes>" }
 }

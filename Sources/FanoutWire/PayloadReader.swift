@@ -93,6 +93,11 @@ struct PayloadReader {
         }
     }
 
+    /// An APNs device token sent as an optional `string`, checked before a `String` is made.
+    mutating func optionalAPNsToken(_ field: @autoclosure () -> String) throws(ProtocolError) -> APNsDeviceToken? {
+        try self.isPresent(field()) ? try self.stringBytes(field, invalid: "not valid", APNsDeviceToken.init(utf8:)) : nil
+    }
+
     mutating func bytes(_ field: @autoclosure () -> String) throws(ProtocolError) -> [UInt8] {
         let count = Int(try self.u32(field()))
         guard count <= self.remaining else {

@@ -205,7 +205,7 @@ extension PayloadReader {
             id: DeliveryID(messageSequence: sequence, slot: slot),
             fid: try self.fid(field() + ".fid"),
             token: try self.optionalToken(field() + ".token"),
-            apnsToken: try self.optionalModel(field() + ".apnsToken", APNsDeviceToken.init),
+            apnsToken: try self.optionalAPNsToken(field() + ".apnsToken"),
             platform: try self.platform(field() + ".platform"),
             expiry: try self.timestamp(field() + ".expiry"),
             isInFlight: try self.bool(field() + ".in flight"),
@@ -252,7 +252,7 @@ extension PayloadReader {
                 let slot = try self.u32(field("slot"))
                 let fid = try self.fid(field("fid"))
                 let token = try self.optionalToken(field("token"), keptIn: tokens)
-                let apnsToken = try self.optionalModel(field("apnsToken"), APNsDeviceToken.init)
+                let apnsToken = try self.optionalAPNsToken(field("apnsToken"))
                 deliveries.append(group)
                 deliveries[deliveries.count - 1].setRecipient(slot: slot, fid: fid, token: token, apnsToken: apnsToken)
             }

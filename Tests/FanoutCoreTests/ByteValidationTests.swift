@@ -35,6 +35,28 @@ struct ByteValidationTests {
         #expect(checked.valid > 500 && checked.invalid > 500, "both outcomes exercised: \(checked)")
     }
 
+    /// An APNs token read from a frame's bytes is the token read from the same text as a
+    /// `String`: the same refusals (length, odd count, a non-hex byte) and the same lowercase hex.
+    @Test func apnsTokensFromBytesAgreeWithTokensFromStrings() {
+        var random = SeededRandomNumberGenerator(seed: 31)
+        let alphabet = Array("0123456789abcdefABCDEFgG: \u{7F}".utf8)
+        var checked = (valid: 0, invalid: 0)
+        for length in [0, 1, 14, 15, 16, 17, 63, 64, 65, 199, 200, 201, 202] {
+            for _ in 0..<60 {
+                // Hex digits of either case, and in half of them one byte from anywhere in the alphabet.
+                var bytes = (0..<length).map { _ in alphabet[Int.random(in: 0..<22, using: &random)] }
+                if length > 0, Bool.random(using: &random) {
+                    bytes[Int.random(in: 0..<length, using: &random)] = alphabet.randomElement(using: &random)!
+                }
+                let expected = APNsDeviceToken(String(decoding: bytes, as: UTF8.self))
+                let actual = bytes.withUnsafeBytes { APNsDeviceToken(utf8: $0) }
+                #expect(actual == expected, "\(bytes)")
+                if expected != nil { checked.valid += 1 } else { checked.invalid += 1 }
+            }
+        }
+        #expect(checked.valid > 50 && checked.invalid > 500, "both outcomes exercised: \(checked)")
+    }
+
     @Test func asciiIsNoByteAbove0x7F() {
         for length in Self.lengths {
             let ascii = [UInt8](repeating: 0x7F, count: length)
