@@ -28,7 +28,7 @@ extension Delivery: DeliveryFrameFields {
     var recipientToken: RecipientToken? { self.tokenEntry.map { .bytes(Delivery.tokenBytes(ofEntry: $0)) } }
 
     /// Each delivery's fields read in place, with `Delivery` concrete (see the requirement).
-    static func appendFrameRecipients(of deliveries: ArraySlice<Delivery>, to recipients: inout [DeliveryFrameRecipient]) {
+    static func initializeFrameRecipients(of deliveries: ArraySlice<Delivery>, at start: UnsafeMutablePointer<DeliveryFrameRecipient>) {
         // Through the buffer: subscripting the slice, even by index and field by field, copied
         // each delivery whole (its token's owner, message and strings retained and released).
         deliveries.withUnsafeBufferPointer { deliveries in
@@ -42,7 +42,7 @@ extension Delivery: DeliveryFrameFields {
             for position in deliveries.indices {
                 prefetchToken(position + ahead)
                 let delivery = first + position
-                recipients.append(DeliveryFrameRecipient(
+                (start + position).initialize(to: DeliveryFrameRecipient(
                     envelope: DeliveryEnvelope(
                         sequence: delivery.pointee.id.messageSequence, platform: delivery.pointee.platform,
                         expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.isDeletedMessagesMarker

@@ -16,12 +16,14 @@ package protocol DeliveryFrameFields {
     var headers: [DeliveryHeader] { get }
     var payload: [UInt8] { get }
 
-    /// What the DELIVERIES writer reads of each delivery, in one pass, appended to `recipients`.
-    /// Implement it where the conforming type is concrete, reading each delivery's fields in
-    /// place: the writer's generic code copies a delivery (retaining its token and message) at
-    /// every field it reads, and `DeliveryFrameRecipient(of:)` is not specialised outside this
-    /// module.
-    static func appendFrameRecipients(of deliveries: ArraySlice<Self>, to recipients: inout [DeliveryFrameRecipient])
+    /// What the DELIVERIES writer reads of each delivery, in one pass, initialized in order from
+    /// `start` (room for `deliveries.count`). Implement it where the conforming type is concrete,
+    /// reading each delivery's fields in place: the writer's generic code copies a delivery
+    /// (retaining its token and message) at every field it reads, and
+    /// `DeliveryFrameRecipient(of:)` is not specialised outside this module. Initialized in place,
+    /// not appended: an append from another module copied each recipient through its value
+    /// witness and destroyed the original.
+    static func initializeFrameRecipients(of deliveries: ArraySlice<Self>, at start: UnsafeMutablePointer<DeliveryFrameRecipient>)
 
     /// The headers and payload of `deliveries[index]` (a group's, written once per group), read in
     /// place where the conforming type is concrete, as `appendFrameRecipients`.
@@ -37,9 +39,9 @@ extension WireDelivery: DeliveryFrameFields {
         }
     }
 
-    package static func appendFrameRecipients(of deliveries: ArraySlice<WireDelivery>, to recipients: inout [DeliveryFrameRecipient]) {
-        for delivery in deliveries {
-            recipients.append(DeliveryFrameRecipient(of: delivery))  // specialised here, where both are known
+    package static func initializeFrameRecipients(of deliveries: ArraySlice<WireDelivery>, at start: UnsafeMutablePointer<DeliveryFrameRecipient>) {
+        for (offset, delivery) in deliveries.enumerated() {
+            (start + offset).initialize(to: DeliveryFrameRecipient(of: delivery))  // specialised here, where both are known
         }
     }
 
@@ -219,10 +221,11 @@ extension ByteBuffer {
     ) {
         let deliveries = DeliveryChunks(chunks)
         guard deliveries.count > 0 else { return }
-        var recipients: [DeliveryFrameRecipient] = []
-        recipients.reserveCapacity(deliveries.count)
-        for chunk in chunks {
-            Delivery.appendFrameRecipients(of: chunk, to: &recipients)
+        let recipients = [DeliveryFrameRecipient](unsafeUninitializedCapacity: deliveries.count) { buffer, initialized in
+            for chunk in chunks {
+                Delivery.initializeFrameRecipients(of: chunk, at: buffer.baseAddress! + initialized)
+                initialized += chunk.count
+            }
         }
         let grouping = DeliveryGrouping(recipients)
         // The frame being planned: its groups, each the delivery whose envelope it writes and its
