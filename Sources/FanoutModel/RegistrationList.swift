@@ -61,6 +61,9 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
         return try self.bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
     }
 
+    /// The bytes of all the registrations together.
+    public var totalByteCount: Int { Int(self.ends.last ?? 0) }
+
     /// The byte count of the registration at `position`.
     public func byteCount(at position: Int) -> Int {
         self.byteRange(at: position).count
