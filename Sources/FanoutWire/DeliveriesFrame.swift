@@ -26,13 +26,13 @@ package protocol DeliveryFrameFields {
     static func initializeFrameRecipients(of deliveries: ArraySlice<Self>, at start: UnsafeMutablePointer<DeliveryFrameRecipient>)
 
     /// The headers and payload of `deliveries[index]` (a group's, written once per group), read in
-    /// place where the conforming type is concrete, as `appendFrameRecipients`.
+    /// place where the conforming type is concrete, as `initializeFrameRecipients`.
     static func headersAndPayload(of deliveries: ArraySlice<Self>, at index: Int) -> (headers: [DeliveryHeader], payload: [UInt8])
 }
 
 extension WireDelivery: DeliveryFrameFields {
     package var recipientToken: RecipientToken? {
-        switch self.storedToken {
+        switch self.heldToken {
         case nil: nil
         case .value(let token): .string(token.value)
         case .stored(let stored): .bytes(stored.unsafeBytes)  // kept alive by this delivery
@@ -40,8 +40,11 @@ extension WireDelivery: DeliveryFrameFields {
     }
 
     package static func initializeFrameRecipients(of deliveries: ArraySlice<WireDelivery>, at start: UnsafeMutablePointer<DeliveryFrameRecipient>) {
-        for (offset, delivery) in deliveries.enumerated() {
-            (start + offset).initialize(to: DeliveryFrameRecipient(of: delivery))  // specialised here, where both are known
+        // Through the buffer: enumerating the slice copied each delivery whole.
+        deliveries.withUnsafeBufferPointer { deliveries in
+            for position in deliveries.indices {
+                (start + position).initialize(to: DeliveryFrameRecipient(of: deliveries[position]))  // specialised here, where both are known
+            }
         }
     }
 

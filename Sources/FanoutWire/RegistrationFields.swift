@@ -66,13 +66,13 @@ public struct WireDelivery: Hashable, Sendable {
     /// `withTokenBytes` reads them in place.
     public var token: RegistrationToken? {
         get {
-            switch self.storedToken {
+            switch self.heldToken {
             case nil: nil
             case .value(let token): token
             case .stored(let stored): stored.token
             }
         }
-        set { self.storedToken = newValue.map { .value($0) } }
+        set { self.heldToken = newValue.map { .value($0) } }
     }
     /// For iOS installations that gave one, the APNs device token.
     public var apnsToken: APNsDeviceToken?
@@ -96,7 +96,7 @@ public struct WireDelivery: Hashable, Sendable {
         case stored(StoredToken)
     }
 
-    package private(set) var storedToken: Token?
+    package private(set) var heldToken: Token?
 
     public init(
         id: DeliveryID,
@@ -112,7 +112,7 @@ public struct WireDelivery: Hashable, Sendable {
     ) {
         self.id = id
         self.fid = fid
-        self.storedToken = token.map { .value($0) }
+        self.heldToken = token.map { .value($0) }
         self.apnsToken = apnsToken
         self.platform = platform
         self.expiry = expiry
@@ -125,7 +125,7 @@ public struct WireDelivery: Hashable, Sendable {
     /// Calls `body` with the registration token's bytes, read in place (no `String` made); nil
     /// when the delivery has no token.
     public func withTokenBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result? {
-        switch self.storedToken {
+        switch self.heldToken {
         case nil: nil
         case .value(let token): try token.withUTF8(body)
         case .stored(let stored): try stored.withUnsafeBytes(body)
@@ -136,7 +136,7 @@ public struct WireDelivery: Hashable, Sendable {
     mutating func setRecipient(slot: UInt32, fid: FID, token: Token?, apnsToken: APNsDeviceToken?) {
         self.id = DeliveryID(messageSequence: self.id.messageSequence, slot: slot)
         self.fid = fid
-        self.storedToken = token
+        self.heldToken = token
         self.apnsToken = apnsToken
     }
 
@@ -147,7 +147,7 @@ public struct WireDelivery: Hashable, Sendable {
             lhs.headers == rhs.headers, lhs.payload == rhs.payload
         else { return false }
         let equalTokens = lhs.withTokenBytes { left in rhs.withTokenBytes { right in left.elementsEqual(right) } ?? false }
-        return equalTokens ?? (rhs.storedToken == nil)
+        return equalTokens ?? (rhs.heldToken == nil)
     }
 
     public func hash(into hasher: inout Hasher) {
