@@ -42,15 +42,13 @@ extension Delivery: DeliveryFrameFields {
             for position in deliveries.indices {
                 prefetchToken(position + ahead)
                 let delivery = first + position
-                (start + position).initialize(to: DeliveryFrameRecipient(
-                    envelope: DeliveryEnvelope(
-                        sequence: delivery.pointee.id.messageSequence, platform: delivery.pointee.platform,
-                        expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.isDeletedMessagesMarker
-                    ),
+                (start + position).initializeRecipient(
+                    sequence: delivery.pointee.id.messageSequence, platform: delivery.pointee.platform,
+                    expiry: delivery.pointee.expiry, isDeletedMessagesMarker: delivery.pointee.isDeletedMessagesMarker,
                     slot: delivery.pointee.id.slot, fid: delivery.pointee.fid,
                     token: delivery.pointee.recipientToken,
                     apnsToken: delivery.pointee.apnsToken?.hex
-                ))
+                )
             }
         }
     }

@@ -109,6 +109,25 @@ package struct DeliveryFrameRecipient {
     }
 }
 
+extension UnsafeMutablePointer where Pointee == DeliveryFrameRecipient {
+    /// Initializes the recipient here from its fields. Called from the server's module, the
+    /// recipient's initializer built it and then copied it whole through its value witness
+    /// (2.8% of fanoutd's samples while consumers drained a topic send); here it is built in place.
+    package func initializeRecipient(
+        sequence: UInt64, platform: Platform, expiry: Timestamp, isDeletedMessagesMarker: Bool,
+        slot: UInt32, fid: FID, token: consuming RecipientToken?, apnsToken: consuming String?
+    ) {
+        // Field by field: initializing from a whole recipient copied it and destroyed the original.
+        self.pointer(to: \.envelope).unsafelyUnwrapped.initialize(
+            to: DeliveryEnvelope(sequence: sequence, platform: platform, expiry: expiry, isDeletedMessagesMarker: isDeletedMessagesMarker)
+        )
+        self.pointer(to: \.slot).unsafelyUnwrapped.initialize(to: slot)
+        self.pointer(to: \.fid).unsafelyUnwrapped.initialize(to: fid)
+        self.pointer(to: \.token).unsafelyUnwrapped.initialize(to: token)
+        self.pointer(to: \.apnsToken).unsafelyUnwrapped.initialize(to: apnsToken)
+    }
+}
+
 /// A recipient's registration token as the writer gets it: a string (a delivery that came over
 /// the wire), or bytes in the engine's storage (the engine's own deliveries, copied nowhere before
 /// the frame), borrowed from the delivery that keeps them alive (see `recipientToken`): the
