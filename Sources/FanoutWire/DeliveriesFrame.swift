@@ -20,9 +20,9 @@ package protocol DeliveryFrameFields {
     /// `start` (room for `deliveries.count`). Implement it where the conforming type is concrete,
     /// reading each delivery's fields in place: the writer's generic code copies a delivery
     /// (retaining its token and message) at every field it reads, and
-    /// `DeliveryFrameRecipient(of:)` is not specialised outside this module. Initialized in place,
-    /// not appended: an append from another module copied each recipient through its value
-    /// witness and destroyed the original.
+    /// `DeliveryFrameRecipient(of:)` is not specialised outside this module. Initialized in place
+    /// (from another module, through `initializeRecipient`), not appended: an append from another
+    /// module copied each recipient through its value witness and destroyed the original.
     static func initializeFrameRecipients(of deliveries: ArraySlice<Self>, at start: UnsafeMutablePointer<DeliveryFrameRecipient>)
 
     /// The headers and payload of `deliveries[index]` (a group's, written once per group), read in
