@@ -492,6 +492,7 @@ public final class Engine: Sendable {
                     // deliveries (an acknowledgement's refill), not behind its own records.
                     var ticket = self.log?.nextRecordLSN ?? Self.everythingAcknowledged
                     if !state.deliveries.handsOutNewDeliveries { ticket.lsn -= UInt64(state.deliveries.recordsOfThisChange) }
+                    for index in state.deliveries.handOuts.indices { state.deliveries.handOuts[index].build() }
                     self.handOuts.enqueue(state.deliveries.handOuts, after: ticket)
                     state.deliveries.handOuts.removeAll(keepingCapacity: true)
                     handedOut = true

@@ -18,17 +18,17 @@ public struct Delivery: @unchecked Sendable {
     public var fid: FID
     /// Where the registration token is in the engine's storage (kept alive by `references`), if
     /// the installation had one when the delivery was handed out: `tokenBytes(ofEntry:)` reads it.
-    package let tokenEntry: UnsafeRawPointer?
+    package private(set) var tokenEntry: UnsafeRawPointer?
     /// The installation's APNs device token, if it is an iOS installation that gave one.
     public var apnsToken: APNsDeviceToken?
     public var platform: Platform
     /// When the delivery expires (from the message's TTL or `apns-expiration` for this platform).
     public var expiry: Timestamp
     @usableFromInline
-    let references: DeliveryReferences
+    private(set) var references: DeliveryReferences
     /// The message's index in `references.messages`, or `noMessage`.
     @usableFromInline
-    let messageIndex: UInt32
+    private(set) var messageIndex: UInt32
     /// Whether a consumer holds it unacknowledged (only in `pendingDeliveries` listings).
     public var isInFlight: Bool
 
@@ -45,6 +45,20 @@ public struct Delivery: @unchecked Sendable {
         self.references = references
         self.messageIndex = messageIndex
         self.isInFlight = isInFlight
+    }
+
+    /// Initializes the delivery at `place` from a hand-out's fields, field by field: initializing
+    /// from a whole `Delivery` copied it and destroyed the original.
+    static func initialize(_ place: UnsafeMutablePointer<Delivery>, _ fields: HandedOut, apnsToken: consuming APNsDeviceToken?, references: DeliveryReferences) {
+        place.pointer(to: \.id).unsafelyUnwrapped.initialize(to: fields.id)
+        place.pointer(to: \.fid).unsafelyUnwrapped.initialize(to: fields.fid)
+        place.pointer(to: \.tokenEntry).unsafelyUnwrapped.initialize(to: fields.tokenEntry)
+        place.pointer(to: \.apnsToken).unsafelyUnwrapped.initialize(to: apnsToken)
+        place.pointer(to: \.platform).unsafelyUnwrapped.initialize(to: fields.platform)
+        place.pointer(to: \.expiry).unsafelyUnwrapped.initialize(to: fields.expiry)
+        place.pointer(to: \.references).unsafelyUnwrapped.initialize(to: references)
+        place.pointer(to: \.messageIndex).unsafelyUnwrapped.initialize(to: fields.messageIndex)
+        place.pointer(to: \.isInFlight).unsafelyUnwrapped.initialize(to: true)
     }
 
     /// The project the delivery is of.

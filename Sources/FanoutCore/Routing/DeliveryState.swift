@@ -47,12 +47,10 @@ struct DeliveryState {
         if let last = self.handOuts.indices.last, self.handOuts[last].consumer == consumer {
             return last
         }
-        var deliveries: [Delivery] = []
-        deliveries.reserveCapacity(room + 1)
         self.lastReferencesSerial += 1
         self.handOuts.append(HandOut(
-            consumer: consumer, sink: self.consumers.sink(at: position), deliveries: deliveries,
-            references: DeliveryReferences(project: project, serial: self.lastReferencesSerial)
+            consumer: consumer, sink: self.consumers.sink(at: position),
+            references: DeliveryReferences(project: project, serial: self.lastReferencesSerial), capacity: room + 1
         ))
         return self.handOuts.count - 1
     }
@@ -65,9 +63,13 @@ struct DeliveryState {
     ) {
         let messageIndex = entry.map { self.messageIndex(ofEntry: $0, inHandOut: index) } ?? Delivery.noMessage
         if let token { self.keepChunk(of: token, inHandOut: index, registry: registry) }
-        self.handOuts[index].deliveries.append(Delivery(
-            id: id, fid: fid, token: token, apnsToken: apnsToken, platform: platform, expiry: expiry,
-            references: self.handOuts[index].references, messageIndex: messageIndex, isInFlight: true
+        var apnsTokenIndex = HandedOut.noAPNsToken
+        if let apnsToken {
+            apnsTokenIndex = UInt32(self.handOuts[index].apnsTokens.count)
+            self.handOuts[index].apnsTokens.append(apnsToken)
+        }
+        self.handOuts[index].handedOut.append(HandedOut(
+            id: id, fid: fid, tokenEntry: token?.entry, platform: platform, expiry: expiry, messageIndex: messageIndex, apnsToken: apnsTokenIndex
         ))
     }
 
