@@ -220,7 +220,7 @@ struct ShardReplicationTests {
             let ownership = try ShardOwnership(try JetStream(urls: server.url), lease: .seconds(30), requestWait: .seconds(1))
             let lease = try #require(try ownership.take(3, for: "node-a"))
             let pid = try #require(server.pid)
-            kill(pid, SIGSTOP)
+            try NATSServer.stop(pid)
             let started = ContinuousClock.now
             var refusal: FanoutError?
             do throws(FanoutError) {
@@ -661,6 +661,25 @@ struct ShardReplicationTests {
 /// A nats-server (`NATSServerProcess`) in a temporary directory for one test: killed and removed
 /// when `with`'s body returns.
 enum NATSServer {
+    /// Stops process `pid` (SIGSTOP) and returns once every one of its threads is stopped: the
+    /// signal takes effect thread by thread, and a request sent meanwhile could still be answered
+    /// (once in CI, a renewal sent at once was).
+    static func stop(_ pid: Int32) throws {
+        kill(pid, SIGSTOP)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+            // A thread's state is the field after its name, which ends at the last ')'.
+            let states = tasks.compactMap { task in
+                (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8))?
+                    .split(separator: ")").last?.split(separator: " ").first
+            }
+            if !states.isEmpty, states.allSatisfy({ $0 == "T" || $0 == "t" }) { return }
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        throw FanoutError(.internal, "nats-server \(pid) did not stop within 30 s of SIGSTOP")
+    }
+
     static func with(_ body: (NATSServerProcess) async throws -> Void) async throws {
         guard let executable = NATSServerProcess.installedExecutable else {
             Issue.record("no nats-server: `make test` installs it (apt: nats-server)")
