@@ -368,8 +368,13 @@ struct ClusterFailoverTests {
         // Every acknowledged change is there, through a surviving node. A read is tried again for
         // up to 10 s while a shard has no owner (a NATS server's loss can let leases lapse).
         let client = try await FanoutClient.connect(host: "127.0.0.1", port: survivor, apiKey: key)
+        // A read is tried for up to a minute: on a loaded machine a shard can be between owners for
+        // longer than 10 s after the kill (its new owner's catch-up reads time out at 10 s, and it
+        // takes the next turn after that); once, in CI, an installation was unreadable for the 10 s
+        // this used to wait, while the topics of its token, read just after, were there.
         func retried<Value>(_ read: () async throws -> Value) async throws -> Value {
-            for _ in 0..<100 {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
                 if let value = try? await read() { return value }
                 try await Task.sleep(for: .milliseconds(100))
             }
