@@ -6,11 +6,9 @@ public struct APNsDeviceToken: Hashable, Sendable, CustomStringConvertible {
     public let hex: String
 
     public init?(_ hex: String) {
-        let bytes = Array(hex.utf8)
-        guard bytes.count >= 16, bytes.count <= 200, bytes.count % 2 == 0, bytes.allSatisfy(ASCII.isHexDigit) else {
-            return nil
-        }
-        self.hex = hex.lowercased()
+        var hex = hex
+        guard let token = hex.withUTF8({ Self(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = token
     }
 
     /// Validates UTF-8 bytes (from a frame) as a token, lowercased as they are copied: one

@@ -17,8 +17,13 @@ public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
 
     /// Validates UTF-8 bytes (from a frame) as a token, without a `String` until they pass.
     public init?(utf8 bytes: UnsafeRawBufferPointer) {
-        guard ASCII.isVisibleBytes(bytes, lengths: 1...Self.maximumLength) else { return nil }
+        guard Self.isValid(utf8: bytes) else { return nil }
         self.init(validatedBytes: bytes)
+    }
+
+    /// Whether UTF-8 bytes are a token: 1...4096 bytes of visible ASCII.
+    package static func isValid(utf8 bytes: UnsafeRawBufferPointer) -> Bool {
+        ASCII.isVisibleBytes(bytes, lengths: 1...Self.maximumLength)
     }
 
     /// A token from bytes already validated as one (stored by the engine after validation).

@@ -87,7 +87,7 @@ struct PayloadReader {
     mutating func optionalToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens) throws(ProtocolError) -> WireDelivery.Token? {
         guard try self.isPresent(field()) else { return nil }
         return try self.stringBytes(field, invalid: "not valid") { bytes in
-            guard ASCII.isVisibleBytes(bytes, lengths: 1...RegistrationToken.maximumLength) else { return nil }
+            guard RegistrationToken.isValid(utf8: bytes) else { return nil }
             if let stored = tokens.keep(bytes) { return .stored(stored) }
             return .value(RegistrationToken(validatedBytes: bytes))
         }

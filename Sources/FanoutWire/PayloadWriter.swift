@@ -69,16 +69,12 @@ extension ByteBuffer {
         // copying a SUBSCRIBE of 1000 tokens (165 KB) about ten times over, each time into fresh
         // pages, with a uniqueness check at every write.
         let size = 2 * registrations.count + registrations.totalByteCount
-        self.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { output in
-            var offset = 0
+        self.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { raw in
+            var out = RawWriter(raw)
             for index in registrations.indices {
-                registrations.withBytes(at: index) { bytes in
-                    output.storeBytes(of: UInt16(bytes.count).bigEndian, toByteOffset: offset, as: UInt16.self)
-                    UnsafeMutableRawBufferPointer(rebasing: output[(offset + 2)...]).copyMemory(from: bytes)
-                    offset += 2 + bytes.count
-                }
+                registrations.withBytes(at: index) { out.stringBytes($0.assumingMemoryBound(to: UInt8.self)) }
             }
-            return offset
+            return out.offset
         }
     }
 
