@@ -152,11 +152,14 @@ extension Engine {
                 try log?.checkHealthy()
                 let (result, records) = try body(&state)
                 guard let log, !records.isEmpty else { return (result, nil) }
-                let ticket = try log.append(records)
+                let ticket = try log.queue(records)
                 state.deliveries.recordsOfThisChange = records.count
                 return (result, ticket)
             }
-            if let ticket { self.include(ticket) }
+            if let ticket {
+                log?.startWriting()
+                self.include(ticket)
+            }
             return result
         }
 
@@ -203,11 +206,14 @@ extension Engine {
             let ticket = try self.engine.projects.withLock { (projects: inout [ProjectID: ProjectBox]) throws(FanoutError) -> LogTicket? in
                 try check(&projects)
                 try log?.checkHealthy()
-                let ticket = try log?.append([record])
+                let ticket = try log?.queue([record])
                 apply(&projects)
                 return ticket
             }
-            if let ticket { self.include(ticket) }
+            if let ticket {
+                log?.startWriting()
+                self.include(ticket)
+            }
         }
 
         // MARK: - Installations

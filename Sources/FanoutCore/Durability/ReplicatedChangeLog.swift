@@ -115,9 +115,17 @@ package final class ReplicatedChangeLog: ChangeLog {
     }
 
     package func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+        let ticket = try self.queue(records)
+        self.local.startWriting()
+        return ticket
+    }
+
+    /// Queues on the local log without waking its writer (`startWriting()` does); the publisher
+    /// is woken at once.
+    package func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         try self.appendOrder.withLock { (_: inout ()) throws(FanoutError) -> LogTicket in
             try self.checkHealthy()
-            let ticket = try self.local.append(records)
+            let ticket = try self.local.queue(records)
             // A local log may acknowledge without telling (the in-memory one does, at append).
             let local = self.local.acknowledgedTicket
             self.state.withLock { state in
@@ -149,6 +157,8 @@ package final class ReplicatedChangeLog: ChangeLog {
             return ticket
         }
     }
+
+    package func startWriting() { self.local.startWriting() }
 
     package var nextRecordLSN: LogTicket { self.local.nextRecordLSN }
 

@@ -126,6 +126,21 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         }
     }
 
+    /// Queues `records` as `append` does, without waking the writer: `startWriting()` does, after
+    /// the caller's lock is released.
+    func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+        try self.shared.withLock { (state: inout WALWriterState) throws(FanoutError) -> LogTicket in
+            try state.append(records)
+        }
+    }
+
+    /// Wakes the writer if it waits for work. Outside the writer's lock: the records were queued
+    /// under it, so the writer either saw them before it waited or is waiting now, and the signal
+    /// reaches it; a writer that is busy finds them when it looks again.
+    func startWriting() {
+        self.shared.signalOutsideTheLock(.work)
+    }
+
     /// The LSN the next appended record gets (and the epoch, to wait on it). Read it while holding
     /// every lock under which records are appended, to get a consistent boundary.
     var nextRecordLSN: LogTicket {
