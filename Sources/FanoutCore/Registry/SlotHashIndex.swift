@@ -13,8 +13,8 @@ internal import CFanoutIntrinsics
 /// Runs do not wrap around: past the home buckets, a tail of overflow buckets takes the last run.
 /// Growing redistributes buckets in one ordered pass without rehashing keys, by half again (not
 /// double), so the table takes 9.1-13.7 bytes per key. Removal shifts followers back (no
-/// tombstones). Hashes come from `Hasher` (per-process random seed), so colliding keys cannot be
-/// chosen by clients.
+/// tombstones). Hashes are keyed SipHash (`Hasher` for FIDs, `SipHash.process` for tokens, both
+/// with per-process random keys), so colliding keys cannot be chosen by clients.
 package struct SlotHashIndex {
     /// `fingerprint << 32 | (slot + 1)`; 0 is an empty bucket. The last bucket is always empty.
     private var buckets: [UInt64]
