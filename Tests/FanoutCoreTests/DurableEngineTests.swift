@@ -447,4 +447,23 @@ struct DurableEngineTests {
             #expect(try engine.installationCount() == 0, "nothing was applied")
         }
     }
+
+    /// A change becomes durable with nothing else happening: the engine queues its records under
+    /// the project's lock and wakes the log's writer once the lock is released. (A change queued
+    /// without the wake-up would wait for another change's, here for ever: this test then fails
+    /// at its deadline instead of hanging the suite.)
+    @Test(arguments: [Durability.always, .interval(milliseconds: 60_000)])
+    func aLoneChangeBecomesDurable(durability: Durability) throws {
+        try TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory, durability: durability)
+            defer { try? engine.close() }
+            for index in 0..<3 {
+                let request = RegistrationRequest(token: try RegistrationToken("lone-\(index)"), platform: .android, appID: AppID("app")!)
+                let durable = DispatchSemaphore(value: 0)
+                engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(request) }
+                    .whenDurable { _ in durable.signal() }
+                try #require(durable.wait(timeout: .now() + 30) == .success, "change \(index) was not made durable in 30 s")
+            }
+        }
+    }
 }
