@@ -59,8 +59,7 @@ public final class FanoutClient: Sendable {
         let serverHostname = tls.map { $0.serverHostname ?? host }
         let (connection, handshake) = try await ClientBootstrap(group: eventLoopGroup)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            // A DELIVERIES frame runs to hundreds of KB: read in one piece, not joined from 64 KB reads.
-            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 1 << 20))
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator.frames)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations

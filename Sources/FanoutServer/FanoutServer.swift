@@ -130,7 +130,7 @@ public final class FanoutServer: Service, Sendable, CustomStringConvertible {
             // A client that shuts its write side still gets every reply, then the close.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: highWaterMark / 2, high: highWaterMark))
-            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 1 << 20))
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator.frames)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard connections.add(channel) else { throw ChannelError.ioOnClosedChannel }  // shutting down

@@ -70,3 +70,11 @@ extension FrameReader where Message == ServerMessage {
         try self.next(seenEOF: seenEOF)
     }
 }
+
+extension AdaptiveRecvByteBufferAllocator {
+    /// The reads of a connection carrying frames (the server's and FanoutClient's): up to 1 MiB at
+    /// a time, where SwiftNIO's default stops at 64 KiB. A SUBSCRIBE of 1000 tokens is ~170 KB and
+    /// a DELIVERIES frame some hundreds of KB: read in 64 KiB pieces, each was joined by copying.
+    /// The allocator grows only after reads that fill the buffer, and shrinks again.
+    package static let frames = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2048, maximum: 1 << 20)
+}

@@ -26,17 +26,14 @@ package protocol ChangeLog: AnyObject, Sendable {
     /// Checked before a change is applied, so that a change the log cannot take is not applied.
     func checkHealthy() throws(FanoutError)
 
-    /// Queues `records` in order; returns the position after the last one.
-    func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket
-
-    /// Queues `records` as `append` does, but may leave the log's writer asleep until
-    /// `startWriting()`. The engine queues under its project lock and wakes the writer once the
-    /// lock is released: a writer woken under the lock can take the CPU from the thread holding
-    /// it, and every other thread that wants the project then waits for both.
+    /// Queues `records` in order and returns the position after the last one, leaving the log's
+    /// writer (if it has one) asleep until `startWriting()`. The engine queues under its project
+    /// lock and wakes the writer once the lock is released: a writer woken under the lock can take
+    /// the CPU from the thread holding it, and every other thread that wants the project then
+    /// waits for both. `append` does both at once.
     func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket
 
     /// Starts the writer on what `queue` left (cheap when it is awake, or nothing was queued).
-    /// Call without holding any lock records are appended under.
     func startWriting()
 
     /// Queues records a replica already holds (a follower applying its shard's stream): as
@@ -74,12 +71,13 @@ package protocol ChangeLog: AnyObject, Sendable {
 }
 
 extension ChangeLog {
-    /// A log without a writer to wake queues as it appends.
-    package func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
-        try self.append(records)
+    /// Queues `records` in order and starts the writer on them; returns the position after the
+    /// last one.
+    package func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+        let ticket = try self.queue(records)
+        self.startWriting()
+        return ticket
     }
-
-    package func startWriting() {}
 
     /// A log that replicates nothing holds replicated records as any others.
     package func appendReplicated(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {

@@ -64,14 +64,11 @@ final class ConditionLocked<State> {
         return body(&self.state)
     }
 
-    /// Wakes one waiter of `condition` (call from a body, with the lock held).
+    /// Wakes one waiter of `condition`: from a body, with the lock held, or after a body made the
+    /// change the waiter waits for (a waiter checks it with the lock held and waits releasing the
+    /// lock atomically, so it either sees the change or gets the signal; woken outside the lock,
+    /// it does not then wait for the signaller's).
     func signal(_ condition: ConditionLock.Condition) { self.lock.signal(condition) }
-
-    /// Wakes one waiter of `condition`, with the lock not held: only after a body made the change
-    /// the waiter waits for (a waiter checks it with the lock held, and waits releasing the lock
-    /// atomically, so it either sees the change or gets the signal). The woken thread does not
-    /// then wait for the signaller's lock.
-    func signalOutsideTheLock(_ condition: ConditionLock.Condition) { self.lock.signal(condition) }
 
     /// Wakes every waiter of `condition` (call from a body, with the lock held).
     func broadcast(_ condition: ConditionLock.Condition) { self.lock.broadcast(condition) }

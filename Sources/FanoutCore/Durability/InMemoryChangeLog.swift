@@ -79,12 +79,15 @@ package final class InMemoryChangeLog: ChangeLog {
         }
     }
 
-    package func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
+    package func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         let atOnce = self.acknowledgement == .immediate
         return try self.state.withLock { (state: inout State) throws(FanoutError) -> LogTicket in
             try state.append(records, acknowledgeAtOnce: atOnce)
         }
     }
+
+    /// Nothing to wake: records are acknowledged at once, or when a test says so.
+    package func startWriting() {}
 
     package var nextRecordLSN: LogTicket {
         self.state.withLock { $0.next }

@@ -114,12 +114,6 @@ package final class ReplicatedChangeLog: ChangeLog {
         try self.local.checkHealthy()
     }
 
-    package func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
-        let ticket = try self.queue(records)
-        self.local.startWriting()
-        return ticket
-    }
-
     /// Queues on the local log without waking its writer (`startWriting()` does); the publisher
     /// is woken at once.
     package func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {

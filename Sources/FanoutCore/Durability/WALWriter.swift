@@ -117,17 +117,8 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     }
 
     /// Queues `records` (in order) and returns the LSN after the last one; wait on it with
-    /// `waitUntilAcknowledged`. Call while holding the lock that ordered the changes.
-    func append(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
-        try self.shared.withLock { (state: inout WALWriterState) throws(FanoutError) -> LogTicket in
-            let ticket = try state.append(records)
-            self.shared.signal(.work)
-            return ticket
-        }
-    }
-
-    /// Queues `records` as `append` does, without waking the writer: `startWriting()` does, after
-    /// the caller's lock is released.
+    /// `waitUntilAcknowledged`. Call while holding the lock that ordered the changes, and
+    /// `startWriting()` once it is released.
     func queue(_ records: [WALRecord]) throws(FanoutError) -> LogTicket {
         try self.shared.withLock { (state: inout WALWriterState) throws(FanoutError) -> LogTicket in
             try state.append(records)
@@ -138,7 +129,7 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
     /// under it, so the writer either saw them before it waited or is waiting now, and the signal
     /// reaches it; a writer that is busy finds them when it looks again.
     func startWriting() {
-        self.shared.signalOutsideTheLock(.work)
+        self.shared.signal(.work)
     }
 
     /// The LSN the next appended record gets (and the epoch, to wait on it). Read it while holding
