@@ -267,20 +267,23 @@ extension PayloadReader {
     }
 
     mutating func registrationFields(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationFields {
-        let name = field()
-        let prefix = name.isEmpty ? "" : name + "."
-        let fid = try self.optionalString(prefix + "fid")
-        let token = try self.optionalString(prefix + "token")
-        let platform = try self.platform(prefix + "platform")
+        // The field's name is made only for an error (a batch item's is "registrations[i]").
+        func prefix() -> String {
+            let name = field()
+            return name.isEmpty ? "" : name + "."
+        }
+        let fid = try self.optionalString(prefix() + "fid")
+        let token = try self.optionalString(prefix() + "token")
+        let platform = try self.platform(prefix() + "platform")
         return RegistrationFields(
             offeredFID: fid,
             token: token,
             platform: platform,
-            appID: try self.string(prefix + "appId"),
-            deviceName: try self.optionalString(prefix + "deviceName"),
-            deviceOS: try self.optionalString(prefix + "deviceOs"),
-            deviceType: try self.optionalString(prefix + "deviceType"),
-            apnsToken: try self.optionalString(prefix + "apnsToken")
+            appID: try self.string(prefix() + "appId"),
+            deviceName: try self.optionalString(prefix() + "deviceName"),
+            deviceOS: try self.optionalString(prefix() + "deviceOs"),
+            deviceType: try self.optionalString(prefix() + "deviceType"),
+            apnsToken: try self.optionalString(prefix() + "apnsToken")
         )
     }
 
