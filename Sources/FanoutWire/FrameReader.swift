@@ -10,19 +10,24 @@ package import NIOCore
 /// module to generic code is not specialized: its metadata is looked up at run time).
 package struct FrameReader<Message: WireMessage> {
     private var decoder: FrameDecoder<Message>
-    /// Bytes not decoded yet: the start of a frame not whole yet (or frames not taken yet).
+    /// The bytes of the latest reads not decoded yet: whole frames, then at most the start of one.
     private var unread: ByteBuffer?
+    /// A frame whose bytes came in more than one read, gathered in a buffer of its own. Only its
+    /// bytes are copied: the whole frames after it are decoded where the read put them (joining
+    /// each read to the partial frame before it copied every byte of a pipelining client's
+    /// SUBSCRIBEs, and of a worker's DELIVERIES frames, once more).
+    private var gathered: ByteBuffer?
 
     package init(maximumPayloadSize: Int) {
         self.decoder = FrameDecoder(maximumPayloadSize: maximumPayloadSize)
     }
 
     /// Some bytes have not been decoded: at the end of the input, a frame cut short.
-    package var hasUnread: Bool { self.unread != nil }
+    package var hasUnread: Bool { self.unread != nil || self.gathered != nil }
 
-    /// The bytes the reader's buffer holds room for (0 with nothing unread): what a connection's
+    /// The bytes the reader's buffers hold room for (0 with nothing unread): what a connection's
     /// input costs in memory.
-    package var bufferCapacity: Int { self.unread?.capacity ?? 0 }
+    package var bufferCapacity: Int { (self.unread?.capacity ?? 0) + (self.gathered?.capacity ?? 0) }
 
     /// Adds what the socket brought after what is unread.
     package mutating func append(_ bytes: inout ByteBuffer) {
@@ -30,12 +35,12 @@ package struct FrameReader<Message: WireMessage> {
             self.unread = bytes
             return
         }
+        // Frames not taken before the next read (the handlers take all of them first): joined.
         // Taken out first, so that the buffer has one owner and the bytes are appended in place
         // (with two, each read copied everything before it: quadratic in a large frame's reads).
         self.unread = nil
         // The frames decoded from it go first once they are at least as long as what is left: a
-        // connection whose requests come back to back always has part of one unread, and its
-        // buffer grew without end, every doubling copying it whole onto pages never touched.
+        // buffer with decoded frames in front grew without end, every doubling copying it whole.
         if unread.readerIndex > 0 && unread.readerIndex >= unread.readableBytes {
             unread.discardReadBytes()
         }
@@ -47,13 +52,59 @@ package struct FrameReader<Message: WireMessage> {
     /// that are not a whole frame throw; so does a frame that breaks the protocol (and what is
     /// unread is then dropped).
     mutating func next(seenEOF: Bool) throws -> Frame<Message>? {
+        if var gathered = self.gathered {
+            self.gathered = nil
+            if let frame = try self.complete(&gathered) { return frame }
+            if seenEOF {
+                return try self.decoder.decodeLast(buffer: &gathered, seenEOF: true)  // throws: cut short
+            }
+            self.gathered = gathered
+            return nil
+        }
         guard var bytes = self.unread else { return nil }
         self.unread = nil
         let frame = try seenEOF ? self.decoder.decodeLast(buffer: &bytes, seenEOF: true) : self.decoder.decode(buffer: &bytes)
-        if bytes.readableBytes > 0 {
+        guard bytes.readableBytes > 0 else { return frame }
+        if frame != nil {
             self.unread = bytes
+        } else if bytes.readerIndex == 0 {
+            self.gathered = bytes  // the read starts the frame: it is the frame's buffer already
+        } else {
+            // The start of a frame after decoded ones moves to a buffer of its own, and the
+            // read's buffer is let go.
+            var start = ByteBufferAllocator().buffer(capacity: Self.gatheringCapacity(for: bytes))
+            start.writeBuffer(&bytes)
+            self.gathered = start
         }
         return frame
+    }
+
+    /// Moves into `gathered` as many of the bytes its frame still needs as are unread (its header
+    /// first, which is checked as soon as its 12 bytes are there), and decodes the frame if whole.
+    private mutating func complete(_ gathered: inout ByteBuffer) throws -> Frame<Message>? {
+        if gathered.readableBytes < FrameHeader.size {
+            self.move(FrameHeader.size - gathered.readableBytes, into: &gathered)
+        }
+        if let frame = try self.decoder.decode(buffer: &gathered) { return frame }
+        guard let header = FrameHeader.peek(in: gathered) else { return nil }
+        self.move(FrameHeader.size + Int(header.payloadLength) - gathered.readableBytes, into: &gathered)
+        return try self.decoder.decode(buffer: &gathered)
+    }
+
+    /// Moves up to `count` unread bytes to the end of `buffer`.
+    private mutating func move(_ count: Int, into buffer: inout ByteBuffer) {
+        guard var unread = self.unread else { return }
+        self.unread = nil
+        var bytes = unread.readSlice(length: min(count, unread.readableBytes))!
+        buffer.writeBuffer(&bytes)
+        if unread.readableBytes > 0 { self.unread = unread }
+    }
+
+    /// Room for the whole frame that `start` begins, once its header is there and it is no
+    /// larger than a read (`AdaptiveRecvByteBufferAllocator.frames`); else room for what is there.
+    private static func gatheringCapacity(for start: ByteBuffer) -> Int {
+        guard let header = FrameHeader.peek(in: start) else { return FrameHeader.size }
+        return max(start.readableBytes, min(FrameHeader.size + Int(header.payloadLength), 1 << 20))
     }
 }
 

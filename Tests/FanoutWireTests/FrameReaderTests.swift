@@ -36,4 +36,67 @@ struct FrameReaderTests {
         #expect(!reader.hasUnread)
         #expect(largestCapacity <= 4 * (largest + 70_000), "the buffer held \(largestCapacity) bytes for frames of at most \(largest)")
     }
+
+    /// Frames read in pieces of every size, from a byte (a header in pieces) to several frames at
+    /// once: each comes out whole and in order, whether it came in one read or was gathered from
+    /// several, and nothing is left over.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func framesSplitAnywhereComeOutWhole(seed: UInt64) throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var samples = WireSamples(seed: seed)
+        var stream = ByteBuffer()
+        var sent: [ClientFrame] = []
+        for index in 0..<300 {
+            let tokens = (0..<Int.random(in: 0...40, using: &random)).map { _ in samples.string(maximum: 163) }
+            let frame =
+                tokens.isEmpty
+                ? ClientFrame(requestID: UInt32(index), request: .ping)
+                : ClientFrame(requestID: UInt32(index), request: .subscribe(project: "default", topic: "news", registrations: RegistrationList(tokens)))
+            try frame.encode(into: &stream)
+            sent.append(frame)
+        }
+        let limits = [1, 13, 200, 5000, 40_000]
+        var reader = FrameReader<ClientRequest>(maximumPayloadSize: 1 << 20)
+        var received: [ClientFrame] = []
+        while stream.readableBytes > 0 {
+            let limit = limits[Int.random(in: 0..<limits.count, using: &random)]
+            // A fresh buffer per read, as a socket's reads are.
+            var piece = ByteBuffer(bytes: stream.readBytes(length: min(stream.readableBytes, Int.random(in: 1...limit, using: &random)))!)
+            reader.append(&piece)
+            while let frame = try reader.nextRequest(seenEOF: false) { received.append(frame) }
+        }
+        #expect(received == sent)
+        #expect(!reader.hasUnread)
+        #expect(reader.bufferCapacity == 0)
+    }
+
+    /// A frame gathered from several reads is checked as its first one is: a bad header throws as
+    /// soon as its 12 bytes are there, before its payload comes; and a frame cut short by the end
+    /// of the input throws.
+    @Test func aGatheredFrameIsCheckedAsAnyOther() throws {
+        var good = ByteBuffer()
+        try ClientFrame(requestID: 1, request: .ping).encode(into: &good)
+        let ping = Array(good.readableBytesView)
+
+        // A whole PING, then a header of version 9 in two pieces, its payload never sent.
+        var reader = FrameReader<ClientRequest>(maximumPayloadSize: 1 << 20)
+        let badHeader: [UInt8] = [9, 0x01, 0, 0, 0, 0, 0, 2, 0, 0, 0, 100]
+        var first = ByteBuffer(bytes: ping + badHeader.prefix(5))
+        reader.append(&first)
+        #expect(try reader.nextRequest(seenEOF: false)?.requestID == 1)
+        #expect(try reader.nextRequest(seenEOF: false) == nil)
+        var second = ByteBuffer(bytes: badHeader.dropFirst(5))
+        reader.append(&second)
+        #expect(throws: ProtocolError.self) { try reader.nextRequest(seenEOF: false) }
+
+        // A PING, then half of another; then the input ends.
+        var cut = FrameReader<ClientRequest>(maximumPayloadSize: 1 << 20)
+        var bytes = ByteBuffer(bytes: ping + ping.prefix(7))
+        cut.append(&bytes)
+        #expect(try cut.nextRequest(seenEOF: false)?.requestID == 1)
+        #expect(try cut.nextRequest(seenEOF: false) == nil)
+        #expect(cut.hasUnread)
+        let error = #expect(throws: ProtocolError.self) { try cut.nextRequest(seenEOF: true) }
+        #expect(error?.description.contains("the connection ended inside a frame (7 bytes)") == true)
+    }
 }
