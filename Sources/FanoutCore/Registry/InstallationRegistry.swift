@@ -406,8 +406,23 @@ struct InstallationRegistry {
         self.platformCodes[Int(slot)] = request.platform.code | (request.token == nil ? Self.tokenlessBit : 0)
         self.liveSlots.insert(slot)
         if let apnsToken = request.apnsToken { self.indexAPNsToken(apnsToken, at: slot) }
-        // Force-unwrap is safe: the slot was just filled, with the request's token.
-        return RegistrationResult(installation: self.installation(atSlot: slot, token: request.token)!, fidWasAssigned: assigned)
+        // Made of the request's own values, not the registry's: its app id is the one string every
+        // installation of the app shares, and retaining it from each event loop and the log's
+        // writer made its reference count bounce between the cores.
+        let installation = Installation(
+            slot: slot,
+            generation: generation,
+            fid: fid,
+            token: request.token,
+            platform: request.platform,
+            appID: request.appID,
+            device: request.device,
+            apnsToken: request.apnsToken,
+            user: nil,
+            createdAt: now,
+            lastSeen: now
+        )
+        return RegistrationResult(installation: installation, fidWasAssigned: assigned)
     }
 
     /// Gives the installation at `slot` a new token; the old one is retired (`UNREGISTERED` from now on).
