@@ -69,8 +69,14 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
         self.byteRange(at: position).count
     }
 
+    /// Calls `body` with every registration's bytes, back to back (`byteRange(at:)` says where each is).
+    package func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try self.bytes.withUnsafeBytes(body)
+    }
+
+    /// Where the registration at `position` is in the list's bytes.
     @inlinable
-    func byteRange(at position: Int) -> Range<Int> {
+    package func byteRange(at position: Int) -> Range<Int> {
         (position == 0 ? 0 : Int(self.ends[position - 1]))..<Int(self.ends[position])
     }
 }

@@ -1,4 +1,5 @@
 import FanoutCore
+import FanoutTestSupport
 import Testing
 
 @Suite("SipHash")
@@ -48,5 +49,29 @@ struct SipHashTests {
         }
         #expect(hashes.0 != hashes.1)
         #expect(hashes.0 != hashes.2)
+    }
+
+    /// Each way this CPU hashes a batch gives what `hash13` gives each message: messages of every
+    /// length from 0 to 300 bytes, mixed in one batch (the lanes of eight finish at different
+    /// words), in batches of 0 to 40 (a remainder of fewer than eight), at offsets of every
+    /// alignment, under random keys.
+    @Test(arguments: SipHash.Batches.available)
+    func batchesHashAsOneAtATime(implementation: SipHash.Batches) {
+        var random = SeededRandomNumberGenerator(seed: 13)
+        for _ in 0..<200 {
+            let sip = SipHash(key: (random.next(), random.next()))
+            var bytes: [UInt8] = []
+            var ranges: [Range<Int>] = []
+            for _ in 0..<Int.random(in: 0...40, using: &random) {
+                bytes.append(contentsOf: (0..<Int.random(in: 0...3, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+                let start = bytes.count
+                bytes.append(contentsOf: (0..<Int.random(in: 0...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+                ranges.append(start..<bytes.count)
+            }
+            bytes.withUnsafeBytes { bytes in
+                let expected = ranges.map { sip.hash13(UnsafeRawBufferPointer(rebasing: bytes[$0])) }
+                #expect(sip.hashes13(of: ranges, in: bytes, using: implementation) == expected)
+            }
+        }
     }
 }

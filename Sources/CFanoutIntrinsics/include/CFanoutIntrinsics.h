@@ -13,6 +13,11 @@ bool fanout_simd_has_avx512(void);
 /// room for 16 slots past the last one written. Call only when `fanout_simd_has_avx512()`.
 uint32_t *fanout_simd_decode_bitmap_avx512(const uint64_t *words, size_t word_count, uint32_t base, uint32_t *output);
 
+/// SipHash-1-3 under the key (`key0`, `key1`) of eight messages at once, `lengths[i]` bytes at
+/// `messages[i]`, into `hashes[i]`: the same values as the scalar function, one message per
+/// 64-bit lane. Call only when `fanout_simd_has_avx512()`.
+void fanout_siphash13_x8_avx512(uint64_t key0, uint64_t key1, const uint8_t *const messages[8], const size_t lengths[8], uint64_t hashes[8]);
+
 /// Asks the CPU to bring the cache line at `address` in, without waiting for it (never faults).
 static inline void fanout_prefetch(const void *address) {
     __builtin_prefetch(address);

@@ -596,6 +596,11 @@ struct InstallationRegistry {
         Int(truncatingIfNeeded: SipHash.process.hash13(bytes))
     }
 
+    /// `tokenHash` of each of `ranges` of `bytes`, in order.
+    static func tokenHashes(of ranges: [Range<Int>], in bytes: UnsafeRawBufferPointer) -> [Int] {
+        SipHash.process.hashes13(of: ranges, in: bytes).map { Int(truncatingIfNeeded: $0) }
+    }
+
     static func tokenHash(_ token: RegistrationToken) -> Int {
         token.withUTF8(Self.tokenHash)
     }

@@ -1,3 +1,5 @@
+internal import CFanoutIntrinsics
+
 /// SipHash (Aumasson and Bernstein), keyed: the token index's hash. A client chooses its tokens,
 /// so the index needs a hash whose collisions cannot be found without the key, as `Hasher` gives;
 /// `Hasher` is SipHash-1-3 too, but streams its input through a tail buffer: 136 ns for a 163-byte
@@ -18,6 +20,49 @@ package struct SipHash: Sendable {
     @inline(__always)
     package func hash13(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         self.hash(bytes, compressionRounds: 1, finalizationRounds: 3)
+    }
+
+    /// SipHash-1-3 of each of `ranges` of `bytes`, in order: what `hash13` gives each, eight at a
+    /// time where `implementation` is AVX-512 (a batch's tokens: 2.5 times as fast, as the rounds of
+    /// eight messages run side by side in one register's lanes).
+    package func hashes13(of ranges: [Range<Int>], in bytes: UnsafeRawBufferPointer, using implementation: Batches = .best) -> [UInt64] {
+        var hashes = [UInt64](repeating: 0, count: ranges.count)
+        var done = 0
+        if implementation == .avx512, let base = bytes.baseAddress {
+            withUnsafeTemporaryAllocation(of: UnsafePointer<UInt8>?.self, capacity: 8) { messages in
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: 8) { lengths in
+                    hashes.withUnsafeMutableBufferPointer { hashes in
+                        while done + 8 <= ranges.count {
+                            for lane in 0..<8 {
+                                let range = ranges[done + lane]
+                                messages[lane] = (base + range.lowerBound).assumingMemoryBound(to: UInt8.self)
+                                lengths[lane] = range.count
+                            }
+                            fanout_siphash13_x8_avx512(self.key.0, self.key.1, messages.baseAddress, lengths.baseAddress, hashes.baseAddress! + done)
+                            done += 8
+                        }
+                    }
+                }
+            }
+        }
+        for index in done..<ranges.count {
+            hashes[index] = self.hash13(UnsafeRawBufferPointer(rebasing: bytes[ranges[index]]))
+        }
+        return hashes
+    }
+
+    /// How `hashes13` hashes a batch.
+    package enum Batches: Sendable {
+        /// One message after another, as `hash13`.
+        case oneAtATime
+        /// Eight messages at once with AVX-512 (C, `CFanoutIntrinsics`); only where the CPU has it.
+        case avx512
+
+        /// The fastest way this CPU runs.
+        package static let best: Batches = fanout_simd_has_avx512() ? .avx512 : .oneAtATime
+
+        /// Every way this CPU runs.
+        package static var available: [Batches] { Self.best == .avx512 ? [.oneAtATime, .avx512] : [.oneAtATime] }
     }
 
     /// SipHash-c-d of `bytes`: the reference vectors are SipHash-2-4's, so the tests check the
