@@ -36,6 +36,38 @@ struct SlotSetTests {
         }
     }
 
+    /// Batches inserted at once (of 0 to 3000 slots in any order, with repeats, some under the
+    /// merge threshold), between removals, checked against `Set<UInt32>`: what each batch reports
+    /// inserted is what was not a member, each once, and chunks cross the array/bitmap boundary
+    /// both ways (a merge that passes the array limit becomes a bitmap).
+    @Test(arguments: [(31, 70_000), (32, 9000), (33, 300_000), (34, 140_000)] as [(UInt64, UInt32)])
+    func batchInsertsMatchSet(seed: UInt64, range: UInt32) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var set = SlotSet()
+        var model = Set<UInt32>()
+        for round in 0..<60 {
+            let size = [0, 1, 15, 16, 300, 3000][Int.random(in: 0..<6, using: &random)]
+            let batch = (0..<size).map { _ in UInt32.random(in: 0..<range, using: &random) }
+            let repeats = batch.prefix(size / 10)
+            let slots = (batch + repeats).shuffled(using: &random)
+            let inserted = set.insert(contentsOf: slots)
+            let expected = Set(slots).subtracting(model)
+            #expect(inserted.count == expected.count, "round \(round): an inserted slot reported twice or missed")
+            #expect(Set(inserted) == expected, "round \(round)")
+            model.formUnion(slots)
+            #expect(set.count == model.count)
+            #expect(set.isValid)
+            if round % 3 == 2 {
+                for slot in model.shuffled(using: &random).prefix(model.count / 3) {
+                    let removed = set.remove(slot)
+                    #expect(removed)
+                    model.remove(slot)
+                }
+            }
+        }
+        #expect(set.slots == model.sorted())
+    }
+
     /// Every bitmap decoder this CPU runs gives the members, from just above the array limit to
     /// full chunks, over several chunks and a partial last one.
     @Test(arguments: [0.07, 0.5, 0.93, 1.0])

@@ -97,6 +97,39 @@ struct SlotContainer: Hashable, Sendable {
         return true
     }
 
+    /// Below this many slots a chunk takes them one at a time: a merge copies the whole array.
+    static let mergeThreshold = 16
+
+    /// Inserts the low 16 bits of `slots` (ascending, all in this chunk, repeats allowed), and
+    /// appends to `inserted` those that were not members: into a bitmap a bit each, into an array
+    /// in one merge (or one at a time when they are few), becoming a bitmap when it passes the limit.
+    mutating func insert(sorted slots: ArraySlice<UInt32>, into inserted: inout [UInt32]) {
+        if self.isBitmap || slots.count < Self.mergeThreshold {
+            for slot in slots where self.insert(UInt16(truncatingIfNeeded: slot)) { inserted.append(slot) }
+            return
+        }
+        var merged: [UInt16] = []
+        merged.reserveCapacity(self.values.count + slots.count)
+        self.values.withUnsafeBufferPointer { members in
+            var next = 0
+            var previous: UInt16? = nil
+            for slot in slots {
+                let value = UInt16(truncatingIfNeeded: slot)
+                guard value != previous else { continue }  // a repeat
+                previous = value
+                while next < members.count && members[next] < value {
+                    merged.append(members[next])
+                    next += 1
+                }
+                guard next == members.count || members[next] != value else { continue }  // a member: copied with the rest
+                merged.append(value)
+                inserted.append(slot)
+            }
+            merged.append(contentsOf: members[next...])
+        }
+        self = .fromSorted(merged)
+    }
+
     /// Removes `value`; returns false if it was not there.
     mutating func remove(_ value: UInt16) -> Bool {
         if self.isBitmap {

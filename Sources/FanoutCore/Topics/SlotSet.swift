@@ -85,6 +85,37 @@ public struct SlotSet: Hashable, Sendable, Sequence {
         return inserted
     }
 
+    /// Inserts every slot of `slots` (any order, repeats allowed); returns those that were not
+    /// members, each once. A set of bitmap chunks takes them one at a time (a bit each); otherwise
+    /// they are sorted and each chunk's share is merged into it at once, where inserting them one
+    /// at a time searched and shifted a sorted array for each.
+    public mutating func insert(contentsOf slots: [UInt32]) -> [UInt32] {
+        var inserted: [UInt32] = []
+        inserted.reserveCapacity(slots.count)
+        if slots.count < SlotContainer.mergeThreshold || self.containers.allSatisfy(\.isBitmap) {
+            for slot in slots where self.insert(slot) { inserted.append(slot) }
+            return inserted
+        }
+        let sorted = slots.sorted()
+        var start = 0
+        while start < sorted.count {
+            let key = UInt16(truncatingIfNeeded: sorted[start] >> 16)
+            var end = start + 1
+            while end < sorted.count && UInt16(truncatingIfNeeded: sorted[end] >> 16) == key { end += 1 }
+            let position = self.position(ofKey: key)
+            if !position.found {
+                self.keys.insert(key, at: position.index)
+                self.containers.insert(SlotContainer(), at: position.index)
+            }
+            let before = inserted.count
+            self.containers[position.index].insert(sorted: sorted[start..<end], into: &inserted)
+            self.count += inserted.count - before
+            self.checkLocalInvariants(at: position.index)
+            start = end
+        }
+        return inserted
+    }
+
     /// Removes `slot`; returns false when it was not a member.
     @discardableResult
     public mutating func remove(_ slot: UInt32) -> Bool {

@@ -66,20 +66,25 @@ struct TopicIndex {
     mutating func subscribe(_ slots: [UInt32], to topic: TopicName) -> [FanoutError.Code?] {
         let id = self.id(creating: topic)
         var results = [FanoutError.Code?](repeating: nil, count: slots.count)
+        // The slots with room for another topic (each slot's list entry is a cache miss of its
+        // own: asked for ahead).
+        var admitted: [UInt32] = []
+        admitted.reserveCapacity(slots.count)
         for (position, slot) in slots.enumerated() {
-            // Each slot's list entry and head block are a cache miss of their own: asked for
-            // ahead, the entry first, its block once the entry is there.
             if position + 16 < slots.count { self.topicsBySlot.prefetchEntry(of: slots[position + 16]) }
-            if position + 8 < slots.count { self.topicsBySlot.prefetchHeadBlock(of: slots[position + 8]) }
-            guard self.topicsBySlot.count(of: slot) < self.maximumTopicsPerInstallation else {
-                if !self.subscribers[Int(id)].contains(slot) { results[position] = .tooManyTopics }
-                continue
-            }
-            if self.subscribers[Int(id)].insert(slot) {
-                self.topicsBySlot.append(id, to: slot)
-                self.subscriptionCount += 1
+            if self.topicsBySlot.count(of: slot) < self.maximumTopicsPerInstallation {
+                admitted.append(slot)
+            } else if !self.subscribers[Int(id)].contains(slot) {
+                results[position] = .tooManyTopics
             }
         }
+        // All at once into the topic's set, then the topic into the list of each slot it gained.
+        let added = self.subscribers[Int(id)].insert(contentsOf: admitted)
+        for (position, slot) in added.enumerated() {
+            if position + 8 < added.count { self.topicsBySlot.prefetchHeadBlock(of: added[position + 8]) }
+            self.topicsBySlot.append(id, to: slot)
+        }
+        self.subscriptionCount += added.count
         self.dropIfEmpty(id)
         return results
     }
