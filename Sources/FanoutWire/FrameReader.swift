@@ -100,11 +100,12 @@ package struct FrameReader<Message: WireMessage> {
         if unread.readableBytes > 0 { self.unread = unread }
     }
 
-    /// Room for the whole frame that `start` begins, once its header is there and it is no
-    /// larger than a read (`AdaptiveRecvByteBufferAllocator.frames`); else room for what is there.
+    /// Room for the frame that `start` begins, up to twice the bytes there: a frame's bytes come
+    /// in a read or two, and a peer that declares a large frame and stops gets no more room than
+    /// it sent (its buffer grows, doubling, as the bytes come).
     private static func gatheringCapacity(for start: ByteBuffer) -> Int {
         guard let header = FrameHeader.peek(in: start) else { return FrameHeader.size }
-        return max(start.readableBytes, min(FrameHeader.size + Int(header.payloadLength), 1 << 20))
+        return min(FrameHeader.size + Int(header.payloadLength), 2 * start.readableBytes)
     }
 }
 

@@ -99,4 +99,20 @@ struct FrameReaderTests {
         let error = #expect(throws: ProtocolError.self) { try cut.nextRequest(seenEOF: true) }
         #expect(error?.description.contains("the connection ended inside a frame (7 bytes)") == true)
     }
+
+    /// A peer that declares a large frame after a whole one, and sends little of it, gets room for
+    /// about what it sent, not for what it declared.
+    @Test func aDeclaredFrameGetsRoomForWhatCame() throws {
+        var ping = ByteBuffer()
+        try ClientFrame(requestID: 1, request: .ping).encode(into: &ping)
+        // REGISTER (0x20) declaring a payload of 900 KB, of which 100 bytes follow.
+        let header: [UInt8] = [FrameHeader.currentVersion, 0x20, 0, 0, 0, 0, 0, 2, 0x00, 0x0D, 0xBB, 0xA0]
+        var bytes = ByteBuffer(bytes: Array(ping.readableBytesView) + header + [UInt8](repeating: 0, count: 100))
+        var reader = FrameReader<ClientRequest>(maximumPayloadSize: 1 << 20)
+        reader.append(&bytes)
+        #expect(try reader.nextRequest(seenEOF: false)?.requestID == 1)
+        #expect(try reader.nextRequest(seenEOF: false) == nil)
+        #expect(reader.hasUnread)
+        #expect(reader.bufferCapacity <= 1024, "\(reader.bufferCapacity) bytes held for 112 received")
+    }
 }
