@@ -87,12 +87,13 @@ public struct SlotSet: Hashable, Sendable, Sequence {
 
     /// Inserts every slot of `slots` (any order, repeats allowed); returns those that were not
     /// members, each once. A set of bitmap chunks takes them one at a time (a bit each); otherwise
-    /// they are sorted and each chunk's share is merged into it at once, where inserting them one
-    /// at a time searched and shifted a sorted array for each.
+    /// (an empty set too) they are sorted and each chunk's share is merged into it at once, where
+    /// inserting them one at a time searched and shifted a sorted array for each.
     public mutating func insert(contentsOf slots: [UInt32]) -> [UInt32] {
         var inserted: [UInt32] = []
         inserted.reserveCapacity(slots.count)
-        if slots.count < SlotContainer.mergeThreshold || self.containers.allSatisfy(\.isBitmap) {
+        let bitmapsOnly = !self.containers.isEmpty && self.containers.allSatisfy(\.isBitmap)
+        if slots.count < SlotContainer.mergeThreshold || bitmapsOnly {
             for slot in slots where self.insert(slot) { inserted.append(slot) }
             return inserted
         }
