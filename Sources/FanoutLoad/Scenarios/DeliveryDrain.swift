@@ -102,11 +102,17 @@ final class DeliveryDrain: Sendable {
         }
     }
 
-    /// Detaches every consumer (their streams end) and closes the connections.
-    func finish() async {
+    /// Ends the consumers' attachments: each stream ends, and `run` returns once the
+    /// acknowledgements still in flight are answered (the ACKs' replies wait for the log, a
+    /// DETACH's does not: closing the connections before `run` returned failed an ACK now and then).
+    func detach() async {
         for (client, _) in self.consumers {
             try? await client.detach()
         }
+    }
+
+    /// Closes the connections, after `detach` and `run`.
+    func close() async {
         for (client, _) in self.consumers {
             try? await client.close()
         }

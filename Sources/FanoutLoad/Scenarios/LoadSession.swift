@@ -245,8 +245,9 @@ public final class LoadSession: @unchecked Sendable {
         let elapsed = ContinuousClock.now - start
         let after = self.serverResources()
         let harnessAfter = ProcessResources.ofThisProcess()
-        await consumers.finish()
+        await consumers.detach()
         var recorder = await delivered
+        await consumers.close()
         if let drainError {
             recorder.record(.zero, error: drainError)
         }
