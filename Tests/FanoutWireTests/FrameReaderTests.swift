@@ -13,15 +13,7 @@ struct FrameReaderTests {
     @Test(arguments: [5, 6] as [UInt64])
     func pipelinedFramesKeepTheBufferBounded(seed: UInt64) throws {
         var random = SeededRandomNumberGenerator(seed: seed)
-        var samples = WireSamples(seed: seed)
-        var stream = ByteBuffer()
-        var sent: [ClientFrame] = []
-        for index in 0..<150 {
-            let tokens = (0..<Int.random(in: 50...300, using: &random)).map { _ in samples.string(maximum: 163) }
-            let frame = ClientFrame(requestID: UInt32(index), request: .subscribe(project: "default", topic: "news", registrations: RegistrationList(tokens)))
-            try frame.encode(into: &stream)
-            sent.append(frame)
-        }
+        var (stream, sent) = try Self.frames(150, tokens: 50...300, seed: seed, using: &random)
         let largest = sent.map { (try? WireCodecTests.encode($0).readableBytes) ?? 0 }.max() ?? 0
         var reader = FrameReader<ClientRequest>(maximumPayloadSize: 1 << 20)
         var received: [ClientFrame] = []
@@ -43,18 +35,7 @@ struct FrameReaderTests {
     @Test(arguments: [1, 2, 3] as [UInt64])
     func framesSplitAnywhereComeOutWhole(seed: UInt64) throws {
         var random = SeededRandomNumberGenerator(seed: seed)
-        var samples = WireSamples(seed: seed)
-        var stream = ByteBuffer()
-        var sent: [ClientFrame] = []
-        for index in 0..<300 {
-            let tokens = (0..<Int.random(in: 0...40, using: &random)).map { _ in samples.string(maximum: 163) }
-            let frame =
-                tokens.isEmpty
-                ? ClientFrame(requestID: UInt32(index), request: .ping)
-                : ClientFrame(requestID: UInt32(index), request: .subscribe(project: "default", topic: "news", registrations: RegistrationList(tokens)))
-            try frame.encode(into: &stream)
-            sent.append(frame)
-        }
+        var (stream, sent) = try Self.frames(300, tokens: 0...40, seed: seed, using: &random)
         let limits = [1, 13, 200, 5000, 40_000]
         var reader = FrameReader<ClientRequest>(maximumPayloadSize: 1 << 20)
         var received: [ClientFrame] = []
@@ -114,5 +95,28 @@ struct FrameReaderTests {
         #expect(try reader.nextRequest(seenEOF: false) == nil)
         #expect(reader.hasUnread)
         #expect(reader.bufferCapacity <= 1024, "\(reader.bufferCapacity) bytes held for 112 received")
+    }
+
+    /// `count` requests back to back, each a SUBSCRIBE of a random number of tokens in `tokens`
+    /// (a PING where that is none), and the frames as sent.
+    private static func frames(
+        _ count: Int,
+        tokens: ClosedRange<Int>,
+        seed: UInt64,
+        using random: inout SeededRandomNumberGenerator
+    ) throws -> (stream: ByteBuffer, sent: [ClientFrame]) {
+        var samples = WireSamples(seed: seed)
+        var stream = ByteBuffer()
+        var sent: [ClientFrame] = []
+        for index in 0..<count {
+            let registrations = (0..<Int.random(in: tokens, using: &random)).map { _ in samples.string(maximum: 163) }
+            let frame =
+                registrations.isEmpty
+                ? ClientFrame(requestID: UInt32(index), request: .ping)
+                : ClientFrame(requestID: UInt32(index), request: .subscribe(project: "default", topic: "news", registrations: RegistrationList(registrations)))
+            try frame.encode(into: &stream)
+            sent.append(frame)
+        }
+        return (stream, sent)
     }
 }

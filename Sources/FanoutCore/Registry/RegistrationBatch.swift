@@ -24,7 +24,6 @@ package struct RegistrationBatch: Sendable {
         try EngineConfiguration.checkBatchSize(list.count, maximum: maximum)
         var items: [Item] = []
         var hashes: [Int] = []
-        var tokens: [Int] = []
         items.reserveCapacity(list.count)
         hashes.reserveCapacity(list.count)
         for index in list.indices {
@@ -35,23 +34,13 @@ package struct RegistrationBatch: Sendable {
                 } else if ASCII.isVisibleBytes(bytes, lengths: 1...RegistrationToken.maximumLength) {
                     items.append(.token)
                     hashes.append(0)
-                    tokens.append(index)
                 } else {
                     items.append(.invalid)
                     hashes.append(0)
                 }
             }
         }
-        // The tokens are hashed together (eight at a time where the CPU can).
-        let tokenHashes = list.withUnsafeBytes { bytes in
-            InstallationRegistry.tokenHashes(of: tokens.map(list.byteRange(at:)), in: bytes)
-        }
-        for (index, hash) in zip(tokens, tokenHashes) {
-            hashes[index] = hash
-        }
-        self.list = list
-        self.items = items
-        self.hashes = hashes
+        self.init(list: list, items: items, fidHashes: hashes)
     }
 
     /// Addresses already parsed (the engine's API), their text copied into one list.
@@ -74,12 +63,24 @@ package struct RegistrationBatch: Sendable {
                 items.append(.fid(fid))
                 hashes.append(fid.hashValue)
             case .token(let token):
-                token.withUTF8 { bytes in
-                    list.append(bytes: bytes)
-                    hashes.append(InstallationRegistry.tokenHash(bytes))
-                }
+                token.withUTF8 { list.append(bytes: $0) }
                 items.append(.token)
+                hashes.append(0)
             }
+        }
+        self.init(list: list, items: items, fidHashes: hashes)
+    }
+
+    /// The batch of `items` over `list`, with the FIDs' hashes (0 elsewhere) and the tokens'
+    /// hashed here, together: eight at a time where the CPU can.
+    private init(list: RegistrationList, items: [Item], fidHashes: [Int]) {
+        var hashes = fidHashes
+        let tokens = items.indices.filter { if case .token = items[$0] { true } else { false } }
+        let tokenHashes = list.withUnsafeBytes { bytes in
+            InstallationRegistry.tokenHashes(of: tokens.map(list.byteRange(at:)), in: bytes)
+        }
+        for (index, hash) in zip(tokens, tokenHashes) {
+            hashes[index] = hash
         }
         self.list = list
         self.items = items

@@ -23,8 +23,8 @@ package struct SipHash: Sendable {
     }
 
     /// SipHash-1-3 of each of `ranges` of `bytes`, in order: what `hash13` gives each, eight at a
-    /// time where `implementation` is AVX-512 (a batch's tokens: more than twice as fast, as the rounds of
-    /// eight messages run side by side in one register's lanes).
+    /// time where `implementation` is AVX-512 (a batch's tokens: more than twice as fast, as the
+    /// rounds of eight messages run side by side in one register's lanes).
     package func hashes13(of ranges: [Range<Int>], in bytes: UnsafeRawBufferPointer, using implementation: Batches = .best) -> [UInt64] {
         var hashes = [UInt64](repeating: 0, count: ranges.count)
         var done = 0
