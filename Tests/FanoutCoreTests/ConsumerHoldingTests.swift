@@ -202,10 +202,16 @@ struct HoldingHarness {
         let collapseKey = Int.random(in: 0..<4, using: &self.random) == 0 ? "k\(Int.random(in: 0..<5, using: &self.random))" : nil
         let ttl = ["", "", "", #","ttl":"3s""#, #","ttl":"0s""#].randomElement(using: &self.random)!
         let collapse = collapseKey.map { #","collapse_key":"\#($0)""# } ?? ""
-        var targets = (0..<Int.random(in: 1...4, using: &self.random)).map { _ in self.installations.randomElement(using: &self.random)!.fid.string }
+        // A TTL-0 delivery is handed out only if a consumer has room for it when it is sent (else
+        // it is dropped): TTL-0 sends go to installations that have one, when there are any, so
+        // that every run hands some out.
+        let takeable = self.installations.filter(self.hasConsumerWithRoom)
+        let pool = ttl.contains("0s") && !takeable.isEmpty ? takeable : self.installations
+        var targets = (0..<Int.random(in: 1...4, using: &self.random)).map { _ in pool.randomElement(using: &self.random)!.fid.string }
         targets = Array(Set(targets)).sorted()
-        // Now and then a burst to one installation, past the 100-pending rule.
-        let repeats = Int.random(in: 0..<25, using: &self.random) == 0 ? 40 : 1
+        // Now and then a burst to one installation, past the 100-pending rule (often enough that
+        // every run hands out markers).
+        let repeats = Int.random(in: 0..<15, using: &self.random) == 0 ? 40 : 1
         var sequences: [UInt64] = []
         for _ in 0..<repeats {
             let target = targets.count == 1 ? #""fid":"\#(targets[0])""# : #""fids":[\#(targets.map { "\"\($0)\"" }.joined(separator: ","))]"#
@@ -214,6 +220,15 @@ struct HoldingHarness {
         }
         let slots = targets.compactMap { fid in self.installations.first { $0.fid.string == fid }?.slot }
         return "sent \(sequences.first!)\(repeats > 1 ? "...\(sequences.last!)" : "") to slots \(slots)\(collapse)\(ttl)"
+    }
+
+    /// Whether a consumer with room would be handed a delivery to `live` now: its device consumer,
+    /// or, when no device consumer has it, a worker of its platform.
+    func hasConsumerWithRoom(_ live: Live) -> Bool {
+        if let device = self.attached.values.first(where: { $0.slots.contains(live.slot) }) {
+            return device.held.count < device.credit
+        }
+        return self.attached.values.contains { $0.platform == live.platform && $0.held.count < $0.credit }
     }
 
     mutating func acknowledge() async throws -> String {
