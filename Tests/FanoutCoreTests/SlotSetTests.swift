@@ -68,6 +68,21 @@ struct SlotSetTests {
         #expect(set.slots == model.sorted())
     }
 
+    /// The radix sort the merged inserts use sorts as `sorted()` does: every byte of the slots
+    /// varying or shared (skipped), repeats, runs of one value, sizes around the passes' edges.
+    @Test(arguments: [(41, 300), (42, 1 << 16), (43, 1 << 24), (44, UInt32.max)] as [(UInt64, UInt32)])
+    func radixSortMatchesSorted(seed: UInt64, bound: UInt32) {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        for _ in 0..<200 {
+            let size = [0, 1, 2, 3, 255, 256, 257, 1000][Int.random(in: 0..<8, using: &random)]
+            let high = UInt32.random(in: 0...bound, using: &random)
+            let slots = (0..<size).map { _ in
+                Int.random(in: 0..<8, using: &random) == 0 ? high : UInt32.random(in: 0...bound, using: &random)
+            }
+            #expect(SlotRadixSort.sorted(slots) == slots.sorted(), "\(size) slots up to \(bound)")
+        }
+    }
+
     /// Every bitmap decoder this CPU runs gives the members, from just above the array limit to
     /// full chunks, over several chunks and a partial last one.
     @Test(arguments: [0.07, 0.5, 0.93, 1.0])

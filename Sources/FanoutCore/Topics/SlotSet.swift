@@ -97,7 +97,7 @@ public struct SlotSet: Hashable, Sendable, Sequence {
             for slot in slots where self.insert(slot) { inserted.append(slot) }
             return inserted
         }
-        let sorted = slots.sorted()
+        let sorted = SlotRadixSort.sorted(slots)
         var start = 0
         while start < sorted.count {
             let key = UInt16(truncatingIfNeeded: sorted[start] >> 16)
