@@ -62,6 +62,11 @@ package enum ASCII {
         lengths.contains(bytes.count) && Self.allVisible(bytes)
     }
 
+    /// True when every byte is visible ASCII (none: true).
+    package static func isVisibleBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        Self.allVisible(bytes)
+    }
+
     /// 16 bytes at a time: 0x21...0x7E maps to 0...0x5D, everything else to more, and a mask
     /// collects the lanes above; a tail of a longer run is its last 16 bytes again. (A
     /// byte-at-a-time loop was not vectorised: a 163-byte token cost a client decoding DELIVERIES

@@ -10,6 +10,10 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
     @usableFromInline var bytes: [UInt8] = []
     /// Where each registration ends in `bytes`.
     @usableFromInline var ends: [UInt32] = []
+    /// Whether every registration is known to be visible ASCII (`ASCII.isVisibleBytes`): the
+    /// wire's decoder checks each one, and then a batch need not look at the bytes again to tell
+    /// a token from an invalid item. Not part of the list's value.
+    @usableFromInline package private(set) var isKnownVisibleASCII = true
 
     @inlinable
     public init() {}
@@ -29,12 +33,21 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
     public mutating func append(_ registration: String) {
         self.bytes.append(contentsOf: registration.utf8)
         self.ends.append(UInt32(self.bytes.count))
+        self.isKnownVisibleASCII = false
     }
 
     /// Appends a registration given as its UTF-8 bytes (a decoder's). Inlinable, as the rest of
     /// the list's hot calls: from another module, generic code runs unspecialized.
     @inlinable
     public mutating func append(bytes: some Collection<UInt8>) {
+        self.bytes.append(contentsOf: bytes)
+        self.ends.append(UInt32(self.bytes.count))
+        self.isKnownVisibleASCII = false
+    }
+
+    /// Appends a registration whose bytes the caller found to be visible ASCII.
+    @inlinable
+    package mutating func append(visibleASCII bytes: UnsafeRawBufferPointer) {
         self.bytes.append(contentsOf: bytes)
         self.ends.append(UInt32(self.bytes.count))
     }
@@ -78,5 +91,17 @@ public struct RegistrationList: RandomAccessCollection, Hashable, Sendable, Expr
     @inlinable
     package func byteRange(at position: Int) -> Range<Int> {
         (position == 0 ? 0 : Int(self.ends[position - 1]))..<Int(self.ends[position])
+    }
+}
+
+extension RegistrationList {
+    /// The same registrations, whatever is known of them.
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.ends == rhs.ends && lhs.bytes == rhs.bytes
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.ends)
+        hasher.combine(self.bytes)
     }
 }

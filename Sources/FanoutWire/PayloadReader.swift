@@ -157,8 +157,13 @@ struct PayloadReader {
         list.reserveCapacity(count, bytes: self.remaining - 2 * count)
         for index in 0..<count {
             try self.stringBytes({ "\(field)[\(index)]" }, invalid: "not valid UTF-8") { (bytes: UnsafeRawBufferPointer) -> Void? in
-                guard UTF8Validation.isValid(bytes.assumingMemoryBound(to: UInt8.self)) else { return nil }
-                list.append(bytes: bytes)
+                // Visible ASCII (every FID and token) is UTF-8: one pass over the bytes for both.
+                if ASCII.isVisibleBytes(bytes) {
+                    list.append(visibleASCII: bytes)
+                } else {
+                    guard UTF8Validation.isValid(bytes.assumingMemoryBound(to: UInt8.self)) else { return nil }
+                    list.append(bytes: bytes)
+                }
                 return ()
             }
         }

@@ -55,6 +55,32 @@ struct WireCodecTests {
         #expect(buffer.readableBytes == 0)
     }
 
+    /// The decoder marks a list whose registrations are all visible ASCII, so that a batch skips
+    /// its own check of their bytes; a list with a space or a non-ASCII character in an item is
+    /// not marked. Either way the list equals the one sent, and its batch reads each item as
+    /// `RegistrationAddress(parsing:)` does (the empty item and the too long one are invalid).
+    @Test func aDecodedListKnowsWhetherItIsVisibleASCII() throws {
+        let token = String(repeating: "t", count: 163)
+        let fid = "cKpqbXWNS0q2Tv6pPZ2BZR"
+        for (registrations, visible) in [
+            ([token, fid], true),
+            ([token, "a token"], false),
+            (["émile", token], false),
+            ([token, "", String(repeating: "t", count: RegistrationToken.maximumLength + 1)], true),
+        ] as [([String], Bool)] {
+            let sent = ClientFrame(requestID: 1, request: .subscribe(project: "default", topic: "news", registrations: RegistrationList(registrations)))
+            let decoded = try Self.decodeAll(try Self.encode(sent), as: ClientRequest.self)
+            guard case .subscribe(_, _, let list)? = decoded.first?.message else {
+                Issue.record("not a SUBSCRIBE: \(decoded)")
+                continue
+            }
+            #expect(list.isKnownVisibleASCII == visible, "\(registrations)")
+            #expect(list == RegistrationList(registrations), "the same list, whatever is known of it")
+            let batch = try RegistrationBatch(parsing: list, maximum: 1000)
+            #expect(registrations.indices.map { batch.address(at: $0) } == registrations.map { RegistrationAddress(parsing: $0) })
+        }
+    }
+
     @Test(arguments: [1, 2, 3] as [UInt64])
     func everyRequestRoundTrips(seed: UInt64) throws {
         let seen = try Self.roundTrip(seed: seed) { $0.request() }
