@@ -11,8 +11,8 @@ package enum SlotRadixSort {
         var target = [UInt32](repeating: 0, count: slots.count)
         withUnsafeTemporaryAllocation(of: Int.self, capacity: 4 * 256) { counts in
             counts.initialize(repeating: 0)
-            source.withUnsafeBufferPointer { slots in
-                for slot in slots {
+            source.withUnsafeBufferPointer { values in
+                for slot in values {
                     counts[Int(slot & 0xFF)] += 1
                     counts[256 + Int(slot >> 8 & 0xFF)] += 1
                     counts[512 + Int(slot >> 16 & 0xFF)] += 1
