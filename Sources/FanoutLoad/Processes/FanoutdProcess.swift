@@ -114,14 +114,32 @@ public final class FanoutdProcess: @unchecked Sendable {
         return ContinuousClock.now - started
     }
 
-    /// Whether something accepts connections on the loopback `port`.
-    static func accepts(port: Int) -> Bool {
+    /// Whether something accepts connections on the loopback `port`. A connection whose own
+    /// port the kernel picked as `port` is connected to itself (TCP's simultaneous open, which
+    /// Linux allows on loopback), not to a listener: polled every millisecond while nothing
+    /// listens yet, a port in the ephemeral range is now and then picked so.
+    /// (`localPort` binds the probe's own end first, for tests: the same port connects to itself.)
+    static func accepts(port: Int, localPort: Int? = nil) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
+        if let localPort {
+            let bound = try? SocketAddress(ipAddress: "127.0.0.1", port: localPort).withSockAddr { bind(descriptor, $0, socklen_t($1)) }
+            guard bound == 0 else { return false }
+        }
         let connected = try? SocketAddress(ipAddress: "127.0.0.1", port: port).withSockAddr { address, size in
             connect(descriptor, address, socklen_t(size))
         }
-        return connected == 0
+        return connected == 0 && Self.localPort(of: descriptor).map { $0 != port } == true
+    }
+
+    /// The local port of a loopback socket, nil if it cannot be read.
+    static func localPort(of descriptor: Int32) -> Int? {
+        var local = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) == 0 }
+        }
+        return named ? Int(UInt16(bigEndian: local.sin_port)) : nil
     }
 
     /// SIGKILL, and wait until it is gone.
