@@ -21,9 +21,10 @@ public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
         self.init(validatedBytes: bytes)
     }
 
-    /// Whether UTF-8 bytes are a token: 1...4096 bytes of visible ASCII.
-    package static func isValid(utf8 bytes: UnsafeRawBufferPointer) -> Bool {
-        ASCII.isVisibleBytes(bytes, lengths: 1...Self.maximumLength)
+    /// Whether UTF-8 bytes are a token: 1...4096 bytes of visible ASCII. Bytes already known to
+    /// be visible ASCII (`RegistrationList.isKnownVisibleASCII`) need only their length checked.
+    package static func isValid(utf8 bytes: UnsafeRawBufferPointer, knownVisibleASCII: Bool = false) -> Bool {
+        knownVisibleASCII ? (1...Self.maximumLength).contains(bytes.count) : ASCII.isVisibleBytes(bytes, lengths: 1...Self.maximumLength)
     }
 
     /// A token from bytes already validated as one (stored by the engine after validation).

@@ -31,9 +31,7 @@ package struct RegistrationBatch: Sendable {
                 if let fid = FID(utf8: bytes) {
                     items.append(.fid(fid))
                     hashes.append(fid.hashValue)
-                } else if list.isKnownVisibleASCII ? (1...RegistrationToken.maximumLength).contains(bytes.count)
-                    : ASCII.isVisibleBytes(bytes, lengths: 1...RegistrationToken.maximumLength)
-                {
+                } else if RegistrationToken.isValid(utf8: bytes, knownVisibleASCII: list.isKnownVisibleASCII) {
                     items.append(.token)
                     hashes.append(0)
                 } else {
