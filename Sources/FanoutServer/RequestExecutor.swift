@@ -68,19 +68,27 @@ struct RequestExecutor: Sendable {
             }
             try EngineConfiguration.checkBatchSize(items.count, maximum: self.engine.configuration.maximumBatchSize)
             // Each item is checked on its own: a field that does not parse refuses that item only.
-            let requests = items.map { (fields: RegistrationFields) -> Result<RegistrationRequest, FanoutError> in
+            var requests: [Result<RegistrationRequest, FanoutError>] = []
+            requests.reserveCapacity(items.count)
+            for fields in items {
                 do throws(FanoutError) {
-                    return .success(try Self.registration(fields))
+                    requests.append(.success(try Self.registration(fields)))
                 } catch {
-                    return .failure(error)
+                    requests.append(.failure(error))
                 }
             }
-            return .registeredBatch(try changes.register(requests, in: id).map { result in
+            // Moved out from the back, not copied (a batch's items own its strings), then put in order.
+            var results = try changes.register(requests, in: id)
+            var outcomes: [RegistrationOutcome] = []
+            outcomes.reserveCapacity(results.count)
+            while let result = results.popLast() {
                 switch result {
-                case .success(let registered): .registered(registered)
-                case .failure(let error): .failed(error)
+                case .success(let registered): outcomes.append(.registered(registered))
+                case .failure(let error): outcomes.append(.failed(error))
                 }
-            })
+            }
+            outcomes.reverse()
+            return .registeredBatch(outcomes)
         case .refreshToken(let project, let registration, let token):
             let token = try Self.parse(token, "token", RegistrationToken.init)
             return .installation(opcode, try changes.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))

@@ -6,17 +6,39 @@ import Testing
 struct WALFormatTests {
     // MARK: - CRC32C
 
-    @Test func crc32cMatchesPublishedVectors() {
-        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
-        #expect(CRC32C.checksum([]) == 0)
+    @Test(arguments: CRC32C.Implementation.available)
+    func crc32cMatchesPublishedVectors(_ implementation: CRC32C.Implementation) {
+        func crc(_ bytes: [UInt8], continuing crc: UInt32 = 0) -> UInt32 { CRC32C.checksum(bytes, continuing: crc, using: implementation) }
+        #expect(crc(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(crc([]) == 0)
         // RFC 3720 (iSCSI) B.4.
-        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
-        #expect(CRC32C.checksum([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
-        #expect(CRC32C.checksum(Array(0..<32)) == 0x46DD_794E)
+        #expect(crc([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+        #expect(crc([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
+        #expect(crc(Array(0..<32)) == 0x46DD_794E)
         let bytes = Array((0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         for split in [0, 1, 7, 8, 9, 500, 999, 1000] {
-            let chained = CRC32C.checksum(Array(bytes[split...]), continuing: CRC32C.checksum(Array(bytes[..<split])))
-            #expect(chained == CRC32C.checksum(bytes))
+            let chained = crc(Array(bytes[split...]), continuing: crc(Array(bytes[..<split])))
+            #expect(chained == crc(bytes))
+        }
+    }
+
+    /// Every implementation this CPU runs gives the tables' CRC, for every length and alignment
+    /// of the 8-byte steps and their tails.
+    @Test func crc32cImplementationsAgree() {
+        var random = SeededRandomNumberGenerator(seed: 32)
+        let bytes = random.bytes(600)
+        for start in 0..<9 {
+            for count in Array(0...80) + [255, 512, 591 - start] {
+                let seed = UInt32.random(in: 0...UInt32.max, using: &random)
+                bytes.withUnsafeBytes { whole in
+                    // Read in place: the steps start `start` bytes past the array's alignment.
+                    let slice = UnsafeRawBufferPointer(rebasing: whole[start..<(start + count)])
+                    let expected = CRC32C.checksum(slice, continuing: seed, using: .table)
+                    for implementation in CRC32C.Implementation.available {
+                        #expect(CRC32C.checksum(slice, continuing: seed, using: implementation) == expected, "\(implementation), \(start), \(count)")
+                    }
+                }
+            }
         }
     }
 

@@ -18,6 +18,13 @@ uint32_t *fanout_simd_decode_bitmap_avx512(const uint64_t *words, size_t word_co
 /// 64-bit lane. Call only when `fanout_simd_has_avx512()`.
 void fanout_siphash13_x8_avx512(uint64_t key0, uint64_t key1, const uint8_t *const messages[8], const size_t lengths[8], uint64_t hashes[8]);
 
+/// Whether this CPU has SSE 4.2's `crc32` instruction.
+bool fanout_crc32c_has_sse42(void);
+
+/// The CRC-32C of `count` bytes at `bytes`, continuing from `crc` (the result of a previous call,
+/// 0 to start): the same values as the table version. Call only when `fanout_crc32c_has_sse42()`.
+uint32_t fanout_crc32c_sse42(uint32_t crc, const uint8_t *bytes, size_t count);
+
 /// Asks the CPU to bring the cache line at `address` in, without waiting for it (never faults).
 static inline void fanout_prefetch(const void *address) {
     __builtin_prefetch(address);

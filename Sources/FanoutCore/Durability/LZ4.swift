@@ -12,13 +12,15 @@ enum LZ4 {
 
     /// Compresses `input` into `output` (at least `compressBound(input.count)` bytes); returns the
     /// compressed size, or `nil` when `input` is too large or the block does not fit.
-    static func compress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
+    /// `acceleration` (liblz4's, at least 1) trades ratio for speed: the block format is the same.
+    static func compress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, acceleration: Int32 = 1) -> Int? {
         guard input.count <= self.maximumInputSize, output.count <= Int(Int32.max) else { return nil }
-        let written = LZ4_compress_default(
+        let written = LZ4_compress_fast(
             input.baseAddress?.assumingMemoryBound(to: CChar.self),
             output.baseAddress?.assumingMemoryBound(to: CChar.self),
             Int32(input.count),
-            Int32(output.count)
+            Int32(output.count),
+            max(acceleration, 1)
         )
         guard written > 0 || input.isEmpty else { return nil }
         return Int(written)

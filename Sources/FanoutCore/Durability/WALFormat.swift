@@ -22,6 +22,10 @@ package enum WALFormat {
     package static let batchHeaderSize = 28
     /// Batches whose records take more bytes than this are LZ4-compressed (when that is smaller).
     package static let compressionThreshold = 4096
+    /// liblz4's acceleration for batches. On the log of `fanout-load run register-batch` (600k
+    /// registrations, 150 MB of records) 4 compressed 1.7x faster than liblz4's default of 1, to
+    /// 76.3% of the records' size instead of 75.6%: the tokens are random at any setting.
+    static let compressionAcceleration: Int32 = 4
     /// The writer fills a segment with zeros ahead of its batches up to the next multiple of this
     /// (at most the segment size); zeros after the last batch are free space, not damage.
     package static let fillStep = 4 << 20
@@ -115,7 +119,7 @@ package enum WALFormat {
         if records.count > Self.compressionThreshold, records.count <= LZ4.maximumInputSize {
             records.withUnsafeBytes { input in
                 writer.append(atMost: LZ4.compressBound(input.count)) { output in
-                    guard let size = LZ4.compress(input, into: output), size > 0, size < input.count else { return 0 }
+                    guard let size = LZ4.compress(input, into: output, acceleration: Self.compressionAcceleration), size > 0, size < input.count else { return 0 }
                     isCompressed = true
                     return size
                 }

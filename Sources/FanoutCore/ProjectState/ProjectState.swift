@@ -57,15 +57,29 @@ struct ProjectState {
 
     /// Registers an installation, or finds the same registration already there (logged only when new).
     mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
+        var records: [WALRecord] = []
+        let result = try self.register(request, offering: offering, now: now, recordingInto: &records)
+        return (result, records)
+    }
+
+    /// Registers `request` and appends its record (when it is new) to `records`: a batch's items
+    /// go straight into the batch's records.
+    private mutating func register(
+        _ request: RegistrationRequest,
+        offering: FID? = nil,
+        now: Timestamp,
+        recordingInto records: inout [WALRecord]
+    ) throws(FanoutError) -> RegistrationResult {
         // Replay offers the logged FID: it was accepted when it was given.
         let accepts = offering == nil ? self.configuration.acceptsFID : nil
         let result = try self.registry.register(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs, accepting: accepts, now: now)
-        guard !result.isExisting else { return (result, []) }
-        let i = result.installation
-        return self.logged(
-            result,
-            .register(self.id, .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now))
-        )
+        if !result.isExisting, self.makesRecords {
+            let i = result.installation
+            records.append(
+                .register(self.id, .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now))
+            )
+        }
+        return result
     }
 
     /// Registers an installation and sets its credential digest, logged together. Everything that
@@ -97,13 +111,12 @@ struct ProjectState {
         var results: [Swift.Result<RegistrationResult, FanoutError>] = []
         results.reserveCapacity(requests.count)
         var records: [WALRecord] = []
+        records.reserveCapacity(self.makesRecords ? requests.count : 0)
         for request in requests {
             switch request {
             case .success(let request):
                 do throws(FanoutError) {
-                    let (result, made) = try self.register(request, now: now)
-                    records.append(contentsOf: made)
-                    results.append(.success(result))
+                    results.append(.success(try self.register(request, now: now, recordingInto: &records)))
                 } catch {
                     results.append(.failure(error))
                 }
