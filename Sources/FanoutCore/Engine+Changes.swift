@@ -253,7 +253,19 @@ extension Engine {
             in project: ProjectID = .default
         ) throws(FanoutError) -> [Swift.Result<RegistrationResult, FanoutError>] {
             let now = self.engine.clock.now()
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in state.register(requests, now: now) }
+            // The tokens are hashed before the lock is taken (a SipHash over each token's bytes).
+            var tokenHashes: [Int?] = []
+            tokenHashes.reserveCapacity(requests.count)
+            for index in requests.indices {
+                guard case .success(let request) = requests[index], let token = request.token else {
+                    tokenHashes.append(nil)
+                    continue
+                }
+                tokenHashes.append(InstallationRegistry.tokenHash(token))
+            }
+            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                state.register(requests, tokenHashes: tokenHashes, now: now)
+            }
         }
 
         /// Rotates an installation's token (see `Engine.refreshToken`).

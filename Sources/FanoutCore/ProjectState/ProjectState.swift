@@ -58,7 +58,10 @@ struct ProjectState {
     /// Registers an installation, or finds the same registration already there (logged only when new).
     mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
         var records: [WALRecord] = []
-        let result = try self.register(request, offering: offering, now: now, recordingInto: &records)
+        let keys = RegistrationKeys(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs)
+        // Replay offers the logged FID: it was accepted when it was given.
+        let accepts = offering == nil ? self.configuration.acceptsFID : nil
+        let result = try self.register(request, keys: keys, accepting: accepts, now: now, recordingInto: &records)
         return (result, records)
     }
 
@@ -66,13 +69,12 @@ struct ProjectState {
     /// go straight into the batch's records.
     private mutating func register(
         _ request: RegistrationRequest,
-        offering: FID? = nil,
+        keys: RegistrationKeys,
+        accepting accepts: ((FID) -> Bool)?,
         now: Timestamp,
         recordingInto records: inout [WALRecord]
     ) throws(FanoutError) -> RegistrationResult {
-        // Replay offers the logged FID: it was accepted when it was given.
-        let accepts = offering == nil ? self.configuration.acceptsFID : nil
-        let result = try self.registry.register(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs, accepting: accepts, now: now)
+        let result = try self.registry.register(request, keys: keys, accepting: accepts, now: now)
         if !result.isExisting, self.makesRecords {
             let i = result.installation
             records.append(
@@ -103,20 +105,36 @@ struct ProjectState {
     }
 
     /// Registers each request on its own (a refused one changes nothing); the records of those
-    /// that registered, in order.
+    /// that registered, in order. `tokenHashes`, when given, holds each request's token hash
+    /// (`InstallationRegistry.tokenHash`, nil for an item without a token), made before the lock.
     mutating func register(
         _ requests: [Swift.Result<RegistrationRequest, FanoutError>],
+        tokenHashes: [Int?]? = nil,
         now: Timestamp
     ) -> Logged<[Swift.Result<RegistrationResult, FanoutError>]> {
+        // Every item's keys first, with its index buckets asked for, then the registrations: the
+        // buckets' cache misses overlap (`InstallationRegistry.prefetch(_:)`).
+        var keys: [RegistrationKeys] = []
+        keys.reserveCapacity(requests.count)
+        for index in requests.indices {
+            guard case .success(let request) = requests[index] else {
+                keys.append(.none)
+                continue
+            }
+            let itemKeys = RegistrationKeys(request, allowingLegacy: self.acceptsLegacyInstanceIDs, tokenHash: tokenHashes?[index])
+            self.registry.prefetch(itemKeys)
+            keys.append(itemKeys)
+        }
+        let accepts = self.configuration.acceptsFID
         var results: [Swift.Result<RegistrationResult, FanoutError>] = []
         results.reserveCapacity(requests.count)
         var records: [WALRecord] = []
         records.reserveCapacity(self.makesRecords ? requests.count : 0)
-        for request in requests {
+        for (request, keys) in zip(requests, keys) {
             switch request {
             case .success(let request):
                 do throws(FanoutError) {
-                    results.append(.success(try self.register(request, now: now, recordingInto: &records)))
+                    results.append(.success(try self.register(request, keys: keys, accepting: accepts, now: now, recordingInto: &records)))
                 } catch {
                     results.append(.failure(error))
                 }
