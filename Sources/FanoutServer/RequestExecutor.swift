@@ -77,7 +77,8 @@ struct RequestExecutor: Sendable {
                     requests.append(.failure(error))
                 }
             }
-            // Moved out from the back, not copied (a batch's items own its strings), then put in order.
+            // Each result is moved into its outcome (`popLast` moves it; a `map` would copy each
+            // result's strings and release them again), then the outcomes are put back in order.
             var results = try changes.register(requests, in: id)
             var outcomes: [RegistrationOutcome] = []
             outcomes.reserveCapacity(results.count)
