@@ -105,11 +105,11 @@ struct ProjectState {
     }
 
     /// Registers each request on its own (a refused one changes nothing); the records of those
-    /// that registered, in order. `tokenHashes`, when given, holds each request's token hash
+    /// that registered, in order. `tokenHashes` holds each request's token hash
     /// (`InstallationRegistry.tokenHash`, nil for an item without a token), made before the lock.
     mutating func register(
         _ requests: [Swift.Result<RegistrationRequest, FanoutError>],
-        tokenHashes: [Int?]? = nil,
+        tokenHashes: [Int?],
         now: Timestamp
     ) -> Logged<[Swift.Result<RegistrationResult, FanoutError>]> {
         // Every item's keys first, with its index buckets asked for, then the registrations: the
@@ -121,7 +121,7 @@ struct ProjectState {
                 keys.append(.none)
                 continue
             }
-            let itemKeys = RegistrationKeys(request, allowingLegacy: self.acceptsLegacyInstanceIDs, tokenHash: tokenHashes?[index])
+            let itemKeys = RegistrationKeys(request, allowingLegacy: self.acceptsLegacyInstanceIDs, tokenHash: tokenHashes[index])
             self.registry.prefetch(itemKeys)
             keys.append(itemKeys)
         }

@@ -333,21 +333,10 @@ struct InstallationRegistry {
 
     // MARK: - Mutations
 
-    /// Registers a new installation. Checks everything before changing anything.
-    /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
-    ///   when the token was retired or an APNs token is given for a platform other than iOS.
-    /// `offering` is an offered FID already parsed (replay), in place of `request.offeredFID`.
-    /// `allowingLegacy`: an offered legacy Instance ID is kept (the project accepts them).
-    /// `accepting`: the FIDs this registry may give (a cluster shard's); nil: any.
-    mutating func register(
-        _ request: RegistrationRequest,
-        offering: FID? = nil,
-        allowingLegacy: Bool = false,
-        accepting accepts: ((FID) -> Bool)? = nil,
-        now: Timestamp
-    ) throws(FanoutError) -> RegistrationResult {
-        let keys = RegistrationKeys(request, offering: offering, allowingLegacy: allowingLegacy)
-        return try self.register(request, keys: keys, accepting: accepts, now: now)
+    /// Registers `request` as `register(_:keys:accepting:now:)` does, its keys made here (no
+    /// legacy Instance IDs, any FID).
+    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> RegistrationResult {
+        try self.register(request, keys: RegistrationKeys(request, allowingLegacy: false), now: now)
     }
 
     /// Asks for the index buckets registering `keys` reads first (its offered FID's and its
@@ -358,7 +347,12 @@ struct InstallationRegistry {
         if let hash = keys.tokenHash { self.slotByToken.prefetch(hash: hash) }
     }
 
-    /// `register` with the request's keys parsed and hashed ahead (`RegistrationKeys`).
+    /// Registers a new installation. Checks everything before changing anything.
+    /// - Throws: `ALREADY_EXISTS` when the token belongs to another installation; `INVALID_ARGUMENT`
+    ///   when the token was retired or an APNs token is given for a platform other than iOS.
+    /// `keys` are the request's, parsed and hashed (`RegistrationKeys`: replay's offered FID, and
+    /// whether the project keeps an offered legacy Instance ID, are settled there).
+    /// `accepting`: the FIDs this registry may give (a cluster shard's); nil: any.
     mutating func register(
         _ request: RegistrationRequest,
         keys: RegistrationKeys,
