@@ -113,6 +113,10 @@ enum RecoveryLoad {
             }
             return bytes >> 20
         }
+        // A copy of the directory, to time recovery again and again (`fanout snapshot` on copies of it).
+        if let keep = ProcessInfo.processInfo.environment["FANOUT_RECOVERY_KEEP_DIRECTORY"] {
+            _ = try? FileManager.default.copyItem(atPath: directory, toPath: keep)
+        }
         let logMegabytes = megabytes(".wal")
         // The load wrote the log without syncing: flush it now, so that the kernel's writeback
         // does not run (and take a core) while the open is timed.

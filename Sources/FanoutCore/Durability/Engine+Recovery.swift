@@ -266,46 +266,59 @@ extension Engine {
         }
         var collected: [WALRecord] = []
         let segments = plan.segments
-        // Segments are read and decoded on a thread of their own, one ahead of the one being applied.
-        let reader = ProducerThread<WALSegmentContents>(capacity: 1) { emit in
+        // Segments are read and decoded on a thread of their own, a few thousand records ahead of
+        // the thread applying them: it starts on a segment's first batches, not once it is all read.
+        let reader = ProducerThread<ReplayPiece>(capacity: Self.replayPiecesAhead) { emit in
             for name in segments {
-                guard emit(try Self.readSegment(directory, name)) else { return }
+                var stopped = false
+                let contents = try Self.readSegment(directory, name) { batches in
+                    stopped = stopped || !emit(.batches(batches))
+                }
+                guard !stopped, emit(.end(nextLSN: contents.nextLSN, damage: contents.damage)) else { return }
             }
         }
         defer { reader.stop() }
         for name in segments {
             let path = "\(directory)/\(name)"
-            let next: WALSegmentContents?
-            do {
-                next = try reader.next()
-            } catch let error as FanoutError {
-                throw error
-            } catch {
-                throw FanoutError(.internal, "reading \(path): \(error)")
-            }
-            guard let contents = next else { throw FanoutError(.internal, "the log reader stopped before \(path)") }
-            for batch in contents.batches {
-                for (offset, record) in batch.records.enumerated() {
-                    let lsn = batch.firstLSN + UInt64(offset)
-                    guard lsn >= report.nextLSN else { continue }  // already in the snapshot
-                    guard lsn < end else { break }
-                    do {
-                        try Self.apply(record, to: &projects, configuration: configuration)
-                    } catch {
-                        throw FanoutError(.internal, "replaying LSN \(lsn) of \(path): \(error)")
-                    }
-                    report.records += 1
-                    report.nextLSN = lsn + 1
-                    if let collectFrom, lsn >= collectFrom { collected.append(record) }
+            pieces: while true {
+                let next: ReplayPiece?
+                do {
+                    next = try reader.next()
+                } catch let error as FanoutError {
+                    throw error
+                } catch {
+                    throw FanoutError(.internal, "reading \(path): \(error)")
                 }
-            }
-            report.segments += 1
-            // Damage the checksum scan could not see (a record that does not decode) before the end.
-            if let damage = contents.damage, contents.nextLSN < end {
-                throw FanoutError(
-                    .internal,
-                    "corruption in WAL segment \(path) \(damage) (LSN \(contents.nextLSN)); \(Self.repairAdvice(directory))"
-                )
+                switch next {
+                case .batches(let batches):
+                    for batch in batches {
+                        for (offset, record) in batch.records.enumerated() {
+                            let lsn = batch.firstLSN + UInt64(offset)
+                            guard lsn >= report.nextLSN else { continue }  // already in the snapshot
+                            guard lsn < end else { break }
+                            do {
+                                try Self.apply(record, to: &projects, configuration: configuration)
+                            } catch {
+                                throw FanoutError(.internal, "replaying LSN \(lsn) of \(path): \(error)")
+                            }
+                            report.records += 1
+                            report.nextLSN = lsn + 1
+                            if let collectFrom, lsn >= collectFrom { collected.append(record) }
+                        }
+                    }
+                case .end(let nextLSN, let damage):
+                    report.segments += 1
+                    // Damage the checksum scan could not see (a record that does not decode) before the end.
+                    if let damage, nextLSN < end {
+                        throw FanoutError(
+                            .internal,
+                            "corruption in WAL segment \(path) \(damage) (LSN \(nextLSN)); \(Self.repairAdvice(directory))"
+                        )
+                    }
+                    break pieces
+                case nil:
+                    throw FanoutError(.internal, "the log reader stopped before the end of \(path)")
+                }
             }
         }
         report.nextLSN = max(report.nextLSN, end)
@@ -444,14 +457,48 @@ extension Engine {
     }
 
     /// Reads and decodes one log segment.
-    private static func readSegment(_ directory: String, _ name: String) throws(FanoutError) -> WALSegmentContents {
+    /// Reads and decodes a segment, handing its good batches to `emit` about
+    /// `replayPieceRecords` records at a time, as they decode; returns the segment's contents
+    /// (their batches without records).
+    private static func readSegment(
+        _ directory: String,
+        _ name: String,
+        emit: ([WALBatch]) -> Void
+    ) throws(FanoutError) -> WALSegmentContents {
         let path = "\(directory)/\(name)"
         let bytes = try FileIO.logFile(path)
+        var piece: [WALBatch] = []
+        var records = 0
         do {
-            return try WALSegmentReader.read(bytes, expectedIndex: WALWriter.index(ofSegmentName: name))
+            // The reader keeps no closure past its return.
+            return try withoutActuallyEscaping(emit) { emit throws(WALDamage) in
+                let contents = try WALSegmentReader.read(bytes, expectedIndex: WALWriter.index(ofSegmentName: name)) { batch in
+                    piece.append(batch)
+                    records += batch.records.count
+                    if records >= Self.replayPieceRecords {
+                        emit(piece)
+                        piece.removeAll()
+                        records = 0
+                    }
+                }
+                if !piece.isEmpty { emit(piece) }
+                return contents
+            }
         } catch {
             throw FanoutError(.internal, "corrupt WAL segment \(path) \(error); \(Self.repairAdvice(directory))")
         }
+    }
+
+    /// About how many records the log reader hands over at a time, and how many such pieces it
+    /// may decode ahead of the replay.
+    private static let replayPieceRecords = 4096
+    private static let replayPiecesAhead = 16
+
+    /// What the log reader hands the replaying thread: decoded batches, then their segment's end.
+    private enum ReplayPiece: Sendable {
+        case batches([WALBatch])
+        /// The LSN after the segment's good batches, and damage the reader found after them.
+        case end(nextLSN: UInt64, damage: WALDamage?)
     }
 
     private static func apply(

@@ -74,9 +74,18 @@ package enum WALSegmentReader {
     /// header is returned in `damage`, with every batch before it; the rest of the file is then
     /// searched for a batch that checks out (`resumesAt`).
     ///
-    /// - Parameter decodeRecords: `false` checks checksums, lengths and LSNs only (start-up's scan);
-    ///   the batches then carry no records.
-    package static func read(_ bytes: [UInt8], expectedIndex: UInt64? = nil, decodeRecords: Bool = true) throws(WALDamage) -> WALSegmentContents {
+    /// - Parameters:
+    ///   - decodeRecords: `false` checks checksums, lengths and LSNs only (start-up's scan); the
+    ///     batches then carry no records.
+    ///   - emit: when given, each good batch goes to it, in order, as soon as it is read (recovery
+    ///     applies a segment's first batches while the rest decode), and the returned batches
+    ///     carry no records.
+    package static func read(
+        _ bytes: [UInt8],
+        expectedIndex: UInt64? = nil,
+        decodeRecords: Bool = true,
+        emit: ((WALBatch) -> Void)? = nil
+    ) throws(WALDamage) -> WALSegmentContents {
         guard bytes.count >= WALFormat.segmentHeaderSize else {
             throw WALDamage(offset: 0, reason: "the segment header is truncated (\(bytes.count) of \(WALFormat.segmentHeaderSize) bytes)")
         }
@@ -126,7 +135,14 @@ package enum WALSegmentReader {
         var offset = WALFormat.segmentHeaderSize
         var expectedLSN = firstLSN
         func accept(_ batch: WALBatch) {
-            contents.batches.append(batch)
+            if let emit {
+                emit(batch)
+                var kept = batch
+                kept.records = []
+                contents.batches.append(kept)
+            } else {
+                contents.batches.append(batch)
+            }
             expectedLSN = batch.endLSN
             offset = batch.endOffset
             contents.validLength = offset
