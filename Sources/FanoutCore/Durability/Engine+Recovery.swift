@@ -269,9 +269,10 @@ extension Engine {
         // Segments are read and decoded on a thread of their own, a few thousand records ahead of
         // the thread applying them: it starts on a segment's first batches, not once it is all read.
         let reader = ProducerThread<ReplayPiece>(capacity: Self.replayPiecesAhead) { emit in
+            var bytes: [UInt8] = []
             for name in segments {
                 var stopped = false
-                let contents = try Self.readSegment(directory, name) { batches in
+                let contents = try Self.readSegment(directory, name, into: &bytes) { batches in
                     stopped = stopped || !emit(.batches(batches))
                 }
                 guard !stopped, emit(.end(nextLSN: contents.nextLSN, damage: contents.damage)) else { return }
@@ -457,16 +458,17 @@ extension Engine {
     }
 
     /// Reads and decodes one log segment.
-    /// Reads and decodes a segment, handing its good batches to `emit` about
-    /// `replayPieceRecords` records at a time, as they decode; returns the segment's contents
-    /// (their batches without records).
+    /// Reads a segment into `bytes` (its storage reused) and decodes it, handing its good batches
+    /// to `emit` about `replayPieceRecords` records at a time, as they decode; returns the
+    /// segment's contents (their batches without records).
     private static func readSegment(
         _ directory: String,
         _ name: String,
+        into bytes: inout [UInt8],
         emit: ([WALBatch]) -> Void
     ) throws(FanoutError) -> WALSegmentContents {
         let path = "\(directory)/\(name)"
-        let bytes = try FileIO.logFile(path)
+        try FileIO.logFile(path, into: &bytes)
         var piece: [WALBatch] = []
         var records = 0
         do {

@@ -80,7 +80,8 @@ package struct WALScan: Sendable {
         }
         let covered = skipped
         let named = segmentNames.compactMap { name in WALWriter.index(ofSegmentName: name).map { (name: name, index: $0) } }
-        let examineSegment = { (position: Int) throws(FanoutError) -> SegmentFile in
+        // Each thread reads its segments into one buffer of its own (`FileIO.readAll(_:into:)`).
+        let examineSegment = { (position: Int, bytes: inout [UInt8]) throws(FanoutError) -> SegmentFile in
             let (name, index) = named[position]
             let path = "\(directory)/\(name)"
             if let first = covered[name] {
@@ -88,7 +89,7 @@ package struct WALScan: Sendable {
                 let size = stat(path, &status) == 0 ? Int(status.st_size) : 0
                 return SegmentFile(name: name, index: index, size: size, contents: nil, skippedFirstLSN: first)
             }
-            let bytes = try FileIO.logFile(path)
+            try FileIO.logFile(path, into: &bytes)
             do throws(WALDamage) {
                 let contents = try WALSegmentReader.read(bytes, expectedIndex: index, decodeRecords: decodeRecords)
                 return SegmentFile(name: name, index: index, size: bytes.count, contents: contents)
@@ -99,14 +100,16 @@ package struct WALScan: Sendable {
         // Segments are independent: the odd ones are read and checked on a thread of their own
         // while this one takes the even ones (reading and checksums are most of a scan).
         let odd = ProducerThread<SegmentFile>(capacity: 1) { emit in
+            var bytes: [UInt8] = []
             for position in stride(from: 1, to: named.count, by: 2) {
-                guard emit(try examineSegment(position)) else { return }
+                guard emit(try examineSegment(position, &bytes)) else { return }
             }
         }
         defer { odd.stop() }
+        var bytes: [UInt8] = []
         for position in named.indices {
             if position % 2 == 0 {
-                scan.segments.append(try examineSegment(position))
+                scan.segments.append(try examineSegment(position, &bytes))
                 continue
             }
             let file: SegmentFile?
