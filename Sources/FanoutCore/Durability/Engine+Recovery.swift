@@ -322,7 +322,7 @@ extension Engine {
                 }
             }
         }
-        report.nextLSN = max(report.nextLSN, end)
+        // Every record up to the end was applied: none lost between the reader and this thread.
         guard report.nextLSN == end else {
             throw FanoutError(.internal, "the log in \(directory) ends at LSN \(report.nextLSN), expected \(end); \(Self.repairAdvice(directory))")
         }
