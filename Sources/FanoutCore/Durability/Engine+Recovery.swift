@@ -457,7 +457,6 @@ extension Engine {
         try FileIO.syncDirectory(directory)
     }
 
-    /// Reads and decodes one log segment.
     /// Reads a segment into `bytes` (its storage reused) and decodes it, handing its good batches
     /// to `emit` about `replayPieceRecords` records at a time, as they decode; returns the
     /// segment's contents (their batches without records).
