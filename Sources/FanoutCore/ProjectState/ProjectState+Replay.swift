@@ -8,13 +8,11 @@ extension ProjectState {
         case .createProject, .deleteProject:
             break  // handled by the engine's project map
         case .register(_, let r):
-            // The logged FID as it is (no round trip through its string form).
-            let (result, _) = try self.register(
-                RegistrationRequest(token: r.token, platform: r.platform, appID: r.appID, device: r.device, apnsToken: r.apnsToken),
-                offering: r.fid,
-                now: r.at
-            )
-            guard !result.fidWasAssigned else {
+            // The logged FID as it is (no round trip through its string form), accepted when it
+            // was given; no description of the installation made (`InstallationRegistry.add`).
+            let request = RegistrationRequest(token: r.token, platform: r.platform, appID: r.appID, device: r.device, apnsToken: r.apnsToken)
+            let keys = RegistrationKeys(request, offering: r.fid, allowingLegacy: self.acceptsLegacyInstanceIDs)
+            if case .new(_, _, _, fidWasAssigned: true) = try self.registry.add(request, keys: keys, accepting: nil, now: r.at) {
                 throw FanoutError(.internal, "replay: the logged FID \(r.fid) was not free")
             }
         case .refreshToken(_, let fid, let token, let at):

@@ -56,12 +56,10 @@ struct ProjectState {
     // MARK: - Installations
 
     /// Registers an installation, or finds the same registration already there (logged only when new).
-    mutating func register(_ request: RegistrationRequest, offering: FID? = nil, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
+    mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
         var records: [WALRecord] = []
-        let keys = RegistrationKeys(request, offering: offering, allowingLegacy: self.acceptsLegacyInstanceIDs)
-        // Replay offers the logged FID: it was accepted when it was given.
-        let accepts = offering == nil ? self.configuration.acceptsFID : nil
-        let result = try self.register(request, keys: keys, accepting: accepts, now: now, recordingInto: &records)
+        let keys = RegistrationKeys(request, allowingLegacy: self.acceptsLegacyInstanceIDs)
+        let result = try self.register(request, keys: keys, accepting: self.configuration.acceptsFID, now: now, recordingInto: &records)
         return (result, records)
     }
 
