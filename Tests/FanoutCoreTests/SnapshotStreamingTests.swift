@@ -36,7 +36,7 @@ struct SnapshotStreamingTests {
 
     @Test func theProducerThreadHandsOverInOrderThenItsError() throws {
         struct Stop: Error {}
-        let producer = ProducerThread<Int>(capacity: 3) { emit in
+        let producer = ProducerThread<Int, Stop>(capacity: 3) { emit throws(Stop) in
             for value in 0..<100 { guard emit(value) else { return } }
             throw Stop()
         }
@@ -45,7 +45,7 @@ struct SnapshotStreamingTests {
         #expect(received == Array(0..<100))
 
         // A consumer that stops early releases a producer blocked on a full buffer.
-        let endless = ProducerThread<Int>(capacity: 2) { emit in
+        let endless = ProducerThread<Int, Never>(capacity: 2) { emit in
             var value = 0
             while emit(value) { value += 1 }
         }

@@ -268,7 +268,7 @@ extension Engine {
         let segments = plan.segments
         // Segments are read and decoded on a thread of their own, a few thousand records ahead of
         // the thread applying them: it starts on a segment's first batches, not once it is all read.
-        let reader = ProducerThread<ReplayPiece>(capacity: Self.replayPiecesAhead) { emit in
+        let reader = ProducerThread<ReplayPiece, FanoutError>(capacity: Self.replayPiecesAhead) { emit throws(FanoutError) in
             var bytes: [UInt8] = []
             for name in segments {
                 var stopped = false
@@ -282,15 +282,7 @@ extension Engine {
         for name in segments {
             let path = "\(directory)/\(name)"
             pieces: while true {
-                let next: ReplayPiece?
-                do {
-                    next = try reader.next()
-                } catch let error as FanoutError {
-                    throw error
-                } catch {
-                    throw FanoutError(.internal, "reading \(path): \(error)")
-                }
-                switch next {
+                switch try reader.next() {
                 case .batches(let batches):
                     for batch in batches {
                         for (offset, record) in batch.records.enumerated() {

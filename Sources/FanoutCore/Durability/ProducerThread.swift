@@ -8,20 +8,20 @@ import Glibc
 ///
 /// The producer gets an `emit` function that blocks while the buffer is full and returns `false`
 /// once the consumer has stopped (the producer should then return). Whatever the producer throws
-/// is rethrown by `next()` after everything emitted before it.
-final class ProducerThread<Element>: @unchecked Sendable {
+/// (a `Failure`) is rethrown by `next()` after everything emitted before it.
+final class ProducerThread<Element, Failure: Error>: @unchecked Sendable {
     // Safe to share: every field below is read and written under `state`'s lock.
     private let state = ConditionLock()
     private let capacity: Int
     private var buffer: [Element] = []
     private var isFinished = false
     private var isStopped = false
-    private var failure: (any Error)?
+    private var failure: Failure?
     private var thread = pthread_t()
     private var isJoined = false
 
     /// Starts `produce` on a new thread; at most `capacity` elements wait for the consumer.
-    init(capacity: Int, _ produce: @escaping (_ emit: (Element) -> Bool) throws -> Void) {
+    init(capacity: Int, _ produce: @escaping (_ emit: (Element) -> Bool) throws(Failure) -> Void) {
         self.capacity = max(1, capacity)
         let job = Job(producer: self, produce: produce)
         pthread_create(&self.thread, nil, { context in
@@ -37,7 +37,7 @@ final class ProducerThread<Element>: @unchecked Sendable {
     }
 
     /// The next element, or `nil` when the producer has returned. Throws what the producer threw.
-    func next() throws -> Element? {
+    func next() throws(Failure) -> Element? {
         self.state.lock()
         while self.buffer.isEmpty && !self.isFinished {
             self.state.wait(.work)
@@ -80,7 +80,7 @@ final class ProducerThread<Element>: @unchecked Sendable {
         return true
     }
 
-    private func finish(_ failure: (any Error)?) {
+    private func finish(_ failure: Failure?) {
         self.state.withLock {
             self.isFinished = true
             self.failure = failure
@@ -90,16 +90,16 @@ final class ProducerThread<Element>: @unchecked Sendable {
 
     /// What the thread runs: the producer, then the end of the stream.
     private final class Job {
-        let producer: ProducerThread<Element>
-        let produce: (_ emit: (Element) -> Bool) throws -> Void
+        let producer: ProducerThread<Element, Failure>
+        let produce: (_ emit: (Element) -> Bool) throws(Failure) -> Void
 
-        init(producer: ProducerThread<Element>, produce: @escaping (_ emit: (Element) -> Bool) throws -> Void) {
+        init(producer: ProducerThread<Element, Failure>, produce: @escaping (_ emit: (Element) -> Bool) throws(Failure) -> Void) {
             self.producer = producer
             self.produce = produce
         }
 
         func run() {
-            do {
+            do throws(Failure) {
                 try self.produce(self.producer.emit)
                 self.producer.finish(nil)
             } catch {

@@ -92,7 +92,7 @@ enum Snapshot {
     /// of its own while `apply` runs. Returns the snapshot's LSN and record count. Throws on
     /// anything but a complete, valid file; the caller discards what it applied before the error.
     static func read(_ path: String, apply: (WALRecord) throws -> Void) throws -> (lsn: UInt64, records: Int) {
-        let decoder = ProducerThread<Chunk>(capacity: 8) { emit in try Self.decode(path, emit: emit) }
+        let decoder = ProducerThread<Chunk, any Error>(capacity: 8) { emit in try Self.decode(path, emit: emit) }
         defer { decoder.stop() }
         var lsn: UInt64? = nil
         var count = 0

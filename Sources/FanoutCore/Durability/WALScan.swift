@@ -99,7 +99,7 @@ package struct WALScan: Sendable {
         }
         // Segments are independent: the odd ones are read and checked on a thread of their own
         // while this one takes the even ones (reading and checksums are most of a scan).
-        let odd = ProducerThread<SegmentFile>(capacity: 1) { emit in
+        let odd = ProducerThread<SegmentFile, FanoutError>(capacity: 1) { emit throws(FanoutError) in
             var bytes: [UInt8] = []
             for position in stride(from: 1, to: named.count, by: 2) {
                 guard emit(try examineSegment(position, &bytes)) else { return }
@@ -112,15 +112,7 @@ package struct WALScan: Sendable {
                 scan.segments.append(try examineSegment(position, &bytes))
                 continue
             }
-            let file: SegmentFile?
-            do {
-                file = try odd.next()
-            } catch let error as FanoutError {
-                throw error
-            } catch {
-                throw FanoutError(.unavailable, "reading \(directory)/\(named[position].name): \(error)")
-            }
-            guard let file else { throw FanoutError(.internal, "the segment reader stopped before \(named[position].name)") }
+            guard let file = try odd.next() else { throw FanoutError(.internal, "the segment reader stopped before \(named[position].name)") }
             scan.segments.append(file)
         }
         for name in names.sorted() {
