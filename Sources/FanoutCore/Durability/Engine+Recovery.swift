@@ -463,20 +463,17 @@ extension Engine {
         var piece: [WALBatch] = []
         var records = 0
         do {
-            // The reader keeps no closure past its return.
-            return try withoutActuallyEscaping(emit) { emit throws(WALDamage) in
-                let contents = try WALSegmentReader.read(bytes, expectedIndex: WALWriter.index(ofSegmentName: name)) { batch in
-                    piece.append(batch)
-                    records += batch.records.count
-                    if records >= Self.replayPieceRecords {
-                        emit(piece)
-                        piece.removeAll()
-                        records = 0
-                    }
+            let contents = try WALSegmentReader.read(bytes, expectedIndex: WALWriter.index(ofSegmentName: name)) { batch in
+                piece.append(batch)
+                records += batch.records.count
+                if records >= Self.replayPieceRecords {
+                    emit(piece)
+                    piece.removeAll()
+                    records = 0
                 }
-                if !piece.isEmpty { emit(piece) }
-                return contents
             }
+            if !piece.isEmpty { emit(piece) }
+            return contents
         } catch {
             throw FanoutError(.internal, "corrupt WAL segment \(path) \(error); \(Self.repairAdvice(directory))")
         }

@@ -74,17 +74,26 @@ package enum WALSegmentReader {
     /// header is returned in `damage`, with every batch before it; the rest of the file is then
     /// searched for a batch that checks out (`resumesAt`).
     ///
-    /// - Parameters:
-    ///   - decodeRecords: `false` checks checksums, lengths and LSNs only (start-up's scan); the
-    ///     batches then carry no records.
-    ///   - emit: when given, each good batch goes to it, in order, as soon as it is read (recovery
-    ///     applies a segment's first batches while the rest decode), and the returned batches
-    ///     carry no records.
-    package static func read(
+    /// - Parameter decodeRecords: `false` checks checksums, lengths and LSNs only (start-up's scan);
+    ///   the batches then carry no records.
+    package static func read(_ bytes: [UInt8], expectedIndex: UInt64? = nil, decodeRecords: Bool = true) throws(WALDamage) -> WALSegmentContents {
+        try Self.read(bytes, expectedIndex: expectedIndex, decodeRecords: decodeRecords, handingOver: false) { _ in }
+    }
+
+    /// Reads a segment file's bytes as `read(_:expectedIndex:decodeRecords:)` does, giving each
+    /// good batch, records decoded, to `emit` as soon as it is read (recovery applies a segment's
+    /// first batches while the rest decode); the returned batches carry no records.
+    package static func read(_ bytes: [UInt8], expectedIndex: UInt64? = nil, emit: (WALBatch) -> Void) throws(WALDamage) -> WALSegmentContents {
+        try Self.read(bytes, expectedIndex: expectedIndex, decodeRecords: true, handingOver: true, emit: emit)
+    }
+
+    /// `handingOver`: each good batch goes to `emit`, and is kept without its records.
+    private static func read(
         _ bytes: [UInt8],
-        expectedIndex: UInt64? = nil,
-        decodeRecords: Bool = true,
-        emit: ((WALBatch) -> Void)? = nil
+        expectedIndex: UInt64?,
+        decodeRecords: Bool,
+        handingOver: Bool,
+        emit: (WALBatch) -> Void
     ) throws(WALDamage) -> WALSegmentContents {
         guard bytes.count >= WALFormat.segmentHeaderSize else {
             throw WALDamage(offset: 0, reason: "the segment header is truncated (\(bytes.count) of \(WALFormat.segmentHeaderSize) bytes)")
@@ -135,7 +144,7 @@ package enum WALSegmentReader {
         var offset = WALFormat.segmentHeaderSize
         var expectedLSN = firstLSN
         func accept(_ batch: WALBatch) {
-            if let emit {
+            if handingOver {
                 emit(batch)
                 var kept = batch
                 kept.records = []
