@@ -199,14 +199,8 @@ package enum FileIO {
         }
     }
 
-    /// A log file's bytes, or `UNAVAILABLE` naming the file.
-    static func logFile(_ path: String) throws(FanoutError) -> [UInt8] {
-        var bytes: [UInt8] = []
-        try Self.logFile(path, into: &bytes)
-        return bytes
-    }
-
-    /// `logFile` into `bytes`, reusing its storage (`readAll(_:from:into:)`).
+    /// Replaces `bytes` with a log file's bytes, reusing its storage (`readAll(_:from:into:)`), or
+    /// throws `UNAVAILABLE` naming the file.
     static func logFile(_ path: String, into bytes: inout [UInt8]) throws(FanoutError) {
         do {
             try Self.readAll(path, into: &bytes)

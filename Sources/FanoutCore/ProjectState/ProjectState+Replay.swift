@@ -11,7 +11,7 @@ extension ProjectState {
             // The logged FID as it is (no round trip through its string form), accepted when it
             // was given; no description of the installation made (`InstallationRegistry.add`).
             let request = RegistrationRequest(token: r.token, platform: r.platform, appID: r.appID, device: r.device, apnsToken: r.apnsToken)
-            let keys = RegistrationKeys(request, offering: r.fid, allowingLegacy: self.acceptsLegacyInstanceIDs)
+            let keys = RegistrationKeys(request, logged: r.fid)
             if case .new(_, _, _, fidWasAssigned: true) = try self.registry.add(request, keys: keys, accepting: nil, now: r.at) {
                 throw FanoutError(.internal, "replay: the logged FID \(r.fid) was not free")
             }

@@ -19,12 +19,20 @@ struct RegistrationKeys {
         self.tokenHash = tokenHash
     }
 
-    /// `offering` is an offered FID already parsed (replay), in place of `request.offeredFID`;
-    /// `allowingLegacy`: an offered legacy Instance ID counts. `tokenHash`, when given, is the
-    /// request token's, computed earlier.
-    init(_ request: RegistrationRequest, offering: FID? = nil, allowingLegacy: Bool, tokenHash: Int? = nil) {
-        self.offered = offering ?? request.offeredFID.flatMap { FID($0, allowingLegacy: allowingLegacy) }
-        self.offeredHash = self.offered?.hashValue
+    /// A request's keys. `allowingLegacy`: an offered legacy Instance ID counts. `tokenHash`, when
+    /// given, is the request token's, computed earlier.
+    init(_ request: RegistrationRequest, allowingLegacy: Bool, tokenHash: Int? = nil) {
+        self.init(request, offered: request.offeredFID.flatMap { FID($0, allowingLegacy: allowingLegacy) }, tokenHash: tokenHash)
+    }
+
+    /// A logged registration's keys: its FID, parsed when it was logged, is the offered one.
+    init(_ request: RegistrationRequest, logged fid: FID) {
+        self.init(request, offered: fid, tokenHash: nil)
+    }
+
+    private init(_ request: RegistrationRequest, offered: FID?, tokenHash: Int?) {
+        self.offered = offered
+        self.offeredHash = offered?.hashValue
         // A token's hash reads all of its bytes (SipHash): once per registration.
         self.tokenHash = request.token.map { token in tokenHash ?? InstallationRegistry.tokenHash(token) }
     }
