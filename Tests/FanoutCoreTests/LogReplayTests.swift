@@ -107,6 +107,82 @@ struct LogReplayTests {
         }
     }
 
+    /// Subscriptions of 300 to 1000 installations (replay makes their reverse-list entries on a
+    /// second thread) in a log that interleaves them with registrations, which replay alongside,
+    /// and with what must see those entries first: unsubscriptions, deletions, small
+    /// subscriptions and another project's. After a restart, every installation's topics and every
+    /// topic's subscriber count are what they were.
+    @Test(arguments: [3, 4] as [UInt64])
+    func largeSubscriptionsReplayAsTheyWereApplied(seed: UInt64) async throws {
+        var random = SeededRandomNumberGenerator(seed: seed)
+        let directory = TemporaryDirectory.path("fanout-log-replay")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let topics = (0..<5).map { TopicName("topic-\($0)")! }
+        var fids: [ProjectID: [FID]] = [.default: [], Self.other: []]
+        let engine = try Engine(directory: directory, durability: .none)
+        try await engine.createProject(Self.other)
+        for step in 0..<36 {
+            let project = step % 6 == 5 ? Self.other : ProjectID.default
+            let requests = (0..<250).map { index in
+                RegistrationRequest(token: RegistrationToken("token-\(step)-\(index)")!, platform: .android, appID: AppID("1:1:android:a")!)
+            }
+            for result in try await engine.register(requests, in: project) {
+                fids[project]!.append(try result.get().installation.fid)
+            }
+            let chosen = fids[project]!.shuffled(using: &random).prefix(Int.random(in: 300...1000, using: &random))
+            _ = try await engine.subscribe(chosen.map { .fid($0) }, to: topics.randomElement(using: &random)!, in: project)
+            let some = fids[project]!.shuffled(using: &random)
+            switch step % 4 {
+            case 1: _ = try await engine.unsubscribe(some.prefix(400).map { .fid($0) }, from: topics.randomElement(using: &random)!, in: project)
+            case 2:
+                for fid in some.prefix(15) { _ = try await engine.deleteInstallation(fid, in: project) }
+                fids[project]!.removeAll { some.prefix(15).contains($0) }
+            case 3: _ = try await engine.subscribe(some.prefix(5).map { .fid($0) }, to: topics.randomElement(using: &random)!, in: project)
+            default: break
+            }
+        }
+        func state(of engine: Engine) throws -> [String] {
+            var lines: [String] = []
+            for project in [ProjectID.default, Self.other] {
+                for topic in topics { lines.append("\(project) \(topic): \(try engine.subscriberCount(of: topic, in: project))") }
+                for fid in fids[project]! { lines.append("\(project) \(fid): \(try engine.topics(of: .fid(fid), in: project))") }
+            }
+            return lines
+        }
+        let before = try state(of: engine)
+        try engine.close()
+        let reopened = try Engine(directory: directory, durability: .none)
+        defer { try? reopened.close() }
+        let after = try state(of: reopened)
+        #expect(after.count == before.count)
+        for (was, now) in zip(before, after) where was != now {
+            Issue.record("after the restart \(now), before it \(was)")
+        }
+        // The log did have large subscriptions, and installations in several topics.
+        #expect(before.filter { $0.hasSuffix("]") && $0.contains(", ") }.count > 1000)
+    }
+
+    /// Replay applies a logged subscription without the per-installation limit, which admitted it
+    /// when it was acknowledged: a lower limit since does not drop it (it refuses new ones).
+    @Test func aLoweredTopicLimitKeepsWhatWasAcknowledged() async throws {
+        let directory = TemporaryDirectory.path("fanout-log-replay")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let topics = (0..<3).map { TopicName("topic-\($0)")! }
+        var configuration = EngineConfiguration()
+        configuration.maximumTopicsPerInstallation = 3
+        let engine = try Engine(directory: directory, durability: .none, configuration: configuration)
+        let request = RegistrationRequest(token: RegistrationToken("token-a")!, platform: .android, appID: AppID("1:1:android:a")!)
+        let fid = try await engine.register(request).installation.fid
+        for topic in topics { #expect(try await engine.subscribe([.fid(fid)], to: topic) == [.ok]) }
+        try engine.close()
+
+        configuration.maximumTopicsPerInstallation = 2
+        let reopened = try Engine(directory: directory, durability: .none, configuration: configuration)
+        defer { try? reopened.close() }
+        #expect(try reopened.topics(of: .fid(fid)) == topics)
+        #expect(try await reopened.subscribe([.fid(fid)], to: TopicName("topic-3")!) == [.failed(.tooManyTopics)])
+    }
+
     /// A registration whose logged FID another installation holds: the log disagrees with itself,
     /// and start-up names that record's LSN.
     @Test func aRecordThatCannotApplyIsNamedByItsLSN() throws {

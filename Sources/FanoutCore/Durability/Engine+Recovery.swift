@@ -279,6 +279,8 @@ extension Engine {
             }
         }
         defer { reader.stop() }
+        var handOff = ReverseListHandOff()
+        defer { handOff.thread?.stop() }
         for name in segments {
             let path = "\(directory)/\(name)"
             pieces: while true {
@@ -290,7 +292,7 @@ extension Engine {
                             guard lsn >= report.nextLSN else { continue }  // already in the snapshot
                             guard lsn < end else { break }
                             do {
-                                try Self.apply(record, to: &projects, configuration: configuration)
+                                try Self.apply(record, lsn: lsn, to: &projects, configuration: configuration, handOff: &handOff)
                             } catch {
                                 throw FanoutError(.internal, "replaying LSN \(lsn) of \(path): \(error)")
                             }
@@ -314,6 +316,7 @@ extension Engine {
                 }
             }
         }
+        try handOff.giveBack(to: &projects)
         // Every record up to the end was applied: none lost between the reader and this thread.
         guard report.nextLSN == end else {
             throw FanoutError(.internal, "the log in \(directory) ends at LSN \(report.nextLSN), expected \(end); \(Self.repairAdvice(directory))")
@@ -489,6 +492,59 @@ extension Engine {
         case batches([WALBatch])
         /// The LSN after the segment's good batches, and damage the reader found after them.
         case end(nextLSN: UInt64, damage: WALDamage?)
+    }
+
+    /// Applies `record` as `apply(_:to:configuration:)` does, except that subscriptions' reverse-list
+    /// entries are made on `handOff`'s thread once a subscription record names at least
+    /// `ReverseListHandOff.minimumInstallations` installations: from then on the thread holds that
+    /// project's lists while registrations and the project's subscriptions replay (they do not
+    /// read them), and gives them back before any other record.
+    private static func apply(
+        _ record: WALRecord,
+        lsn: UInt64,
+        to projects: inout [ProjectID: ProjectState],
+        configuration: EngineConfiguration,
+        handOff: inout ReverseListHandOff
+    ) throws(FanoutError) {
+        if case .subscribe(let project, let topic, let installations) = record,
+            handOff.holder == project || (handOff.holder == nil && installations.count >= ReverseListHandOff.minimumInstallations),
+            let index = projects.index(forKey: project)
+        {
+            let thread = handOff.thread ?? ReverseListThread()
+            handOff.thread = thread
+            if handOff.holder == nil {
+                thread.begin(projects.values[index].topics.takeReverseLists())
+                handOff.holder = project
+            }
+            let (id, added) = try projects.values[index].replaySubscriptionSet(installations, to: topic)
+            try thread.append(id, to: added, lsn: lsn)
+            return
+        }
+        if case .register = record {} else {
+            try handOff.giveBack(to: &projects)
+        }
+        try Self.apply(record, to: &projects, configuration: configuration)
+    }
+
+    /// A replay's `ReverseListThread` (started by the first subscription record large enough to
+    /// hand off), and the project whose reverse lists it holds.
+    private struct ReverseListHandOff {
+        /// Below this many installations, a record's entries cost less than handing them over.
+        static let minimumInstallations = 256
+
+        var thread: ReverseListThread?
+        var holder: ProjectID?
+
+        /// Waits for the thread's entries and puts the lists back into their project.
+        mutating func giveBack(to projects: inout [ProjectID: ProjectState]) throws(FanoutError) {
+            guard let holder, let thread else { return }
+            self.holder = nil
+            let lists = try thread.end()
+            // The holder is there: deleting a project gives its lists back first.
+            if let index = projects.index(forKey: holder) {
+                projects.values[index].topics.restoreReverseLists(lists)
+            }
+        }
     }
 
     private static func apply(

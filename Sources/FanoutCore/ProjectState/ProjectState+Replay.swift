@@ -51,8 +51,10 @@ extension ProjectState {
                 isAnonymous: anonymous, devices: [], lastActive: lastActive.millisecondsSinceEpoch, createdAt: createdAt.millisecondsSinceEpoch
             )
         case .subscribe(_, let topic, let installations):
-            // Straight to the index: the batch limit is a rule for requests.
-            _ = self.topics.subscribe(try self.slots(of: installations, topic: topic), to: topic)
+            let (id, added) = try self.replaySubscriptionSet(installations, to: topic)
+            if let slot = self.topics.appendReplayed(id, to: added) {
+                throw FanoutError(.internal, "replay: a subscription to \(topic) names slot \(slot), which already has the most topics a slot can have (65535)")
+            }
         case .unsubscribe(_, let topic, let installations):
             self.topics.unsubscribe(try self.slots(of: installations, topic: topic), from: topic)
         case .subscribeFIDs(_, let topic, let fids):
@@ -97,6 +99,15 @@ extension ProjectState {
         case .restoreMessageSequence(_, let next):
             self.deliveries.nextSequence = max(self.deliveries.nextSequence, next)
         }
+    }
+
+    /// Replays a subscription record up to its topic's set: checks the installations it names and
+    /// adds them to the set, straight to the index (the batch limit and the per-installation limit
+    /// are rules for requests, which admitted these). Returns the topic's id and the slots it
+    /// gained, whose reverse-list entries are still to be made (`TopicIndex.appendReplayed`).
+    mutating func replaySubscriptionSet(_ installations: [SlotReference], to topic: TopicName) throws(FanoutError) -> (id: UInt32, added: [UInt32]) {
+        let slots = try self.slots(of: installations, topic: topic)
+        return self.topics.insertReplayed(slots, into: topic)
     }
 
     /// The slots a subscription record names, each checked against the installation there.

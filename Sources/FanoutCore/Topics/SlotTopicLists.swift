@@ -87,6 +87,20 @@ package struct SlotTopicLists {
         self.counts[Int(slot)] += 1
     }
 
+    /// Adds `id` to the list of each slot of `slots`, none of which holds it yet, asking for each
+    /// slot's entry and head block ahead.
+    /// - Returns: the first slot whose list is full (65535 ids), with `id` added to none from it
+    ///   on; nil when it was added to all.
+    package mutating func append(_ id: UInt32, toEach slots: [UInt32]) -> UInt32? {
+        for (position, slot) in slots.enumerated() {
+            if position + 16 < slots.count { self.prefetchEntry(of: slots[position + 16]) }
+            if position + 8 < slots.count { self.prefetchHeadBlock(of: slots[position + 8]) }
+            guard self.count(of: slot) < Int(UInt16.max) else { return slot }
+            self.append(id, to: slot)
+        }
+        return nil
+    }
+
     /// Removes `id` from `slot`'s list; returns false when it was not there.
     package mutating func remove(_ id: UInt32, from slot: UInt32) -> Bool {
         let count = self.count(of: slot)

@@ -78,12 +78,10 @@ struct TopicIndex {
                 results[position] = .tooManyTopics
             }
         }
-        // All at once into the topic's set, then the topic into the list of each slot it gained.
+        // All at once into the topic's set, then the topic into the list of each slot it gained
+        // (each has room: the limit is at most what a list holds).
         let added = self.subscribers[Int(id)].insert(contentsOf: admitted)
-        for (position, slot) in added.enumerated() {
-            if position + 8 < added.count { self.topicsBySlot.prefetchHeadBlock(of: added[position + 8]) }
-            self.topicsBySlot.append(id, to: slot)
-        }
+        _ = self.topicsBySlot.append(id, toEach: added)
         self.subscriptionCount += added.count
         self.dropIfEmpty(id)
         return results
@@ -121,6 +119,42 @@ struct TopicIndex {
             self.subscriptionCount -= 1
             self.dropIfEmpty(id)
         }
+    }
+
+    // MARK: - Replay
+
+    /// Adds `slots` to `topic`'s set as a logged subscription is replayed: without the
+    /// per-installation limit, which admitted them when the record was logged (the limit may have
+    /// been lowered since; nothing acknowledged is dropped). Returns the topic's id and the slots
+    /// it gained, whose reverse-list entries are still to be made: `appendReplayed`, or on another
+    /// thread (`takeReverseLists`).
+    mutating func insertReplayed(_ slots: [UInt32], into topic: TopicName) -> (id: UInt32, added: [UInt32]) {
+        let id = self.id(creating: topic)
+        let added = self.subscribers[Int(id)].insert(contentsOf: slots)
+        self.subscriptionCount += added.count
+        self.dropIfEmpty(id)
+        return (id, added)
+    }
+
+    /// Makes the reverse-list entries of the slots a replayed subscription added to topic `id`.
+    /// - Returns: the first slot whose list is full (65535 topics, which no log this engine wrote
+    ///   holds), with no entry made for it or after it; nil when all were made.
+    mutating func appendReplayed(_ id: UInt32, to added: [UInt32]) -> UInt32? {
+        self.topicsBySlot.append(id, toEach: added)
+    }
+
+    /// Takes the reverse lists out, for another thread to make a replay's entries in while this
+    /// one goes on with the sets (`insertReplayed`): until `restoreReverseLists`, the index holds
+    /// empty lists, and nothing but `insertReplayed` may be called on it.
+    mutating func takeReverseLists() -> SlotTopicLists {
+        var lists = SlotTopicLists()
+        swap(&lists, &self.topicsBySlot)
+        return lists
+    }
+
+    /// Puts back the reverse lists `takeReverseLists` took, with the entries made since.
+    mutating func restoreReverseLists(_ lists: SlotTopicLists) {
+        self.topicsBySlot = lists
     }
 
     // MARK: - Helpers
