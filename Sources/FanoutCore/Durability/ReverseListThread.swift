@@ -9,7 +9,7 @@ import Glibc
 /// Between `begin` and `end` the thread holds the lists; jobs are done in the order they came.
 final class ReverseListThread: @unchecked Sendable {
     // Safe to share: `jobs`, `isWorking`, `failure` and `isStopped` are read and written under
-    // `state`'s lock; `lists` is the thread's while it works on jobs it took under the lock
+    // `state`'s lock (`thread` and `isJoined` only by the calling thread); `lists` is the thread's while it works on jobs it took under the lock
     // (`isWorking`), and the caller's in `begin` and `end`, which wait for no job to be left.
     private let state = ConditionLock()
     private let capacity: Int
@@ -19,6 +19,7 @@ final class ReverseListThread: @unchecked Sendable {
     private var failure: FanoutError?
     private var isStopped = false
     private var thread = pthread_t()
+    private var isJoined = false
 
     private struct Job {
         var lsn: UInt64
@@ -78,14 +79,17 @@ final class ReverseListThread: @unchecked Sendable {
         return lists
     }
 
-    /// Ends the thread (dropping jobs not yet done) and waits for it.
+    /// Ends the thread (dropping jobs not yet done) and waits for it; from the calling thread.
     func stop() {
         self.state.withLock {
             self.isStopped = true
             self.jobs.removeAll()
             self.state.broadcast(.work)
         }
-        pthread_join(self.thread, nil)
+        if !self.isJoined {
+            self.isJoined = true
+            pthread_join(self.thread, nil)
+        }
     }
 
     /// The thread's loop: takes every waiting job at once, makes their entries outside the lock.
