@@ -84,4 +84,53 @@ struct SnapshotStreamingTests {
             try reopened.close()
         }
     }
+
+    /// A snapshot that turns out damaged after it handed a topic's reverse-list entries to
+    /// replay's second thread (a topic restored twice, found at its second record): the lists the
+    /// thread holds go with the discarded state, and the log from LSN 0 rebuilds every
+    /// installation's topics, each once.
+    @Test func aSnapshotDamagedAfterItsTopicsWereHandedOffFallsBack() async throws {
+        try await TemporaryDirectory.with { directory in
+            var configuration = EngineConfiguration()
+            configuration.logRetention = .sincePreviousSnapshot  // the log from LSN 0 stays
+            let engine = try Engine(directory: directory, durability: .none, configuration: configuration)
+            let requests = (0..<600).map { RegistrationRequest(token: RegistrationToken("token-\($0)")!, platform: .android, appID: AppID("1:1:android:a")!) }
+            let fids = try await engine.register(requests).map { try $0.get().installation.fid }
+            _ = try await engine.subscribe(fids.map { .fid($0) }, to: TopicName("a")!)
+            _ = try await engine.subscribe(fids[..<300].map { .fid($0) }, to: TopicName("b")!)
+            let path = try engine.snapshot()
+            try engine.close()
+
+            // The same installations, then topic "a" restored twice.
+            var records: [WALRecord] = fids.enumerated().map { index, fid in
+                .register(.default, .init(
+                    fid: fid, token: RegistrationToken("token-\(index)")!, platform: .android, appID: AppID("1:1:android:a")!,
+                    device: DeviceDetails(), apnsToken: nil, at: Timestamp(millisecondsSinceEpoch: 1)
+                ))
+            }
+            records.append(.restoreSubscribers(.default, topic: TopicName("a")!, ordinals: Array(0..<600)))
+            records.append(.restoreSubscribers(.default, topic: TopicName("a")!, ordinals: Array(0..<600)))
+            var content = BinaryWriter(capacity: 1 << 16)
+            content.append(Snapshot.magic)
+            content.write(Snapshot.version)
+            content.write(UInt16(0))
+            content.write(Snapshot.lsn(ofFileName: (path as NSString).lastPathComponent)!)
+            content.write(UInt64(records.count))
+            for record in records {
+                let encoded = WALFormat.encode(record)
+                content.write(UInt32(encoded.count))
+                content.append(encoded)
+            }
+            try Data(try Self.frame(of: content.bytes)).write(to: URL(fileURLWithPath: path))
+
+            let reopened = try Engine(directory: directory, durability: .none, configuration: configuration)
+            defer { try? reopened.close() }
+            #expect(reopened.recovery?.snapshot == nil)
+            #expect(reopened.recovery?.skippedSnapshots.first?.contains("restored twice") == true, "\(String(describing: reopened.recovery?.skippedSnapshots))")
+            for (index, fid) in fids.enumerated() {
+                let expected = index < 300 ? [TopicName("a")!, TopicName("b")!] : [TopicName("a")!]
+                #expect(try reopened.topics(of: .fid(fid)) == expected, "installation \(index)")
+            }
+        }
+    }
 }
