@@ -110,8 +110,8 @@ struct LogReplayTests {
     /// Subscriptions of 300 to 1000 installations (replay makes their reverse-list entries on a
     /// second thread) in a log that interleaves them with registrations, which replay alongside,
     /// and with what must see those entries first: unsubscriptions, deletions, small
-    /// subscriptions and another project's. After a restart, from the log and then from a
-    /// snapshot, every installation's topics and every topic's subscriber count are what they were.
+    /// subscriptions and another project's. After a restart, every installation's topics and every
+    /// topic's subscriber count are what they were.
     @Test(arguments: [3, 4] as [UInt64])
     func largeSubscriptionsReplayAsTheyWereApplied(seed: UInt64) async throws {
         var random = SeededRandomNumberGenerator(seed: seed)
@@ -152,22 +152,11 @@ struct LogReplayTests {
         let before = try state(of: engine)
         try engine.close()
         let reopened = try Engine(directory: directory, durability: .none)
+        defer { try? reopened.close() }
         let after = try state(of: reopened)
         #expect(after.count == before.count)
         for (was, now) in zip(before, after) where was != now {
             Issue.record("after the restart \(now), before it \(was)")
-        }
-        // The same from a snapshot, whose topics (each 300 or more subscribers) restore in bulk,
-        // their reverse-list entries on the second thread too.
-        try reopened.snapshot()
-        try reopened.close()
-        let restored = try Engine(directory: directory, durability: .none)
-        defer { try? restored.close() }
-        #expect(restored.recovery?.snapshot != nil)
-        let fromSnapshot = try state(of: restored)
-        #expect(fromSnapshot.count == before.count)
-        for (was, now) in zip(before, fromSnapshot) where was != now {
-            Issue.record("after the restart from a snapshot \(now), before it \(was)")
         }
         // The log did have large subscriptions, and installations in several topics.
         #expect(before.filter { $0.hasSuffix("]") && $0.contains(", ") }.count > 1000)

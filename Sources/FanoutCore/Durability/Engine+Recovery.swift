@@ -206,8 +206,6 @@ extension Engine {
         // snapshot that turns out damaged while it loads is marked, and the plan made again.
         var projects: [ProjectID: ProjectState] = [:]
         var plan: WALPlan
-        var handOff = ReverseListHandOff()
-        defer { handOff.thread?.stop() }
         while true {
             plan = scan.plan()
             if let limit {
@@ -222,13 +220,11 @@ extension Engine {
             let path = "\(directory)/\(name)"
             do {
                 let (_, count) = try Snapshot.read(path) { record in
-                    try Self.apply(record, lsn: nil, to: &projects, configuration: configuration, handOff: &handOff)
+                    try Self.apply(record, to: &projects, configuration: configuration)
                 }
-                try handOff.giveBack(to: &projects)
                 report.snapshot = (path, plan.baseLSN, count)
                 break
             } catch {
-                handOff.discard()
                 report.skippedSnapshots.append("\(path): \(error)")
                 if scan.segments.contains(where: \.isSkipped) {
                     // An older base is needed: read the segments skipped so far.
@@ -283,6 +279,8 @@ extension Engine {
             }
         }
         defer { reader.stop() }
+        var handOff = ReverseListHandOff()
+        defer { handOff.thread?.stop() }
         for name in segments {
             let path = "\(directory)/\(name)"
             pieces: while true {
@@ -497,34 +495,32 @@ extension Engine {
     }
 
     /// Applies `record` as `apply(_:to:configuration:)` does, except that subscriptions' reverse-list
-    /// entries are made on `handOff`'s thread once a subscription record (or a snapshot's topic)
-    /// names at least `ReverseListHandOff.minimumInstallations` installations: from then on the
-    /// thread holds that project's lists while registrations and the project's subscriptions
-    /// replay (they do not read them), and gives them back before any other record. `lsn` is the
-    /// record's, nil for a snapshot's.
+    /// entries are made on `handOff`'s thread once a subscription record names at least
+    /// `ReverseListHandOff.minimumInstallations` installations: from then on the thread holds that
+    /// project's lists while registrations and the project's subscriptions replay (they do not
+    /// read them), and gives them back before any other record.
     private static func apply(
         _ record: WALRecord,
-        lsn: UInt64?,
+        lsn: UInt64,
         to projects: inout [ProjectID: ProjectState],
         configuration: EngineConfiguration,
         handOff: inout ReverseListHandOff
     ) throws(FanoutError) {
-        switch record {
-        case .subscribe(let project, let topic, let installations) where handOff.takes(project, installations.count):
-            guard let index = projects.index(forKey: project) else { break }
-            let thread = handOff.thread(holding: project, of: &projects.values[index])
+        if case .subscribe(let project, let topic, let installations) = record,
+            handOff.holder == project || (handOff.holder == nil && installations.count >= ReverseListHandOff.minimumInstallations),
+            let index = projects.index(forKey: project)
+        {
+            let thread = handOff.thread ?? ReverseListThread()
+            handOff.thread = thread
+            if handOff.holder == nil {
+                thread.begin(projects.values[index].topics.takeReverseLists())
+                handOff.holder = project
+            }
             let (id, added) = try projects.values[index].replaySubscriptionSet(installations, to: topic)
             try thread.append(id, to: added, lsn: lsn)
             return
-        case .restoreSubscribers(let project, let topic, let ordinals) where handOff.takes(project, ordinals.count):
-            guard let index = projects.index(forKey: project) else { break }
-            let thread = handOff.thread(holding: project, of: &projects.values[index])
-            let id = try projects.values[index].restoreSubscriberSet(ordinals, to: topic)
-            try thread.append(id, to: ordinals, lsn: lsn)
-            return
-        case .register:
-            break
-        default:
+        }
+        if case .register = record {} else {
             try handOff.giveBack(to: &projects)
         }
         try Self.apply(record, to: &projects, configuration: configuration)
@@ -539,22 +535,6 @@ extension Engine {
         var thread: ReverseListThread?
         var holder: ProjectID?
 
-        /// Whether a subscription record of `project` naming `count` installations goes to the thread.
-        func takes(_ project: ProjectID, _ count: Int) -> Bool {
-            self.holder == project || (self.holder == nil && count >= Self.minimumInstallations)
-        }
-
-        /// The thread, holding `state`'s reverse lists (taken out of it unless it holds them already).
-        mutating func thread(holding project: ProjectID, of state: inout ProjectState) -> ReverseListThread {
-            let thread = self.thread ?? ReverseListThread()
-            self.thread = thread
-            if self.holder == nil {
-                thread.begin(state.topics.takeReverseLists())
-                self.holder = project
-            }
-            return thread
-        }
-
         /// Waits for the thread's entries and puts the lists back into their project.
         mutating func giveBack(to projects: inout [ProjectID: ProjectState]) throws(FanoutError) {
             guard let holder, let thread else { return }
@@ -564,14 +544,6 @@ extension Engine {
             if let index = projects.index(forKey: holder) {
                 projects.values[index].topics.restoreReverseLists(lists)
             }
-        }
-
-        /// Drops the lists the thread holds, with the state they belong to (a snapshot that turned
-        /// out damaged while it loaded).
-        mutating func discard() {
-            guard self.holder != nil, let thread else { return }
-            self.holder = nil
-            _ = try? thread.end()
         }
     }
 

@@ -22,8 +22,7 @@ final class ReverseListThread: @unchecked Sendable {
     private var isJoined = false
 
     private struct Job {
-        /// The record's LSN; nil for a snapshot's record.
-        var lsn: UInt64?
+        var lsn: UInt64
         var topic: UInt32
         var slots: [UInt32]
     }
@@ -45,10 +44,10 @@ final class ReverseListThread: @unchecked Sendable {
         }
     }
 
-    /// Queues the entries of topic `id` for each of `slots` (which a subscription record at `lsn`,
-    /// or a snapshot's record when nil, added to the topic's set); waits while `capacity` jobs wait.
+    /// Queues the entries of topic `id` for each of `slots` (which a subscription record at `lsn`
+    /// added to the topic's set); waits while `capacity` jobs wait.
     /// - Throws: `INTERNAL` when an earlier job found a full list (see `end()`).
-    func append(_ id: UInt32, to slots: [UInt32], lsn: UInt64?) throws(FanoutError) {
+    func append(_ id: UInt32, to slots: [UInt32], lsn: UInt64) throws(FanoutError) {
         guard !slots.isEmpty else { return }
         self.state.lock()
         defer { self.state.unlock() }
@@ -64,10 +63,9 @@ final class ReverseListThread: @unchecked Sendable {
 
     private static let jobsPerWakeUp = 8
 
-    /// Waits until every queued entry is made, and returns the lists (the thread then holds none
-    /// until the next `begin`).
-    /// - Throws: `INTERNAL` when a slot's list was full (65535 topics): the log or snapshot names
-    ///   more subscriptions of one installation than it can have been acknowledged with.
+    /// Waits until every queued entry is made, and returns the lists.
+    /// - Throws: `INTERNAL` when a slot's list was full (65535 topics): the log names more
+    ///   subscriptions of one installation than it can have been acknowledged with.
     func end() throws(FanoutError) -> SlotTopicLists {
         self.state.lock()
         defer { self.state.unlock() }
@@ -75,12 +73,9 @@ final class ReverseListThread: @unchecked Sendable {
         while !self.jobs.isEmpty || self.isWorking {
             self.state.wait(.acknowledged)
         }
+        if let failure = self.failure { throw failure }
         var lists = SlotTopicLists()
         swap(&lists, &self.lists)
-        if let failure = self.failure {
-            self.failure = nil
-            throw failure
-        }
         return lists
     }
 
@@ -116,8 +111,10 @@ final class ReverseListThread: @unchecked Sendable {
             if !failed {
                 for job in taken {
                     if let slot = self.lists.append(job.topic, toEach: job.slots) {
-                        let record = job.lsn.map { "the subscription at LSN \($0)" } ?? "the snapshot's subscribers of a topic"
-                        failure = FanoutError(.internal, "\(record): slot \(slot) already has the most topics a slot can have (65535)")
+                        failure = FanoutError(
+                            .internal,
+                            "the subscription at LSN \(job.lsn) names slot \(slot), which already has the most topics a slot can have (65535)"
+                        )
                         break
                     }
                 }

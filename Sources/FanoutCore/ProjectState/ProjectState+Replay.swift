@@ -72,9 +72,13 @@ extension ProjectState {
         case .retireTokenHashes(_, let hashes):
             self.registry.restoreRetired(tokenHashes: hashes)
         case .restoreSubscribers(_, let topic, let ordinals):
-            let id = try self.restoreSubscriberSet(ordinals, to: topic)
-            if let slot = self.topics.appendReplayed(id, to: ordinals) {
-                throw FanoutError(.internal, "replay: topic \(topic) restores slot \(slot), which already has the most topics a slot can have (65535)")
+            // An ordinal is the slot the installation was restored to: its own slot after a
+            // `restoreSlotLayout`, else 0, 1, 2, ... in the order of the registrations.
+            guard ordinals.allSatisfy({ self.registry.isLive($0) }) else {
+                throw FanoutError(.internal, "replay: a subscriber ordinal of topic \(topic) is not a restored installation")
+            }
+            guard self.topics.restore(ordinals, to: topic) else {
+                throw FanoutError(.internal, "replay: topic \(topic) restored twice")
             }
         case .restoreSlotLayout(_, let capacity, let freeSlots):
             guard self.registry.prepareLayout(capacity: Int(capacity), freeSlots: freeSlots) else {
@@ -104,21 +108,6 @@ extension ProjectState {
     mutating func replaySubscriptionSet(_ installations: [SlotReference], to topic: TopicName) throws(FanoutError) -> (id: UInt32, added: [UInt32]) {
         let slots = try self.slots(of: installations, topic: topic)
         return self.topics.insertReplayed(slots, into: topic)
-    }
-
-    /// Restores a snapshot's topic up to its set: checks that every ordinal is a restored
-    /// installation and that the topic is new, and loads the set (`TopicIndex.restoreReplayed`).
-    /// Returns the topic's id; the reverse-list entries of `ordinals` are still to be made.
-    mutating func restoreSubscriberSet(_ ordinals: [UInt32], to topic: TopicName) throws(FanoutError) -> UInt32 {
-        // An ordinal is the slot the installation was restored to: its own slot after a
-        // `restoreSlotLayout`, else 0, 1, 2, ... in the order of the registrations.
-        guard ordinals.allSatisfy({ self.registry.isLive($0) }) else {
-            throw FanoutError(.internal, "replay: a subscriber ordinal of topic \(topic) is not a restored installation")
-        }
-        guard let id = self.topics.restoreReplayed(ordinals, to: topic) else {
-            throw FanoutError(.internal, "replay: topic \(topic) restored twice")
-        }
-        return id
     }
 
     /// The slots a subscription record names, each checked against the installation there.

@@ -87,6 +87,21 @@ struct TopicIndex {
         return results
     }
 
+    /// Loads a topic that has no subscribers yet with `slots` (strictly ascending) in bulk, as a
+    /// snapshot restores it; returns false (changing nothing) when the topic already exists or a
+    /// slot would pass the per-installation limit.
+    mutating func restore(_ slots: [UInt32], to topic: TopicName) -> Bool {
+        guard self.idByName[topic] == nil,
+            slots.allSatisfy({ self.topicsBySlot.count(of: $0) < self.maximumTopicsPerInstallation })
+        else { return false }
+        guard !slots.isEmpty else { return true }
+        let id = self.id(creating: topic)
+        self.subscribers[Int(id)] = SlotSet(sortedUnique: slots)
+        for slot in slots { self.topicsBySlot.append(id, to: slot) }
+        self.subscriptionCount += slots.count
+        return true
+    }
+
     /// Unsubscribes every slot of `slots` from `topic`. Not being subscribed is fine.
     mutating func unsubscribe(_ slots: [UInt32], from topic: TopicName) {
         guard let id = self.idByName[topic] else { return }
@@ -121,21 +136,7 @@ struct TopicIndex {
         return (id, added)
     }
 
-    /// Loads a topic that has no subscribers yet with `slots` (strictly ascending) in bulk, as a
-    /// snapshot restores it, without the per-installation limit (which admitted them). Returns the
-    /// topic's id, whose reverse-list entries for `slots` are still to be made (as after
-    /// `insertReplayed`), or nil, changing nothing, when the topic already exists.
-    mutating func restoreReplayed(_ slots: [UInt32], to topic: TopicName) -> UInt32? {
-        guard self.idByName[topic] == nil else { return nil }
-        let id = self.id(creating: topic)
-        self.subscribers[Int(id)] = SlotSet(sortedUnique: slots)
-        self.subscriptionCount += slots.count
-        self.dropIfEmpty(id)
-        return id
-    }
-
-    /// Makes the reverse-list entries of the slots a replayed subscription added to topic `id`
-    /// (or a restored topic's).
+    /// Makes the reverse-list entries of the slots a replayed subscription added to topic `id`.
     /// - Returns: the first slot whose list is full (65535 topics, which no log this engine wrote
     ///   holds), with no entry made for it or after it; nil when all were made.
     mutating func appendReplayed(_ id: UInt32, to added: [UInt32]) -> UInt32? {
@@ -143,8 +144,8 @@ struct TopicIndex {
     }
 
     /// Takes the reverse lists out, for another thread to make a replay's entries in while this
-    /// one goes on with the sets (`insertReplayed`, `restoreReplayed`): until `restoreReverseLists`,
-    /// the index holds empty lists, and nothing but those two may be called on it.
+    /// one goes on with the sets (`insertReplayed`): until `restoreReverseLists`, the index holds
+    /// empty lists, and nothing but `insertReplayed` may be called on it.
     mutating func takeReverseLists() -> SlotTopicLists {
         var lists = SlotTopicLists()
         swap(&lists, &self.topicsBySlot)
