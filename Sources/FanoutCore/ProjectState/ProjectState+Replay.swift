@@ -132,9 +132,12 @@ extension ProjectState {
     /// tokens, and the messages with pending deliveries.
     func snapshotRecords() -> [WALRecord] {
         let project = self.id
-        var records: [WALRecord] = [
-            .restoreSlotLayout(project, capacity: UInt32(self.registry.slotCapacity), freeSlots: self.registry.freeSlotList)
-        ]
+        var records: [WALRecord] = []
+        // Room for a register and a touch per installation and the rest, reserved at once: grown
+        // by doubling, the array was copied again and again (a quarter of this function's samples
+        // at 1M installations); the part never written is never touched.
+        records.reserveCapacity(2 * self.registry.count + 2 * self.users.count + self.topics.topicCount + 8)
+        records.append(.restoreSlotLayout(project, capacity: UInt32(self.registry.slotCapacity), freeSlots: self.registry.freeSlotList))
         if self.acceptsLegacyInstanceIDs { records.append(.setLegacyInstanceIDs(project, accepted: true)) }
         var boundUsers: [(UInt32, UserID)] = []
         self.registry.liveSlots.forEach { slot in
