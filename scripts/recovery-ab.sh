@@ -6,7 +6,8 @@
 #   the 1M x 20 log the recovery benchmark writes, kept with
 #   FANOUT_RECOVERY_KEEP_DIRECTORY=/tmp/recovery .build/release/DurabilityBenchmarks --filter "Durability.recovery.*"
 #   (in Benchmarks/). `fanout snapshot COPY` recovers the copy, then writes a snapshot; the time
-#   printed is recovery's (`recovered N log records in T`).
+#   printed is recovery's (`recovered N log records in T`), or with MEASURE=after, what the command
+#   takes after that: writing the snapshot, syncing it, removing what it replaces, and exiting.
 # Prints one line per run (round, A or B, seconds) and each side's mean and median. This VM's
 # speed drifts by 20% and more between minutes: compare within rounds, over ten or more.
 set -euo pipefail
@@ -23,7 +24,11 @@ for round in $(seq 1 "$rounds"); do
         rm -rf "$copy/data"
         cp -r "$directory" "$copy/data"
         sync
+        started=$(date +%s.%N)
         seconds=$("${binary[$side]}" snapshot "$copy/data" | sed -n 's/^recovered .* in \([0-9.]*\) seconds$/\1/p')
+        if [ "${MEASURE:-recovery}" = after ]; then
+            seconds=$(awk -v started="$started" -v ended="$(date +%s.%N)" -v recovery="$seconds" 'BEGIN { printf "%.3f", ended - started - recovery }')
+        fi
         echo "$round $side $seconds"
         results+=("$side $seconds")
     done
