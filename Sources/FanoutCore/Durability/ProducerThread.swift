@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Runs a producer on a thread of its own and hands what it makes to the consuming thread through
 /// a bounded buffer, so the two overlap: recovery decodes the next snapshot records while the
 /// caller applies the last ones.
@@ -17,23 +13,16 @@ final class ProducerThread<Element, Failure: Error>: @unchecked Sendable {
     private var isFinished = false
     private var isStopped = false
     private var failure: Failure?
-    private var thread = pthread_t()
-    private var isJoined = false
+    /// Set once in `init`; used by the consuming thread only.
+    private var thread: JoinableThread?
 
     /// Starts `produce` on a new thread; at most `capacity` elements wait for the consumer.
     init(capacity: Int, _ produce: @escaping (_ emit: (Element) -> Bool) throws(Failure) -> Void) {
         self.capacity = max(1, capacity)
+        // The producer's job holds this object until it returns (a thread never joined is
+        // detached when this object goes).
         let job = Job(producer: self, produce: produce)
-        pthread_create(&self.thread, nil, { context in
-            Unmanaged<ThreadEntry>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, Unmanaged.passRetained(ThreadEntry(job.run)).toOpaque())
-    }
-
-    deinit {
-        // The producer's job holds this object until it returns, so the thread is ending or has
-        // ended; the last release may even happen on it. Nothing to wait for, only to release.
-        if !self.isJoined { pthread_detach(self.thread) }
+        self.thread = JoinableThread(job.run)
     }
 
     /// The next element, or `nil` when the producer has returned. Throws what the producer threw.
@@ -62,10 +51,7 @@ final class ProducerThread<Element, Failure: Error>: @unchecked Sendable {
             self.buffer.removeAll()
             self.state.broadcast(.acknowledged)
         }
-        if !self.isJoined {
-            self.isJoined = true
-            pthread_join(self.thread, nil)
-        }
+        self.thread?.join()
     }
 
     private func emit(_ element: Element) -> Bool {
@@ -106,14 +92,5 @@ final class ProducerThread<Element, Failure: Error>: @unchecked Sendable {
                 self.producer.finish(error)
             }
         }
-    }
-}
-
-/// A thread's body, passed through `pthread_create`'s context pointer (which a generic type cannot be).
-final class ThreadEntry {
-    let body: () -> Void
-
-    init(_ body: @escaping () -> Void) {
-        self.body = body
     }
 }

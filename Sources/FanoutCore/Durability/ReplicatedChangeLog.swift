@@ -69,7 +69,7 @@ package final class ReplicatedChangeLog: ChangeLog {
     /// Orders each local append with its queueing, so records reach `replicate` in LSN order.
     private let appendOrder = Mutex(())
     private let state: ConditionLocked<State>
-    private let thread = Mutex(pthread_t())
+    private let thread = Mutex<JoinableThread?>(nil)
 
     /// Starts the replicating thread.
     /// - Parameters:
@@ -98,13 +98,8 @@ package final class ReplicatedChangeLog: ChangeLog {
             acknowledged: { [weak self] ticket in self?.localAcknowledged(ticket) },
             failed: { [weak self] _ in self?.fail(FanoutError(.unavailable, "the local write-ahead log failed")) }
         )
-        let entry = Unmanaged.passRetained(ThreadEntry { self.run() }).toOpaque()
-        self.thread.withLock { thread in
-            _ = pthread_create(&thread, nil, { context in
-                Unmanaged<ThreadEntry>.fromOpaque(context!).takeRetainedValue().body()
-                return nil
-            }, entry)
-        }
+        let thread = JoinableThread { self.run() }
+        self.thread.withLock { $0 = thread }
     }
 
     // MARK: - ChangeLog
@@ -205,8 +200,7 @@ package final class ReplicatedChangeLog: ChangeLog {
             state.isClosed = true
             self.state.broadcast(.work)
         }
-        let thread = self.thread.withLock { $0 }
-        pthread_join(thread, nil)
+        self.thread.withLock { $0 }?.join()
         let replicated = self.state.withLock { $0.replicated }
         guard replicated >= end else {
             let error = FanoutError(

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Makes a replay's reverse-list entries (`SlotTopicLists`, a topic index's slot -> topics map) on
 /// a thread of its own, while the replaying thread checks the next subscription records and adds
 /// them to the topics' sets: the two halves of a subscription's replay run on two cores.
@@ -9,8 +5,9 @@ import Glibc
 /// Between `begin` and `end` the thread holds the lists; jobs are done in the order they came.
 final class ReverseListThread: @unchecked Sendable {
     // Safe to share: `jobs`, `isWorking`, `failure` and `isStopped` are read and written under
-    // `state`'s lock (`thread` and `isJoined` only by the calling thread); `lists` is the thread's while it works on jobs it took under the lock
-    // (`isWorking`), and the caller's in `begin` and `end`, which wait for no job to be left.
+    // `state`'s lock, `thread` by the calling thread only; `lists` is the thread's while it works
+    // on jobs it took under the lock (`isWorking`), and the caller's in `begin` and `end`, which
+    // wait for no job to be left.
     private let state = ConditionLock()
     private let capacity: Int
     private var lists = SlotTopicLists()
@@ -18,8 +15,7 @@ final class ReverseListThread: @unchecked Sendable {
     private var isWorking = false
     private var failure: FanoutError?
     private var isStopped = false
-    private var thread = pthread_t()
-    private var isJoined = false
+    private var thread: JoinableThread?
 
     private struct Job {
         var lsn: UInt64
@@ -31,10 +27,7 @@ final class ReverseListThread: @unchecked Sendable {
     init(capacity: Int = 64) {
         self.capacity = max(1, capacity)
         // The thread holds this object until `stop()` ends it.
-        pthread_create(&self.thread, nil, { context in
-            Unmanaged<ThreadEntry>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, Unmanaged.passRetained(ThreadEntry(self.run)).toOpaque())
+        self.thread = JoinableThread(self.run)
     }
 
     /// Hands the thread `lists` to make entries in, until `end()`.
@@ -86,10 +79,7 @@ final class ReverseListThread: @unchecked Sendable {
             self.jobs.removeAll()
             self.state.broadcast(.work)
         }
-        if !self.isJoined {
-            self.isJoined = true
-            pthread_join(self.thread, nil)
-        }
+        self.thread?.join()
     }
 
     /// The thread's loop: takes every waiting job at once, makes their entries outside the lock.
