@@ -507,15 +507,10 @@ extension Engine {
         handOff: inout ReverseListHandOff
     ) throws(FanoutError) {
         if case .subscribe(let project, let topic, let installations) = record,
-            handOff.holder == project || (handOff.holder == nil && installations.count >= ReverseListHandOff.minimumInstallations),
+            handOff.takes(project, installations.count),
             let index = projects.index(forKey: project)
         {
-            let thread = handOff.thread ?? ReverseListThread()
-            handOff.thread = thread
-            if handOff.holder == nil {
-                thread.begin(projects.values[index].topics.takeReverseLists())
-                handOff.holder = project
-            }
+            let thread = handOff.thread(holding: project, of: &projects.values[index])
             let (id, added) = try projects.values[index].replaySubscriptionSet(installations, to: topic)
             try thread.append(id, to: added, lsn: lsn)
             return
@@ -534,6 +529,23 @@ extension Engine {
 
         var thread: ReverseListThread?
         var holder: ProjectID?
+
+        /// Whether a subscription record of `project` naming `count` installations goes to the thread.
+        func takes(_ project: ProjectID, _ count: Int) -> Bool {
+            self.holder == project || (self.holder == nil && count >= Self.minimumInstallations)
+        }
+
+        /// The thread (started now if need be), holding `state`'s reverse lists: taken out of it
+        /// unless the thread holds them already.
+        mutating func thread(holding project: ProjectID, of state: inout ProjectState) -> ReverseListThread {
+            let thread = self.thread ?? ReverseListThread()
+            self.thread = thread
+            if self.holder == nil {
+                thread.begin(state.topics.takeReverseLists())
+                self.holder = project
+            }
+            return thread
+        }
 
         /// Waits for the thread's entries and puts the lists back into their project.
         mutating func giveBack(to projects: inout [ProjectID: ProjectState]) throws(FanoutError) {
