@@ -223,6 +223,13 @@ public final class FanoutClient: Sendable {
         try await self.request(.registerBatch(project: project, batch)) { if case .registeredBatch(let outcomes) = $0 { outcomes } else { nil } }
     }
 
+    /// Registers up to 1000 installations in one request as `register(_:in:)` does, answered with
+    /// each registered item's FID and flags only (REGISTER_BATCH_FIDS): for imports, which sent
+    /// everything else the installation holds. One receipt per item, in order.
+    public func registerReturningFIDs(_ batch: [RegistrationFields], in project: String = "default") async throws -> [RegistrationReceipt] {
+        try await self.request(.registerBatchFIDs(project: project, batch)) { if case .registeredFIDs(let receipts) = $0 { receipts } else { nil } }
+    }
+
     public func refreshToken(_ registration: String, to token: String, in project: String = "default") async throws -> Installation {
         try await self.installation(.refreshToken(project: project, registration: registration, token: token))
     }

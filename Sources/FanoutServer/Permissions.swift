@@ -40,7 +40,7 @@ enum Permissions {
     static let requestOpcodes: [Opcode] = [
         .hello, .ping, .createProject, .deleteProject, .listProjects, .snapshot, .jwks, .rotateSigningKey,
         .register, .refreshToken, .touch, .getInstallation, .deleteInstallation, .staleInstallations,
-        .pruneExpired, .installationCount, .registerBatch, .setAPNsToken, .installationByAPNsToken,
+        .pruneExpired, .installationCount, .registerBatch, .registerBatchFIDs, .setAPNsToken, .installationByAPNsToken,
         .issueCredentials, .generateAuthToken,
         .bindDevice, .signOut, .linkUser, .getUser, .cleanUpAnonymousUsers, .listUsers, .setAnonymousCleanUp, .setLegacyInstanceIDs,
         .subscribe, .unsubscribe, .topicsOf, .listTopics, .subscriberCount, .audience,

@@ -62,24 +62,9 @@ struct RequestExecutor: Sendable {
             )
             return .registeredWithCredentials(result, credentials)
         case .registerBatch(let project, let items):
-            let id = try Self.project(project)
-            guard !items.isEmpty else {
-                throw FanoutError(.invalidArgument, "a batch needs at least one registration", field: "registrations")
-            }
-            try EngineConfiguration.checkBatchSize(items.count, maximum: self.engine.configuration.maximumBatchSize)
-            // Each item is checked on its own: a field that does not parse refuses that item only.
-            var requests: [Result<RegistrationRequest, FanoutError>] = []
-            requests.reserveCapacity(items.count)
-            for fields in items {
-                do throws(FanoutError) {
-                    requests.append(.success(try Self.registration(fields)))
-                } catch {
-                    requests.append(.failure(error))
-                }
-            }
             // Each result is moved into its outcome (`popLast` moves it; a `map` would copy each
             // result's strings and release them again), then the outcomes are put back in order.
-            var results = try changes.register(requests, in: id)
+            var results = try self.registerBatch(items, in: project, changes: &changes)
             var outcomes: [RegistrationOutcome] = []
             outcomes.reserveCapacity(results.count)
             while let result = results.popLast() {
@@ -90,6 +75,14 @@ struct RequestExecutor: Sendable {
             }
             outcomes.reverse()
             return .registeredBatch(outcomes)
+        case .registerBatchFIDs(let project, let items):
+            return .registeredFIDs(try self.registerBatch(items, in: project, changes: &changes).map { result in
+                switch result {
+                case .success(let registered):
+                    .registered(fid: registered.installation.fid, fidWasAssigned: registered.fidWasAssigned, isExisting: registered.isExisting)
+                case .failure(let error): .failed(error)
+                }
+            })
         case .refreshToken(let project, let registration, let token):
             let token = try Self.parse(token, "token", RegistrationToken.init)
             return .installation(opcode, try changes.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
@@ -270,6 +263,30 @@ struct RequestExecutor: Sendable {
             }
             return .installations(addresses)
         }
+    }
+
+    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) registrations, each checked and applied on
+    /// its own: a field that does not parse refuses that item only.
+    private func registerBatch(
+        _ items: [RegistrationFields],
+        in project: String,
+        changes: inout Engine.Changes
+    ) throws(FanoutError) -> [Result<RegistrationResult, FanoutError>] {
+        let id = try Self.project(project)
+        guard !items.isEmpty else {
+            throw FanoutError(.invalidArgument, "a batch needs at least one registration", field: "registrations")
+        }
+        try EngineConfiguration.checkBatchSize(items.count, maximum: self.engine.configuration.maximumBatchSize)
+        var requests: [Result<RegistrationRequest, FanoutError>] = []
+        requests.reserveCapacity(items.count)
+        for fields in items {
+            do throws(FanoutError) {
+                requests.append(.success(try Self.registration(fields)))
+            } catch {
+                requests.append(.failure(error))
+            }
+        }
+        return try changes.register(requests, in: id)
     }
 
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {

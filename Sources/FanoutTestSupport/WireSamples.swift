@@ -117,7 +117,7 @@ public struct WireSamples {
 
     public mutating func request() -> ClientRequest {
         let project = self.string()
-        switch self.int(0...42) {
+        switch self.int(0...43) {
         case 0:
             let credential: Hello.Credential = [.apiKey(self.bytes()), .installationAuthToken(self.bytes()), .installationRefreshToken(self.bytes())][self.int(0...2)]
             return .hello(Hello(role: [.admin, .consumer, .sender, .device][self.int(0...3)], credential: credential, clientName: self.string(maximum: 10)))
@@ -166,12 +166,13 @@ public struct WireSamples {
         case 39: return .jwks
         case 40: return .rotateSigningKey
         case 41: return .setLegacyInstanceIDs(project: project, accepted: self.bool())
+        case 42: return .registerBatchFIDs(project: project, (0..<self.int(0...4)).map { _ in self.registrationFields() })
         default: return .detach
         }
     }
 
     public mutating func message() -> ServerMessage {
-        switch self.int(0...22) {
+        switch self.int(0...23) {
         case 0:
             return .welcome(Welcome(
                 version: 1, maximumPayloadSize: self.u32(), idleTimeoutMilliseconds: self.u32(), maximumCredit: self.u32(),
@@ -230,6 +231,12 @@ public struct WireSamples {
             return .credentials(InstallationCredentials(fid: self.string(), refreshToken: self.string(), authToken: AuthToken(token: self.string(), expiresAt: self.timestamp())))
         case 20: return .authToken(AuthToken(token: self.string(), expiresAt: self.timestamp()))
         case 21: return .deliveries(self.deliveryGroups())
+        case 22:
+            return .registeredFIDs((0..<self.int(0...4)).map { _ in
+                self.bool()
+                    ? .registered(fid: self.installation().fid, fidWasAssigned: self.bool(), isExisting: self.bool())
+                    : .failed(self.error())
+            })
         default:
             return .error(self.error())
         }

@@ -28,6 +28,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let installationByAPNsToken = Opcode(rawValue: 0x2A)
     public static let issueCredentials = Opcode(rawValue: 0x2B)
     public static let generateAuthToken = Opcode(rawValue: 0x2C)
+    public static let registerBatchFIDs = Opcode(rawValue: 0x2D)
     public static let bindDevice = Opcode(rawValue: 0x30)
     public static let signOut = Opcode(rawValue: 0x31)
     public static let linkUser = Opcode(rawValue: 0x32)
@@ -66,7 +67,7 @@ public struct Opcode: RawRepresentable, Hashable, Sendable, CustomStringConverti
         0x14: "JWKS", 0x15: "ROTATE_SIGNING_KEY", 0x20: "REGISTER", 0x21: "REFRESH_TOKEN", 0x22: "TOUCH", 0x23: "GET_INSTALLATION",
         0x24: "DELETE_INSTALLATION", 0x25: "STALE_INSTALLATIONS", 0x26: "PRUNE_EXPIRED", 0x27: "INSTALLATION_COUNT",
         0x28: "REGISTER_BATCH", 0x29: "SET_APNS_TOKEN", 0x2A: "INSTALLATION_BY_APNS_TOKEN", 0x2B: "ISSUE_CREDENTIALS",
-        0x2C: "GENERATE_AUTH_TOKEN", 0x30: "BIND_DEVICE", 0x31: "SIGN_OUT", 0x32: "LINK_USER", 0x33: "GET_USER",
+        0x2C: "GENERATE_AUTH_TOKEN", 0x2D: "REGISTER_BATCH_FIDS", 0x30: "BIND_DEVICE", 0x31: "SIGN_OUT", 0x32: "LINK_USER", 0x33: "GET_USER",
         0x34: "CLEAN_UP_ANONYMOUS", 0x35: "LIST_USERS", 0x36: "SET_ANONYMOUS_CLEANUP", 0x37: "SET_LEGACY_INSTANCE_IDS",
         0x40: "SUBSCRIBE", 0x41: "UNSUBSCRIBE", 0x42: "TOPICS_OF", 0x43: "LIST_TOPICS", 0x44: "SUBSCRIBER_COUNT", 0x45: "AUDIENCE",
         0x50: "SEND", 0x51: "PENDING", 0x52: "EXPIRE_DELIVERIES", 0x53: "STATS",

@@ -15,6 +15,8 @@ public enum ServerMessage: WireMessage {
     case registeredWithCredentials(RegistrationResult, InstallationCredentials)
     /// REGISTER_BATCH: one outcome per item, in input order.
     case registeredBatch([RegistrationOutcome])
+    /// REGISTER_BATCH_FIDS: one receipt per item, in input order.
+    case registeredFIDs([RegistrationReceipt])
     /// REFRESH_TOKEN, TOUCH, GET_INSTALLATION, DELETE_INSTALLATION, BIND_DEVICE, SIGN_OUT.
     case installation(Opcode, Installation)
     /// How many are stale, and the least recently seen of them.
@@ -54,6 +56,7 @@ public enum ServerMessage: WireMessage {
             return request.reply
         case .registered, .registeredWithCredentials: return Opcode.register.reply
         case .registeredBatch: return Opcode.registerBatch.reply
+        case .registeredFIDs: return Opcode.registerBatchFIDs.reply
         case .staleInstallations: return Opcode.staleInstallations.reply
         case .topics: return Opcode.listTopics.reply
         case .sent: return Opcode.send.reply
@@ -72,7 +75,7 @@ public enum ServerMessage: WireMessage {
 
     /// The reply layout of each request.
     enum ReplyLayout {
-        case welcome, pong, done, names, registered, registeredBatch, installation, staleInstallations, count, user, itemResults
+        case welcome, pong, done, names, registered, registeredBatch, registeredFIDs, installation, staleInstallations, count, user, itemResults
         case topics, sent, pending, stats, users, anonymousCleanUp, credentials, authToken
 
         init?(request: Opcode) {
@@ -83,6 +86,7 @@ public enum ServerMessage: WireMessage {
             case .listProjects, .cleanUpAnonymousUsers, .topicsOf, .snapshot, .jwks, .rotateSigningKey: self = .names
             case .register: self = .registered
             case .registerBatch: self = .registeredBatch
+            case .registerBatchFIDs: self = .registeredFIDs
             case .refreshToken, .touch, .setAPNsToken, .installationByAPNsToken, .getInstallation, .deleteInstallation, .bindDevice, .signOut:
                 self = .installation
             case .staleInstallations: self = .staleInstallations
@@ -126,6 +130,9 @@ public enum ServerMessage: WireMessage {
         case .registeredBatch(let outcomes):
             try buffer.writeWireCount(outcomes.count, field: "results")
             for outcome in outcomes { try buffer.writeWireRegistrationOutcome(outcome) }
+        case .registeredFIDs(let receipts):
+            try buffer.writeWireCount(receipts.count, field: "results")
+            for receipt in receipts { try buffer.writeWireRegistrationReceipt(receipt) }
         case .installation(_, let installation):
             try buffer.writeWireInstallation(installation)
         case .staleInstallations(let total, let installations):
@@ -252,6 +259,10 @@ public enum ServerMessage: WireMessage {
         case .registeredBatch:
             return .registeredBatch(try reader.list("results", minimumElementSize: 2) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
                 try reader.registrationOutcome(field())
+            })
+        case .registeredFIDs:
+            return .registeredFIDs(try reader.list("results", minimumElementSize: 2) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+                try reader.registrationReceipt(field())
             })
         case .installation: return .installation(request, try reader.installation("installation"))
         case .staleInstallations:

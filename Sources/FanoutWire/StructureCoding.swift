@@ -113,6 +113,18 @@ extension ByteBuffer {
         }
     }
 
+    /// A REGISTER_BATCH_FIDS item: status 0, flags and the FID, or an `error`.
+    mutating func writeWireRegistrationReceipt(_ receipt: RegistrationReceipt) throws(ProtocolError) {
+        switch receipt {
+        case .registered(let fid, let fidWasAssigned, let isExisting):
+            self.writeInteger(UInt8(0))
+            self.writeInteger(UInt8((fidWasAssigned ? 1 : 0) | (isExisting ? 2 : 0)))
+            self.writeWireFID(fid)
+        case .failed(let error):
+            try self.writeWireError(error)
+        }
+    }
+
     /// `error`: status, message, field, violations.
     mutating func writeWireError(_ error: FanoutError) throws(ProtocolError) {
         self.writeInteger(error.code.wireValue)
@@ -287,6 +299,14 @@ extension PayloadReader {
         )
     }
 
+    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) items.
+    mutating func registrationBatch() throws(ProtocolError) -> [RegistrationFields] {
+        // Each item is at least 9 bytes: two absent optionals, a platform, an app id's length, four absent optionals.
+        try self.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+            try reader.registrationFields(field())
+        }
+    }
+
     mutating func registrationResult(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationResult {
         try self.registrationResult(field(), credentialsMayFollow: false).result
     }
@@ -343,6 +363,15 @@ extension PayloadReader {
         let status = try self.u8(field() + ".status")
         guard status != 0 else { return .registered(try self.registrationResult(field())) }
         return .failed(try self.errorDetails(FanoutError.Code(wireValue: status), field()))
+    }
+
+    /// A REGISTER_BATCH_FIDS item: status 0, flags and the FID, or an `error`.
+    mutating func registrationReceipt(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationReceipt {
+        let status = try self.u8(field() + ".status")
+        guard status == 0 else { return .failed(try self.errorDetails(FanoutError.Code(wireValue: status), field())) }
+        let flags = try self.u8(field() + " flags")
+        guard flags & ~3 == 0 else { throw self.error("\(field()) flags has unknown bits (\(flags))") }
+        return .registered(fid: try self.fid(field() + ".fid"), fidWasAssigned: flags & 1 != 0, isExisting: flags & 2 != 0)
     }
 
     /// A `u64` counter as an `Int`; a value past `Int.max` is a protocol error.

@@ -53,6 +53,9 @@ struct WorkloadOptions: ParsableArguments {
     @Option(name: .customLong("batch-concurrency"), help: "Batches of 1000 in flight in register-batch.")
     var batchConcurrency = 8
 
+    @Option(name: .customLong("batch-replies"), help: "What fanoutd answers each register-batch item with: fids (REGISTER_BATCH_FIDS) or installations (REGISTER_BATCH).")
+    var batchReplies = "fids"
+
     @Option(name: .customLong("latency-requests"), help: "Round trips per phase in latency (one at a time).")
     var latencyRequests = 20_000
 
@@ -96,6 +99,9 @@ struct WorkloadOptions: ParsableArguments {
         guard self.headShare > 0, self.headShare <= 1 else {
             throw ValidationError("--head-share must be in (0, 1]")
         }
+        guard BatchReplies(rawValue: self.batchReplies) != nil else {
+            throw ValidationError("--batch-replies must be fids or installations")
+        }
         guard Durability(parsing: self.durability) != nil else {
             throw ValidationError("--durability must be always, interval:MS or none")
         }
@@ -115,6 +121,7 @@ struct WorkloadOptions: ParsableArguments {
         options.tokenSends = self.tokenSends
         options.nodeSnapshotEvery = self.nodeSnapshotEvery
         options.batchConcurrency = self.batchConcurrency
+        options.batchReplies = BatchReplies(rawValue: self.batchReplies) ?? .fids
         options.idleConnections = self.idleConnections
         options.quiet = self.quiet
         options.tls = self.tls

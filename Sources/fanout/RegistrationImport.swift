@@ -4,7 +4,7 @@ import FanoutCore
 import FanoutWire
 
 /// `fanout register --file`: reads the file in batches of up to 1000 lines, sends each as one
-/// REGISTER_BATCH with `window` batches in flight, and reports refused lines by number (never
+/// REGISTER_BATCH_FIDS (a FID and flags per line, not the installation it sent) with `window` batches in flight, and reports refused lines by number (never
 /// their tokens), progress on stderr each second, and a summary.
 func importRegistrations(_ file: RegistrationFile, window: Int, server: ServerOptions) async throws {
     var file = file
@@ -19,11 +19,11 @@ func importRegistrations(_ file: RegistrationFile, window: Int, server: ServerOp
         }
     }
 
-    func collect(_ lines: [Int], _ outcomes: [RegistrationOutcome]) {
-        for (line, outcome) in zip(lines, outcomes) {
-            switch outcome {
-            case .registered(let result):
-                if result.isExisting { summary.existing += 1 } else { summary.registered += 1 }
+    func collect(_ lines: [Int], _ receipts: [RegistrationReceipt]) {
+        for (line, receipt) in zip(lines, receipts) {
+            switch receipt {
+            case .registered(_, _, let isExisting):
+                if isExisting { summary.existing += 1 } else { summary.registered += 1 }
             case .failed(let error):
                 summary.failures[error.code.name, default: 0] += 1
                 refuse(line: line, "\(error.code.name): \(error.message)" + (error.field.map { " (\($0))" } ?? ""))
@@ -38,7 +38,7 @@ func importRegistrations(_ file: RegistrationFile, window: Int, server: ServerOp
     }
 
     try await server.withClient(command: "register") { client in
-        try await withThrowingTaskGroup(of: ([Int], [RegistrationOutcome]).self) { group in
+        try await withThrowingTaskGroup(of: ([Int], [RegistrationReceipt]).self) { group in
             var inFlight = 0
             while true {
                 var lines: [Int] = []
@@ -54,14 +54,14 @@ func importRegistrations(_ file: RegistrationFile, window: Int, server: ServerOp
                     }
                 }
                 guard !batch.isEmpty else { break }
-                group.addTask { (lines, try await client.register(batch, in: server.project)) }
+                group.addTask { (lines, try await client.registerReturningFIDs(batch, in: server.project)) }
                 inFlight += 1
-                if inFlight >= max(window, 1), let (lines, outcomes) = try await group.next() {
+                if inFlight >= max(window, 1), let (lines, receipts) = try await group.next() {
                     inFlight -= 1
-                    collect(lines, outcomes)
+                    collect(lines, receipts)
                 }
             }
-            for try await (lines, outcomes) in group { collect(lines, outcomes) }
+            for try await (lines, receipts) in group { collect(lines, receipts) }
         }
     }
     let total = summary.registered + summary.existing + summary.refused

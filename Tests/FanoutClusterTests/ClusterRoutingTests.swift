@@ -36,6 +36,13 @@ struct ClusterRoutingTests {
                 case .failed(let error): "\(error.code) \(error.field ?? "-")"
                 }
             }.joined(separator: "; ")
+        case .registeredFIDs(let receipts):
+            return "fids " + receipts.map { receipt in
+                switch receipt {
+                case .registered(_, let assigned, let existing): "assigned=\(assigned) existing=\(existing)"
+                case .failed(let error): "\(error.code) \(error.field ?? "-")"
+                }
+            }.joined(separator: "; ")
         case .sent(let receipt): return "sent audience=\(receipt.audience) enqueued=\(receipt.enqueued) \(receipt.recipients)"
         case .pending(let deliveries): return "pending \(deliveries.count)"
         // Times are each side's own; a cluster lists a user's devices shard after shard.
@@ -228,6 +235,7 @@ struct ClusterRoutingTests {
                     for index in 0..<60 { try await both(.register(project: "default", fields(index))) }
                     try await both(.register(project: "default", fields(7)))  // a repeat: the same one
                     try await both(.registerBatch(project: "default", (60..<160).map(fields) + [fields(3), RegistrationFields(token: "", platform: .android, appID: "1:1:android:a")]))
+                    try await both(.registerBatchFIDs(project: "default", (160..<220).map(fields) + [fields(61), fields(170), RegistrationFields(token: "token-5", platform: .web, appID: "1:1:web:a")]))
                     try await both(.register(project: "shop-app", fields(500)))
                     let topics = ["news", "sport", "weather"]
                     for topic in topics {

@@ -66,6 +66,7 @@ struct PrincipalMatrixTests {
             case .rotateSigningKey: request = .rotateSigningKey
             case .register: request = .register(project: p, RegistrationFields(token: "new-token", platform: .web, appID: "1:1:web:a"), issuingCredentials: true)
             case .registerBatch: request = .registerBatch(project: p, [RegistrationFields(token: "new-token-2", platform: .web, appID: "1:1:web:a")])
+            case .registerBatchFIDs: request = .registerBatchFIDs(project: p, [RegistrationFields(token: "new-token-3", platform: .web, appID: "1:1:web:a")])
             case .refreshToken: request = .refreshToken(project: p, registration: fid, token: "a-token-2")
             case .touch: request = .touch(project: p, registration: fid)
             case .getInstallation: request = .getInstallation(project: p, registration: fid)

@@ -259,6 +259,49 @@ struct ServerFlowTests {
         }
     }
 
+    /// REGISTER_BATCH_FIDS registers as REGISTER_BATCH does and answers each item with its FID
+    /// and flags only: the FID the installation has, whether the server assigned it, whether it
+    /// was there already; a refused item's error names its field.
+    @Test func aBatchRegisterAnsweredWithFIDsGivesEachItemsFIDInOrder() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                let taken = try await admin.register(RegistrationFields(token: "fids-taken", platform: .ios, appID: "1:1:ios:a"))
+                let offered = "dAAAAAAAAAAAAAAAAAAAAA"
+                let receipts = try await admin.registerReturningFIDs([
+                    RegistrationFields(token: "fids-0", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(token: "fids-taken", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(token: "fids-2", platform: .web, appID: "has a space"),
+                    RegistrationFields(token: "fids-taken", platform: .ios, appID: "1:1:ios:a"),
+                    RegistrationFields(token: "fids-0", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(offeredFID: offered, token: "fids-5", platform: .web, appID: "1:1:web:a"),
+                    RegistrationFields(offeredFID: "not-a-fid", token: "fids-6", platform: .web, appID: "1:1:web:a"),
+                ])
+                #expect(receipts.count == 7)
+                guard receipts.count == 7, case .registered(let first, let firstAssigned, let firstExisting) = receipts[0],
+                    case .registered(let assigned, true, false) = receipts[6]
+                else {
+                    Issue.record("unexpected receipts \(receipts)")
+                    return
+                }
+                #expect(firstAssigned && !firstExisting)
+                #expect(try await admin.installation("fids-0").fid == first)
+                #expect(try await admin.installation("fids-6").fid == assigned)
+                #expect(receipts[1] == .failed(FanoutError(.alreadyExists, "", field: "token")))
+                #expect(receipts[2] == .failed(FanoutError(.invalidArgument, "", field: "appId")))
+                #expect(receipts[3] == .registered(fid: taken.installation.fid, fidWasAssigned: true, isExisting: true))
+                #expect(receipts[4] == .registered(fid: first, fidWasAssigned: true, isExisting: true), "a later item sees an earlier one")
+                #expect(receipts[5] == .registered(fid: FID(offered)!, fidWasAssigned: false, isExisting: false), "an offered FID is kept")
+                #expect(try await admin.installationCount() == 4)
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
+                    _ = try await admin.registerReturningFIDs([])
+                }
+                #expect(try await admin.installationCount() == 4)
+                try await admin.close()
+            }
+        }
+    }
+
     /// Many requests in flight on one connection at once: every reply reaches its caller.
     @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
         try await TemporaryDirectory.with { directory in

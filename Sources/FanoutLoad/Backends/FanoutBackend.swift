@@ -10,21 +10,24 @@ public final class FanoutBackend: LoadBackend {
     public let system: String
     private let workload: LoadWorkload
     private let clients: [FanoutClient]
+    private let batchReplies: BatchReplies
 
-    public init(workload: LoadWorkload, clients: [FanoutClient], system: String = "fanout") {
+    public init(workload: LoadWorkload, clients: [FanoutClient], system: String = "fanout", batchReplies: BatchReplies = .fids) {
         self.workload = workload
         self.clients = clients
         self.system = system
+        self.batchReplies = batchReplies
     }
 
     public static func connect(
-        workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int, tls: FanoutClient.TLS? = nil, system: String = "fanout"
+        workload: LoadWorkload, host: String, port: Int, apiKey: String, connections: Int, tls: FanoutClient.TLS? = nil, system: String = "fanout",
+        batchReplies: BatchReplies = .fids
     ) async throws -> FanoutBackend {
         var clients: [FanoutClient] = []
         for _ in 0..<max(1, connections) {
             clients.append(try await FanoutClient.connect(host: host, port: port, apiKey: apiKey, tls: tls, clientName: "fanout-load"))
         }
-        return FanoutBackend(workload: workload, clients: clients, system: system)
+        return FanoutBackend(workload: workload, clients: clients, system: system, batchReplies: batchReplies)
     }
 
     private func client(_ worker: Int) -> FanoutClient {
@@ -46,8 +49,13 @@ public final class FanoutBackend: LoadBackend {
     }
 
     public func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int {
-        let outcomes = try await self.client(worker).register(indices.map(self.fields))
-        return outcomes.count { if case .registered = $0 { true } else { false } }
+        let batch = indices.map(self.fields)
+        switch self.batchReplies {
+        case .fids:
+            return try await self.client(worker).registerReturningFIDs(batch).count { if case .registered = $0 { true } else { false } }
+        case .installations:
+            return try await self.client(worker).register(batch).count { if case .registered = $0 { true } else { false } }
+        }
     }
 
     public func ping(worker: Int) async throws {

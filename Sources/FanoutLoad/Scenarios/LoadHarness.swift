@@ -212,7 +212,10 @@ public struct LoadHarness: Sendable {
         resources: @escaping @Sendable () -> ProcessResources?,
         process: @escaping @Sendable () -> Int32? = { nil }
     ) async throws -> LoadSession {
-        let backend = try await FanoutBackend.connect(workload: self.workload, host: host, port: port, apiKey: adminKey, connections: self.options.connections, tls: tls)
+        let backend = try await FanoutBackend.connect(
+            workload: self.workload, host: host, port: port, apiKey: adminKey, connections: self.options.connections, tls: tls,
+            batchReplies: self.options.batchReplies
+        )
         return LoadSession(
             backend: backend, workload: self.workload, options: self.options,
             serverResources: resources,
@@ -313,7 +316,8 @@ public struct LoadHarness: Sendable {
         }
         let first = nodes[0]
         let backend = try await FanoutBackend.connect(
-            workload: self.workload, host: "127.0.0.1", port: first.port, apiKey: first.adminKey, connections: self.options.connections, system: "fanout cluster"
+            workload: self.workload, host: "127.0.0.1", port: first.port, apiKey: first.adminKey, connections: self.options.connections, system: "fanout cluster",
+            batchReplies: self.options.batchReplies
         )
         let clusterSession = LoadSession(
             backend: backend, workload: self.workload, options: self.options, serverResources: { first.resources }, dataMemory: { first.resources?.residentBytes }

@@ -16,6 +16,8 @@ public struct LoadOptions: Sendable {
     public var duration: Duration = .seconds(10)
     /// Batches of 1000 registrations in flight at once in `register-batch`.
     public var batchConcurrency = 8
+    /// What fanoutd answers each batch item with in `register-batch`.
+    public var batchReplies = BatchReplies.fids
     /// Connections `connections` holds open at once.
     public var idleConnections = 10_000
     /// Round trips per phase in `latency` (one at a time).
@@ -31,4 +33,12 @@ public struct LoadOptions: Sendable {
     public var devices = false
 
     public init() {}
+}
+
+/// What `register-batch` asks fanoutd to answer each item with.
+public enum BatchReplies: String, Sendable, CaseIterable {
+    /// Its FID and flags (REGISTER_BATCH_FIDS), as an import needs; Redis's HSET answers a count.
+    case fids
+    /// The whole installation (REGISTER_BATCH).
+    case installations
 }

@@ -113,6 +113,12 @@ final class ClusterRouter: Sendable {
                 if case .registeredBatch(let outcomes) = reply { return outcomes }
                 return nil
             }.map(ServerMessage.registeredBatch).reply
+        case .registerBatchFIDs(let project, let items):
+            let shards = items.map { self.shard(registering: $0, in: project) }
+            return await self.split(items, by: shards, into: { .registerBatchFIDs(project: project, $0) }) { (reply: ServerMessage) -> [RegistrationReceipt]? in
+                if case .registeredFIDs(let receipts) = reply { return receipts }
+                return nil
+            }.map(ServerMessage.registeredFIDs).reply
         case .refreshToken(let project, let registration, _), .touch(let project, let registration), .setAPNsToken(let project, let registration, _),
             .getInstallation(let project, let registration), .topicsOf(let project, let registration), .pending(let project, let registration),
             .signOut(let project, _, let registration):
