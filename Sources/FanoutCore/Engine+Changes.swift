@@ -252,20 +252,56 @@ extension Engine {
             _ requests: [Swift.Result<RegistrationRequest, FanoutError>],
             in project: ProjectID = .default
         ) throws(FanoutError) -> [Swift.Result<RegistrationResult, FanoutError>] {
+            try self.register(RegistrationItems(requests), in: project)
+        }
+
+        /// Registers a batch's items as `register(_:in:)` does, each read where `items` holds it.
+        public mutating func register(
+            _ items: RegistrationItems,
+            in project: ProjectID = .default
+        ) throws(FanoutError) -> [Swift.Result<RegistrationResult, FanoutError>] {
+            let (additions, now) = try self.add(items, in: project)
+            var results: [Swift.Result<RegistrationResult, FanoutError>] = []
+            results.reserveCapacity(additions.count)
+            for index in additions.indices {
+                switch additions[index] {
+                case .success(let addition): results.append(.success(addition.result(of: items.requests[index], at: now)))
+                case .failure(let error): results.append(.failure(error))
+                }
+            }
+            return results
+        }
+
+        /// Registers a batch's items as `register(_:in:)` does and answers each with its FID and
+        /// flags only (REGISTER_BATCH_FIDS): no installation is described.
+        public mutating func registerReturningFIDs(
+            _ items: RegistrationItems,
+            in project: ProjectID = .default
+        ) throws(FanoutError) -> [RegistrationReceipt] {
+            try self.add(items, in: project).additions.map { addition in
+                switch addition {
+                case .success(let addition): addition.receipt
+                case .failure(let error): .failed(error)
+                }
+            }
+        }
+
+        /// What registering each item did, and when.
+        private mutating func add(
+            _ items: RegistrationItems,
+            in project: ProjectID
+        ) throws(FanoutError) -> (additions: [Swift.Result<InstallationRegistry.Addition, FanoutError>], now: Timestamp) {
             let now = self.engine.clock.now()
             // The tokens are hashed before the lock is taken (a SipHash over each token's bytes).
             var tokenHashes: [Int?] = []
-            tokenHashes.reserveCapacity(requests.count)
-            for index in requests.indices {
-                guard case .success(let request) = requests[index], let token = request.token else {
-                    tokenHashes.append(nil)
-                    continue
-                }
-                tokenHashes.append(InstallationRegistry.tokenHash(token))
+            tokenHashes.reserveCapacity(items.count)
+            for index in 0..<items.count {
+                tokenHashes.append(items.refusals[index] == nil ? InstallationRegistry.tokenHash(of: items.requests[index]) : nil)
             }
-            return try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                state.register(requests, tokenHashes: tokenHashes, now: now)
+            let additions = try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
+                state.register(items, tokenHashes: tokenHashes, now: now)
             }
+            return (additions, now)
         }
 
         /// Rotates an installation's token (see `Engine.refreshToken`).

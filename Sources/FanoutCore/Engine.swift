@@ -193,7 +193,9 @@ public final class Engine: Sendable {
         _ requests: [RegistrationRequest],
         in project: ProjectID = .default
     ) async throws(FanoutError) -> [Result<RegistrationResult, FanoutError>] {
-        let items = requests.map { Result<RegistrationRequest, FanoutError>.success($0) }
+        var items = RegistrationItems()
+        items.reserveCapacity(requests.count)
+        for request in requests { items.append(request) }
         return try await self.apply { (changes: inout Changes) throws(FanoutError) in try changes.register(items, in: project) }.durable()
     }
 

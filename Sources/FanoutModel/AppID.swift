@@ -10,5 +10,10 @@ public struct AppID: Hashable, Sendable, CustomStringConvertible {
         self.value = value
     }
 
+    /// An app id from a string known to be one (a constant).
+    package init(validated value: String) {
+        self.value = value
+    }
+
     public var description: String { self.value }
 }

@@ -90,3 +90,18 @@ public struct RegistrationResult: Hashable, Sendable {
         self.isExisting = isExisting
     }
 }
+
+/// What registering one item of a batch did, without the installation (which the caller sent,
+/// but for its FID): REGISTER_BATCH_FIDS's reply item.
+public enum RegistrationReceipt: Hashable, Sendable {
+    /// `fidWasAssigned`: the server did not keep the offered FID (none, invalid, taken or
+    /// retired); `isExisting`: the registration was there already, and nothing changed.
+    case registered(fid: FID, fidWasAssigned: Bool, isExisting: Bool)
+    /// The item was refused (the others were not): what REGISTER would have answered.
+    case failed(FanoutError)
+
+    /// The receipt of a registration's result.
+    public init(_ result: RegistrationResult) {
+        self = .registered(fid: result.installation.fid, fidWasAssigned: result.fidWasAssigned, isExisting: result.isExisting)
+    }
+}

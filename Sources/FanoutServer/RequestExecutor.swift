@@ -64,7 +64,8 @@ struct RequestExecutor: Sendable {
         case .registerBatch(let project, let items):
             // Each result is moved into its outcome (`popLast` moves it; a `map` would copy each
             // result's strings and release them again), then the outcomes are put back in order.
-            var results = try self.registerBatch(items, in: project, changes: &changes)
+            let id = try Self.project(project)
+            var results = try changes.register(try self.registrationItems(items), in: id)
             var outcomes: [RegistrationOutcome] = []
             outcomes.reserveCapacity(results.count)
             while let result = results.popLast() {
@@ -76,13 +77,8 @@ struct RequestExecutor: Sendable {
             outcomes.reverse()
             return .registeredBatch(outcomes)
         case .registerBatchFIDs(let project, let items):
-            return .registeredFIDs(try self.registerBatch(items, in: project, changes: &changes).map { result in
-                switch result {
-                case .success(let registered):
-                    .registered(fid: registered.installation.fid, fidWasAssigned: registered.fidWasAssigned, isExisting: registered.isExisting)
-                case .failure(let error): .failed(error)
-                }
-            })
+            let id = try Self.project(project)
+            return .registeredFIDs(try changes.registerReturningFIDs(try self.registrationItems(items), in: id))
         case .refreshToken(let project, let registration, let token):
             let token = try Self.parse(token, "token", RegistrationToken.init)
             return .installation(opcode, try changes.refreshToken(try Self.address(registration), to: token, in: try Self.project(project)))
@@ -265,28 +261,24 @@ struct RequestExecutor: Sendable {
         }
     }
 
-    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) registrations, each checked and applied on
-    /// its own: a field that does not parse refuses that item only.
-    private func registerBatch(
-        _ items: [RegistrationFields],
-        in project: String,
-        changes: inout Engine.Changes
-    ) throws(FanoutError) -> [Result<RegistrationResult, FanoutError>] {
-        let id = try Self.project(project)
+    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) registrations, each checked on its own: a
+    /// field that does not parse refuses that item only. An empty batch or one past the maximum
+    /// refuses the request.
+    private func registrationItems(_ items: [RegistrationFields]) throws(FanoutError) -> RegistrationItems {
         guard !items.isEmpty else {
             throw FanoutError(.invalidArgument, "a batch needs at least one registration", field: "registrations")
         }
         try EngineConfiguration.checkBatchSize(items.count, maximum: self.engine.configuration.maximumBatchSize)
-        var requests: [Result<RegistrationRequest, FanoutError>] = []
+        var requests = RegistrationItems()
         requests.reserveCapacity(items.count)
         for fields in items {
             do throws(FanoutError) {
-                requests.append(.success(try Self.registration(fields)))
+                requests.append(try Self.registration(fields))
             } catch {
-                requests.append(.failure(error))
+                requests.append(refused: error)
             }
         }
-        return try changes.register(requests, in: id)
+        return requests
     }
 
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {

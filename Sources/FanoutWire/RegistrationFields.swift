@@ -40,26 +40,6 @@ public enum RegistrationOutcome: Hashable, Sendable {
     case failed(FanoutError)
 }
 
-/// One item of REGISTER_BATCH_FIDS's reply, in input order: REGISTER_BATCH's outcome without
-/// the installation, which the caller sent but for its FID.
-public enum RegistrationReceipt: Hashable, Sendable {
-    /// `fidWasAssigned`: the server did not keep the offered FID (none, invalid, taken or
-    /// retired); `isExisting`: the registration was there already, and nothing changed.
-    case registered(fid: FID, fidWasAssigned: Bool, isExisting: Bool)
-    /// The item was refused (the others were not): what REGISTER would have answered.
-    case failed(FanoutError)
-
-    /// The receipt of a REGISTER_BATCH outcome.
-    public init(_ outcome: RegistrationOutcome) {
-        switch outcome {
-        case .registered(let result):
-            self = .registered(fid: result.installation.fid, fidWasAssigned: result.fidWasAssigned, isExisting: result.isExisting)
-        case .failed(let error):
-            self = .failed(error)
-        }
-    }
-}
-
 /// What an ATTACH consumes.
 public enum AttachScope: Hashable, Sendable {
     /// A delivery worker for every installation of the platform.

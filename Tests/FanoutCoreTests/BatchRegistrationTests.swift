@@ -42,8 +42,19 @@ struct BatchRegistrationTests {
             }
         }
 
+        // REGISTER_BATCH_FIDS's receipts: the same outcome, the FID and flags only.
+        func shape(_ receipt: RegistrationReceipt) -> String {
+            switch receipt {
+            case .registered(let fid, let assigned, let existing):
+                "\(offeredFIDs.contains(fid) ? fid.description : "assigned") assigned:\(assigned) existing:\(existing)"
+            case .failed(let error):
+                "\(error.code) \(error.field ?? "-")"
+            }
+        }
+
         let batched = Engine()
         let oneAtATime = Engine()
+        let receipted = Engine()
         var coverage = (repeats: 0, refused: 0, offeredKept: 0)
         for _ in 0..<40 {
             let requests = (0..<Int.random(in: 1...30, using: &random)).map { _ in request() }
@@ -57,6 +68,16 @@ struct BatchRegistrationTests {
                 }
             }
             #expect(fromBatch.map(shape) == expected.map(shape))
+            let items = RegistrationItems(requests.map { .success($0) })
+            let receipts = try await receipted.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try changes.registerReturningFIDs(items)
+            }.durable()
+            #expect(receipts.map(shape) == expected.map { result in
+                switch result {
+                case .success(let registered): shape(RegistrationReceipt(registered))
+                case .failure(let error): shape(RegistrationReceipt.failed(error))
+                }
+            })
             for result in expected {
                 switch result {
                 case .success(let registered) where registered.isExisting: coverage.repeats += 1

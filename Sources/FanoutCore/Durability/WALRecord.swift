@@ -98,6 +98,11 @@ package enum WALRecord: Hashable, Sendable {
             self.apnsToken = apnsToken
             self.at = at
         }
+
+        /// The record of `request`, registered at `at` with `fid`.
+        init(_ request: RegistrationRequest, fid: FID, at: Timestamp) {
+            self.init(fid: fid, token: request.token, platform: request.platform, appID: request.appID, device: request.device, apnsToken: request.apnsToken, at: at)
+        }
     }
 
     /// The record's type byte on disk (docs/wal-format.md). Never renumber.

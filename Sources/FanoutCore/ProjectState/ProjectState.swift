@@ -57,29 +57,10 @@ struct ProjectState {
 
     /// Registers an installation, or finds the same registration already there (logged only when new).
     mutating func register(_ request: RegistrationRequest, now: Timestamp) throws(FanoutError) -> Logged<RegistrationResult> {
-        var records: [WALRecord] = []
         let keys = RegistrationKeys(request, allowingLegacy: self.acceptsLegacyInstanceIDs)
-        let result = try self.register(request, keys: keys, accepting: self.configuration.acceptsFID, now: now, recordingInto: &records)
-        return (result, records)
-    }
-
-    /// Registers `request` and appends its record (when it is new) to `records`: a batch's items
-    /// go straight into the batch's records.
-    private mutating func register(
-        _ request: RegistrationRequest,
-        keys: RegistrationKeys,
-        accepting accepts: ((FID) -> Bool)?,
-        now: Timestamp,
-        recordingInto records: inout [WALRecord]
-    ) throws(FanoutError) -> RegistrationResult {
-        let result = try self.registry.register(request, keys: keys, accepting: accepts, now: now)
-        if !result.isExisting, self.makesRecords {
-            let i = result.installation
-            records.append(
-                .register(self.id, .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: now))
-            )
-        }
-        return result
+        let result = try self.registry.register(request, keys: keys, accepting: self.configuration.acceptsFID, now: now)
+        guard !result.isExisting, self.makesRecords else { return (result, []) }
+        return (result, [.register(self.id, .init(request, fid: result.installation.fid, at: now))])
     }
 
     /// Registers an installation and sets its credential digest, logged together. Everything that
@@ -102,41 +83,45 @@ struct ProjectState {
         return (result, records)
     }
 
-    /// Registers each request on its own (a refused one changes nothing); the records of those
-    /// that registered, in order. `tokenHashes` holds each request's token hash
+    /// Registers each item on its own (a refused one changes nothing): what each did, in order,
+    /// and the records of those that registered. `tokenHashes` holds each item's token hash
     /// (`InstallationRegistry.tokenHash`, nil for an item without a token), made before the lock.
+    /// Each request is read where `items` holds it, never copied.
     mutating func register(
-        _ requests: [Swift.Result<RegistrationRequest, FanoutError>],
+        _ items: RegistrationItems,
         tokenHashes: [Int?],
         now: Timestamp
-    ) -> Logged<[Swift.Result<RegistrationResult, FanoutError>]> {
+    ) -> Logged<[Swift.Result<InstallationRegistry.Addition, FanoutError>]> {
         // Every item's keys first, with its index buckets asked for, then the registrations: the
         // buckets' cache misses overlap (`InstallationRegistry.prefetch(_:)`).
         var keys: [RegistrationKeys] = []
-        keys.reserveCapacity(requests.count)
-        for index in requests.indices {
-            guard case .success(let request) = requests[index] else {
+        keys.reserveCapacity(items.count)
+        for index in 0..<items.count {
+            guard items.refusals[index] == nil else {
                 keys.append(.none)
                 continue
             }
-            let itemKeys = RegistrationKeys(request, allowingLegacy: self.acceptsLegacyInstanceIDs, tokenHash: tokenHashes[index])
+            let itemKeys = RegistrationKeys(items.requests[index], allowingLegacy: self.acceptsLegacyInstanceIDs, tokenHash: tokenHashes[index])
             self.registry.prefetch(itemKeys)
             keys.append(itemKeys)
         }
         let accepts = self.configuration.acceptsFID
-        var results: [Swift.Result<RegistrationResult, FanoutError>] = []
-        results.reserveCapacity(requests.count)
+        var results: [Swift.Result<InstallationRegistry.Addition, FanoutError>] = []
+        results.reserveCapacity(items.count)
         var records: [WALRecord] = []
-        records.reserveCapacity(self.makesRecords ? requests.count : 0)
-        for (request, keys) in zip(requests, keys) {
-            switch request {
-            case .success(let request):
-                do throws(FanoutError) {
-                    results.append(.success(try self.register(request, keys: keys, accepting: accepts, now: now, recordingInto: &records)))
-                } catch {
-                    results.append(.failure(error))
+        records.reserveCapacity(self.makesRecords ? items.count : 0)
+        for index in 0..<items.count {
+            if let refusal = items.refusals[index] {
+                results.append(.failure(refusal))
+                continue
+            }
+            do throws(FanoutError) {
+                let addition = try self.registry.add(items.requests[index], keys: keys[index], accepting: accepts, now: now)
+                if case .new(_, _, let fid, _) = addition, self.makesRecords {
+                    records.append(.register(self.id, .init(items.requests[index], fid: fid, at: now)))
                 }
-            case .failure(let error):
+                results.append(.success(addition))
+            } catch {
                 results.append(.failure(error))
             }
         }

@@ -359,28 +359,7 @@ struct InstallationRegistry {
         accepting accepts: ((FID) -> Bool)? = nil,
         now: Timestamp
     ) throws(FanoutError) -> RegistrationResult {
-        switch try self.add(request, keys: keys, accepting: accepts, now: now) {
-        case .existing(let result):
-            return result
-        case .new(let slot, let generation, let fid, let fidWasAssigned):
-            // Made of the request's own values, not the registry's: its app id is the one string
-            // every installation of the app shares, and retaining it from each event loop and the
-            // log's writer made its reference count bounce between the cores.
-            let installation = Installation(
-                slot: slot,
-                generation: generation,
-                fid: fid,
-                token: request.token,
-                platform: request.platform,
-                appID: request.appID,
-                device: request.device,
-                apnsToken: request.apnsToken,
-                user: nil,
-                createdAt: now,
-                lastSeen: now
-            )
-            return RegistrationResult(installation: installation, fidWasAssigned: fidWasAssigned)
-        }
+        try self.add(request, keys: keys, accepting: accepts, now: now).result(of: request, at: now)
     }
 
     /// What a registration changed: nothing, when the request repeats an existing registration
@@ -388,6 +367,40 @@ struct InstallationRegistry {
     enum Addition {
         case existing(RegistrationResult)
         case new(slot: UInt32, generation: UInt32, fid: FID, fidWasAssigned: Bool)
+
+        /// What `register` answers for `request`, registered at `now` with this outcome.
+        func result(of request: RegistrationRequest, at now: Timestamp) -> RegistrationResult {
+            switch self {
+            case .existing(let result):
+                return result
+            case .new(let slot, let generation, let fid, let fidWasAssigned):
+                // Made of the request's own values, not the registry's: its app id is the one string
+                // every installation of the app shares, and retaining it from each event loop and the
+                // log's writer made its reference count bounce between the cores.
+                let installation = Installation(
+                    slot: slot,
+                    generation: generation,
+                    fid: fid,
+                    token: request.token,
+                    platform: request.platform,
+                    appID: request.appID,
+                    device: request.device,
+                    apnsToken: request.apnsToken,
+                    user: nil,
+                    createdAt: now,
+                    lastSeen: now
+                )
+                return RegistrationResult(installation: installation, fidWasAssigned: fidWasAssigned)
+            }
+        }
+
+        /// What REGISTER_BATCH_FIDS answers: the FID and the flags, no installation made.
+        var receipt: RegistrationReceipt {
+            switch self {
+            case .existing(let result): RegistrationReceipt(result)
+            case .new(_, _, let fid, let fidWasAssigned): .registered(fid: fid, fidWasAssigned: fidWasAssigned, isExisting: false)
+            }
+        }
     }
 
     /// Registers as `register(_:keys:accepting:now:)` does, without making the new installation's
@@ -639,6 +652,11 @@ struct InstallationRegistry {
 
     static func tokenHash(_ token: RegistrationToken) -> Int {
         token.withUTF8(Self.tokenHash)
+    }
+
+    /// `tokenHash` of the request's token; nil without one.
+    static func tokenHash(of request: RegistrationRequest) -> Int? {
+        request.token?.withUTF8(Self.tokenHash)
     }
 
     // MARK: - Token storage

@@ -1,0 +1,47 @@
+public import FanoutModel
+
+/// A batch's registrations as the engine takes them: each item's request, and the error of each
+/// one refused before it reached the engine (a field that did not parse), side by side. Registering
+/// reads each request where it is: a `Result` per item was copied at every pass over the batch,
+/// each of its strings retained and released.
+public struct RegistrationItems: Sendable {
+    /// Every item's request; a refused item holds a placeholder.
+    private(set) var requests: [RegistrationRequest] = []
+    /// Every item's refusal, nil for an item to register.
+    private(set) var refusals: [FanoutError?] = []
+
+    /// Stands in for a refused item's request; never registered.
+    private static let placeholder = RegistrationRequest(platform: .android, appID: AppID(validated: "-"))
+
+    public init() {}
+
+    /// Items from requests, each refused one with its error.
+    public init(_ items: [Result<RegistrationRequest, FanoutError>]) {
+        self.reserveCapacity(items.count)
+        for item in items {
+            switch item {
+            case .success(let request): self.append(request)
+            case .failure(let error): self.append(refused: error)
+            }
+        }
+    }
+
+    public var count: Int { self.requests.count }
+
+    public mutating func reserveCapacity(_ count: Int) {
+        self.requests.reserveCapacity(count)
+        self.refusals.reserveCapacity(count)
+    }
+
+    /// An item to register.
+    public mutating func append(_ request: consuming RegistrationRequest) {
+        self.requests.append(request)
+        self.refusals.append(nil)
+    }
+
+    /// An item refused before it reached the engine: its result is `error`.
+    public mutating func append(refused error: FanoutError) {
+        self.requests.append(Self.placeholder)
+        self.refusals.append(error)
+    }
+}
