@@ -255,7 +255,7 @@ extension Engine {
             try self.register(RegistrationItems(requests), in: project)
         }
 
-        /// Registers a batch's items as `register(_:in:)` does, each read where `items` holds it.
+        /// Registers a batch's items as `register(_:in:)` does.
         public mutating func register(
             _ items: RegistrationItems,
             in project: ProjectID = .default

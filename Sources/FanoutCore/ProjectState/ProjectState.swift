@@ -86,7 +86,6 @@ struct ProjectState {
     /// Registers each item on its own (a refused one changes nothing): what each did, in order,
     /// and the records of those that registered. `tokenHashes` holds each item's token hash
     /// (`InstallationRegistry.tokenHash`, nil for an item without a token), made before the lock.
-    /// Each request is read where `items` holds it, never copied.
     mutating func register(
         _ items: RegistrationItems,
         tokenHashes: [Int?],

@@ -1,9 +1,9 @@
 public import FanoutModel
 
 /// A batch's registrations as the engine takes them: each item's request, and the error of each
-/// one refused before it reached the engine (a field that did not parse), side by side. Registering
-/// reads each request where it is: a `Result` per item was copied at every pass over the batch,
-/// each of its strings retained and released.
+/// one refused before it reached the engine (a field that did not parse), side by side and read
+/// by index. A `Result` per item was bound, a copy with every string retained and released, at
+/// each of the batch's passes (hashing, keys, registering).
 public struct RegistrationItems: Sendable {
     /// Every item's request; a refused item holds a placeholder.
     private(set) var requests: [RegistrationRequest] = []
