@@ -50,10 +50,12 @@ enum Snapshot {
         var closed = false
         defer { if !closed { close(descriptor) } }
 
-        // Project records first (the default project always exists), then each project's state.
-        var pending: [[WALRecord]] = [projects.filter { $0.id != .default }.map { WALRecord.createProject($0.id) }]
-        pending += projects.map { $0.snapshotRecords() }
-        let count = pending.reduce(0) { $0 + $1.count }
+        // Project records first (the default project always exists), then each project's state,
+        // its records made as the content is written (`SnapshotRecords`), counted ahead for the header.
+        var creations = projects.filter { $0.id != .default }.map { WALRecord.createProject($0.id) }[...]
+        var states = projects.map(SnapshotRecords.init)[...]
+        let count = creations.count + states.reduce(0) { $0 + $1.count }
+        var written = 0
         // The content goes to the compressor about a MiB at a time, each piece written into the
         // same buffer (a fresh one for each piece grew from 64 KiB by doubling, every step into
         // memory never touched: page faults, a sixth of a 1M x 20 snapshot's samples). The
@@ -64,8 +66,6 @@ enum Snapshot {
         writer.write(UInt16(0))
         writer.write(lsn)
         writer.write(UInt64(count))
-        var project = 0
-        var position = 0
         var isFirst = true
         try LZ4Frame.compress({
             if isFirst {
@@ -73,20 +73,34 @@ enum Snapshot {
             } else {
                 writer.removeAll()
             }
-            while project < pending.count {
-                while position < pending[project].count {
-                    writer.writeLengthPrefixed { pending[project][position].encode(into: &$0) }
-                    position += 1
-                    if writer.bytes.count > 1 << 20 { return writer.bytes }
-                }
-                project += 1
-                position = 0
+            while let record = creations.popFirst() ?? Self.next(of: &states) {
+                writer.writeLengthPrefixed { record.encode(into: &$0) }
+                written += 1
+                if writer.bytes.count > 1 << 20 { return writer.bytes }
             }
             return writer.bytes.isEmpty ? nil : writer.bytes
         }, into: { bytes in try FileIO.writeAll(descriptor, bytes, path: temporary) })
+        // The header promised `count` records: a snapshot that holds another number is not kept.
+        guard written == count else { throw SnapshotCountMismatch(promised: count, written: written) }
         try FileIO.dataSync(descriptor, path: temporary)
         close(descriptor)
         closed = true
+    }
+
+    /// The next record of the first project that has one left.
+    private static func next(of states: inout ArraySlice<SnapshotRecords>) -> WALRecord? {
+        while !states.isEmpty {
+            if let record = states[states.startIndex].next() { return record }
+            states.removeFirst()
+        }
+        return nil
+    }
+
+    /// The records counted for a snapshot's header and those its projects then gave differ.
+    struct SnapshotCountMismatch: Error, CustomStringConvertible {
+        let promised: Int
+        let written: Int
+        var description: String { "the snapshot's header counted \(self.promised) records, its projects gave \(self.written)" }
     }
 
     /// Reads a snapshot file and hands its records to `apply` in order, decoding them on a thread

@@ -125,58 +125,6 @@ extension ProjectState {
         }
         return slots
     }
-
-    /// Records that rebuild this project's state exactly (for a snapshot): the slot layout,
-    /// installations (in their slots) with their creation and last-seen times and credentials, users with their
-    /// kind and last activity, bindings, subscriptions, the tombstones of deleted FIDs and retired
-    /// tokens, and the messages with pending deliveries.
-    func snapshotRecords() -> [WALRecord] {
-        let project = self.id
-        var records: [WALRecord] = []
-        // Room for a register and a touch per installation and the rest, reserved at once: grown
-        // by doubling, the array was copied again and again (a quarter of this function's samples
-        // at 1M installations); the part never written is never touched.
-        records.reserveCapacity(2 * self.registry.count + 2 * self.users.count + self.topics.topicCount + 8)
-        records.append(.restoreSlotLayout(project, capacity: UInt32(self.registry.slotCapacity), freeSlots: self.registry.freeSlotList))
-        if self.acceptsLegacyInstanceIDs { records.append(.setLegacyInstanceIDs(project, accepted: true)) }
-        var boundUsers: [(UInt32, UserID)] = []
-        self.registry.liveSlots.forEach { slot in
-            guard let i = self.registry.installation(atSlot: slot) else { return }
-            records.append(
-                .register(
-                    project,
-                    .init(fid: i.fid, token: i.token, platform: i.platform, appID: i.appID, device: i.device, apnsToken: i.apnsToken, at: i.createdAt)
-                )
-            )
-            if i.lastSeen != i.createdAt { records.append(.touch(project, fid: i.fid, at: i.lastSeen)) }
-            if let digest = self.registry.credentialDigest(ofSlot: slot) { records.append(.setCredential(project, fid: i.fid, digest: digest)) }
-            if let user = i.user { boundUsers.append((slot, user)) }
-        }
-        for (user, record) in self.users.sorted(by: { $0.key < $1.key }) {
-            records.append(.restoreUserCreated(
-                project, user: user, anonymous: record.isAnonymous, createdAt: Timestamp(millisecondsSinceEpoch: record.createdAt),
-                lastActive: Timestamp(millisecondsSinceEpoch: record.lastActive)
-            ))
-            for slot in record.devices {
-                guard let fid = self.registry.fid(ofSlot: slot) else { continue }
-                // Binding at time 0 keeps the restored last activity (binding takes the later of the two).
-                records.append(.bindDevice(project, fid: fid, user: user, anonymous: record.isAnonymous, at: Timestamp(millisecondsSinceEpoch: 0)))
-            }
-        }
-        // The layout record puts every installation back in its slot, so subscribers are stored as
-        // slots (4 bytes each, not an 18-byte FID).
-        for (topic, _) in self.topics.allTopics() {
-            records.append(.restoreSubscribers(project, topic: topic, ordinals: self.topics.subscribers(of: topic).slots))
-        }
-        if let enabledAt = self.anonymousCleanupEnabledAt {
-            records.append(.setAnonymousCleanup(project, enabledAt: Timestamp(millisecondsSinceEpoch: enabledAt)))
-        }
-        let (retiredFIDs, retiredTokens) = self.registry.tombstones
-        if !retiredFIDs.isEmpty { records.append(.retireFIDs(project, fids: retiredFIDs)) }
-        if !retiredTokens.isEmpty { records.append(.retireTokenHashes(project, hashes: retiredTokens)) }
-        records += self.snapshotMessageRecords()
-        return records
-    }
 }
 
 extension WALRecord {

@@ -582,6 +582,22 @@ struct InstallationRegistry {
         (self.retiredFIDs.sorted { $0.string < $1.string }, self.retiredTokens.sorted())
     }
 
+    /// How many FIDs and token hashes are retired.
+    var tombstoneCounts: (fids: Int, tokenHashes: Int) {
+        (self.retiredFIDs.count, self.retiredTokens.count)
+    }
+
+    /// How many records a snapshot writes for the installations: a register for each, a touch for
+    /// each seen since it registered, a credential for each that has one.
+    var snapshotRecordCount: Int {
+        var count = self.liveSlots.count
+        self.liveSlots.forEach { slot in
+            let record = self.records[Int(slot)]
+            if record.lastSeen != record.createdAt { count += 1 }
+        }
+        return count + self.credentialDigests.keys.count { self.isLive($0) }
+    }
+
     mutating func restoreRetired(fids: [FID]) {
         self.retiredFIDs.formUnion(fids)
     }
