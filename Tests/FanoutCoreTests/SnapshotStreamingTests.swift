@@ -34,6 +34,30 @@ struct SnapshotStreamingTests {
         }
     }
 
+    /// A snapshot file is read a MiB at a time as it is expanded, not whole: the same content,
+    /// and a file cut short, one with bytes after its frame, and an empty one are each refused.
+    @Test func aFilesFrameIsReadInPiecesAndChecksItsEnd() async throws {
+        try await TemporaryDirectory.with { directory in
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            var random = SeededRandomNumberGenerator(seed: 8)
+            let content = (0..<(7 << 19)).map { $0 % 3000 < 2000 ? UInt8.random(in: 0...255, using: &random) : UInt8(truncatingIfNeeded: $0 / 97) }
+            let frame = try Self.frame(of: content)
+            #expect(frame.count > 2 << 20, "the file spans several reads")
+            func expand(_ bytes: [UInt8]) throws -> [UInt8] {
+                let path = directory + "/frame.lz4"
+                try Data(bytes).write(to: URL(fileURLWithPath: path))
+                let decompressor = try LZ4Frame.Decompressor(reading: path, limit: content.count)
+                var expanded: [UInt8] = []
+                while let piece = try decompressor.next() { expanded += piece }
+                return expanded
+            }
+            #expect(try expand(frame) == content)
+            for damaged in [Array(frame.dropLast(4)), frame + [0], [], Array(frame.prefix(1 << 20))] {
+                #expect(throws: LZ4Frame.Error.self, "\(damaged.count) bytes") { _ = try expand(damaged) }
+            }
+        }
+    }
+
     @Test func theProducerThreadHandsOverInOrderThenItsError() throws {
         struct Stop: Error {}
         let producer = ProducerThread<Int, Stop>(capacity: 3) { emit throws(Stop) in

@@ -139,8 +139,8 @@ package enum FileIO {
         return filled
     }
 
-    /// A file read front to back in pieces (a snapshot published a chunk at a time), so that only
-    /// a piece is in memory at once.
+    /// A file read front to back in pieces (a snapshot published a chunk at a time, or recovered),
+    /// so that only a piece is in memory at once.
     package final class PieceReader {
         private let descriptor: Int32
         private let path: String

@@ -42,10 +42,15 @@ enum LZ4Frame {
     }
 
     /// Decompresses a frame a piece at a time, so that a reader can work on the start of the
-    /// content before the rest is expanded. The end of the frame (`next()` returning `nil`) is
-    /// reached only once its content checksum has been verified.
+    /// content before the rest is expanded, and reads a file's frame a piece at a time too. The
+    /// end of the frame (`next()` returning `nil`) is reached only once its content checksum has
+    /// been verified and nothing follows it.
     final class Decompressor {
-        private let frame: [UInt8]
+        /// The frame's bytes being decompressed: all of it, or the file's current piece.
+        private var input: [UInt8]
+        /// Replaces `input` with the frame's next bytes; leaves it empty at the end.
+        private let refill: (inout [UInt8]) throws -> Void
+        private var inputEnded = false
         private let limit: Int
         private let context: OpaquePointer
         private var consumed = 0
@@ -54,12 +59,25 @@ enum LZ4Frame {
         private var chunk = [UInt8](repeating: 0, count: 1 << 20)
 
         /// A decompressor of `frame` that refuses to produce more than `limit` bytes in all.
-        init(_ frame: [UInt8], limit: Int) throws {
+        convenience init(_ frame: [UInt8], limit: Int) throws {
+            try self.init(input: frame, limit: limit) { $0.removeAll() }
+        }
+
+        /// A decompressor of the frame that is the file at `path`, read a MiB at a time (read
+        /// whole, a snapshot's compressed bytes, over a quarter of the state's size, were held
+        /// until the last record was decoded), that refuses to produce more than `limit` bytes in all.
+        convenience init(reading path: String, limit: Int) throws {
+            let reader = try FileIO.PieceReader(path)
+            try self.init(input: [], limit: limit) { $0 = try reader.next(1 << 20) }
+        }
+
+        private init(input: [UInt8], limit: Int, refill: @escaping (inout [UInt8]) throws -> Void) throws {
             var context: OpaquePointer? = nil
             guard LZ4F_isError(LZ4F_createDecompressionContext(&context, UInt32(LZ4F_VERSION))) == 0, let context else {
                 throw Error(description: "cannot create an LZ4 frame context")
             }
-            self.frame = frame
+            self.input = input
+            self.refill = refill
             self.limit = limit
             self.context = context
         }
@@ -68,15 +86,26 @@ enum LZ4Frame {
             LZ4F_freeDecompressionContext(self.context)
         }
 
+        /// Takes the frame's next bytes once the current ones are used up; false at its end.
+        private func hasInput() throws -> Bool {
+            if self.consumed < self.input.count { return true }
+            guard !self.inputEnded else { return false }
+            try self.refill(&self.input)
+            self.consumed = 0
+            self.inputEnded = self.input.isEmpty
+            return !self.inputEnded
+        }
+
         /// The next piece of content (at most 1 MiB), or `nil` at the verified end of the frame.
         func next() throws -> ArraySlice<UInt8>? {
             while !self.isComplete {
-                var sourceSize = self.frame.count - self.consumed
+                guard try self.hasInput() else { throw Error(description: "the LZ4 frame is truncated") }
+                var sourceSize = self.input.count - self.consumed
                 var destinationSize = self.chunk.count
                 let consumed = self.consumed
-                let hint = self.frame.withUnsafeBytes { input in
+                let hint = self.input.withUnsafeBytes { input in
                     self.chunk.withUnsafeMutableBytes { out in
-                        LZ4F_decompress(self.context, out.baseAddress, &destinationSize, input.baseAddress! + consumed, &sourceSize, nil)
+                        LZ4F_decompress(self.context, out.baseAddress, &destinationSize, input.baseAddress.map { $0 + consumed }, &sourceSize, nil)
                     }
                 }
                 guard LZ4F_isError(hint) == 0 else {
@@ -86,11 +115,11 @@ enum LZ4Frame {
                 self.produced += destinationSize
                 guard self.produced <= self.limit else { throw Error(description: "the frame expands past \(self.limit) bytes") }
                 self.isComplete = hint == 0  // the frame is complete and its checksum verified
-                if self.isComplete && self.consumed != self.frame.count {
-                    throw Error(description: "\(self.frame.count - self.consumed) bytes follow the end of the LZ4 frame")
+                if self.isComplete, try self.hasInput() {
+                    throw Error(description: "bytes follow the end of the LZ4 frame")
                 }
                 if !self.isComplete && sourceSize == 0 && destinationSize == 0 {
-                    throw Error(description: "the LZ4 frame is truncated")
+                    throw Error(description: "the LZ4 frame stopped decoding")
                 }
                 if destinationSize > 0 { return self.chunk[0..<destinationSize] }
             }

@@ -138,7 +138,7 @@ enum Snapshot {
 
     /// Expands the file a piece at a time and decodes its records as they arrive.
     private static func decode(_ path: String, emit: (Chunk) -> Bool) throws {
-        let content = try LZ4Frame.Decompressor(try FileIO.readAll(path), limit: Self.maximumSize)
+        let content = try LZ4Frame.Decompressor(reading: path, limit: Self.maximumSize)
         var buffer: [UInt8] = []
         var position = 0
         var bufferOffset = 0  // the content offset of buffer[0], for error messages
