@@ -99,7 +99,8 @@ enum LZ4Frame {
         /// The next piece of content (at most 1 MiB), or `nil` at the verified end of the frame.
         func next() throws -> ArraySlice<UInt8>? {
             while !self.isComplete {
-                guard try self.hasInput() else { throw Error(description: "the LZ4 frame is truncated") }
+                // With no input left, the decompressor may still hold output to hand over.
+                let hasInput = try self.hasInput()
                 var sourceSize = self.input.count - self.consumed
                 var destinationSize = self.chunk.count
                 let consumed = self.consumed
@@ -119,7 +120,7 @@ enum LZ4Frame {
                     throw Error(description: "bytes follow the end of the LZ4 frame")
                 }
                 if !self.isComplete && sourceSize == 0 && destinationSize == 0 {
-                    throw Error(description: "the LZ4 frame stopped decoding")
+                    throw Error(description: hasInput ? "the LZ4 frame stopped decoding" : "the LZ4 frame is truncated")
                 }
                 if destinationSize > 0 { return self.chunk[0..<destinationSize] }
             }
