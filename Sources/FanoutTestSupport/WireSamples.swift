@@ -234,7 +234,7 @@ public struct WireSamples {
         case 22:
             return .registeredFIDs((0..<self.int(0...4)).map { _ in
                 self.bool()
-                    ? .registered(fid: self.installation().fid, fidWasAssigned: self.bool(), isExisting: self.bool())
+                    ? .registered(fid: self.fid(), fidWasAssigned: self.bool(), isExisting: self.bool())
                     : .failed(self.error())
             })
         default:
