@@ -11,6 +11,7 @@
 # (its name as `fanout_requests_total` gives it: REGISTER, SUBSCRIBE, ACK, ...), `perf record -g`
 # samples fanoutd for SECONDS (default 1), so the phases before it stay out of the profile. Prints
 # the harness's report; the profile is `perf.data` in the fresh directory (`perf report -i`).
+# PERF_EVENTS replaces the sampling (default `-F 2000`), e.g. PERF_EVENTS="-e sched:sched_switch".
 # Needs `swift build -c release` of fanoutd, fanout and fanout-load, and linux-perf.
 set -euo pipefail
 
@@ -34,11 +35,13 @@ sleep 0.5
 "$bin/fanout-load" run "$scenario" --quiet --server 127.0.0.1:7601 --api-key "$(cat "$directory/admin-key")" \
     --consumer-key "$consumer_key" --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
 load=$!
-until curl -s http://127.0.0.1:7602/metrics | grep -q "fanout_requests_total{listener=\"tcp\",operation=\"$operation\""; do
+# The page is read whole before it is searched: `grep -q` stopping early would fail `curl` and, under
+# pipefail, the test.
+until [[ "$(curl -s http://127.0.0.1:7602/metrics)" == *"fanout_requests_total{listener=\"tcp\",operation=\"$operation\""* ]]; do
     kill -0 $load 2> /dev/null || { cat "$directory/report.txt"; echo "no $operation request came" >&2; exit 1; }
     sleep 0.02
 done
-perf record -F 2000 -g -p $server -o "$directory/perf.data" -- sleep "$seconds" > /dev/null 2>&1
+perf record ${PERF_EVENTS:--F 2000} -g -p $server -o "$directory/perf.data" -- sleep "$seconds" > /dev/null 2>&1
 wait $load
 cat "$directory/report.txt"
 echo "profile: perf report -i $directory/perf.data"
