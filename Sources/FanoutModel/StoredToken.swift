@@ -3,8 +3,8 @@
 /// out a delivery allocates nothing. The bytes never change once stored.
 public struct StoredToken: @unchecked Sendable {
     // Safe to share: the owner keeps `start` alive and nothing writes those bytes again.
-    private let owner: AnyObject
-    private let start: UnsafeRawPointer
+    @usableFromInline let owner: AnyObject
+    @usableFromInline let start: UnsafeRawPointer
     /// The token's length in bytes.
     public let count: Int
 
@@ -15,6 +15,7 @@ public struct StoredToken: @unchecked Sendable {
     }
 
     /// Calls `body` with the token's bytes.
+    @inlinable
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try withExtendedLifetime(self.owner) { try body(UnsafeRawBufferPointer(start: self.start, count: self.count)) }
     }

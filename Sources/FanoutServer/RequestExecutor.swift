@@ -281,10 +281,19 @@ struct RequestExecutor: Sendable {
         return requests
     }
 
+    /// The fields' token, checked (a batch's decoder has checked those it kept in its block).
+    private static func token(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationToken? {
+        switch fields.heldToken {
+        case nil: nil
+        case .token(let token): token
+        case .text(let text): try Self.parse(text, "token", RegistrationToken.init)
+        }
+    }
+
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {
         RegistrationRequest(
             offeredFID: fields.offeredFID,
-            token: try fields.token.map { (token: String) throws(FanoutError) in try Self.parse(token, "token", RegistrationToken.init) },
+            token: try Self.token(fields),
             platform: fields.platform,
             appID: try Self.parse(fields.appID, "appId", AppID.init),
             device: try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),

@@ -93,6 +93,18 @@ struct PayloadReader {
         }
     }
 
+    /// REGISTER's optional token: a valid one kept in `tokens` (when given, and it has room), any
+    /// other as its text (the server refuses it, naming the field).
+    mutating func optionalHeldToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens?) throws(ProtocolError) -> RegistrationFields.HeldToken? {
+        guard try self.isPresent(field()) else { return nil }
+        return try self.stringBytes(field, invalid: "not valid UTF-8") { bytes in
+            if let tokens, RegistrationToken.isValid(utf8: bytes), let kept = tokens.keep(bytes) {
+                return .token(RegistrationToken(keptIn: kept))
+            }
+            return String(validatingUTF8Bytes: bytes).map { .text($0) }
+        }
+    }
+
     /// An APNs device token sent as an optional `string`, checked before a `String` is made.
     mutating func optionalAPNsToken(_ field: @autoclosure () -> String) throws(ProtocolError) -> APNsDeviceToken? {
         try self.isPresent(field()) ? try self.stringBytes(field, invalid: "not valid", APNsDeviceToken.init(utf8:)) : nil

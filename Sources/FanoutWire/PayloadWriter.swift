@@ -35,6 +35,20 @@ extension ByteBuffer {
         }
     }
 
+    /// An optional registration token as an optional `string`, from its bytes wherever they are
+    /// kept (a token is at most 4096 bytes: it always fits).
+    mutating func writeWireOptionalToken(_ token: RegistrationToken?) {
+        guard let token else {
+            self.writeInteger(0, as: UInt8.self)
+            return
+        }
+        self.writeInteger(1, as: UInt8.self)
+        token.withUTF8 { bytes in
+            self.writeInteger(UInt16(bytes.count))
+            self.writeBytes(bytes)
+        }
+    }
+
     mutating func writeWireBytes(_ bytes: [UInt8], field: String) throws(ProtocolError) {
         guard bytes.count <= Int(UInt32.max) else {
             throw ProtocolError(.invalidArgument, "\(field) is too long to send")

@@ -3,7 +3,15 @@ public import FanoutModel
 /// REGISTER's fields as they travel: strings, checked by the server with the engine's rules.
 public struct RegistrationFields: Hashable, Sendable {
     public var offeredFID: String?
-    public var token: String?
+    /// The registration token as sent.
+    public var token: String? {
+        get { self.heldToken?.text }
+        set { self.heldToken = newValue.map { .text($0) } }
+    }
+    /// The token as decoded: a register batch's decoder keeps each valid token's bytes in a block
+    /// the frame's items share (`RegistrationToken(keptIn:)`), and the server registers that
+    /// token without making a `String` of it.
+    package var heldToken: HeldToken?
     public var platform: Platform
     public var appID: String
     public var deviceName: String?
@@ -23,13 +31,41 @@ public struct RegistrationFields: Hashable, Sendable {
         apnsToken: String? = nil
     ) {
         self.offeredFID = offeredFID
-        self.token = token
+        self.heldToken = token.map { .text($0) }
         self.platform = platform
         self.appID = appID
         self.deviceName = deviceName
         self.deviceOS = deviceOS
         self.deviceType = deviceType
         self.apnsToken = apnsToken
+    }
+}
+
+extension RegistrationFields {
+    /// A registration token as a decoder holds it: the text sent, or a valid token (equal, and
+    /// hashed alike, when the text is the same).
+    package enum HeldToken: Hashable, Sendable {
+        case text(String)
+        case token(RegistrationToken)
+
+        var text: String {
+            switch self {
+            case .text(let text): text
+            case .token(let token): token.value
+            }
+        }
+
+        package static func == (left: HeldToken, right: HeldToken) -> Bool {
+            switch (left, right) {
+            case (.text(let left), .text(let right)): left == right
+            case (.token(let left), .token(let right)): left == right
+            default: left.text == right.text
+            }
+        }
+
+        package func hash(into hasher: inout Hasher) {
+            hasher.combine(self.text)
+        }
     }
 }
 

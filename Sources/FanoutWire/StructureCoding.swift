@@ -7,7 +7,7 @@ extension ByteBuffer {
     mutating func writeWireInstallation(_ i: Installation) throws(ProtocolError) {
         self.writeMultipleIntegers(i.slot, i.generation)
         self.writeWireFID(i.fid)
-        try self.writeWireOptionalString(i.token?.value, field: "token")
+        self.writeWireOptionalToken(i.token)
         self.writeInteger(i.platform.code)
         try self.writeWireString(i.appID.value, field: "appId")
         try self.writeWireOptionalString(i.device.name, field: "deviceName")
@@ -278,18 +278,18 @@ extension PayloadReader {
         }
     }
 
-    mutating func registrationFields(_ field: @autoclosure () -> String) throws(ProtocolError) -> RegistrationFields {
+    /// REGISTER's fields; a batch item's valid token is kept in `tokens`, its frame's block.
+    mutating func registrationFields(_ field: @autoclosure () -> String, keepingTokensIn tokens: ReceivedTokens? = nil) throws(ProtocolError) -> RegistrationFields {
         // The field's name is made only for an error (a batch item's is "registrations[i]").
         func prefix() -> String {
             let name = field()
             return name.isEmpty ? "" : name + "."
         }
         let fid = try self.optionalString(prefix() + "fid")
-        let token = try self.optionalString(prefix() + "token")
+        let token = try self.optionalHeldToken(prefix() + "token", keptIn: tokens)
         let platform = try self.platform(prefix() + "platform")
-        return RegistrationFields(
+        var fields = RegistrationFields(
             offeredFID: fid,
-            token: token,
             platform: platform,
             appID: try self.string(prefix() + "appId"),
             deviceName: try self.optionalString(prefix() + "deviceName"),
@@ -297,13 +297,16 @@ extension PayloadReader {
             deviceType: try self.optionalString(prefix() + "deviceType"),
             apnsToken: try self.optionalString(prefix() + "apnsToken")
         )
+        fields.heldToken = token
+        return fields
     }
 
-    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) items.
+    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) items, their valid tokens kept in one block.
     mutating func registrationBatch() throws(ProtocolError) -> [RegistrationFields] {
+        let tokens = ReceivedTokens(capacity: self.remaining)
         // Each item is at least 9 bytes: two absent optionals, a platform, an app id's length, four absent optionals.
-        try self.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
-            try reader.registrationFields(field())
+        return try self.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
+            try reader.registrationFields(field(), keepingTokensIn: tokens)
         }
     }
 

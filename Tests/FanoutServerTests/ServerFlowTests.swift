@@ -261,7 +261,8 @@ struct ServerFlowTests {
 
     /// REGISTER_BATCH_FIDS registers as REGISTER_BATCH does and answers each item with its FID
     /// and flags only: the FID the installation has, whether the server assigned it, whether it
-    /// was there already; a refused item's error names its field.
+    /// was there already; a refused item's error names its field (a token that is not one too,
+    /// though the decoder keeps the batch's valid tokens apart).
     @Test func aBatchRegisterAnsweredWithFIDsGivesEachItemsFIDInOrder() async throws {
         try await TemporaryDirectory.with { directory in
             try await LoopbackServer.serve(directory: directory) { port, _ in
@@ -276,9 +277,10 @@ struct ServerFlowTests {
                     RegistrationFields(token: "fids-0", platform: .android, appID: "1:1:android:a"),
                     RegistrationFields(offeredFID: offered, token: "fids-5", platform: .web, appID: "1:1:web:a"),
                     RegistrationFields(offeredFID: "not-a-fid", token: "fids-6", platform: .web, appID: "1:1:web:a"),
+                    RegistrationFields(token: "not a token", platform: .web, appID: "1:1:web:a"),
                 ])
-                #expect(receipts.count == 7)
-                guard receipts.count == 7, case .registered(let first, let firstAssigned, let firstExisting) = receipts[0],
+                #expect(receipts.count == 8)
+                guard receipts.count == 8, case .registered(let first, let firstAssigned, let firstExisting) = receipts[0],
                     case .registered(let assigned, true, false) = receipts[6]
                 else {
                     Issue.record("unexpected receipts \(receipts)")
@@ -292,6 +294,7 @@ struct ServerFlowTests {
                 #expect(receipts[3] == .registered(fid: taken.installation.fid, fidWasAssigned: true, isExisting: true))
                 #expect(receipts[4] == .registered(fid: first, fidWasAssigned: true, isExisting: true), "a later item sees an earlier one")
                 #expect(receipts[5] == .registered(fid: FID(offered)!, fidWasAssigned: false, isExisting: false), "an offered FID is kept")
+                #expect(receipts[7] == .failed(FanoutError(.invalidArgument, "", field: "token")), "a token with spaces is not one")
                 #expect(try await admin.installationCount() == 4)
                 await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
                     _ = try await admin.registerReturningFIDs([])

@@ -81,6 +81,50 @@ struct WireCodecTests {
         }
     }
 
+    /// A register batch's valid tokens reach the server as tokens kept in a block the frame's
+    /// items share, equal (and hashed alike) to the same tokens made from strings; a token that is
+    /// not one stays the text sent, for the server to refuse by name. A single REGISTER's token
+    /// stays text. Either way the fields equal the ones sent.
+    @Test func aRegisterBatchKeepsItsValidTokensInTheFramesBlock() throws {
+        let valid = String(repeating: "t", count: 163)
+        let items = [
+            RegistrationFields(token: valid, platform: .android, appID: "1:1:android:a"),
+            RegistrationFields(token: "a token", platform: .web, appID: "1:1:web:a"),
+            RegistrationFields(offeredFID: "cKpqbXWNS0q2Tv6pPZ2BZR", platform: .web, appID: "1:1:web:a"),
+            RegistrationFields(token: "tok-3", platform: .ios, appID: "1:1:ios:a"),
+        ]
+        for request in [ClientRequest.registerBatchFIDs(project: "default", items), .registerBatch(project: "default", items)] {
+            let decoded = try Self.decodeAll(try Self.encode(ClientFrame(requestID: 1, request: request)), as: ClientRequest.self)
+            switch decoded.first?.message {
+            case .registerBatchFIDs(_, let fields)?, .registerBatch(_, let fields)?: try Self.expectKeptTokens(fields, sent: items, valid: valid)
+            default: Issue.record("not a register batch: \(decoded)")
+            }
+        }
+        let single = try Self.decodeAll(try Self.encode(ClientFrame(requestID: 2, request: .register(project: "default", items[0]))), as: ClientRequest.self)
+        guard case .register(_, let fields, _)? = single.first?.message else {
+            Issue.record("not a REGISTER: \(single)")
+            return
+        }
+        #expect(fields.heldToken == .text(valid) && fields == items[0])
+        if case .token? = fields.heldToken { Issue.record("a single REGISTER's token is kept in a block") }
+    }
+
+    private static func expectKeptTokens(_ fields: [RegistrationFields], sent: [RegistrationFields], valid: String) throws {
+        #expect(fields == sent, "the fields sent")
+        guard fields.count == 4, case .token(let kept)? = fields[0].heldToken, case .token(let short)? = fields[3].heldToken else {
+            Issue.record("the valid tokens are not kept: \(fields.map(\.heldToken))")
+            return
+        }
+        guard case .text("a token")? = fields[1].heldToken, fields[2].heldToken == nil else {
+            Issue.record("a token that is not one, or none, is not left as sent: \(fields.map(\.heldToken))")
+            return
+        }
+        let made = try #require(RegistrationToken(valid))
+        #expect(kept == made && made == kept && kept.value == valid && kept.utf8Count == 163 && short.value == "tok-3")
+        #expect(kept != short && Set([kept, made, short]).count == 2, "equal tokens hash alike, however each is held")
+        #expect(kept.description == made.description, "redacted alike")
+    }
+
     @Test(arguments: [1, 2, 3] as [UInt64])
     func everyRequestRoundTrips(seed: UInt64) throws {
         let seen = try Self.roundTrip(seed: seed) { $0.request() }

@@ -26,6 +26,20 @@ struct BinaryWriter {
         if let string { self.write(string) }
     }
 
+    /// A token as `write(_: String)` writes its string, from its bytes wherever they are kept.
+    mutating func write(_ token: RegistrationToken) {
+        token.withUTF8 { bytes in
+            self.write(UInt32(bytes.count))
+            self.bytes.append(contentsOf: bytes)
+        }
+    }
+
+    /// An optional token as `write(_: String?)` writes an optional string.
+    mutating func write(_ token: RegistrationToken?) {
+        self.write(token != nil)
+        if let token { self.write(token) }
+    }
+
     mutating func write(_ fid: FID) {
         let packed = fid.packed
         self.write(packed.high)

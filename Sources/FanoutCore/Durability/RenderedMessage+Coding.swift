@@ -45,7 +45,7 @@ extension BinaryWriter {
         switch address {
         case .token(let token):
             self.write(RenderedMessageCoding.TargetKind.token.rawValue)
-            self.write(token.value)
+            self.write(token)
         case .fid(let fid):
             self.write(RenderedMessageCoding.TargetKind.fid.rawValue)
             self.write(fid)

@@ -15,7 +15,7 @@ extension WALRecord {
             writer.write(Kind.register.rawValue)
             writer.write(project.value)
             writer.write(r.fid)
-            writer.write(r.token?.value)
+            writer.write(r.token)
             writer.write(r.platform.code)
             writer.write(r.appID.value)
             writer.write(r.device.name)
@@ -27,7 +27,7 @@ extension WALRecord {
             writer.write(Kind.refreshToken.rawValue)
             writer.write(project.value)
             writer.write(fid)
-            writer.write(token.value)
+            writer.write(token)
             writer.write(at)
         case .touch(let project, let fid, let at):
             writer.write(Kind.touch.rawValue)

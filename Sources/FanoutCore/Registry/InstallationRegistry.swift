@@ -652,7 +652,7 @@ struct InstallationRegistry {
     /// FNV-1a 64 of the token bytes: stable across processes (unlike `Hasher`), so tombstones can be
     /// persisted. A false positive (a fresh token refused as retired) has probability ~1e-19 per pair.
     static func stableHash(_ token: RegistrationToken) -> UInt64 {
-        FNV1a.hash64(token.value.utf8)
+        token.withUTF8 { FNV1a.hash64($0) }
     }
 
     /// The hash the token index files a token under, of its bytes (as the arena holds them):

@@ -49,7 +49,7 @@ package struct RegistrationBatch: Sendable {
         list.reserveCapacity(addresses.count, bytes: addresses.reduce(0) { total, address in
             switch address {
             case .fid(let fid): total + fid.utf8Count
-            case .token(let token): total + token.value.utf8.count
+            case .token(let token): total + token.utf8Count
             }
         })
         var items: [Item] = []
