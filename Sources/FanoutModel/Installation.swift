@@ -49,7 +49,12 @@ public struct Installation: Hashable, Sendable {
 public struct RegistrationRequest: Sendable {
     /// The FID the client generated. The engine assigns a new one when this is `nil`, not a valid
     /// FID, already in use, or the FID of a deleted installation (as FIS does).
-    public var offeredFID: String?
+    public var offeredFID: String? {
+        get { self.offered?.text }
+        set { self.offered = newValue.map { .text($0) } }
+    }
+    /// The offered FID as its decoder held it (parsed already when it is a FID).
+    package var offered: OfferedFID?
     public var token: RegistrationToken?
     public var platform: Platform
     public var appID: AppID
@@ -65,7 +70,7 @@ public struct RegistrationRequest: Sendable {
         device: DeviceDetails = DeviceDetails(),
         apnsToken: APNsDeviceToken? = nil
     ) {
-        self.offeredFID = offeredFID
+        self.offered = offeredFID.map { .text($0) }
         self.token = token
         self.platform = platform
         self.appID = appID

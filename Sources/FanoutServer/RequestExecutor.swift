@@ -291,13 +291,14 @@ struct RequestExecutor: Sendable {
     }
 
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {
-        RegistrationRequest(
-            offeredFID: fields.offeredFID,
+        var request = RegistrationRequest(
             token: try Self.token(fields),
             platform: fields.platform,
             appID: try Self.parse(fields.appID, "appId", AppID.init),
             device: try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),
             apnsToken: try fields.apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apnsToken", APNsDeviceToken.init) }
         )
+        request.offered = fields.offered
+        return request
     }
 }

@@ -93,6 +93,11 @@ struct PayloadReader {
         }
     }
 
+    /// REGISTER's optional offered FID: parsed when it is one, else its text.
+    mutating func optionalOfferedFID(_ field: @autoclosure () -> String) throws(ProtocolError) -> OfferedFID? {
+        try self.isPresent(field()) ? try self.stringBytes(field, invalid: "not valid UTF-8", OfferedFID.init(utf8:)) : nil
+    }
+
     /// REGISTER's optional token: a valid one kept in `tokens` (when given, and it has room), any
     /// other as its text (the server refuses it, naming the field).
     mutating func optionalHeldToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens?) throws(ProtocolError) -> RegistrationFields.HeldToken? {

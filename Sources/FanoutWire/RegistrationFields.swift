@@ -2,7 +2,12 @@ public import FanoutModel
 
 /// REGISTER's fields as they travel: strings, checked by the server with the engine's rules.
 public struct RegistrationFields: Hashable, Sendable {
-    public var offeredFID: String?
+    public var offeredFID: String? {
+        get { self.offered?.text }
+        set { self.offered = newValue.map { .text($0) } }
+    }
+    /// The offered FID as decoded: parsed already when it is a FID (no `String` made of it).
+    package var offered: OfferedFID?
     /// The registration token as sent.
     public var token: String? {
         get { self.heldToken?.text }
@@ -30,7 +35,7 @@ public struct RegistrationFields: Hashable, Sendable {
         deviceType: String? = nil,
         apnsToken: String? = nil
     ) {
-        self.offeredFID = offeredFID
+        self.offered = offeredFID.map { .text($0) }
         self.heldToken = token.map { .text($0) }
         self.platform = platform
         self.appID = appID

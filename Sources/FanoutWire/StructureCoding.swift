@@ -285,11 +285,10 @@ extension PayloadReader {
             let name = field()
             return name.isEmpty ? "" : name + "."
         }
-        let fid = try self.optionalString(prefix() + "fid")
+        let offered = try self.optionalOfferedFID(prefix() + "fid")
         let token = try self.optionalHeldToken(prefix() + "token", keptIn: tokens)
         let platform = try self.platform(prefix() + "platform")
         var fields = RegistrationFields(
-            offeredFID: fid,
             platform: platform,
             appID: try self.string(prefix() + "appId"),
             deviceName: try self.optionalString(prefix() + "deviceName"),
@@ -297,6 +296,7 @@ extension PayloadReader {
             deviceType: try self.optionalString(prefix() + "deviceType"),
             apnsToken: try self.optionalString(prefix() + "apnsToken")
         )
+        fields.offered = offered
         fields.heldToken = token
         return fields
     }

@@ -84,14 +84,14 @@ struct WireCodecTests {
     /// A register batch's valid tokens reach the server as tokens kept in a block the frame's
     /// items share, equal (and hashed alike) to the same tokens made from strings; a token that is
     /// not one stays the text sent, for the server to refuse by name. A single REGISTER's token
-    /// stays text. Either way the fields equal the ones sent.
+    /// stays text. Offered FIDs arrive parsed. Either way the fields equal the ones sent.
     @Test func aRegisterBatchKeepsItsValidTokensInTheFramesBlock() throws {
         let valid = String(repeating: "t", count: 163)
         let items = [
             RegistrationFields(token: valid, platform: .android, appID: "1:1:android:a"),
             RegistrationFields(token: "a token", platform: .web, appID: "1:1:web:a"),
             RegistrationFields(offeredFID: "cKpqbXWNS0q2Tv6pPZ2BZR", platform: .web, appID: "1:1:web:a"),
-            RegistrationFields(token: "tok-3", platform: .ios, appID: "1:1:ios:a"),
+            RegistrationFields(offeredFID: "cAbCdEfGh-1", token: "tok-3", platform: .ios, appID: "1:1:ios:a"),
         ]
         for request in [ClientRequest.registerBatchFIDs(project: "default", items), .registerBatch(project: "default", items)] {
             let decoded = try Self.decodeAll(try Self.encode(ClientFrame(requestID: 1, request: request)), as: ClientRequest.self)
@@ -106,6 +106,11 @@ struct WireCodecTests {
             return
         }
         #expect(fields.heldToken == .text(valid) && fields == items[0])
+        let offered = try Self.decodeAll(try Self.encode(ClientFrame(requestID: 3, request: .register(project: "default", items[2]))), as: ClientRequest.self)
+        guard case .register(_, let offeredFields, _)? = offered.first?.message, case .fid? = offeredFields.offered else {
+            Issue.record("a REGISTER's offered FID is not parsed: \(offered)")
+            return
+        }
         if case .token? = fields.heldToken { Issue.record("a single REGISTER's token is kept in a block") }
     }
 
@@ -119,6 +124,10 @@ struct WireCodecTests {
             Issue.record("a token that is not one, or none, is not left as sent: \(fields.map(\.heldToken))")
             return
         }
+        // An offered FID arrives parsed; anything else offered (a legacy Instance ID) as its text.
+        #expect(fields[2].offered == .fid(try #require(FID("cKpqbXWNS0q2Tv6pPZ2BZR"))))
+        if case .fid? = fields[2].offered {} else { Issue.record("the offered FID is not parsed: \(String(describing: fields[2].offered))") }
+        if case .text("cAbCdEfGh-1")? = fields[3].offered {} else { Issue.record("a legacy offer is not its text: \(String(describing: fields[3].offered))") }
         let made = try #require(RegistrationToken(valid))
         #expect(kept == made && made == kept && kept.value == valid && kept.utf8Count == 163 && short.value == "tok-3")
         #expect(kept != short && Set([kept, made, short]).count == 2, "equal tokens hash alike, however each is held")

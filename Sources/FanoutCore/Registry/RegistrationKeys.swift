@@ -22,7 +22,7 @@ struct RegistrationKeys {
     /// A request's keys. `allowingLegacy`: an offered legacy Instance ID counts. `tokenHash`, when
     /// given, is the request token's, computed earlier.
     init(_ request: RegistrationRequest, allowingLegacy: Bool, tokenHash: Int? = nil) {
-        self.init(request, offered: request.offeredFID.flatMap { FID($0, allowingLegacy: allowingLegacy) }, tokenHash: tokenHash)
+        self.init(request, offered: request.offered?.fid(allowingLegacy: allowingLegacy), tokenHash: tokenHash)
     }
 
     /// A logged registration's keys: its FID, parsed when it was logged, is the offered one.

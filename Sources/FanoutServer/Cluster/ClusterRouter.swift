@@ -251,7 +251,7 @@ final class ClusterRouter: Sendable {
     private func shard(registering fields: RegistrationFields, in project: String) -> Int {
         let token = fields.token.flatMap(RegistrationToken.init)
         if let token, let holder = self.localShard(of: token, in: project) { return holder }
-        if let fid = fields.offeredFID.flatMap({ FID($0) }) { return self.map.shard(of: fid) }
+        if let fid = fields.offered?.fid(allowingLegacy: false) { return self.map.shard(of: fid) }
         if let token { return self.map.shard(of: token) }
         return Int.random(in: 0..<self.map.count)
     }
