@@ -281,20 +281,19 @@ struct RequestExecutor: Sendable {
         return requests
     }
 
-    /// The fields' token, checked (a batch's decoder has checked those it kept in its block).
-    private static func token(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationToken? {
-        switch fields.heldToken {
-        case nil: nil
-        case .token(let token): token
-        case .text(let text): try Self.parse(text, "token", RegistrationToken.init)
+    /// A decoded field, checked (the decoder checked a value it holds already).
+    private static func checked<Value>(_ decoded: Decoded<Value>, _ field: String, _ make: (String) -> Value?) throws(FanoutError) -> Value {
+        switch decoded {
+        case .value(let value): value
+        case .text(let text): try Self.parse(text, field, make)
         }
     }
 
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {
         var request = RegistrationRequest(
-            token: try Self.token(fields),
+            token: try fields.heldToken.map { (token: Decoded<RegistrationToken>) throws(FanoutError) in try Self.checked(token, "token", RegistrationToken.init) },
             platform: fields.platform,
-            appID: try Self.parse(fields.appID, "appId", AppID.init),
+            appID: try Self.checked(fields.heldAppID, "appId", AppID.init),
             device: try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),
             apnsToken: try fields.apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apnsToken", APNsDeviceToken.init) }
         )

@@ -98,13 +98,18 @@ struct PayloadReader {
         try self.isPresent(field()) ? try self.stringBytes(field, invalid: "not valid UTF-8", OfferedFID.init(utf8:)) : nil
     }
 
-    /// REGISTER's optional token: a valid one kept in `tokens` (when given, and it has room), any
-    /// other as its text (the server refuses it, naming the field).
-    mutating func optionalHeldToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens?) throws(ProtocolError) -> RegistrationFields.HeldToken? {
-        guard try self.isPresent(field()) else { return nil }
-        return try self.stringBytes(field, invalid: "not valid UTF-8") { bytes in
-            if let tokens, RegistrationToken.isValid(utf8: bytes), let kept = tokens.keep(bytes) {
-                return .token(RegistrationToken(keptIn: kept))
+    /// A `string` that, when it is `Value` (`isValid`), is kept in `block` (a register batch's,
+    /// when given and with room) as `keep` makes it; any other as its text, for the server to
+    /// check and refuse by name.
+    mutating func kept<Value>(
+        _ field: @autoclosure () -> String,
+        in block: ReceivedTokens?,
+        isValid: (UnsafeRawBufferPointer) -> Bool,
+        keep: (StoredToken) -> Value
+    ) throws(ProtocolError) -> Decoded<Value> {
+        try self.stringBytes(field, invalid: "not valid UTF-8") { bytes in
+            if let block, isValid(bytes), let kept = block.keep(bytes) {
+                return .value(keep(kept))
             }
             return String(validatingUTF8Bytes: bytes).map { .text($0) }
         }

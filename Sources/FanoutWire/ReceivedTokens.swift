@@ -1,9 +1,9 @@
 internal import FanoutModel
 
-/// The registration tokens of one frame's items (a DELIVERIES frame's recipients, a register
-/// batch's registrations), copied into one block they share (each holds a `StoredToken` into it):
-/// decoding a frame makes one allocation for its tokens, where a `String` per delivery was a
-/// quarter of a delivery worker's CPU.
+/// The registration tokens of one frame's items (a DELIVERIES frame's recipients; a register
+/// batch's registrations, with their app ids), copied into one block they share (each holds a
+/// `StoredToken` into it): decoding a frame makes one allocation for its tokens, where a `String`
+/// per delivery was a quarter of a delivery worker's CPU.
 final class ReceivedTokens: @unchecked Sendable {
     // Safe to share: bytes are written only while their frame is decoded, before any delivery
     // holding them leaves the decoder, and never again.

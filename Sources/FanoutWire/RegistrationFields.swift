@@ -1,24 +1,28 @@
 public import FanoutModel
 
 /// REGISTER's fields as they travel: strings, checked by the server with the engine's rules.
+///
+/// A decoder holds what it could parse already (`Decoded`): an offered FID as a `FID`, and a
+/// register batch's valid tokens and app ids as bytes kept in one block the frame's items share,
+/// so that the server registers them without a `String` each. The properties read and write the
+/// text either way.
 public struct RegistrationFields: Hashable, Sendable {
     public var offeredFID: String? {
         get { self.offered?.text }
         set { self.offered = newValue.map { .text($0) } }
     }
-    /// The offered FID as decoded: parsed already when it is a FID (no `String` made of it).
     package var offered: OfferedFID?
-    /// The registration token as sent.
     public var token: String? {
         get { self.heldToken?.text }
         set { self.heldToken = newValue.map { .text($0) } }
     }
-    /// The token as decoded: a register batch's decoder keeps each valid token's bytes in a block
-    /// the frame's items share (`RegistrationToken(keptIn:)`), and the server registers that
-    /// token without making a `String` of it.
-    package var heldToken: HeldToken?
+    package var heldToken: Decoded<RegistrationToken>?
     public var platform: Platform
-    public var appID: String
+    public var appID: String {
+        get { self.heldAppID.text }
+        set { self.heldAppID = .text(newValue) }
+    }
+    package var heldAppID: Decoded<AppID>
     public var deviceName: String?
     public var deviceOS: String?
     public var deviceType: String?
@@ -38,39 +42,11 @@ public struct RegistrationFields: Hashable, Sendable {
         self.offered = offeredFID.map { .text($0) }
         self.heldToken = token.map { .text($0) }
         self.platform = platform
-        self.appID = appID
+        self.heldAppID = .text(appID)
         self.deviceName = deviceName
         self.deviceOS = deviceOS
         self.deviceType = deviceType
         self.apnsToken = apnsToken
-    }
-}
-
-extension RegistrationFields {
-    /// A registration token as a decoder holds it: the text sent, or a valid token (equal, and
-    /// hashed alike, when the text is the same).
-    package enum HeldToken: Hashable, Sendable {
-        case text(String)
-        case token(RegistrationToken)
-
-        var text: String {
-            switch self {
-            case .text(let text): text
-            case .token(let token): token.value
-            }
-        }
-
-        package static func == (left: HeldToken, right: HeldToken) -> Bool {
-            switch (left, right) {
-            case (.text(let left), .text(let right)): left == right
-            case (.token(let left), .token(let right)): left == right
-            default: left.text == right.text
-            }
-        }
-
-        package func hash(into hasher: inout Hasher) {
-            hasher.combine(self.text)
-        }
     }
 }
 

@@ -278,19 +278,21 @@ extension PayloadReader {
         }
     }
 
-    /// REGISTER's fields; a batch item's valid token is kept in `tokens`, its frame's block.
-    mutating func registrationFields(_ field: @autoclosure () -> String, keepingTokensIn tokens: ReceivedTokens? = nil) throws(ProtocolError) -> RegistrationFields {
+    /// REGISTER's fields; a batch item's valid token and app id are kept in `block`, its frame's.
+    mutating func registrationFields(_ field: @autoclosure () -> String, keepingIn block: ReceivedTokens? = nil) throws(ProtocolError) -> RegistrationFields {
         // The field's name is made only for an error (a batch item's is "registrations[i]").
         func prefix() -> String {
             let name = field()
             return name.isEmpty ? "" : name + "."
         }
         let offered = try self.optionalOfferedFID(prefix() + "fid")
-        let token = try self.optionalHeldToken(prefix() + "token", keptIn: tokens)
+        let token = try self.isPresent(prefix() + "token")
+            ? try self.kept(prefix() + "token", in: block, isValid: { RegistrationToken.isValid(utf8: $0) }, keep: RegistrationToken.init(keptIn:)) : nil
         let platform = try self.platform(prefix() + "platform")
+        let appID = try self.kept(prefix() + "appId", in: block, isValid: AppID.isValid(utf8:), keep: AppID.init(keptIn:))
         var fields = RegistrationFields(
             platform: platform,
-            appID: try self.string(prefix() + "appId"),
+            appID: "",
             deviceName: try self.optionalString(prefix() + "deviceName"),
             deviceOS: try self.optionalString(prefix() + "deviceOs"),
             deviceType: try self.optionalString(prefix() + "deviceType"),
@@ -298,15 +300,17 @@ extension PayloadReader {
         )
         fields.offered = offered
         fields.heldToken = token
+        fields.heldAppID = appID
         return fields
     }
 
-    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) items, their valid tokens kept in one block.
+    /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) items, their valid tokens and app ids kept in
+    /// one block.
     mutating func registrationBatch() throws(ProtocolError) -> [RegistrationFields] {
-        let tokens = ReceivedTokens(capacity: self.remaining)
+        let block = ReceivedTokens(capacity: self.remaining)
         // Each item is at least 9 bytes: two absent optionals, a platform, an app id's length, four absent optionals.
         return try self.list("registrations", minimumElementSize: 9) { (reader: inout PayloadReader, field: () -> String) throws(ProtocolError) in
-            try reader.registrationFields(field(), keepingTokensIn: tokens)
+            try reader.registrationFields(field(), keepingIn: block)
         }
     }
 

@@ -3,8 +3,9 @@ import FanoutTestSupport
 import Testing
 
 /// A registration token whose bytes a block keeps (how a register batch's decoder hands its
-/// tokens over) is the token its bytes spell: the log writes it as it writes the same token held
-/// as a string, and the registry knows it by those bytes (a retired token stays retired).
+/// tokens and app ids over) is the token its bytes spell: the log writes it as it writes the same
+/// token held as a string, and the registry knows it by those bytes (a retired token stays
+/// retired), and keeps no block alive.
 @Suite("Tokens kept in a block")
 struct KeptTokenTests {
     /// Bytes a token is kept in, alive as long as a token holds them.
@@ -18,9 +19,11 @@ struct KeptTokenTests {
 
         deinit { self.bytes.deallocate() }
 
-        var token: RegistrationToken {
-            RegistrationToken(keptIn: StoredToken(owner: self, start: UnsafeRawPointer(self.bytes.baseAddress!), count: self.bytes.count))
+        var kept: StoredToken {
+            StoredToken(owner: self, start: UnsafeRawPointer(self.bytes.baseAddress!), count: self.bytes.count)
         }
+
+        var token: RegistrationToken { RegistrationToken(keptIn: self.kept) }
     }
 
     @Test func aKeptTokenIsLoggedAsTheSameTokenHeldAsAString() throws {
@@ -61,5 +64,29 @@ struct KeptTokenTests {
             return
         }
         #expect(try engine.installation(.token(try #require(RegistrationToken("fresh-and-kept:APA91b")))).fid == freshFID)
+    }
+
+    /// What the registry keeps of a registration (the token's bytes, the app id) is its own: the
+    /// blocks the request's token and app id were kept in go once the request does.
+    @Test func theRegistryKeepsNoBlockAlive() async throws {
+        weak var tokenBlock: Block?
+        weak var appBlock: Block?
+        let engine = Engine()
+        do {
+            let token = Block("kept-token:APA91b")
+            let app = Block("1:1:android:kept")
+            (tokenBlock, appBlock) = (token, app)
+            let items = RegistrationItems([.success(RegistrationRequest(token: token.token, platform: .android, appID: AppID(keptIn: app.kept)))])
+            let receipts = try await engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try changes.registerReturningFIDs(items)
+            }.durable()
+            guard case .registered(_, _, false)? = receipts.first else {
+                Issue.record("not registered: \(receipts)")
+                return
+            }
+        }
+        #expect(tokenBlock == nil && appBlock == nil, "a block outlived the registration")
+        let installation = try engine.installation(.token(try #require(RegistrationToken("kept-token:APA91b"))))
+        #expect(installation.appID == AppID("1:1:android:kept"))
     }
 }

@@ -81,15 +81,15 @@ struct WireCodecTests {
         }
     }
 
-    /// A register batch's valid tokens reach the server as tokens kept in a block the frame's
-    /// items share, equal (and hashed alike) to the same tokens made from strings; a token that is
-    /// not one stays the text sent, for the server to refuse by name. A single REGISTER's token
-    /// stays text. Offered FIDs arrive parsed. Either way the fields equal the ones sent.
-    @Test func aRegisterBatchKeepsItsValidTokensInTheFramesBlock() throws {
+    /// A register batch's valid tokens and app ids reach the server kept in a block the frame's
+    /// items share, equal (and hashed alike) to the same values made from strings; a token or app
+    /// id that is not one stays the text sent, for the server to refuse by name. A single
+    /// REGISTER's stay text. Offered FIDs arrive parsed. Either way the fields equal the ones sent.
+    @Test func aRegisterBatchKeepsItsValidTokensAndAppIDsInTheFramesBlock() throws {
         let valid = String(repeating: "t", count: 163)
         let items = [
             RegistrationFields(token: valid, platform: .android, appID: "1:1:android:a"),
-            RegistrationFields(token: "a token", platform: .web, appID: "1:1:web:a"),
+            RegistrationFields(token: "a token", platform: .web, appID: "has a space"),
             RegistrationFields(offeredFID: "cKpqbXWNS0q2Tv6pPZ2BZR", platform: .web, appID: "1:1:web:a"),
             RegistrationFields(offeredFID: "cAbCdEfGh-1", token: "tok-3", platform: .ios, appID: "1:1:ios:a"),
         ]
@@ -107,16 +107,17 @@ struct WireCodecTests {
         }
         #expect(fields.heldToken == .text(valid) && fields == items[0])
         let offered = try Self.decodeAll(try Self.encode(ClientFrame(requestID: 3, request: .register(project: "default", items[2]))), as: ClientRequest.self)
-        guard case .register(_, let offeredFields, _)? = offered.first?.message, case .fid? = offeredFields.offered else {
+        guard case .register(_, let offeredFields, _)? = offered.first?.message, case .value? = offeredFields.offered else {
             Issue.record("a REGISTER's offered FID is not parsed: \(offered)")
             return
         }
-        if case .token? = fields.heldToken { Issue.record("a single REGISTER's token is kept in a block") }
+        if case .value? = fields.heldToken { Issue.record("a single REGISTER's token is kept in a block") }
+        if case .value = fields.heldAppID { Issue.record("a single REGISTER's app id is kept in a block") }
     }
 
     private static func expectKeptTokens(_ fields: [RegistrationFields], sent: [RegistrationFields], valid: String) throws {
         #expect(fields == sent, "the fields sent")
-        guard fields.count == 4, case .token(let kept)? = fields[0].heldToken, case .token(let short)? = fields[3].heldToken else {
+        guard fields.count == 4, case .value(let kept)? = fields[0].heldToken, case .value(let short)? = fields[3].heldToken else {
             Issue.record("the valid tokens are not kept: \(fields.map(\.heldToken))")
             return
         }
@@ -125,9 +126,17 @@ struct WireCodecTests {
             return
         }
         // An offered FID arrives parsed; anything else offered (a legacy Instance ID) as its text.
-        #expect(fields[2].offered == .fid(try #require(FID("cKpqbXWNS0q2Tv6pPZ2BZR"))))
-        if case .fid? = fields[2].offered {} else { Issue.record("the offered FID is not parsed: \(String(describing: fields[2].offered))") }
+        #expect(fields[2].offered == .value(try #require(FID("cKpqbXWNS0q2Tv6pPZ2BZR"))))
+        if case .value? = fields[2].offered {} else { Issue.record("the offered FID is not parsed: \(String(describing: fields[2].offered))") }
         if case .text("cAbCdEfGh-1")? = fields[3].offered {} else { Issue.record("a legacy offer is not its text: \(String(describing: fields[3].offered))") }
+        guard case .value(let app)? = Optional(fields[0].heldAppID), case .value = fields[2].heldAppID, case .value = fields[3].heldAppID,
+            case .text("has a space") = fields[1].heldAppID
+        else {
+            Issue.record("the valid app ids are not kept, or another is not left as sent: \(fields.map(\.heldAppID))")
+            return
+        }
+        let madeApp = try #require(AppID("1:1:android:a"))
+        #expect(app == madeApp && app.value == "1:1:android:a" && Set([app, madeApp]).count == 1)
         let made = try #require(RegistrationToken(valid))
         #expect(kept == made && made == kept && kept.value == valid && kept.utf8Count == 163 && short.value == "tok-3")
         #expect(kept != short && Set([kept, made, short]).count == 2, "equal tokens hash alike, however each is held")

@@ -28,10 +28,18 @@ struct BinaryWriter {
 
     /// A token as `write(_: String)` writes its string, from its bytes wherever they are kept.
     mutating func write(_ token: RegistrationToken) {
-        token.withUTF8 { bytes in
-            self.write(UInt32(bytes.count))
-            self.bytes.append(contentsOf: bytes)
-        }
+        token.withUTF8 { self.write(utf8: $0) }
+    }
+
+    /// An app id as `write(_: String)` writes its string, from its bytes wherever they are kept.
+    mutating func write(_ appID: AppID) {
+        appID.withUTF8 { self.write(utf8: $0) }
+    }
+
+    /// UTF-8 bytes as `write(_: String)` writes a string's.
+    private mutating func write(utf8 bytes: UnsafeRawBufferPointer) {
+        self.write(UInt32(bytes.count))
+        self.bytes.append(contentsOf: bytes)
     }
 
     /// An optional token as `write(_: String?)` writes an optional string.

@@ -17,7 +17,7 @@ extension WALRecord {
             writer.write(r.fid)
             writer.write(r.token)
             writer.write(r.platform.code)
-            writer.write(r.appID.value)
+            writer.write(r.appID)
             writer.write(r.device.name)
             writer.write(r.device.os)
             writer.write(r.device.type)

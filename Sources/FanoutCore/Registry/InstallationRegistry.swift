@@ -644,8 +644,9 @@ struct InstallationRegistry {
             throw FanoutError(.resourceExhausted, "the project has \(Self.maximumAppCount) apps, the most it can have", field: "appId")
         }
         let index = UInt16(self.appIDs.count)
-        self.appIDs.append(appID)
-        self.appIndexByID[appID] = index
+        let owned = appID.owned
+        self.appIDs.append(owned)
+        self.appIndexByID[owned] = index
         return index
     }
 

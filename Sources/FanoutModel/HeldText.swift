@@ -1,0 +1,51 @@
+/// Text a value holds: a `String`, or bytes a block keeps (`StoredToken`: a register batch's
+/// decoder copies its items' tokens and app ids into one block per frame, where a `String` each
+/// was an allocation, and a retain and release of a different object at every step from the
+/// frame to the log). Equal, and hashed alike, when the bytes are, whichever way each is held.
+@usableFromInline
+package enum HeldText: Hashable, Sendable {
+    case string(String)
+    case kept(StoredToken)
+
+    /// The text (made from the kept bytes, for bytes a block keeps).
+    package var string: String {
+        switch self {
+        case .string(let string): string
+        case .kept(let kept): kept.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    /// Calls `body` with the text's UTF-8 bytes, in place.
+    @inlinable
+    package func withUTF8<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        switch self {
+        case .string(let string):
+            if let result = try string.utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
+                return result
+            }
+            var string = string
+            return try string.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+        case .kept(let kept):
+            return try kept.withUnsafeBytes(body)
+        }
+    }
+
+    /// The text's length in UTF-8 bytes.
+    package var utf8Count: Int {
+        switch self {
+        case .string(let string): string.utf8.count
+        case .kept(let kept): kept.count
+        }
+    }
+
+    @usableFromInline
+    package static func == (left: HeldText, right: HeldText) -> Bool {
+        if case .string(let left) = left, case .string(let right) = right { return left == right }
+        return left.withUTF8 { left in right.withUTF8 { right in left.elementsEqual(right) } }
+    }
+
+    @usableFromInline
+    package func hash(into hasher: inout Hasher) {
+        self.withUTF8 { hasher.combine(bytes: $0) }
+    }
+}
