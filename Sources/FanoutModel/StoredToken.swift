@@ -22,6 +22,7 @@ public struct StoredToken: @unchecked Sendable {
 
     /// The token's bytes, valid only while this value (its owner) lives: for a caller that
     /// borrows the value holding it.
+    @inlinable
     package var unsafeBytes: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: self.start, count: self.count)
     }
