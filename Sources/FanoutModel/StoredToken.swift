@@ -1,6 +1,7 @@
 /// A registration token's bytes where the engine keeps them (its registry's packed storage), kept
 /// alive by their owner: what a delivery carries instead of a `String` of its own, so that handing
-/// out a delivery allocates nothing. The bytes never change once stored.
+/// out a delivery allocates nothing. The bytes never change once stored. A decoder's block of a
+/// frame's tokens hands them out the same way (and a register batch's app ids: `HeldText`).
 public struct StoredToken: @unchecked Sendable {
     // Safe to share: the owner keeps `start` alive and nothing writes those bytes again.
     @usableFromInline let owner: AnyObject
