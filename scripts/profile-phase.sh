@@ -21,26 +21,15 @@ seconds=${3:-1}
 shift $(($# < 3 ? $# : 3))
 bin=$(cd "$(dirname "$0")/.." && pwd)/.build/release
 directory=$(mktemp -d /tmp/profile-phase.XXXXXX)
+source "$(dirname "$0")/phase-server.sh"
 
-"$bin/fanoutd" --data-dir "$directory" --listen 127.0.0.1:7601 --http 127.0.0.1:7602 --durability always \
-    --log-level warning --snapshot-every 0 --project-messages-per-minute 0 --device-messages-per-minute 0 \
-    --device-messages-per-hour 0 > "$directory/fanoutd.log" 2>&1 &
-server=$!
+server=
 trap 'kill $server 2>/dev/null || true' EXIT
-until [ -s "$directory/admin-key" ] && curl -sf http://127.0.0.1:7602/healthz > /dev/null; do sleep 0.1; done
-consumer_key=$("$bin/fanout" key create --file "$directory/api-keys" --name profile --role consumer 2>/dev/null | tail -1)
-kill -HUP $server
-sleep 0.5
-
+start_fanoutd "$bin/fanoutd" "$directory"
 "$bin/fanout-load" run "$scenario" --quiet --server 127.0.0.1:7601 --api-key "$(cat "$directory/admin-key")" \
     --consumer-key "$consumer_key" --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
 load=$!
-# The page is read whole before it is searched: `grep -q` stopping early would fail `curl` and, under
-# pipefail, the test.
-until [[ "$(curl -s http://127.0.0.1:7602/metrics)" == *"fanout_requests_total{listener=\"tcp\",operation=\"$operation\""* ]]; do
-    kill -0 $load 2> /dev/null || { cat "$directory/report.txt"; echo "no $operation request came" >&2; exit 1; }
-    sleep 0.02
-done
+wait_for_operation "$operation" $load "$directory/report.txt"
 perf record ${PERF_EVENTS:--F 2000} -g -p $server -o "$directory/perf.data" -- sleep "$seconds" > /dev/null 2>&1
 wait $load
 cat "$directory/report.txt"

@@ -7,7 +7,7 @@
 #        FANOUTD=/tmp/fanoutd-old scripts/stat-phase.sh REGISTER register 1.5 task-clock --installations 150000
 #
 # Starts a fanoutd (FANOUTD, default the release build) on a fresh directory as
-# `scripts/profile-phase.sh` does, runs `fanout-load run SCENARIO` against it, and once /metrics
+# `scripts/profile-phase.sh` does (`scripts/phase-server.sh`), runs `fanout-load run SCENARIO` against it, and once /metrics
 # counts the first OPERATION request, runs `perf stat -e EVENTS` on fanoutd for SECONDS. Prints
 # each event per request of OPERATION (a REGISTER_BATCH_FIDS request is 1000 registrations: the
 # figures are then per request; divide by 1000), the requests in the window, and the harness's
@@ -22,27 +22,19 @@ seconds=$3
 events=$4
 shift 4
 bin=$(cd "$(dirname "$0")/.." && pwd)/.build/release
-fanoutd=${FANOUTD:-$bin/fanoutd}
 directory=$(mktemp -d /tmp/stat-phase.XXXXXX)
+source "$(dirname "$0")/phase-server.sh"
 
-"$fanoutd" --data-dir "$directory" --listen 127.0.0.1:7601 --http 127.0.0.1:7602 --durability always \
-    --log-level warning --snapshot-every 0 --project-messages-per-minute 0 --device-messages-per-minute 0 \
-    --device-messages-per-hour 0 > "$directory/fanoutd.log" 2>&1 &
-server=$!
+server=
 trap 'kill $server 2>/dev/null || true; rm -rf "$directory"' EXIT
-until [ -s "$directory/admin-key" ] && curl -sf http://127.0.0.1:7602/healthz > /dev/null; do sleep 0.1; done
-
+start_fanoutd "${FANOUTD:-$bin/fanoutd}" "$directory"
 "$bin/fanout-load" run "$scenario" --quiet --server 127.0.0.1:7601 --api-key "$(cat "$directory/admin-key")" \
-    --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
+    --consumer-key "$consumer_key" --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
 load=$!
 requests() {
     curl -s http://127.0.0.1:7602/metrics | grep "^fanout_requests_total{listener=\"tcp\",operation=\"$operation\"," | awk '{total += $2} END {print total + 0}'
 }
-# The page is read whole before it is searched (see scripts/profile-phase.sh).
-until [[ "$(curl -s http://127.0.0.1:7602/metrics)" == *"fanout_requests_total{listener=\"tcp\",operation=\"$operation\""* ]]; do
-    kill -0 $load 2> /dev/null || { cat "$directory/report.txt"; echo "no $operation request came" >&2; exit 1; }
-    sleep 0.02
-done
+wait_for_operation "$operation" $load "$directory/report.txt"
 before=$(requests)
 perf stat -x, -e "$events" -p $server -o "$directory/stat.csv" -- sleep "$seconds"
 after=$(requests)
