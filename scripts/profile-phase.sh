@@ -19,17 +19,12 @@ operation=$1
 scenario=$2
 seconds=${3:-1}
 shift $(($# < 3 ? $# : 3))
-bin=$(cd "$(dirname "$0")/.." && pwd)/.build/release
 directory=$(mktemp -d /tmp/profile-phase.XXXXXX)
 source "$(dirname "$0")/phase-server.sh"
 
 server=
 trap 'kill $server 2>/dev/null || true' EXIT
-start_fanoutd "$bin/fanoutd" "$directory"
-"$bin/fanout-load" run "$scenario" --quiet --server 127.0.0.1:7601 --api-key "$(cat "$directory/admin-key")" \
-    --consumer-key "$consumer_key" --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
-load=$!
-wait_for_operation "$operation" $load "$directory/report.txt"
+start_phase "$release/fanoutd" "$directory" "$scenario" "$operation" "$@"
 perf record ${PERF_EVENTS:--F 2000} -g -p $server -o "$directory/perf.data" -- sleep "$seconds" > /dev/null 2>&1
 wait $load
 cat "$directory/report.txt"

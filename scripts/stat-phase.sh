@@ -21,20 +21,15 @@ scenario=$2
 seconds=$3
 events=$4
 shift 4
-bin=$(cd "$(dirname "$0")/.." && pwd)/.build/release
 directory=$(mktemp -d /tmp/stat-phase.XXXXXX)
 source "$(dirname "$0")/phase-server.sh"
 
 server=
 trap 'kill $server 2>/dev/null || true; rm -rf "$directory"' EXIT
-start_fanoutd "${FANOUTD:-$bin/fanoutd}" "$directory"
-"$bin/fanout-load" run "$scenario" --quiet --server 127.0.0.1:7601 --api-key "$(cat "$directory/admin-key")" \
-    --consumer-key "$consumer_key" --server-pid $server "$@" > "$directory/report.txt" 2>&1 &
-load=$!
 requests() {
     curl -s http://127.0.0.1:7602/metrics | grep "^fanout_requests_total{listener=\"tcp\",operation=\"$operation\"," | awk '{total += $2} END {print total + 0}'
 }
-wait_for_operation "$operation" $load "$directory/report.txt"
+start_phase "${FANOUTD:-$release/fanoutd}" "$directory" "$scenario" "$operation" "$@"
 before=$(requests)
 perf stat -x, -e "$events" -p $server -o "$directory/stat.csv" -- sleep "$seconds"
 after=$(requests)
