@@ -39,10 +39,27 @@ public struct RegistrationFields: Hashable, Sendable {
         deviceType: String? = nil,
         apnsToken: String? = nil
     ) {
-        self.offered = offeredFID.map { .text($0) }
-        self.heldToken = token.map { .text($0) }
+        self.init(
+            offered: offeredFID.map { .text($0) }, token: token.map { .text($0) }, platform: platform, appID: .text(appID),
+            deviceName: deviceName, deviceOS: deviceOS, deviceType: deviceType, apnsToken: apnsToken
+        )
+    }
+
+    /// Fields as a decoder holds them.
+    package init(
+        offered: OfferedFID?,
+        token: Decoded<RegistrationToken>?,
+        platform: Platform,
+        appID: Decoded<AppID>,
+        deviceName: String?,
+        deviceOS: String?,
+        deviceType: String?,
+        apnsToken: String?
+    ) {
+        self.offered = offered
+        self.heldToken = token
         self.platform = platform
-        self.heldAppID = .text(appID)
+        self.heldAppID = appID
         self.deviceName = deviceName
         self.deviceOS = deviceOS
         self.deviceType = deviceType

@@ -289,19 +289,16 @@ extension PayloadReader {
         let token = try self.isPresent(prefix() + "token")
             ? try self.kept(prefix() + "token", in: block, isValid: { RegistrationToken.isValid(utf8: $0) }, keep: RegistrationToken.init(keptIn:)) : nil
         let platform = try self.platform(prefix() + "platform")
-        let appID = try self.kept(prefix() + "appId", in: block, isValid: AppID.isValid(utf8:), keep: AppID.init(keptIn:))
-        var fields = RegistrationFields(
+        return RegistrationFields(
+            offered: offered,
+            token: token,
             platform: platform,
-            appID: "",
+            appID: try self.kept(prefix() + "appId", in: block, isValid: AppID.isValid(utf8:), keep: AppID.init(keptIn:)),
             deviceName: try self.optionalString(prefix() + "deviceName"),
             deviceOS: try self.optionalString(prefix() + "deviceOs"),
             deviceType: try self.optionalString(prefix() + "deviceType"),
             apnsToken: try self.optionalString(prefix() + "apnsToken")
         )
-        fields.offered = offered
-        fields.heldToken = token
-        fields.heldAppID = appID
-        return fields
     }
 
     /// REGISTER_BATCH's (and REGISTER_BATCH_FIDS's) items, their valid tokens and app ids kept in
