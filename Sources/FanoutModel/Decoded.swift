@@ -14,6 +14,14 @@ package enum Decoded<Value: DecodedValue>: Hashable, Sendable {
         }
     }
 
+    /// The value: the one held, or the text as `make` parses it (nil when it does not).
+    package func value(parsing make: (String) -> Value?) -> Value? {
+        switch self {
+        case .value(let value): value
+        case .text(let text): make(text)
+        }
+    }
+
     package static func == (left: Decoded, right: Decoded) -> Bool {
         switch (left, right) {
         case (.value(let left), .value(let right)): left == right
@@ -52,10 +60,7 @@ package typealias OfferedFID = Decoded<FID>
 extension Decoded where Value == FID {
     /// The FID offered: a parsed one, or the text as `FID(_:allowingLegacy:)` reads it.
     package func fid(allowingLegacy: Bool) -> FID? {
-        switch self {
-        case .value(let fid): fid
-        case .text(let text): FID(text, allowingLegacy: allowingLegacy)
-        }
+        self.value { FID($0, allowingLegacy: allowingLegacy) }
     }
 
     /// The offer in `bytes` (UTF-8): a FID when they are one, else their text; nil when they are

@@ -249,7 +249,8 @@ final class ClusterRouter: Sendable {
     /// to its offered FID's shard; otherwise to its token's (so two registrations of one new token
     /// meet there); otherwise (neither given) to any shard, whose engine gives it a FID of its own.
     private func shard(registering fields: RegistrationFields, in project: String) -> Int {
-        let token = fields.token.flatMap(RegistrationToken.init)
+        // The token the decoder kept, not one made again from its text.
+        let token = fields.heldToken?.value(parsing: RegistrationToken.init)
         if let token, let holder = self.localShard(of: token, in: project) { return holder }
         if let fid = fields.offered?.fid(allowingLegacy: false) { return self.map.shard(of: fid) }
         if let token { return self.map.shard(of: token) }
