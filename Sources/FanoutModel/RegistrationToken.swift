@@ -8,8 +8,9 @@ public struct RegistrationToken: Hashable, Sendable, CustomStringConvertible {
     /// The longest token accepted, in bytes.
     public static let maximumLength = 4096
 
+    /// The token's text as it is held: a `String`, or bytes a block keeps.
     @usableFromInline
-    let text: HeldText
+    package let text: HeldText
 
     /// The token itself (made from the kept bytes, for a token a block keeps). Never log it.
     public var value: String { self.text.string }

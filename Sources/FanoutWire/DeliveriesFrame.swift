@@ -32,10 +32,10 @@ package protocol DeliveryFrameFields {
 
 extension WireDelivery: DeliveryFrameFields {
     package var recipientToken: RecipientToken? {
-        switch self.heldToken {
+        switch self.token?.text {
         case nil: nil
-        case .value(let token): .string(token.value)
-        case .stored(let stored): .bytes(stored.unsafeBytes)  // kept alive by this delivery
+        case .string(let string): .string(string)
+        case .kept(let kept): .bytes(kept.unsafeBytes)  // kept alive by this delivery
         }
     }
 

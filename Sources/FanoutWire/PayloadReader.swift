@@ -84,12 +84,11 @@ struct PayloadReader {
     }
 
     /// `optionalToken`, its bytes copied into `tokens` (a frame's block) rather than a `String`.
-    mutating func optionalToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens) throws(ProtocolError) -> WireDelivery.Token? {
+    mutating func optionalToken(_ field: @autoclosure () -> String, keptIn tokens: ReceivedTokens) throws(ProtocolError) -> RegistrationToken? {
         guard try self.isPresent(field()) else { return nil }
         return try self.stringBytes(field, invalid: "not valid") { bytes in
             guard RegistrationToken.isValid(utf8: bytes) else { return nil }
-            if let stored = tokens.keep(bytes) { return .stored(stored) }
-            return .value(RegistrationToken(validatedBytes: bytes))
+            return tokens.keep(bytes).map(RegistrationToken.init(keptIn:)) ?? RegistrationToken(validatedBytes: bytes)
         }
     }
 

@@ -95,19 +95,10 @@ public struct WireDelivery: Hashable, Sendable {
     public var id: DeliveryID
     public var fid: FID
     /// Where to push it: the installation's registration token (absent only in PENDING listings
-    /// of an installation that has none). A delivery from a DELIVERIES frame keeps the token's
-    /// bytes in a block its frame's deliveries share, and each read makes a `String` of them:
-    /// `withTokenBytes` reads them in place.
-    public var token: RegistrationToken? {
-        get {
-            switch self.heldToken {
-            case nil: nil
-            case .value(let token): token
-            case .stored(let stored): stored.token
-            }
-        }
-        set { self.heldToken = newValue.map { .value($0) } }
-    }
+    /// of an installation that has none). A delivery from a DELIVERIES frame holds a token whose
+    /// bytes a block its frame's deliveries share keeps (`RegistrationToken(keptIn:)`): no
+    /// `String` per delivery.
+    public var token: RegistrationToken?
     /// For iOS installations that gave one, the APNs device token.
     public var apnsToken: APNsDeviceToken?
     public var platform: Platform
@@ -123,15 +114,6 @@ public struct WireDelivery: Hashable, Sendable {
     /// What the platform receives: the APNs body, the Android message or the web push payload.
     public var payload: [UInt8]
 
-    /// A registration token as a delivery holds it.
-    package enum Token: Sendable {
-        case value(RegistrationToken)
-        /// In a block a received frame's deliveries share.
-        case stored(StoredToken)
-    }
-
-    package private(set) var heldToken: Token?
-
     public init(
         id: DeliveryID,
         fid: FID,
@@ -146,7 +128,7 @@ public struct WireDelivery: Hashable, Sendable {
     ) {
         self.id = id
         self.fid = fid
-        self.heldToken = token.map { .value($0) }
+        self.token = token
         self.apnsToken = apnsToken
         self.platform = platform
         self.expiry = expiry
@@ -159,49 +141,15 @@ public struct WireDelivery: Hashable, Sendable {
     /// Calls `body` with the registration token's bytes, read in place (no `String` made); nil
     /// when the delivery has no token.
     public func withTokenBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result? {
-        switch self.heldToken {
-        case nil: nil
-        case .value(let token): try token.withUTF8(body)
-        case .stored(let stored): try stored.withUnsafeBytes(body)
-        }
+        try self.token?.withUTF8(body)
     }
 
     /// Makes this its group's delivery to one recipient (DELIVERIES decoding).
-    mutating func setRecipient(slot: UInt32, fid: FID, token: Token?, apnsToken: APNsDeviceToken?) {
+    mutating func setRecipient(slot: UInt32, fid: FID, token: RegistrationToken?, apnsToken: APNsDeviceToken?) {
         self.id = DeliveryID(messageSequence: self.id.messageSequence, slot: slot)
         self.fid = fid
-        self.heldToken = token
+        self.token = token
         self.apnsToken = apnsToken
-    }
-
-    // Equal and hashed by the token's bytes, however each delivery holds them.
-    public static func == (lhs: WireDelivery, rhs: WireDelivery) -> Bool {
-        guard lhs.id == rhs.id, lhs.fid == rhs.fid, lhs.apnsToken == rhs.apnsToken, lhs.platform == rhs.platform,
-            lhs.expiry == rhs.expiry, lhs.isInFlight == rhs.isInFlight, lhs.isDeletedMessagesMarker == rhs.isDeletedMessagesMarker,
-            lhs.headers == rhs.headers, lhs.payload == rhs.payload
-        else { return false }
-        let equalTokens = lhs.withTokenBytes { left in rhs.withTokenBytes { right in left.elementsEqual(right) } ?? false }
-        return equalTokens ?? (rhs.heldToken == nil)
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(self.id)
-        hasher.combine(self.fid)
-        hasher.combine(self.apnsToken)
-        hasher.combine(self.platform)
-        hasher.combine(self.expiry)
-        hasher.combine(self.isInFlight)
-        hasher.combine(self.isDeletedMessagesMarker)
-        hasher.combine(self.headers)
-        hasher.combine(self.payload)
-        if let count = self.withTokenBytes({ bytes in
-            hasher.combine(bytes: bytes)
-            return bytes.count
-        }) {
-            hasher.combine(count)
-        } else {
-            hasher.combine(-1)
-        }
     }
 }
 

@@ -127,6 +127,9 @@ struct DeliveriesFrameTests {
             #expect(received == sent)
             #expect(received.map(\.hashValue) == sent.map(\.hashValue))
             #expect(received.map(\.token) == sent.map(\.token))
+            #expect(received.allSatisfy { delivery in
+                if case .kept? = delivery.token?.text { true } else { delivery.token == nil }
+            }, "each token is kept in the frame's block, none made a String")
             #expect(received.map { $0.withTokenBytes { Array($0) } } == sent.map { $0.token.map { Array($0.value.utf8) } })
 
             var forwarded = ByteBuffer()
