@@ -7,6 +7,8 @@ internal import Synchronization
 struct OutgoingRequest: Sendable {
     let id: UInt32
     let frame: ByteBuffer
+    /// A prepared request's payload, written after `frame` (its header).
+    var payload: ByteBuffer? = nil
     let reply: UnsafeContinuation<ServerMessage, any Error>
     /// For ATTACH: where the attachment's deliveries go.
     let deliveries: DeliveryStream?
@@ -59,9 +61,27 @@ final class ClientConnection: Sendable {
         } catch {
             throw error.fanoutError
         }
-        return try await withTaskCancellationHandler {
+        return try await self.send(id: id, frame: frame, deliveries: deliveries)
+    }
+
+    /// Sends a request encoded ahead, with a request id of its own, and waits for its reply as
+    /// `request(_:deliveries:)` does. The payload is written as it is, not copied.
+    func request(_ encoded: EncodedRequest) async throws -> ServerMessage {
+        try Task.checkCancellation()
+        guard encoded.payload.readableBytes <= Self.maximumPayloadSize else {
+            throw FanoutError(.resourceExhausted, "a \(encoded.opcode) frame of \(encoded.payload.readableBytes) bytes is over the maximum frame size \(Self.maximumPayloadSize)")
+        }
+        let id = self.takeRequestID()
+        var header = self.channel.allocator.buffer(capacity: FrameHeader.size)
+        header.writeFrameHeader(encoded.header(requestID: id))
+        return try await self.send(id: id, frame: header, payload: encoded.payload, deliveries: nil)
+    }
+
+    /// Queues a frame (with the payload after it, if any) and waits for its reply.
+    private func send(id: UInt32, frame: ByteBuffer, payload: ByteBuffer? = nil, deliveries: DeliveryStream?) async throws -> ServerMessage {
+        try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
-                let outgoing = OutgoingRequest(id: id, frame: frame, reply: continuation, deliveries: deliveries)
+                let outgoing = OutgoingRequest(id: id, frame: frame, payload: payload, reply: continuation, deliveries: deliveries)
                 let schedule = self.outbox.withLock { outbox in
                     outbox.requests.append(outgoing)
                     defer { outbox.isScheduled = true }

@@ -55,6 +55,7 @@ final class ClientHandler: ChannelInboundHandler {
             // No promise: a write that fails closes the channel, and `channelInactive` fails
             // every request still pending.
             context.write(Self.wrapOutboundOut(request.frame), promise: nil)
+            if let payload = request.payload { context.write(Self.wrapOutboundOut(payload), promise: nil) }
         }
         context.flush()
         self.wroteSinceKeepAlive = true

@@ -113,12 +113,22 @@ public final class FanoutClient: Sendable {
         try await Self.request(request, on: self.connection)
     }
 
+    /// Sends a request encoded ahead (`EncodedRequest`, which can be sent any number of times)
+    /// and returns the reply; an ERROR reply is thrown as `FanoutError`.
+    public func request(_ encoded: EncodedRequest) async throws -> ServerMessage {
+        try Self.throwingError(try await self.connection.request(encoded))
+    }
+
     private static func request(
         _ request: ClientRequest,
         on connection: ClientConnection,
         deliveries: DeliveryStream? = nil
     ) async throws -> ServerMessage {
-        let message = try await connection.request(request, deliveries: deliveries)
+        try Self.throwingError(try await connection.request(request, deliveries: deliveries))
+    }
+
+    /// A reply, or its error thrown when it is an ERROR reply.
+    private static func throwingError(_ message: ServerMessage) throws -> ServerMessage {
         if case .error(let error) = message {
             throw error
         }

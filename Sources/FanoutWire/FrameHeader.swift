@@ -36,3 +36,10 @@ public struct FrameHeader: Hashable, Sendable {
         return FrameHeader(version: version, opcode: Opcode(rawValue: opcode), flags: flags, requestID: requestID, payloadLength: length)
     }
 }
+
+extension ByteBuffer {
+    /// Appends `header` as the wire carries it.
+    package mutating func writeFrameHeader(_ header: FrameHeader) {
+        self.writeMultipleIntegers(header.version, header.opcode.rawValue, header.flags, header.requestID, header.payloadLength)
+    }
+}

@@ -305,6 +305,44 @@ struct ServerFlowTests {
         }
     }
 
+    /// A request encoded once is sent as often as wanted, each time with a request id of its own,
+    /// among other requests in flight: each reply reaches its own caller; an ERROR reply is thrown.
+    @Test func anEncodedRequestIsSentAsOftenAsWantedEachTimeWithItsOwnID() async throws {
+        try await TemporaryDirectory.with { directory in
+            try await LoopbackServer.serve(directory: directory) { port, _ in
+                let admin = try await LoopbackServer.connect(port)
+                let batch = try EncodedRequest(.registerBatchFIDs(project: "default", [
+                    RegistrationFields(token: "encoded-0", platform: .android, appID: "1:1:android:a"),
+                    RegistrationFields(token: "encoded-1", platform: .web, appID: "1:1:web:a"),
+                ]))
+                let first = try await admin.request(batch)
+                guard case .registeredFIDs(let receipts) = first, receipts.count == 2,
+                    case .registered(let fid0, true, false) = receipts[0], case .registered(let fid1, true, false) = receipts[1]
+                else {
+                    Issue.record("unexpected reply \(first)")
+                    return
+                }
+                // Again, twice at once and among other requests: each reply is the registrations'.
+                async let again = admin.request(batch)
+                async let pinged: Void = admin.ping()
+                async let twice = admin.request(batch)
+                for reply in [try await again, try await twice] {
+                    #expect(reply == .registeredFIDs([
+                        .registered(fid: fid0, fidWasAssigned: true, isExisting: true), .registered(fid: fid1, fidWasAssigned: true, isExisting: true),
+                    ]))
+                }
+                try await pinged
+                #expect(try await admin.installation("encoded-1").fid == fid1)
+                let empty = try EncodedRequest(.registerBatchFIDs(project: "default", []))
+                await #expect(throws: FanoutError(.invalidArgument, "", field: "registrations")) {
+                    _ = try await admin.request(empty)
+                }
+                #expect(try await admin.installationCount() == 2)
+                try await admin.close()
+            }
+        }
+    }
+
     /// Many requests in flight on one connection at once: every reply reaches its caller.
     @Test func pipelinedRequestsAreMatchedByRequestID() async throws {
         try await TemporaryDirectory.with { directory in

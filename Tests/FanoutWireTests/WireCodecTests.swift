@@ -81,6 +81,29 @@ struct WireCodecTests {
         }
     }
 
+    /// An encoded request's header and payload are the bytes `ClientFrame` encodes, whatever the
+    /// request id; one over the maximum payload size is refused, naming the frame.
+    @Test func anEncodedRequestIsTheFramesPayloadAfterAHeaderOfItsOwn() throws {
+        let request = ClientRequest.registerBatchFIDs(project: "p", [
+            RegistrationFields(offeredFID: "dAAAAAAAAAAAAAAAAAAAAA", token: "t-0", platform: .ios, appID: "1:1:ios:a", apnsToken: "0a0b"),
+            RegistrationFields(token: "t-1", platform: .web, appID: "1:1:web:a"),
+        ])
+        let encoded = try EncodedRequest(request)
+        for id: UInt32 in [1, 0xFFFF_FFFE] {
+            var expected = ByteBuffer()
+            try ClientFrame(requestID: id, request: request).encode(into: &expected)
+            var sent = ByteBuffer()
+            sent.writeFrameHeader(encoded.header(requestID: id))
+            sent.writeImmutableBuffer(encoded.payload)
+            #expect(sent == expected)
+        }
+        let error = #expect(throws: ProtocolError.self) {
+            _ = try EncodedRequest(request, maximumPayloadSize: encoded.payload.readableBytes - 1)
+        }
+        #expect(error?.code == .resourceExhausted)
+        #expect(error?.message.contains("over the maximum frame size") == true)
+    }
+
     /// A register batch's valid tokens and app ids reach the server kept in a block the frame's
     /// items share, equal (and hashed alike) to the same values made from strings; a token or app
     /// id that is not one stays the text sent, for the server to refuse by name. A single

@@ -49,12 +49,29 @@ public final class FanoutBackend: LoadBackend {
     }
 
     public func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int {
-        let batch = indices.map(self.fields)
-        switch self.batchReplies {
-        case .fids:
-            return try await self.client(worker).registerReturningFIDs(batch).count { if case .registered = $0 { true } else { false } }
-        case .installations:
-            return try await self.client(worker).register(batch).count { if case .registered = $0 { true } else { false } }
+        try Self.registered(try await self.client(worker).request(self.batchRequest(indices)))
+    }
+
+    /// Each batch's request encoded once (`EncodedRequest`), sent as it is.
+    public func registrationBatchCalls(_ batches: [Range<Int>]) -> [PreparedCall] {
+        batches.map { indices in
+            let encoded = Result { () throws(ProtocolError) in try EncodedRequest(self.batchRequest(indices)) }
+            return { worker in try Self.registered(try await self.client(worker).request(encoded.get())) }
+        }
+    }
+
+    /// REGISTER_BATCH_FIDS (or REGISTER_BATCH, as `batchReplies` says) of installations `indices`.
+    private func batchRequest(_ indices: Range<Int>) -> ClientRequest {
+        let items = indices.map(self.fields)
+        return self.batchReplies == .fids ? .registerBatchFIDs(project: "default", items) : .registerBatch(project: "default", items)
+    }
+
+    /// How many items a register batch's reply registered.
+    private static func registered(_ reply: ServerMessage) throws -> Int {
+        switch reply {
+        case .registeredFIDs(let receipts): receipts.count { if case .registered = $0 { true } else { false } }
+        case .registeredBatch(let outcomes): outcomes.count { if case .registered = $0 { true } else { false } }
+        default: throw LoadError("the server answered a register batch with \(reply.opcode)")
         }
     }
 
@@ -75,7 +92,7 @@ public final class FanoutBackend: LoadBackend {
     }
 
     /// Each batch's tokens packed into the list SUBSCRIBE's frame is written from.
-    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
+    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [PreparedCall] {
         batches.map { topic, members in
             let tokens = self.tokens(of: members)
             return { worker in try await self.subscribe(tokens, to: topic, worker: worker) }

@@ -12,6 +12,13 @@ public protocol LoadBackend: Sendable {
     /// of HSETs); returns how many were registered.
     func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int
 
+    /// The register-batch phase's calls, one per batch, each returning how many installations it
+    /// registered: each request written as the system's client sends it (fanout: an
+    /// `EncodedRequest`; Redis: the pipeline's RESP) now, before the phase's clock starts, as
+    /// `subscriptionCalls` does. (Written during the phase, the requests were half of the
+    /// harness's CPU there, on both sides.) By default, calls of `registerBatch`.
+    func registrationBatchCalls(_ batches: [Range<Int>]) -> [PreparedCall]
+
     /// Gives installation `index` the token of `generation`.
     func refreshToken(_ index: Int, generation: Int, worker: Int) async throws
 
@@ -23,7 +30,7 @@ public protocol LoadBackend: Sendable {
     /// before the phase's clock starts, as a client importing subscriptions holds its tokens at
     /// hand. (Gathered during the phase, 1000 random tokens per call were half of the harness's
     /// CPU there.) By default, calls of `subscribe`.
-    func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall]
+    func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [PreparedCall]
 
     /// Sends to a topic; returns how many recipients the send reached.
     func sendToTopic(_ topic: String, worker: Int) async throws -> Int
@@ -41,12 +48,16 @@ public protocol LoadBackend: Sendable {
     func close() async
 }
 
-/// One prepared request of a subscribe phase (`LoadBackend.subscriptionCalls`): sent on
-/// `worker`'s connection, it returns how many subscriptions it made.
-public typealias SubscriptionCall = @Sendable (_ worker: Int) async throws -> Int
+/// One request of a phase, prepared before it (`LoadBackend.subscriptionCalls`,
+/// `registrationBatchCalls`): sent on `worker`'s connection, it returns how many items it did.
+public typealias PreparedCall = @Sendable (_ worker: Int) async throws -> Int
 
 extension LoadBackend {
-    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
+    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [PreparedCall] {
         batches.map { topic, members in { worker in try await self.subscribe(members, to: topic, worker: worker) } }
+    }
+
+    public func registrationBatchCalls(_ batches: [Range<Int>]) -> [PreparedCall] {
+        batches.map { indices in { worker in try await self.registerBatch(indices, worker: worker) } }
     }
 }

@@ -49,6 +49,14 @@ public final class RedisBackend: LoadBackend {
         try await self.run(indices.map { ["HSET", "tokens", self.workload.token($0), self.workload.fid($0)] }, worker: worker).count
     }
 
+    /// Each batch's pipeline of HSETs written in RESP ahead, sent as it is.
+    public func registrationBatchCalls(_ batches: [Range<Int>]) -> [PreparedCall] {
+        batches.map { indices in
+            let commands = RESPValue.encodedCommands(indices.map { ["HSET", "tokens", self.workload.token($0), self.workload.fid($0)] })
+            return { worker in try await self.run(encoded: commands, count: indices.count, worker: worker).count }
+        }
+    }
+
     public func ping(worker: Int) async throws {
         try await self.run([["PING"]], worker: worker)
     }
@@ -74,7 +82,7 @@ public final class RedisBackend: LoadBackend {
     }
 
     /// Each batch's SADD written in RESP ahead, sent as it is.
-    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [SubscriptionCall] {
+    public func subscriptionCalls(_ batches: [(topic: String, members: ArraySlice<Int>)]) -> [PreparedCall] {
         batches.map { topic, members in
             let command = RESPValue.encodedCommands([Self.sadd(members, to: topic, of: self.workload)])
             return { worker in try await self.run(encoded: command, count: 1, worker: worker)[0].count ?? 0 }

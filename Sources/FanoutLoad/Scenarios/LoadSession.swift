@@ -107,18 +107,17 @@ public final class LoadSession: @unchecked Sendable {
     }
 
     /// Registers the workload's `batchInstallations` (as many again, past its own), 1000 per
-    /// request, `batchConcurrency` requests in flight. Each request must register all of its items.
+    /// request, `batchConcurrency` requests in flight, the requests prepared before the phase
+    /// (`LoadBackend.registrationBatchCalls`). Each request must register all of its items.
     public func registerBatches() async {
-        let backend = self.backend
         let range = self.workload.batchInstallations
-        let batches = (range.count + 999) / 1000
+        let batches = stride(from: range.lowerBound, to: range.upperBound, by: 1000).map { $0..<min(range.upperBound, $0 + 1000) }
+        let calls = self.backend.registrationBatchCalls(batches)
         await self.phase("register-batch", items: "registrations") {
-            await LoadRunner.closedLoop("register-batch", count: batches, concurrency: self.options.batchConcurrency, progress: self.progress) { index, worker in
-                let start = range.lowerBound + index * 1000
-                let indices = start..<min(range.upperBound, start + 1000)
-                let registered = try await backend.registerBatch(indices, worker: worker)
-                guard registered == indices.count else {
-                    throw LoadError("\(indices.count - registered) of \(indices.count) registrations refused")
+            await LoadRunner.closedLoop("register-batch", count: batches.count, concurrency: self.options.batchConcurrency, progress: self.progress) { index, worker in
+                let (registered, asked) = (try await calls[index](worker), batches[index].count)
+                guard registered == asked else {
+                    throw LoadError("\(asked - registered) of \(asked) registrations refused")
                 }
                 return registered
             }
