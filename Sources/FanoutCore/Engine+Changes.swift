@@ -292,14 +292,8 @@ extension Engine {
             in project: ProjectID
         ) throws(FanoutError) -> (additions: [Swift.Result<InstallationRegistry.Addition, FanoutError>], now: Timestamp) {
             let now = self.engine.clock.now()
-            // The tokens are hashed before the lock is taken (a SipHash over each token's bytes).
-            var tokenHashes: [Int?] = []
-            tokenHashes.reserveCapacity(items.count)
-            for index in 0..<items.count {
-                tokenHashes.append(items.refusals[index] == nil ? InstallationRegistry.tokenHash(of: items.requests[index]) : nil)
-            }
             let additions = try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                state.register(items, tokenHashes: tokenHashes, now: now)
+                state.register(items, now: now)
             }
             return (additions, now)
         }

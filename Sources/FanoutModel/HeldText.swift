@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Text a value holds: a `String`, or bytes a block keeps (`StoredToken`: a register batch's
 /// decoder copies its items' tokens and app ids into one block per frame, where a `String` each
 /// was an allocation, and a retain and release of a different object at every step from the
@@ -44,7 +50,14 @@ package enum HeldText: Hashable, Sendable {
     @usableFromInline
     package static func == (left: HeldText, right: HeldText) -> Bool {
         if case .string(let left) = left, case .string(let right) = right { return left == right }
-        return left.withUTF8 { left in right.withUTF8 { right in left.elementsEqual(right) } }
+        return left.withUTF8 { left in right.withUTF8 { right in Self.equalBytes(left, right) } }
+    }
+
+    /// Whether two byte ranges hold the same bytes (`memcmp`, not a loop over each byte).
+    package static func equalBytes(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
+        guard left.count == right.count else { return false }
+        guard let first = left.baseAddress, let second = right.baseAddress else { return true }
+        return memcmp(first, second, left.count) == 0
     }
 
     @usableFromInline

@@ -62,4 +62,24 @@ struct RegistryLimitTests {
         _ = try registry.register(RegistrationRequest(token: token, platform: .android, appID: AppID("1:1:android:7")!), now: now)
         #expect(registry.slot(forToken: token) != nil)
     }
+
+    /// A project's first few app ids are found by comparing their bytes, the rest through a
+    /// table: either way each installation keeps the app id it was registered with, an id that
+    /// is a prefix of another included.
+    @Test
+    func eachInstallationKeepsItsAppIDWhateverHowManyTheProjectHas() throws {
+        var registry = InstallationRegistry()
+        let now = Timestamp(millisecondsSinceEpoch: 1_767_225_600_000)
+        // Twenty ids, the first interned ones each a prefix of a neighbour ("...:10", "...:1", "...:11").
+        let appIDs = [10, 1, 11, 0, 12, 2, 13, 3, 14, 4, 15, 5, 16, 6, 17, 7, 18, 8, 19, 9].map { AppID("1:1:android:\($0)")! }
+        var random = SeededRandomNumberGenerator(seed: 7)
+        var registered: [(slot: UInt32, appID: AppID)] = []
+        for appID in appIDs + (0..<300).map({ _ in appIDs[Int(random.next() % 20)] }) {
+            let installation = try registry.register(RegistrationRequest(platform: .android, appID: appID), now: now).installation
+            registered.append((installation.slot, appID))
+        }
+        for (slot, appID) in registered {
+            #expect(registry.installation(atSlot: slot)?.appID == appID)
+        }
+    }
 }

@@ -70,4 +70,27 @@ struct LegacyInstanceIDTests {
             try engine.close()
         }
     }
+
+    /// A batch's items are read as REGISTER reads them: an offered legacy Instance ID is kept in a
+    /// project that accepts them, next to items offering a FID, nothing, or text that is neither.
+    @Test func aBatchKeepsAnOfferedLegacyInstanceIDWhereTheProjectAcceptsThem() async throws {
+        let engine = try Engine()
+        func batch(_ suffix: String) -> [RegistrationRequest] {
+            [
+                RegistrationRequest(offeredFID: "eWkQ0JhLD2hnwthI-tkv" + suffix, token: RegistrationToken("modern-" + suffix)!, platform: .web, appID: AppID("1:1:web:a")!),
+                RegistrationRequest(offeredFID: "dAbC_-123" + suffix, token: RegistrationToken("legacy-" + suffix)!, platform: .android, appID: AppID("1:1:android:a")!),
+                RegistrationRequest(offeredFID: "neither", token: RegistrationToken("neither-" + suffix)!, platform: .web, appID: AppID("1:1:web:a")!),
+                RegistrationRequest(token: RegistrationToken("none-" + suffix)!, platform: .web, appID: AppID("1:1:web:a")!),
+            ]
+        }
+        func assigned(_ results: [Result<RegistrationResult, FanoutError>]) throws -> [Bool] {
+            try results.map { try $0.get().fidWasAssigned }
+        }
+        #expect(try assigned(try await engine.register(batch("Aa"))) == [false, true, true, true], "refused by default")
+        #expect(try await engine.setLegacyInstanceIDs(true))
+        let accepted = try await engine.register(batch("Bb"))
+        #expect(try assigned(accepted) == [false, false, true, true])
+        #expect(try accepted[1].get().installation.fid.description == "dAbC_-123Bb")
+        #expect(try accepted[1].get().installation.fid.isLegacyInstanceID)
+    }
 }

@@ -84,25 +84,16 @@ struct ProjectState {
     }
 
     /// Registers each item on its own (a refused one changes nothing): what each did, in order,
-    /// and the records of those that registered. `tokenHashes` holds each item's token hash
-    /// (`InstallationRegistry.tokenHash`, nil for an item without a token), made before the lock.
+    /// and the records of those that registered.
     mutating func register(
         _ items: RegistrationItems,
-        tokenHashes: [Int?],
         now: Timestamp
     ) -> Logged<[Swift.Result<InstallationRegistry.Addition, FanoutError>]> {
-        // Every item's keys first, with its index buckets asked for, then the registrations: the
-        // buckets' cache misses overlap (`InstallationRegistry.prefetch(_:)`).
-        var keys: [RegistrationKeys] = []
-        keys.reserveCapacity(items.count)
-        for index in 0..<items.count {
-            guard items.refusals[index] == nil else {
-                keys.append(.none)
-                continue
-            }
-            let itemKeys = RegistrationKeys(items.requests[index], allowingLegacy: self.acceptsLegacyInstanceIDs, tokenHash: tokenHashes[index])
-            self.registry.prefetch(itemKeys)
-            keys.append(itemKeys)
+        // Every item's index buckets asked for first, then the registrations: the buckets' cache
+        // misses overlap (`InstallationRegistry.prefetch(_:)`).
+        let keys = items.keys(allowingLegacy: self.acceptsLegacyInstanceIDs)
+        for index in 0..<items.count where items.refusals[index] == nil {
+            self.registry.prefetch(keys[index])
         }
         let accepts = self.configuration.acceptsFID
         var results: [Swift.Result<InstallationRegistry.Addition, FanoutError>] = []

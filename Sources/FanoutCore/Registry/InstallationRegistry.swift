@@ -639,7 +639,7 @@ struct InstallationRegistry {
 
     /// The app's index. - Throws: `RESOURCE_EXHAUSTED` past `maximumAppCount` apps in the project.
     private mutating func intern(_ appID: AppID) throws(FanoutError) -> UInt16 {
-        if let index = self.appIndexByID[appID] { return index }
+        if let index = self.appIndex(of: appID) { return index }
         guard self.appIDs.count < Self.maximumAppCount else {
             throw FanoutError(.resourceExhausted, "the project has \(Self.maximumAppCount) apps, the most it can have", field: "appId")
         }
@@ -649,6 +649,28 @@ struct InstallationRegistry {
         self.appIndexByID[owned] = index
         return index
     }
+
+    /// The index of an app id already interned. A project has a few apps, whose ids are compared
+    /// byte for byte, in place, while there are at most `scannedAppCount`: cheaper than hashing
+    /// the app id for the table (once per registration).
+    private func appIndex(of appID: AppID) -> UInt16? {
+        guard self.appIDs.count <= Self.scannedAppCount else { return self.appIndexByID[appID] }
+        return Self.index(of: appID, in: self.appIDs)
+    }
+
+    /// `appID`'s index in `interned`. (Static: a closure over `self` would copy the registry.)
+    private static func index(of appID: AppID, in interned: [AppID]) -> UInt16? {
+        appID.withUTF8 { wanted in
+            interned.withUnsafeBufferPointer { interned in
+                for index in interned.indices where interned[index].withUTF8({ HeldText.equalBytes($0, wanted) }) {
+                    return UInt16(index)
+                }
+                return nil
+            }
+        }
+    }
+
+    private static let scannedAppCount = 8
 
     /// FNV-1a 64 of the token bytes: stable across processes (unlike `Hasher`), so tombstones can be
     /// persisted. A false positive (a fresh token refused as retired) has probability ~1e-19 per pair.
@@ -669,11 +691,6 @@ struct InstallationRegistry {
 
     static func tokenHash(_ token: RegistrationToken) -> Int {
         token.withUTF8(Self.tokenHash)
-    }
-
-    /// `tokenHash` of the request's token; nil without one.
-    static func tokenHash(of request: RegistrationRequest) -> Int? {
-        request.token?.withUTF8(Self.tokenHash)
     }
 
     // MARK: - Token storage

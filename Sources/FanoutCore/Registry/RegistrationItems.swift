@@ -1,14 +1,19 @@
 public import FanoutModel
 
-/// A batch's registrations as the engine takes them: each item's request, and the error of each
-/// one refused before it reached the engine (a field that did not parse), side by side and read
-/// by index. A `Result` per item was bound, a copy with every string retained and released, at
+/// A batch's registrations as the engine takes them: each item's request, its keys (the offered
+/// FID parsed, both hashes), and the error of each one refused before it reached the engine (a
+/// field that did not parse), side by side and read by index. A `Result` per item was bound, a copy with every string retained and released, at
 /// each of the batch's passes (hashing, keys, registering).
 public struct RegistrationItems: Sendable {
     /// Every item's request; a refused item holds a placeholder.
     private(set) var requests: [RegistrationRequest] = []
     /// Every item's refusal, nil for an item to register.
     private(set) var refusals: [FanoutError?] = []
+    /// Every item's keys (`.none` for a refused one), made as it is added, before the project's
+    /// lock is taken, as in a project that refuses legacy Instance IDs (`keys(allowingLegacy:)`).
+    private var madeKeys: [RegistrationKeys] = []
+    /// Some item offers text that is not a FID.
+    private var offersText = false
 
     /// Stands in for a refused item's request; never registered.
     private static let placeholder = RegistrationRequest(platform: .android, appID: AppID(validated: "-"))
@@ -31,10 +36,14 @@ public struct RegistrationItems: Sendable {
     public mutating func reserveCapacity(_ count: Int) {
         self.requests.reserveCapacity(count)
         self.refusals.reserveCapacity(count)
+        self.madeKeys.reserveCapacity(count)
     }
 
     /// An item to register.
     public mutating func append(_ request: consuming RegistrationRequest) {
+        let keys = RegistrationKeys(request, allowingLegacy: false)
+        self.offersText = self.offersText || keys.offersText
+        self.madeKeys.append(keys)
         self.requests.append(request)
         self.refusals.append(nil)
     }
@@ -43,5 +52,12 @@ public struct RegistrationItems: Sendable {
     public mutating func append(refused error: FanoutError) {
         self.requests.append(Self.placeholder)
         self.refusals.append(error)
+        self.madeKeys.append(.none)
+    }
+
+    /// Every item's keys, in a project that accepts legacy Instance IDs (`allowingLegacy`) or not.
+    func keys(allowingLegacy: Bool) -> [RegistrationKeys] {
+        guard allowingLegacy, self.offersText else { return self.madeKeys }
+        return self.madeKeys.indices.map { self.madeKeys[$0].allowingLegacy(of: self.requests[$0]) }
     }
 }
