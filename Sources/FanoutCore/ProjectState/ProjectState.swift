@@ -100,19 +100,23 @@ struct ProjectState {
         results.reserveCapacity(items.count)
         var records: [WALRecord] = []
         records.reserveCapacity(self.makesRecords ? items.count : 0)
-        for index in 0..<items.count {
-            if let refusal = items.refusals[index] {
-                results.append(.failure(refusal))
-                continue
-            }
-            do throws(FanoutError) {
-                let addition = try self.registry.add(items.requests[index], keys: keys[index], accepting: accepts, now: now)
-                if case .new(_, _, let fid, _) = addition, self.makesRecords {
-                    records.append(.register(self.id, .init(items.requests[index], fid: fid, at: now)))
+        // Each request is read where the batch holds it (an array's subscript copies the request,
+        // retaining each of its references, and releases it again).
+        items.requests.withUnsafeBufferPointer { requests in
+            for index in requests.indices {
+                if let refusal = items.refusals[index] {
+                    results.append(.failure(refusal))
+                    continue
                 }
-                results.append(.success(addition))
-            } catch {
-                results.append(.failure(error))
+                do throws(FanoutError) {
+                    let addition = try self.registry.add(requests[index], keys: keys[index], accepting: accepts, now: now)
+                    if case .new(_, _, let fid, _) = addition, self.makesRecords {
+                        records.append(.register(self.id, .init(requests[index], fid: fid, at: now)))
+                    }
+                    results.append(.success(addition))
+                } catch {
+                    results.append(.failure(error))
+                }
             }
         }
         return (results, records)
