@@ -2,8 +2,8 @@ public import FanoutModel
 
 /// A batch's registrations as the engine takes them: each item's request, its keys (the offered
 /// FID parsed, both hashes), and the error of each one refused before it reached the engine (a
-/// field that did not parse), side by side and read by index. A `Result` per item was bound, a copy with every string retained and released, at
-/// each of the batch's passes (hashing, keys, registering).
+/// field that did not parse), side by side and read by index. A `Result` per item was bound, a
+/// copy with every string retained and released, at each of the batch's passes.
 public struct RegistrationItems: Sendable {
     /// Every item's request; a refused item holds a placeholder.
     private(set) var requests: [RegistrationRequest] = []

@@ -42,17 +42,22 @@ public final class RedisBackend: LoadBackend {
     }
 
     public func register(_ index: Int, worker: Int) async throws {
-        try await self.run([["HSET", "tokens", self.workload.token(index), self.workload.fid(index)]], worker: worker)
+        try await self.run([self.hset(index)], worker: worker)
     }
 
     public func registerBatch(_ indices: Range<Int>, worker: Int) async throws -> Int {
-        try await self.run(indices.map { ["HSET", "tokens", self.workload.token($0), self.workload.fid($0)] }, worker: worker).count
+        try await self.run(indices.map(self.hset), worker: worker).count
+    }
+
+    /// The HSET that registers installation `index`: its token's field in `tokens`, its FID the value.
+    private func hset(_ index: Int) -> [String] {
+        ["HSET", "tokens", self.workload.token(index), self.workload.fid(index)]
     }
 
     /// Each batch's pipeline of HSETs written in RESP ahead, sent as it is.
     public func registrationBatchCalls(_ batches: [Range<Int>]) -> [PreparedCall] {
         batches.map { indices in
-            let commands = RESPValue.encodedCommands(indices.map { ["HSET", "tokens", self.workload.token($0), self.workload.fid($0)] })
+            let commands = RESPValue.encodedCommands(indices.map(self.hset))
             return { worker in try await self.run(encoded: commands, count: indices.count, worker: worker).count }
         }
     }
