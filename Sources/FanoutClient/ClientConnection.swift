@@ -69,7 +69,7 @@ final class ClientConnection: Sendable {
     func request(_ encoded: EncodedRequest) async throws -> ServerMessage {
         try Task.checkCancellation()
         guard encoded.payload.readableBytes <= Self.maximumPayloadSize else {
-            throw FanoutError(.resourceExhausted, "a \(encoded.opcode) frame of \(encoded.payload.readableBytes) bytes is over the maximum frame size \(Self.maximumPayloadSize)")
+            throw ProtocolError.frameTooLarge(encoded.opcode, bytes: encoded.payload.readableBytes, maximum: Self.maximumPayloadSize).fanoutError
         }
         let id = self.takeRequestID()
         var header = self.channel.allocator.buffer(capacity: FrameHeader.size)

@@ -273,11 +273,7 @@ extension ByteBuffer {
                 do throws(ProtocolError) {
                     recipientSize = try Self.recipientSize(recipients[index])
                     guard 4 + envelopeSize + recipientSize <= maximumPayloadSize else {
-                        throw ProtocolError(
-                            .resourceExhausted,
-                            "a \(Opcode.deliveries) frame of \(4 + envelopeSize + recipientSize) bytes is over the maximum frame size \(maximumPayloadSize)",
-                            requestID: attachID
-                        )
+                        throw .frameTooLarge(.deliveries, bytes: 4 + envelopeSize + recipientSize, maximum: maximumPayloadSize, requestID: attachID)
                     }
                 } catch {
                     self.writeDeliveryError(error, attachID: attachID, maximumPayloadSize: maximumPayloadSize)

@@ -16,10 +16,7 @@ public struct EncodedRequest: Sendable {
         var payload = ByteBuffer()
         try request.encodePayload(into: &payload)
         guard payload.readableBytes <= min(maximumPayloadSize, Int(UInt32.max)) else {
-            throw ProtocolError(
-                .resourceExhausted,
-                "a \(request.opcode) frame of \(payload.readableBytes) bytes is over the maximum frame size \(maximumPayloadSize)"
-            )
+            throw .frameTooLarge(request.opcode, bytes: payload.readableBytes, maximum: maximumPayloadSize)
         }
         self.opcode = request.opcode
         self.payload = payload

@@ -23,7 +23,7 @@ public struct FrameDecoder<Message: WireMessage>: NIOSingleStepByteToMessageDeco
             throw ProtocolError(.invalidArgument, "flags must be 0 (got \(header.flags))", requestID: header.requestID)
         }
         guard header.payloadLength <= self.maximumPayloadSize else {
-            throw ProtocolError(.resourceExhausted, "a frame of \(header.payloadLength) bytes is over the maximum frame size \(self.maximumPayloadSize)", requestID: header.requestID)
+            throw ProtocolError.frameTooLarge(nil, bytes: Int(header.payloadLength), maximum: self.maximumPayloadSize, requestID: header.requestID)
         }
         let length = Int(header.payloadLength)
         guard buffer.readableBytes >= FrameHeader.size + length else { return nil }

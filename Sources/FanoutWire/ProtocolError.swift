@@ -19,4 +19,11 @@ public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     public var description: String { "\(self.code): \(self.message)" }
+
+    /// `RESOURCE_EXHAUSTED` for a frame (of `opcode`, when known) whose payload of `bytes` is over
+    /// the maximum frame size, which every side checks in its own place.
+    package static func frameTooLarge(_ opcode: Opcode?, bytes: Int, maximum: Int, requestID: UInt32 = 0) -> ProtocolError {
+        let frame = opcode.map { "a \($0) frame" } ?? "a frame"
+        return ProtocolError(.resourceExhausted, "\(frame) of \(bytes) bytes is over the maximum frame size \(maximum)", requestID: requestID)
+    }
 }

@@ -81,7 +81,7 @@ extension ByteBuffer {
         _ body: (inout ByteBuffer) throws(ProtocolError) -> Void
     ) throws(ProtocolError) {
         let start = self.writerIndex
-        self.writeMultipleIntegers(FrameHeader.currentVersion, opcode.rawValue, UInt16(0), requestID, UInt32(0))
+        self.writeFrameHeader(FrameHeader(opcode: opcode, requestID: requestID, payloadLength: 0))
         do {
             try body(&self)
         } catch {
@@ -91,7 +91,7 @@ extension ByteBuffer {
         let length = self.writerIndex - start - FrameHeader.size
         guard length <= maximumPayloadSize else {
             self.moveWriterIndex(to: start)
-            throw ProtocolError(.resourceExhausted, "a \(opcode) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: requestID)
+            throw .frameTooLarge(opcode, bytes: length, maximum: maximumPayloadSize, requestID: requestID)
         }
         self.setInteger(UInt32(length), at: start + 8)
     }
@@ -114,7 +114,7 @@ extension ByteBuffer {
         let length = try 12 + RawWriter.fidSize(delivery.fid) + RawWriter.optionalTokenSize(token)
             + RawWriter.optionalStringSize(apnsToken, "apnsToken") + 1 + 8 + 2 + RawWriter.headersSize(headers) + 4 + payload.count
         guard length <= maximumPayloadSize else {
-            throw ProtocolError(.resourceExhausted, "a \(Opcode.delivery) frame of \(length) bytes is over the maximum frame size \(maximumPayloadSize)", requestID: attachID)
+            throw .frameTooLarge(.delivery, bytes: length, maximum: maximumPayloadSize, requestID: attachID)
         }
         self.writeSizedFrame(opcode: .delivery, requestID: attachID, payloadLength: length) { out in
             out.integer(delivery.id.messageSequence)
