@@ -448,6 +448,27 @@ struct DurableEngineTests {
         }
     }
 
+    /// Closing finishes every consumer, and what they held waits again (debug builds check after
+    /// it that no delivery is in flight without a consumer); no consumer attaches afterwards,
+    /// since nothing it took could be acknowledged.
+    @Test func aClosedEngineFinishesItsConsumersAndRefusesNewOnes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory, durability: .always)
+            let request = RegistrationRequest(token: try RegistrationToken("held-1"), platform: .android, appID: AppID("app")!)
+            let installation = try await engine.register(request)
+            _ = try await engine.send(Array(#"{"message":{"token":"held-1","data":{"k":"v"}}}"#.utf8))
+            let worker = try engine.attachConsumer(.platform(.android), credit: 10)
+            #expect(worker.poll().map(\.fid) == [installation.installation.fid])
+
+            try engine.close()
+            #expect(worker.poll(maximum: 10, orWhenReady: {}).finished, "the worker's stream ended")
+            #expect(throws: FanoutError(.unavailable, "")) { try engine.attachConsumer(.platform(.android), credit: 10) }
+            let statistics = try engine.deliveryStatistics()
+            #expect(statistics.consumers == 0)
+            #expect(statistics.pending == 1, "the delivery the worker held still waits")
+        }
+    }
+
     /// A change becomes durable with nothing else happening: the engine queues its records under
     /// the project's lock and wakes the log's writer once the lock is released. (A change queued
     /// without the wake-up would wait for another change's, here for ever: this test then fails

@@ -96,13 +96,20 @@ extension ProjectState {
         self.checkDeliveryInvariants()
     }
 
-    /// Finishes every consumer's stream (the engine is closing or the project going).
+    /// Finishes every consumer's stream (the engine is closing or the project going); what they
+    /// held waits again, so that the mailboxes hold nothing in flight without a consumer.
     mutating func finishConsumers() {
-        for consumer in self.deliveries.consumers.byID.values { consumer.sink.finish() }
+        for consumer in self.deliveries.consumers.byID.values {
+            consumer.sink.finish()
+            for id in consumer.inFlight {
+                if let index = self.find(id)?.index { self.deliveries.mailboxes.setInFlight(index, false, in: id.slot) }
+            }
+        }
         self.deliveries.consumers = ConsumerTable()
         for slot in 0..<UInt32(self.deliveries.mailboxes.heads.count) {
             self.deliveries.mailboxes.setFlag(MailboxTable.Head.hasDeviceConsumer | MailboxTable.Head.isQueuedOnAnyPlatform, false, slot)
         }
+        self.checkDeliveryInvariants()
     }
 
     /// Moves `slot` from one device consumer to the one attaching now; what the old one held from

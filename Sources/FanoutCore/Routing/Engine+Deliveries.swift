@@ -47,12 +47,16 @@ extension Engine {
     /// never holding more than `credit` unacknowledged; what it holds when it detaches is delivered
     /// again (at-least-once).
     /// - Throws: `INVALID_ARGUMENT` for a credit outside 1...65536 or a bad installation list;
-    ///   `NOT_FOUND` / `UNREGISTERED` for an unknown installation or project.
+    ///   `NOT_FOUND` / `UNREGISTERED` for an unknown installation or project; `UNAVAILABLE` once
+    ///   the engine is closed (its consumers were finished, and its acknowledgements would fail).
     public func attachConsumer(_ scope: ConsumerScope, credit: Int, in project: ProjectID = .default) throws(FanoutError) -> DeliveryConsumer {
         let sink = DeliverySink()
         let now = self.clock.now()
         let id = try self.withProject(project) { (state: inout ProjectState) throws(FanoutError) in
-            try state.attachConsumer(scope, credit: credit, sink: sink, now: now)
+            // Checked under the project's lock: `close` finishes the consumers after it lets go
+            // of the directory, so one attached before that is finished with the others.
+            guard !self.isClosed else { throw FanoutError(.unavailable, "the engine is closed") }
+            return try state.attachConsumer(scope, credit: credit, sink: sink, now: now)
         }
         return DeliveryConsumer(engine: self, project: project, id: id, sink: sink)
     }

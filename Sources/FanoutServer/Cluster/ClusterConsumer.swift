@@ -81,6 +81,8 @@ final class ClusterConsumer: Sendable {
             do throws(FanoutError) {
                 let consumer = try served[shard].engine.attachConsumer(try RequestExecutor.scope(scope), credit: credit, in: try RequestExecutor.project(self.project))
                 attached[shard] = .local(engine: served[shard].engine, consumer: consumer)
+            } catch where served[shard].engine.refusedAsClosed(error) {
+                remote.append(shard)  // this node stopped owning the shard meanwhile
             } catch {
                 if throwing { throw error }
             }

@@ -131,7 +131,7 @@ final class ShardConsumers: Sendable {
                 respond(.done(.attach))
                 self.pump(id)
             } catch {
-                respond(.error(error))
+                respond(.error(served.engine.refusedAsClosed(error) ? ShardRequests.notOwnedHere(shard) : error))
             }
             return
         }
