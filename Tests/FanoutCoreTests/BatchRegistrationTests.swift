@@ -1,5 +1,6 @@
 import FanoutCore
 import FanoutTestSupport
+import Foundation
 import Testing
 
 /// A batch of registrations, which looks every item's keys up ahead of registering the first,
@@ -95,5 +96,67 @@ struct BatchRegistrationTests {
         }
         // The walk reached what the lookups ahead must not get wrong.
         #expect(coverage.repeats >= 5 && coverage.refused >= 20 && coverage.offeredKept >= 5, "\(coverage)")
+    }
+
+    /// A batch's records carry its items' fields as they were encoded before the project's lock
+    /// (`WALRecord.registerEncoded`): the log holds, byte for byte, the `register` records the
+    /// same registrations made one at a time write, refused and repeated items log nothing, and
+    /// the log replays to the same installations.
+    @Test func aBatchLogsTheRecordsItsItemsWouldOneAtATime() async throws {
+        let start = Timestamp(millisecondsSinceEpoch: 1_767_225_600_000)
+        let apns = try #require(APNsDeviceToken(String(repeating: "ab", count: 32)))
+        let requests: [Result<RegistrationRequest, FanoutError>] = [
+            .success(RegistrationRequest(offeredFID: "eWkQ0JhLD2hnwthI-tkvWz", token: RegistrationToken("kept-0:APA91b")!, platform: .android, appID: AppID("1:1:android:a")!)),
+            .success(RegistrationRequest(
+                offeredFID: "fWkQ0JhLD2hnwthI-tkvWz", token: RegistrationToken("kept-1:APA91b")!, platform: .ios, appID: AppID("1:1:ios:b")!,
+                device: try DeviceDetails(name: "Ana's iPhone", os: "iOS 19.1", type: "phone"), apnsToken: apns
+            )),
+            .failure(FanoutError(.invalidArgument, "refused before the engine", field: "token")),
+            // A repeat of the first: nothing new, nothing logged.
+            .success(RegistrationRequest(offeredFID: "eWkQ0JhLD2hnwthI-tkvWz", token: RegistrationToken("kept-0:APA91b")!, platform: .android, appID: AppID("1:1:android:a")!)),
+            .success(RegistrationRequest(offeredFID: "cWkQ0JhLD2hnwthI-tkvWz", platform: .web, appID: AppID("1:1:web:c")!)),
+            // A token another installation holds: refused by the engine, nothing logged.
+            .success(RegistrationRequest(token: RegistrationToken("kept-1:APA91b")!, platform: .android, appID: AppID("1:1:android:a")!)),
+        ]
+        func loggedRecords(_ directory: String) throws -> [WALRecord] {
+            let segments = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".wal") }.sorted()
+            return try segments.flatMap { name in
+                try WALSegmentReader.read(Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/\(name)")))).batches.flatMap(\.records)
+            }
+        }
+        try await TemporaryDirectory.with { batchDirectory in
+            try await TemporaryDirectory.with { singleDirectory in
+                let batched = try Engine(directory: batchDirectory, durability: .none, clock: ManualClock(start))
+                let receipts = try await batched.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                    try changes.registerReturningFIDs(RegistrationItems(requests))
+                }.durable()
+                #expect(receipts.map(\.isRegisteredNew) == [true, true, false, false, true, false])
+                try batched.close()
+
+                let single = try Engine(directory: singleDirectory, durability: .none, clock: ManualClock(start))
+                for case .success(let request) in requests {
+                    _ = try? await single.register(request)
+                }
+                try single.close()
+
+                let logged = try loggedRecords(batchDirectory)
+                #expect(logged.count == 3)
+                #expect(logged == (try loggedRecords(singleDirectory)))
+
+                let reopened = try Engine(directory: batchDirectory, durability: .none, clock: ManualClock(start))
+                defer { try? reopened.close() }
+                let ios = try reopened.installation(.token(RegistrationToken("kept-1:APA91b")!))
+                #expect(ios.device == (try DeviceDetails(name: "Ana's iPhone", os: "iOS 19.1", type: "phone")))
+                #expect(ios.apnsToken == apns)
+                #expect(try reopened.installationCount() == 3)
+            }
+        }
+    }
+}
+
+extension RegistrationReceipt {
+    /// Whether the item registered a new installation.
+    fileprivate var isRegisteredNew: Bool {
+        if case .registered(_, _, isExisting: false) = self { true } else { false }
     }
 }

@@ -87,6 +87,10 @@ struct BinaryWriter {
         self.bytes.append(contentsOf: bytes)
     }
 
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes.append(contentsOf: bytes)
+    }
+
     /// Appends the bytes `fill` writes into a buffer of `maximum` bytes it is given; it returns how
     /// many it wrote (at most `maximum`).
     mutating func append(atMost maximum: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Int) {

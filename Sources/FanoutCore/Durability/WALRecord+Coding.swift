@@ -2,6 +2,38 @@ extension WALRecord {
     /// The most elements of one counted list in a record (a batch is at most 1000; room to spare).
     static let maximumFIDsPerRecord = 1 << 24
 
+    /// Writes a registration's fields between its FID and its time, as a `register` record holds
+    /// them (docs/wal-format.md).
+    static func writeRegistrationFields(
+        token: RegistrationToken?,
+        platform: Platform,
+        appID: AppID,
+        device: DeviceDetails,
+        apnsToken: APNsDeviceToken?,
+        into writer: inout BinaryWriter
+    ) {
+        writer.write(token)
+        writer.write(platform.code)
+        writer.write(appID)
+        writer.write(device.name)
+        writer.write(device.os)
+        writer.write(device.type)
+        writer.write(apnsToken?.hex)
+    }
+
+    /// A `registerEncoded` record as the log reads it back: `register`.
+    /// - Throws: `INTERNAL` when its fields do not decode (they were encoded by this build).
+    var decodedRegistration: WALRecord {
+        get throws(FanoutError) {
+            var reader = BinaryReader(WALFormat.encode(self))
+            do {
+                return try Self.decode(from: &reader)
+            } catch {
+                throw FanoutError(.internal, "an encoded registration does not decode: \(error)")
+            }
+        }
+    }
+
     /// Appends `u8 type | body` (docs/wal-format.md).
     func encode(into writer: inout BinaryWriter) {
         switch self {
@@ -15,13 +47,13 @@ extension WALRecord {
             writer.write(Kind.register.rawValue)
             writer.write(project.value)
             writer.write(r.fid)
-            writer.write(r.token)
-            writer.write(r.platform.code)
-            writer.write(r.appID)
-            writer.write(r.device.name)
-            writer.write(r.device.os)
-            writer.write(r.device.type)
-            writer.write(r.apnsToken?.hex)
+            Self.writeRegistrationFields(token: r.token, platform: r.platform, appID: r.appID, device: r.device, apnsToken: r.apnsToken, into: &writer)
+            writer.write(r.at)
+        case .registerEncoded(let project, let r):
+            writer.write(Kind.register.rawValue)
+            writer.write(project.value)
+            writer.write(r.fid)
+            r.batchFields.withUnsafeBytes { writer.append(UnsafeRawBufferPointer(rebasing: $0[r.range])) }
             writer.write(r.at)
         case .refreshToken(let project, let fid, let token, let at):
             writer.write(Kind.refreshToken.rawValue)

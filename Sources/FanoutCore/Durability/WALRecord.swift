@@ -6,6 +6,9 @@ package enum WALRecord: Hashable, Sendable {
     case createProject(ProjectID)
     case deleteProject(ProjectID)
     case register(ProjectID, RegisteredInstallation)
+    /// A register batch's registration, its fields encoded before the project's lock: written as
+    /// `register` is (the same bytes), never read back as this.
+    case registerEncoded(ProjectID, EncodedRegistration)
     case refreshToken(ProjectID, fid: FID, token: RegistrationToken, at: Timestamp)
     case touch(ProjectID, fid: FID, at: Timestamp)
     /// An installation's APNs device token set (taken from whoever had it) or cleared.
@@ -105,6 +108,36 @@ package enum WALRecord: Hashable, Sendable {
         }
     }
 
+    /// A registration whose fields between the FID and the time (token, platform, app id, device
+    /// details, APNs token) are encoded already, as `register` writes them: a register batch
+    /// encodes its items' fields before the project's lock (`RegistrationItems`), and its records
+    /// refer to those bytes instead of holding copies of each item's tokens and strings, which
+    /// the log's writer would encode again.
+    package struct EncodedRegistration: Hashable, Sendable {
+        package var fid: FID
+        /// The encoded fields of every item of the batch; this one's are `range`.
+        package var batchFields: [UInt8]
+        package var range: Range<Int>
+        package var at: Timestamp
+
+        package init(fid: FID, batchFields: [UInt8], range: Range<Int>, at: Timestamp) {
+            self.fid = fid
+            self.batchFields = batchFields
+            self.range = range
+            self.at = at
+        }
+
+        package static func == (left: Self, right: Self) -> Bool {
+            left.fid == right.fid && left.at == right.at && left.batchFields[left.range] == right.batchFields[right.range]
+        }
+
+        package func hash(into hasher: inout Hasher) {
+            hasher.combine(self.fid)
+            hasher.combine(self.at)
+            self.batchFields.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[self.range])) }
+        }
+    }
+
     /// The record's type byte on disk (docs/wal-format.md). Never renumber.
     enum Kind: UInt8 {
         case createProject = 1
@@ -150,6 +183,8 @@ package enum WALRecord: Hashable, Sendable {
         case .deleteProject(let project): return "deleteProject \(project)"
         case .register(let project, let r):
             return "register \(project) fid=\(r.fid) platform=\(r.platform) token=\(r.token?.description ?? "none") at=\(r.at)"
+        case .registerEncoded:
+            return (try? self.decodedRegistration)?.summary ?? "register (its fields do not decode)"
         case .refreshToken(let project, let fid, let token, let at): return "refreshToken \(project) fid=\(fid) token=\(token) at=\(at)"
         case .touch(let project, let fid, let at): return "touch \(project) fid=\(fid) at=\(at)"
         case .setAPNsToken(let project, let fid, let token): return "setAPNsToken \(project) fid=\(fid) token=\(token?.description ?? "none")"

@@ -7,6 +7,8 @@ extension ProjectState {
         switch record {
         case .createProject, .deleteProject:
             break  // handled by the engine's project map
+        case .registerEncoded:
+            try self.replay(try record.decodedRegistration)
         case .register(_, let r):
             // The logged FID as it is (no round trip through its string form), accepted when it
             // was given; no description of the installation made (`InstallationRegistry.add`).
@@ -131,7 +133,7 @@ extension WALRecord {
     /// The project the record belongs to.
     var project: ProjectID {
         switch self {
-        case .createProject(let p), .deleteProject(let p), .register(let p, _), .refreshToken(let p, _, _, _),
+        case .createProject(let p), .deleteProject(let p), .register(let p, _), .registerEncoded(let p, _), .refreshToken(let p, _, _, _),
             .touch(let p, _, _), .setAPNsToken(let p, _, _), .setCredential(let p, _, _), .setLegacyInstanceIDs(let p, _), .deleteInstallation(let p, _), .bindDevice(let p, _, _, _, _), .signOut(let p, _, _),
             .linkUser(let p, _, _, _), .cleanUpAnonymousUsers(let p, _), .pruneExpiredInstallations(let p, _),
             .removeAnonymousUsers(let p, _), .pruneLastSeenBefore(let p, _), .setAnonymousCleanup(let p, _), .restoreUserCreated(let p, _, _, _, _),

@@ -100,6 +100,7 @@ struct ProjectState {
         results.reserveCapacity(items.count)
         var records: [WALRecord] = []
         records.reserveCapacity(self.makesRecords ? items.count : 0)
+        let encodedFields = items.encodedFields.bytes
         // Each request is read where the batch holds it (an array's subscript copies the request,
         // retaining each of its references, and releases it again).
         items.requests.withUnsafeBufferPointer { requests in
@@ -111,7 +112,8 @@ struct ProjectState {
                 do throws(FanoutError) {
                     let addition = try self.registry.add(requests[index], keys: keys[index], accepting: accepts, now: now)
                     if case .new(_, _, let fid, _) = addition, self.makesRecords {
-                        records.append(.register(self.id, .init(requests[index], fid: fid, at: now)))
+                        let encoded = WALRecord.EncodedRegistration(fid: fid, batchFields: encodedFields, range: items.encodedRange(of: index), at: now)
+                        records.append(.registerEncoded(self.id, encoded))
                     }
                     results.append(.success(addition))
                 } catch {

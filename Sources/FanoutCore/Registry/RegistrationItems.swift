@@ -14,6 +14,11 @@ public struct RegistrationItems: Sendable {
     private var madeKeys: [RegistrationKeys] = []
     /// Some item offers text that is not a FID.
     private var offersText = false
+    /// Every item's fields as its log record holds them (`WALRecord.EncodedRegistration`),
+    /// encoded as it is added, before the project's lock; a refused item's are empty.
+    private(set) var encodedFields = BinaryWriter(capacity: 0)
+    /// Where each item's encoded fields end in `encodedFields`.
+    private var encodedEnds: [Int] = []
 
     /// Stands in for a refused item's request; never registered.
     private static let placeholder = RegistrationRequest(platform: .android, appID: AppID(validated: "-"))
@@ -37,6 +42,7 @@ public struct RegistrationItems: Sendable {
         self.requests.reserveCapacity(count)
         self.refusals.reserveCapacity(count)
         self.madeKeys.reserveCapacity(count)
+        self.encodedEnds.reserveCapacity(count)
     }
 
     /// An item to register.
@@ -44,6 +50,11 @@ public struct RegistrationItems: Sendable {
         let keys = RegistrationKeys(request, allowingLegacy: false)
         self.offersText = self.offersText || keys.offersText
         self.madeKeys.append(keys)
+        WALRecord.writeRegistrationFields(
+            token: request.token, platform: request.platform, appID: request.appID, device: request.device, apnsToken: request.apnsToken,
+            into: &self.encodedFields
+        )
+        self.encodedEnds.append(self.encodedFields.bytes.count)
         self.requests.append(request)
         self.refusals.append(nil)
     }
@@ -53,6 +64,12 @@ public struct RegistrationItems: Sendable {
         self.requests.append(Self.placeholder)
         self.refusals.append(error)
         self.madeKeys.append(.none)
+        self.encodedEnds.append(self.encodedFields.bytes.count)
+    }
+
+    /// Where item `index`'s encoded fields are in `encodedFields`.
+    func encodedRange(of index: Int) -> Range<Int> {
+        (index == 0 ? 0 : self.encodedEnds[index - 1])..<self.encodedEnds[index]
     }
 
     /// Every item's keys, in a project that accepts legacy Instance IDs (`allowingLegacy`) or not.
