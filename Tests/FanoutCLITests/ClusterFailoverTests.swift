@@ -345,7 +345,10 @@ struct ClusterFailoverTests {
         #expect(sent.audience == conditionAudience && sent.enqueued == conditionAudience)
         try await sender.close()
         let load = Task { await Self.load(600, prefix: "before", key: key, ports: livePorts, into: acknowledged, refusals: refusals) }
-        while acknowledged.count < 50 || deliveries.count < 1000 { try await Task.sleep(for: .milliseconds(20)) }
+        // Bounded: a cluster that stops answering fails the test instead of hanging the suite.
+        let loaded = ContinuousClock.now + .seconds(120)
+        while acknowledged.count < 50 || deliveries.count < 1000, ContinuousClock.now < loaded { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(acknowledged.count >= 50 && deliveries.count >= 1000, "before the kill: \(acknowledged.count) changes acknowledged, \(deliveries.count) deliveries received")
         let receivedBeforeKill = deliveries.count
         daemons[victimIndex].child.kill()  // SIGKILL, as a crash would
         killed.add(victim)

@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// A batch of registrations, which looks every item's keys up ahead of registering the first,
@@ -150,6 +151,38 @@ struct BatchRegistrationTests {
                 #expect(ios.apnsToken == apns)
                 #expect(try reopened.installationCount() == 3)
             }
+        }
+    }
+}
+
+extension BatchRegistrationTests {
+    /// A batch's records leave a shard's owner as the log holds them: a replication message of
+    /// them decodes to the `register` records of its new installations.
+    @Test func aBatchsRecordsReplicateAsTheLogHoldsThem() throws {
+        let replicated = Mutex<[WALRecord]>([])
+        let log = ReplicatedChangeLog(local: InMemoryChangeLog()) { records, _ throws(FanoutError) in
+            let decoded = try WALRecord.decodeBatch(WALRecord.encodeBatch(records))
+            replicated.withLock { $0 += decoded }
+        }
+        let engine = Engine(log: log)
+        defer { try? engine.close() }
+        for batch in 0..<3 {
+            let items = RegistrationItems((0..<50).map { index in
+                .success(RegistrationRequest(
+                    token: RegistrationToken("replicated-\(batch)-\(index):APA91b")!, platform: index % 2 == 0 ? .android : .web,
+                    appID: AppID("1:1:android:\(index % 3)")!
+                ))
+            })
+            let receipts = try engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in
+                try changes.registerReturningFIDs(items)
+            }.blockingUntilDurable()
+            #expect(receipts.allSatisfy { $0.isRegisteredNew })
+        }
+        let records = replicated.withLock { $0 }
+        #expect(records.count == 150)
+        for case .register(_, let registration) in records {
+            let installation = try engine.installation(.fid(registration.fid))
+            #expect(installation.token == registration.token && installation.appID == registration.appID && installation.platform == registration.platform)
         }
     }
 }
