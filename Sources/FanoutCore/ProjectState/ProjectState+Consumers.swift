@@ -101,9 +101,8 @@ extension ProjectState {
     mutating func finishConsumers() {
         for consumer in self.deliveries.consumers.byID.values {
             consumer.sink.finish()
-            for id in consumer.inFlight {
-                if let index = self.find(id)?.index { self.deliveries.mailboxes.setInFlight(index, false, in: id.slot) }
-            }
+            // What `release` queues for the consumers is dropped with them below.
+            for id in consumer.inFlight { self.release(id) }
         }
         self.deliveries.consumers = ConsumerTable()
         for slot in 0..<UInt32(self.deliveries.mailboxes.heads.count) {
