@@ -36,5 +36,5 @@ after=$(requests)
 wait $load
 count=$((after - before))
 echo "$operation requests in the window: $count"
-awk -F, -v n=$count '$1 ~ /^[0-9.]+$/ && n > 0 { printf "%s per request: %.3f %s\n", $3, $1 / n, $2 }' "$directory/stat.csv"
+awk -F, -v n=$count '$1 ~ /^[0-9.]+$/ && n > 0 { printf "%s per request: %.6g %s\n", $3, $1 / n, $2 }' "$directory/stat.csv"
 grep "^fanout " "$directory/report.txt"

@@ -106,6 +106,27 @@ extension Engine {
             }
         }
 
+        /// Where the changes stand with the log now, without waiting: nil while it has not said;
+        /// `.acknowledged` once they are as durable as the engine's durability says (`outcome`
+        /// stands, and the deliveries they handed out have gone ahead of it), or `.refused` with
+        /// the error to answer instead. For a server that keeps its replies on its event loop and
+        /// answers them in order there (`whenLogged` wakes it).
+        package func logOutcome() -> LogOutcome? {
+            guard let ticket = self.ticket, let log = self.engine.log else { return .acknowledged }
+            guard !self.spansFailure else { return .refused(Engine.spannedLogFailure) }
+            let outcome = log.outcome(of: ticket)
+            if outcome == .acknowledged { self.engine.handOut(after: log) }
+            return outcome
+        }
+
+        /// Calls `wake` once `logOutcome()` is not nil: at once when it is not now, else on the
+        /// log's writer thread with no engine lock held. It must not block. One call covers every
+        /// change applied before these: the log acknowledges in order.
+        package func whenLogged(_ wake: @escaping @Sendable () -> Void) {
+            guard let ticket = self.ticket, let log = self.engine.log, !self.spansFailure else { return wake() }
+            log.whenAcknowledged(ticket) { _ in wake() }
+        }
+
         /// `durable()` for callers outside Swift concurrency (scripts, tools, a crash test's child):
         /// blocks the calling thread until the changes are durable. Never call it on an event loop
         /// or from a task.

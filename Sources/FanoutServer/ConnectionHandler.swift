@@ -73,9 +73,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var unfinishedFrameDeadline: Scheduled<Void>?
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
     private let durableReplies = DurableReplies()
-    /// The replies of applied changes in the order applied, nil until durable; the first is
-    /// number `firstWaitingReply`. They leave from the front, in order.
-    private var waitingReplies = Deque<ServerFrame?>()
+    /// The replies of applied changes in the order applied; the first is number
+    /// `firstWaitingReply`. They leave from the front, in order.
+    private var waitingReplies = Deque<WaitingReply>()
+    /// Whether the log will wake the connection (`Engine.Applied.whenLogged`): a reply kept with
+    /// its changes waits on the log, and one wait covers every change applied before it.
+    private var watchingLog = false
     /// The request each waiting reply answers.
     private var waitingExchanges = Deque<Exchange>()
     private var firstWaitingReply: UInt64 = 0
@@ -443,18 +446,41 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     // MARK: - Replies
 
-    /// Answers an applied request: at once when nothing waits for the log, else when the log's
-    /// writer says it is durable (the reply then joins the others of that batch).
+    /// Answers an applied request: at once when nothing waits for the log, else once the log
+    /// has made it durable, from this event loop. The reply waits here with its changes, not in
+    /// a callback of its own: the log wakes the connection once for all the replies its batch
+    /// released (`watchLog`), and each is encoded from the engine's result in place.
     private func answer(_ exchange: Exchange, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
         guard applied.isDurable else {
-            self.answer(exchange, whenDone: { applied.whenDurable($0) }, context: context)  // not `applied.whenDurable`: a method value held a copy
+            self.inFlight += 1
+            self.waitingReplies.append(.logged(applied))
+            self.waitingExchanges.append(exchange)
+            if !self.watchingLog { self.watchLog(applied, context: context) }
             return
         }
-        // Encoded from the engine's result in place (a copy of a reply holding an installation
-        // was a dozen retains and releases).
+        self.reply(exchange, applied, context: context)
+    }
+
+    /// Answers `exchange` with the engine's result or error, encoded in place (a copy of a reply
+    /// holding an installation was a dozen retains and releases).
+    private func reply(_ exchange: Exchange, _ applied: borrowing Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
         switch applied.outcome {
         case .success(let message): self.reply(exchange, message, context: context)
         case .failure(let error): self.reply(exchange, .error(error), context: context)
+        }
+    }
+
+    /// Has the log wake the connection once `applied`'s changes (and every change before them)
+    /// are durable or refused; the waiting replies then leave (`writeDurableReplies`).
+    private func watchLog(_ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
+        self.watchingLog = true
+        let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        applied.whenLogged {
+            handler.eventLoop.execute {
+                let (handler, context) = handler.value
+                handler.watchingLog = false
+                handler.writeDurableReplies(context: context)
+            }
         }
     }
 
@@ -467,7 +493,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         self.inFlight += 1
         let number = self.firstWaitingReply + UInt64(self.waitingReplies.count)
         let id = exchange.id
-        self.waitingReplies.append(nil)
+        self.waitingReplies.append(.answeredElsewhere(nil))
         self.waitingExchanges.append(exchange)
         let replies = self.durableReplies
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -487,22 +513,53 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Writes, in order and with one flush, the replies the log has released that no earlier
-    /// reply still waits in front of.
+    /// Writes, in order and with one flush, the replies that are ready (their changes durable,
+    /// or their callbacks in) and that no earlier reply still waits in front of. When the first
+    /// reply left waits on the log, the log is asked to wake the connection for it.
     private func writeDurableReplies(context: ChannelHandlerContext) {
-        // Each frame is moved, never copied, from the log's callback to the output (a copy of a
+        // Each frame is moved, never copied, from its callback to the output (a copy of a
         // registration's reply is a dozen retains and releases).
         var durable = self.durableReplies.takeAll()
         for index in durable.indices {
-            swap(&self.waitingReplies[Int(durable[index].number - self.firstWaitingReply)], &durable[index].frame)
+            let position = Int(durable[index].number - self.firstWaitingReply)
+            guard case .answeredElsewhere = self.waitingReplies[position] else { continue }
+            self.waitingReplies[position] = .answeredElsewhere(durable[index].frame.take())
         }
-        while !self.waitingReplies.isEmpty, let frame = self.waitingReplies[0].take() {
-            self.waitingReplies.removeFirst()
-            self.firstWaitingReply += 1
-            self.inFlight -= 1
-            self.count(self.waitingExchanges.removeFirst(), frame.message)
-            self.write(frame, context: context)
+        // Each reply is taken out to be looked at, and put back if it must wait (a look in
+        // place copied the engine's result).
+        while let first = self.waitingReplies.popFirst() {
+            switch first {
+            case .answeredElsewhere(nil):
+                self.waitingReplies.prepend(first)
+                return self.repliesWritten(context: context)
+            case .answeredElsewhere(let frame?):
+                self.count(self.replyLeft(), frame.message)
+                self.write(frame, context: context)
+            case .logged(let applied):
+                switch applied.logOutcome() {
+                case nil:
+                    if !self.watchingLog { self.watchLog(applied, context: context) }
+                    self.waitingReplies.prepend(.logged(applied))
+                    return self.repliesWritten(context: context)
+                case .acknowledged:
+                    self.reply(self.replyLeft(), applied, context: context)
+                case .refused(let refusal):
+                    self.reply(self.replyLeft(), .error(refusal), context: context)
+                }
+            }
         }
+        self.repliesWritten(context: context)
+    }
+
+    /// The exchange of the waiting reply just taken from the front, which leaves now.
+    private func replyLeft() -> Exchange {
+        self.firstWaitingReply += 1
+        self.inFlight -= 1
+        return self.waitingExchanges.removeFirst()
+    }
+
+    /// Flushes what `writeDurableReplies` wrote and goes on with what waited for it.
+    private func repliesWritten(context: ChannelHandlerContext) {
         self.flushIfNeeded(context: context)
         self.afterReplies(context: context)
     }
@@ -684,6 +741,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
 @available(*, unavailable)
 extension ConnectionHandler: Sendable {}
+
+/// A reply a connection holds until it may leave, in the order its request was applied.
+private enum WaitingReply {
+    /// Changes the engine applied, answered from their result once the log has them.
+    case logged(Engine.Applied<ServerMessage>)
+    /// A reply another thread answers (a cluster's shards, a snapshot): nil until it has.
+    case answeredElsewhere(ServerFrame?)
+}
 
 /// Replies whose changes the log has made durable, with their numbers in the connection's order,
 /// handed from the log's writer thread to the event loop. The first of a batch schedules one

@@ -114,6 +114,38 @@ struct LogFailureTests {
         }
     }
 
+    /// A change's outcome read without waiting, as a server's event loop reads its waiting
+    /// replies': acknowledged once durable; after a failed sync, refused with `UNAVAILABLE`, and
+    /// `whenLogged` calls back for it (at once, once the log has said).
+    @Test func aChangesOutcomeIsReadWithoutWaiting() async throws {
+        try await TemporaryDirectory.with("fanout-fault") { directory in
+            let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
+            func register(_ token: String) -> Engine.Applied<RegistrationResult> {
+                engine.apply { (changes: inout Engine.Changes) throws(FanoutError) in try changes.register(Self.request(token)) }
+            }
+            func logged(_ applied: Engine.Applied<RegistrationResult>) async {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in applied.whenLogged { done.resume() } }
+            }
+            let durable = register("durable")
+            await logged(durable)
+            #expect(durable.logOutcome() == .acknowledged)
+
+            FileFaults.inject(.init(.sync, pathContains: "\(directory)/segment-", code: EIO))
+            let refused = register("refused")
+            await logged(refused)
+            guard case .refused(let error)? = refused.logOutcome() else {
+                Issue.record("expected a refusal, got \(String(describing: refused.logOutcome()))")
+                return
+            }
+            #expect(error.code == .unavailable)
+            await logged(refused)
+            #expect(durable.logOutcome() == .acknowledged, "what was durable before the failure stays so")
+            FileFaults.clear(pathContains: "\(directory)/segment-")
+            #expect(await Self.registerOnceWritable(engine, "after"))
+            try engine.close()
+        }
+    }
+
     /// Starting a new segment fails (the file cannot be created): the same guarantees.
     @Test func aFailedSegmentRollHeals() async throws {
         try await TemporaryDirectory.with("fanout-fault") { directory in

@@ -191,6 +191,24 @@ struct ConnectionHandlerTests {
         _ = try channel.finish()
     }
 
+    /// A connection's waiting replies wait on the log together: one callback for all of them,
+    /// asked again for those an acknowledgement did not reach.
+    @Test func aConnectionWaitsOnTheLogOnceForAllItsChanges() throws {
+        let (channel, _, log) = try Self.connection(maximumInFlight: 16)
+        for id in 2...6 { try channel.writeRequest(Self.register(UInt32(id))) }
+        channel.embeddedEventLoop.run()
+        #expect(log.waiterCount == 1, "five changes wait on the log once")
+        log.acknowledge(through: 2)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readServerFrames().map(\.requestID) == [2, 3])
+        #expect(log.waiterCount == 1, "the three left wait once again")
+        log.acknowledge(through: .max)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readServerFrames().map(\.requestID) == [4, 5, 6])
+        #expect(log.waiterCount == 0)
+        _ = try channel.finish()
+    }
+
     @Test func readsWaitWhileTooManyRepliesDo() throws {
         let (channel, reads, log) = try Self.connection(maximumInFlight: 2)
         try channel.writeRequest(Self.register(2))

@@ -233,6 +233,53 @@ struct ServerRobustnessTests {
     }
 
     /// A server on port 0 for `engine`, in a service group whose graceful shutdown a test triggers.
+    /// The log fails (a sync's I/O error) under pipelined REGISTERs: each is answered, in order,
+    /// with `UNAVAILABLE` (none is registered), and once the disk works the same connection
+    /// registers again.
+    @Test func aLogFailureRefusesEveryWaitingChangeInOrderAndTheConnectionGoesOn() async throws {
+        try await TemporaryDirectory.with { directory in
+            let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
+            defer { try? engine.close() }
+            let (server, group) = try await Self.serverInAServiceGroup(engine)
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let connection = try await RawConnection.open(server.localPort)
+                try await connection.channel.executeThenClose { inbound, outbound in
+                    var replies = inbound.makeAsyncIterator()
+                    try await outbound.write(try RawConnection.hello())
+                    _ = try await RawConnection.frames(1, from: &replies)
+                    FileFaults.inject(.init(.sync, pathContains: "\(directory)/segment-", code: EIO))
+                    var burst = ByteBuffer()
+                    for index in 0..<20 {
+                        let fields = RegistrationFields(token: "refused-\(index)", platform: .android, appID: "1:1:android:a")
+                        try ClientFrame(requestID: UInt32(index + 2), request: .register(project: "default", fields)).encode(into: &burst)
+                    }
+                    try await outbound.write(burst)
+                    let refused = try await RawConnection.frames(20, from: &replies)
+                    #expect(refused.map(\.requestID) == Array(2...21), "one reply each, in order")
+                    for frame in refused {
+                        guard case .error(let error) = frame.message, error.code == .unavailable else {
+                            Issue.record("expected UNAVAILABLE, got \(frame.message)")
+                            continue
+                        }
+                    }
+                    #expect(try engine.installationCount() == 0, "no refused registration is visible")
+                    FileFaults.clear(pathContains: "\(directory)/segment-")
+                    var registered = false
+                    for attempt in 0..<2000 where !registered {
+                        let fields = RegistrationFields(token: "after-\(attempt)", platform: .android, appID: "1:1:android:a")
+                        try await outbound.write(try RawConnection.bytes(ClientFrame(requestID: UInt32(100 + attempt), request: .register(project: "default", fields))))
+                        let reply = try await RawConnection.frames(1, from: &replies)
+                        if case .registered = reply.first?.message { registered = true } else { usleep(5000) }
+                    }
+                    #expect(registered, "the connection registers again once the log writes")
+                }
+                await group.triggerGracefulShutdown()
+                try await tasks.next()
+            }
+        }
+    }
+
     static func serverInAServiceGroup(_ engine: Engine) async throws -> (FanoutServer, ServiceGroup) {
         let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         let server = try await FanoutServer.bind(engine: engine, keys: LoopbackServer.keys, configuration: LoopbackServer.configuration, logger: quiet)

@@ -15,6 +15,22 @@ package struct LogTicket: Sendable, Hashable {
     }
 }
 
+/// What a log has said of the records before a ticket.
+package enum LogOutcome: Sendable, Hashable {
+    /// Every record before the ticket is acknowledged.
+    case acknowledged
+    /// Some were refused (a failure of the log): what their callers are told, `UNAVAILABLE`.
+    case refused(FanoutError)
+
+    /// What `whenAcknowledged` tells: nil when acknowledged, else the refusal.
+    var refusal: FanoutError? {
+        switch self {
+        case .acknowledged: nil
+        case .refused(let refusal): refusal
+        }
+    }
+}
+
 /// Where the engine's changes go, in the order they were applied, and the one place that says when
 /// they are durable. The engine appends under the lock that ordered the changes, waits (or lets its
 /// caller wait) for the ticket, and hands out deliveries only behind acknowledged positions.
@@ -46,6 +62,9 @@ package protocol ChangeLog: AnyObject, Sendable {
 
     /// Every record before this position is acknowledged.
     var acknowledgedTicket: LogTicket { get }
+
+    /// What the log has said of the records before `ticket`; nil while it has not said yet.
+    func outcome(of ticket: LogTicket) -> LogOutcome?
 
     /// Calls `notify` once every record before `ticket` is acknowledged (with nil) or refused
     /// (with the refusal, `UNAVAILABLE`): at once on the calling thread when that is known now,

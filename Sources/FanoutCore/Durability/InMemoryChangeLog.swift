@@ -97,6 +97,16 @@ package final class InMemoryChangeLog: ChangeLog {
         self.state.withLock { LogTicket(lsn: $0.acknowledged, epoch: 0) }
     }
 
+    /// This log never refuses a record it took.
+    package func outcome(of ticket: LogTicket) -> LogOutcome? {
+        self.state.withLock { $0.acknowledged >= ticket.lsn ? .acknowledged : nil }
+    }
+
+    /// The callbacks `whenAcknowledged` holds until an acknowledgement releases them.
+    package var waiterCount: Int {
+        self.state.withLock { $0.waiters.count }
+    }
+
     package func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void) {
         let ready = self.state.withLock { state in
             guard state.acknowledged < ticket.lsn else { return true }

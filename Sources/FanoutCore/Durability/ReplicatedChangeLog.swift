@@ -37,6 +37,12 @@ package final class ReplicatedChangeLog: ChangeLog {
 
         var acknowledged: LogTicket { LogTicket(lsn: min(self.local.lsn, self.replicated), epoch: self.local.epoch) }
 
+        /// What the log has said of the records before `ticket`; nil while it has not.
+        func outcome(of ticket: LogTicket) -> LogOutcome? {
+            if self.acknowledged.lsn >= ticket.lsn { return .acknowledged }
+            return self.failure.map { .refused($0) }
+        }
+
         /// Whether the first queued run is durable locally, so that it may be replicated.
         var hasReplicableRun: Bool { self.queued.first.map { $0.through <= self.local.lsn } ?? false }
 
@@ -153,14 +159,17 @@ package final class ReplicatedChangeLog: ChangeLog {
 
     package var acknowledgedTicket: LogTicket { self.state.withLock { $0.acknowledged } }
 
+    package func outcome(of ticket: LogTicket) -> LogOutcome? {
+        self.state.withLock { $0.outcome(of: ticket) }
+    }
+
     package func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void) {
-        let answer: FanoutError?? = self.state.withLock { state in
-            if state.acknowledged.lsn >= ticket.lsn { return .some(nil) }
-            if let failure = state.failure { return .some(failure) }
-            state.waiters.append((ticket.lsn, notify))
-            return .none
+        let answer = self.state.withLock { state in
+            let outcome = state.outcome(of: ticket)
+            if outcome == nil { state.waiters.append((ticket.lsn, notify)) }
+            return outcome
         }
-        if let answer { notify(answer) }
+        if let answer { notify(answer.refusal) }
     }
 
     package func waitUntilAcknowledged(_ ticket: LogTicket) throws(FanoutError) {

@@ -201,19 +201,19 @@ final class WALWriter: ChangeLog, @unchecked Sendable {
         if !outcome { throw self.shared.withLock { $0.refusal } }
     }
 
+    func outcome(of ticket: LogTicket) -> LogOutcome? {
+        self.shared.withLock { $0.logOutcome(of: ticket) }
+    }
+
     /// Tells `notify` once every record before `ticket` is acknowledged (nil) or refused.
     func whenAcknowledged(_ ticket: LogTicket, _ notify: @escaping @Sendable (FanoutError?) -> Void) {
         // Known now (the older replies of a batch a server writes together): told at once, outside the lock.
-        let now: FanoutError?? = self.shared.withLock { state in
-            switch state.outcome(of: ticket) {
-            case true?: return .some(nil)
-            case false?: return .some(state.refusal)
-            case nil:
-                state.addWaiter((ticket.lsn, notify))
-                return .none
-            }
+        let now = self.shared.withLock { state in
+            let outcome = state.logOutcome(of: ticket)
+            if outcome == nil { state.addWaiter((ticket.lsn, notify)) }
+            return outcome
         }
-        if let now { notify(now) }
+        if let now { notify(now.refusal) }
     }
 
     /// Writes and syncs everything queued, stops the thread and closes the segment.

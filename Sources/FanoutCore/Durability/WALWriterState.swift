@@ -119,6 +119,11 @@ struct WALWriterState: Sendable {
         return self.failure == nil ? nil : false
     }
 
+    /// `outcome(of:)` with the refusal a refused caller is told.
+    func logOutcome(of ticket: LogTicket) -> LogOutcome? {
+        self.outcome(of: ticket).map { $0 ? .acknowledged : .refused(self.refusal) }
+    }
+
     /// What a refused caller is told.
     var refusal: FanoutError {
         self.failure ?? FanoutError(.unavailable, "the write-ahead log failed before the change was durable")
