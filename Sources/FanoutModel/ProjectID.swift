@@ -17,8 +17,13 @@ public struct ProjectID: Hashable, Comparable, Sendable, CustomStringConvertible
         self.value = uncheckedValue
     }
 
+    /// Read in place: every request names its project, and an array of its bytes was an allocation each.
     private static func isValid(_ value: String) -> Bool {
-        let bytes = Array(value.utf8)
+        var value = value
+        return value.withUTF8 { Self.isValid(bytes: $0) }
+    }
+
+    private static func isValid(bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         if !bytes.isEmpty && bytes.count <= 20 && bytes.allSatisfy(ASCII.isDigit) {
             return true
         }

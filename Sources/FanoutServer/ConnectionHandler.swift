@@ -275,9 +275,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// Every action answers in the order received, except the engine's changes (answered once
     /// durable) and SNAPSHOT (answered when written).
-    private func handle(_ frame: ClientFrame, context: ChannelHandlerContext) {
+    private func handle(_ frame: consuming ClientFrame, context: ChannelHandlerContext) {
         let exchange = Exchange(id: frame.requestID, opcode: frame.request.opcode, started: .now())
-        self.handle(self.state.receive(frame.request), exchange: exchange, context: context)
+        // The request is moved into the action, not copied (a registration's is a dozen retains).
+        self.handle(self.state.receive((consume frame).request), exchange: exchange, context: context)
     }
 
     private func handle(_ action: ConnectionState.Action, exchange: Exchange, context: ChannelHandlerContext) {
@@ -450,12 +451,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// has made it durable, from this event loop. The reply waits here with its changes, not in
     /// a callback of its own: the log wakes the connection once for all the replies its batch
     /// released (`watchLog`), and each is encoded from the engine's result in place.
-    private func answer(_ exchange: Exchange, _ applied: Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
+    private func answer(_ exchange: Exchange, _ applied: consuming Engine.Applied<ServerMessage>, context: ChannelHandlerContext) {
         guard applied.isDurable else {
             self.inFlight += 1
-            self.waitingReplies.append(.logged(applied))
-            self.waitingExchanges.append(exchange)
             if !self.watchingLog { self.watchLog(applied, context: context) }
+            self.waitingReplies.append(.logged(applied))  // moved in, not copied (a dozen retains)
+            self.waitingExchanges.append(exchange)
             return
         }
         self.reply(exchange, applied, context: context)
@@ -528,9 +529,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // Each reply is taken out to be looked at, and put back if it must wait (a look in
         // place copied the engine's result).
         while let first = self.waitingReplies.popFirst() {
-            switch first {
+            switch consume first {
             case .answeredElsewhere(nil):
-                self.waitingReplies.prepend(first)
+                self.waitingReplies.prepend(.answeredElsewhere(nil))
                 return self.repliesWritten(context: context)
             case .answeredElsewhere(let frame?):
                 self.count(self.replyLeft(), frame.message)

@@ -122,7 +122,7 @@ struct ConnectionState {
         return ending
     }
 
-    mutating func receive(_ request: ClientRequest) -> Action {
+    mutating func receive(_ request: consuming ClientRequest) -> Action {
         switch self.phase {
         case .ended:
             return .fail(.error(FanoutError(.unavailable, "the connection is closing")))
@@ -145,7 +145,8 @@ struct ConnectionState {
             guard Permissions.allows(kind, request.opcode) else {
                 return .reply(.error(FanoutError(.permissionDenied, "a \(kind) connection may not send \(request.opcode)")))
             }
-            if [.snapshot, .rotateSigningKey].contains(request.opcode), principal.projects != .all {
+            // Not `[.snapshot, .rotateSigningKey].contains(_:)`: that array was an allocation per request.
+            if request.opcode == .snapshot || request.opcode == .rotateSigningKey, principal.projects != .all {
                 return .reply(.error(FanoutError(.permissionDenied, "\(request.opcode == .snapshot ? "a snapshot" : "the signing key") covers every project: it needs a key for all of them")))
             }
             if let project = request.project, !principal.projects.contains(project) {
@@ -157,7 +158,8 @@ struct ConnectionState {
             }
             // PING touches nothing: answered here, without the engine.
             if case .ping = request { return .reply(.pong) }
-            return self.consumerAction(request) ?? .perform(request)
+            if let action = self.consumerAction(request) { return action }
+            return .perform(request)  // moved (`??`'s autoclosure copied it)
         }
     }
 
