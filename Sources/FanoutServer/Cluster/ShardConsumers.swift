@@ -131,7 +131,8 @@ final class ShardConsumers: Sendable {
                 respond(.done(.attach))
                 self.pump(id)
             } catch {
-                respond(.error(served.engine.refusedAsClosed(error) ? ShardRequests.notOwnedHere(shard) : error))
+                // Closed: the shard moved (an attach changes nothing, so even after its log failed).
+                respond(.error(error.code == .unavailable && served.engine.isClosed ? ShardRequests.notOwnedHere(shard) : error))
             }
             return
         }
