@@ -1,4 +1,3 @@
-internal import DequeModule
 internal import FanoutCore
 internal import FanoutKeys
 internal import FanoutModel
@@ -73,15 +72,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var unfinishedFrameDeadline: Scheduled<Void>?
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
     private let durableReplies = DurableReplies()
-    /// The replies of applied changes in the order applied; the first is number
-    /// `firstWaitingReply`. They leave from the front, in order.
-    private var waitingReplies = Deque<WaitingReply>()
+    /// The replies of applied changes in the order applied, each with its exchange. They leave
+    /// from the front, in order.
+    private var waitingReplies = WaitingReplies()
     /// Whether the log will wake the connection (`Engine.Applied.whenLogged`): a reply kept with
     /// its changes waits on the log, and one wait covers every change applied before it.
     private var watchingLog = false
-    /// The request each waiting reply answers.
-    private var waitingExchanges = Deque<Exchange>()
-    private var firstWaitingReply: UInt64 = 0
     /// Replies waiting for the log or a snapshot.
     private var inFlight = 0
     /// A read the channel asked for, held while `inFlight` is at its maximum.
@@ -164,7 +160,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 self.errorCaught(context: context, error: error)
                 break
             }
-            guard let frame else { break }
+            guard let frame = consume frame else { break }  // moved out of the optional, not copied
             self.handle(frame, context: context)
             handled += 1
         }
@@ -455,8 +451,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         guard applied.isDurable else {
             self.inFlight += 1
             if !self.watchingLog { self.watchLog(applied, context: context) }
-            self.waitingReplies.append(.logged(applied))  // moved in, not copied (a dozen retains)
-            self.waitingExchanges.append(exchange)
+            self.waitingReplies.append(.logged(applied), answering: exchange)
             return
         }
         self.reply(exchange, applied, context: context)
@@ -492,10 +487,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
         context: ChannelHandlerContext
     ) {
         self.inFlight += 1
-        let number = self.firstWaitingReply + UInt64(self.waitingReplies.count)
+        let number = self.waitingReplies.nextNumber
         let id = exchange.id
-        self.waitingReplies.append(.answeredElsewhere(nil))
-        self.waitingExchanges.append(exchange)
+        self.waitingReplies.append(.answeredElsewhere(nil), answering: exchange)
         let replies = self.durableReplies
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         whenDone { result in
@@ -522,16 +516,14 @@ final class ConnectionHandler: ChannelDuplexHandler {
         // registration's reply is a dozen retains and releases).
         var durable = self.durableReplies.takeAll()
         for index in durable.indices {
-            let position = Int(durable[index].number - self.firstWaitingReply)
-            guard case .answeredElsewhere = self.waitingReplies[position] else { continue }
-            self.waitingReplies[position] = .answeredElsewhere(durable[index].frame.take())
+            if let frame = durable[index].frame.take() { self.waitingReplies.answer(durable[index].number, with: frame) }
         }
         // Each reply is taken out to be looked at, and put back if it must wait (a look in
         // place copied the engine's result).
-        while let first = self.waitingReplies.popFirst() {
+        while let first = self.waitingReplies.takeFirst() {
             switch consume first {
             case .answeredElsewhere(nil):
-                self.waitingReplies.prepend(.answeredElsewhere(nil))
+                self.waitingReplies.putBackFirst(.answeredElsewhere(nil))
                 return self.repliesWritten(context: context)
             case .answeredElsewhere(let frame?):
                 self.count(self.replyLeft(), frame.message)
@@ -540,7 +532,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
                 switch applied.logOutcome() {
                 case nil:
                     if !self.watchingLog { self.watchLog(applied, context: context) }
-                    self.waitingReplies.prepend(.logged(applied))
+                    self.waitingReplies.putBackFirst(.logged(applied))
                     return self.repliesWritten(context: context)
                 case .acknowledged:
                     self.reply(self.replyLeft(), applied, context: context)
@@ -554,9 +546,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     /// The exchange of the waiting reply just taken from the front, which leaves now.
     private func replyLeft() -> Exchange {
-        self.firstWaitingReply += 1
         self.inFlight -= 1
-        return self.waitingExchanges.removeFirst()
+        return self.waitingReplies.removeFirst()
     }
 
     /// Flushes what `writeDurableReplies` wrote and goes on with what waited for it.
@@ -742,14 +733,6 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
 @available(*, unavailable)
 extension ConnectionHandler: Sendable {}
-
-/// A reply a connection holds until it may leave, in the order its request was applied.
-private enum WaitingReply {
-    /// Changes the engine applied, answered from their result once the log has them.
-    case logged(Engine.Applied<ServerMessage>)
-    /// A reply another thread answers (a cluster's shards, a snapshot): nil until it has.
-    case answeredElsewhere(ServerFrame?)
-}
 
 /// Replies whose changes the log has made durable, with their numbers in the connection's order,
 /// handed from the log's writer thread to the event loop. The first of a batch schedules one

@@ -65,7 +65,7 @@ package struct FrameReader<Message: WireMessage> {
         self.unread = nil
         let frame = try seenEOF ? self.decoder.decodeLast(buffer: &bytes, seenEOF: true) : self.decoder.decode(buffer: &bytes)
         guard bytes.readableBytes > 0 else { return frame }
-        if frame != nil {
+        if case .some = frame {  // not `frame != nil`, which copied the frame (a request's every reference)
             self.unread = bytes
         } else if bytes.readerIndex == 0 {
             self.gathered = bytes  // the read starts the frame: it is the frame's buffer already
