@@ -33,9 +33,11 @@ struct Exchange {
 /// Serves one connection on its event loop (docs/wire-protocol.md). Each request is applied to the
 /// engine as its frame is decoded, in the order received, with no hop to another thread; a request
 /// that changed nothing is answered at once, and the replies of a read leave with the next flush.
-/// A change's reply waits for the log without a task: the log's writer calls back when its batch is
-/// durable, and the replies one batch released leave in one write (`DurableReplies`), in the order
-/// the changes were applied (a callback can come before an earlier one's). A consumer's
+/// A change's reply waits for the log without a task: the connection keeps it with the engine's
+/// result (`WaitingReplies`), the log's writer wakes the connection once its batch is durable, and
+/// the replies that batch released leave in one write, in the order the changes were applied. A
+/// reply another thread answers (a cluster's shards, a snapshot) comes back through
+/// `RepliesFromOtherThreads` with its number and waits for its turn likewise. A consumer's
 /// deliveries are written as the engine hands them out, in batches, while the socket takes them.
 /// Frames are encoded here, into one buffer per flush: the socket gets one write for all the
 /// replies and deliveries of a turn of the event loop, not one trip through the pipeline each.
@@ -71,7 +73,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// bytes, or the guard is told the connection is idle (GOAWAY, then the close).
     private var unfinishedFrameDeadline: Scheduled<Void>?
     private var attachment: (source: DeliverySource, requestID: UInt32, grouped: Bool)?
-    private let durableReplies = DurableReplies()
+    private let repliesFromOtherThreads = RepliesFromOtherThreads()
     /// The replies of applied changes in the order applied, each with its exchange. They leave
     /// from the front, in order.
     private var waitingReplies = WaitingReplies()
@@ -490,7 +492,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let number = self.waitingReplies.nextNumber
         let id = exchange.id
         self.waitingReplies.append(.answeredElsewhere(nil), answering: exchange)
-        let replies = self.durableReplies
+        let replies = self.repliesFromOtherThreads
         let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         whenDone { result in
             guard replies.append(number, ServerFrame(requestID: id, message: Self.message(result))) else { return }
@@ -514,9 +516,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private func writeDurableReplies(context: ChannelHandlerContext) {
         // Each frame is moved, never copied, from its callback to the output (a copy of a
         // registration's reply is a dozen retains and releases).
-        var durable = self.durableReplies.takeAll()
-        for index in durable.indices {
-            if let frame = durable[index].frame.take() { self.waitingReplies.answer(durable[index].number, with: frame) }
+        var answered = self.repliesFromOtherThreads.takeAll()
+        for index in answered.indices {
+            if let frame = answered[index].frame.take() { self.waitingReplies.answer(answered[index].number, with: frame) }
         }
         // Each reply is taken out to be looked at, and put back if it must wait (a look in
         // place copied the engine's result).
@@ -734,10 +736,10 @@ final class ConnectionHandler: ChannelDuplexHandler {
 @available(*, unavailable)
 extension ConnectionHandler: Sendable {}
 
-/// Replies whose changes the log has made durable, with their numbers in the connection's order,
-/// handed from the log's writer thread to the event loop. The first of a batch schedules one
-/// drain on the loop, which writes them all with one flush.
-final class DurableReplies: Sendable {
+/// Replies answered on other threads (a cluster's shards, a snapshot), with their numbers in the
+/// connection's order, handed to the event loop. The first of a batch schedules one drain on the
+/// loop, which writes them, in their turn, with one flush.
+final class RepliesFromOtherThreads: Sendable {
     /// Optional frames (each is there) so that the drain can swap them into place, not copy them.
     private let frames = Locked<[(number: UInt64, frame: ServerFrame?)]>([])
 

@@ -17,7 +17,8 @@ enum WaitingReply {
 struct WaitingReplies {
     private var replies: [WaitingReply?] = []
     private var exchanges: [Exchange] = []
-    private var front = 0
+    /// Where the first waiting reply is in the arrays (what left before it is compacted away later).
+    private(set) var front = 0
     /// The number of the first waiting reply (the connection's replies are numbered from 0).
     private(set) var firstNumber: UInt64 = 0
 
