@@ -233,10 +233,11 @@ struct ServerRobustnessTests {
     }
 
     /// A server on port 0 for `engine`, in a service group whose graceful shutdown a test triggers.
-    /// The log fails (a sync's I/O error) under pipelined REGISTERs: each is answered, in order,
-    /// with `UNAVAILABLE` (none is registered), and once the disk works the same connection
-    /// registers again.
-    @Test func aLogFailureRefusesEveryWaitingChangeInOrderAndTheConnectionGoesOn() async throws {
+    /// The log fails (a sync's I/O error) under pipelined REGISTERs: each is answered once, with
+    /// `UNAVAILABLE` (none is registered), and once the disk works the same connection registers
+    /// again. (Replies may come in any order: a request the failed log refused at once is
+    /// answered before the changes still waiting for the failed sync.)
+    @Test func aLogFailureRefusesEveryWaitingChangeAndTheConnectionGoesOn() async throws {
         try await TemporaryDirectory.with { directory in
             let engine = try Engine(directory: directory, durability: .always, logRetryInterval: .milliseconds(5))
             defer { try? engine.close() }
@@ -256,7 +257,7 @@ struct ServerRobustnessTests {
                     }
                     try await outbound.write(burst)
                     let refused = try await RawConnection.frames(20, from: &replies)
-                    #expect(refused.map(\.requestID) == Array(2...21), "one reply each, in order")
+                    #expect(refused.map(\.requestID).sorted() == Array(2...21), "one reply each")
                     for frame in refused {
                         guard case .error(let error) = frame.message, error.code == .unavailable else {
                             Issue.record("expected UNAVAILABLE, got \(frame.message)")
