@@ -50,6 +50,13 @@ public final class Engine: Sendable {
     package func refusedAsClosed(_ error: FanoutError) -> Bool {
         error.code == .unavailable && self.isClosed && self.logFailure == nil
     }
+
+    /// Whether `error` is this engine's refusal of a consumer's attach because it was closed (its
+    /// shard moved). An attach changes nothing, so this holds even after the log failed, which
+    /// `refusedAsClosed` leaves out.
+    package func refusedAttachAsClosed(_ error: FanoutError) -> Bool {
+        error.code == .unavailable && self.isClosed
+    }
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
     /// The engine's swift-metrics handles (and the factory that made them).

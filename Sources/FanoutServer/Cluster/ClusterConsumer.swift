@@ -81,11 +81,8 @@ final class ClusterConsumer: Sendable {
             do throws(FanoutError) {
                 let consumer = try served[shard].engine.attachConsumer(try RequestExecutor.scope(scope), credit: credit, in: try RequestExecutor.project(self.project))
                 attached[shard] = .local(engine: served[shard].engine, consumer: consumer)
-            } catch where error.code == .unavailable && served[shard].engine.isClosed {
-                // This node stopped owning the shard meanwhile. An attach changes nothing, so
-                // its refusal means that even after a failure of the shard's log (which
-                // `refusedAsClosed` leaves out: the log may have published what it refused).
-                remote.append(shard)
+            } catch where served[shard].engine.refusedAttachAsClosed(error) {
+                remote.append(shard)  // this node stopped owning the shard meanwhile
             } catch {
                 if throwing { throw error }
             }

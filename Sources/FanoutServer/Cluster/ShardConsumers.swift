@@ -131,8 +131,7 @@ final class ShardConsumers: Sendable {
                 respond(.done(.attach))
                 self.pump(id)
             } catch {
-                // Closed: the shard moved (an attach changes nothing, so even after its log failed).
-                respond(.error(error.code == .unavailable && served.engine.isClosed ? ShardRequests.notOwnedHere(shard) : error))
+                respond(.error(served.engine.refusedAttachAsClosed(error) ? ShardRequests.notOwnedHere(shard) : error))
             }
             return
         }
