@@ -3,14 +3,22 @@
 public struct DeviceDetails: Hashable, Sendable {
     public static let maximumFieldLength = 256
 
-    /// A name the user recognises ("Ana's iPhone").
-    public var name: String?
-    /// The operating system and version ("iOS 19.1").
-    public var os: String?
-    /// The kind of device ("phone", "tablet", "browser").
-    public var type: String?
+    // The fields are spelled `Optional<String>`, not `String?`: `String?` gives each an implicit
+    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
+    // value out of the initializer (every reference retained, then released).
 
-    public init() {}
+    /// A name the user recognises ("Ana's iPhone").
+    public var name: Optional<String>
+    /// The operating system and version ("iOS 19.1").
+    public var os: Optional<String>
+    /// The kind of device ("phone", "tablet", "browser").
+    public var type: Optional<String>
+
+    public init() {
+        self.name = nil
+        self.os = nil
+        self.type = nil
+    }
 
     /// Validates every field.
     /// - Throws: `INVALID_ARGUMENT` naming the first bad field (`deviceName`, `deviceOs`, `deviceType`, as on the wire).

@@ -47,6 +47,9 @@ public struct Installation: Hashable, Sendable {
 
 /// What an app sends to register an installation.
 public struct RegistrationRequest: Sendable {
+    // Optional stored properties are spelled `Optional<T>`, not `T?`: `T?` gives each an implicit
+    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
+    // value out of the initializer (every reference retained, then released).
     /// The FID the client generated. The engine assigns a new one when this is `nil`, not a valid
     /// FID, already in use, or the FID of a deleted installation (as FIS does).
     public var offeredFID: String? {
@@ -54,13 +57,13 @@ public struct RegistrationRequest: Sendable {
         set { self.offered = newValue.map { .text($0) } }
     }
     /// The offered FID as its decoder held it (parsed already when it is a FID).
-    package var offered: OfferedFID?
-    public var token: RegistrationToken?
+    package var offered: Optional<OfferedFID>
+    public var token: Optional<RegistrationToken>
     public var platform: Platform
     public var appID: AppID
     public var device: DeviceDetails
     /// iOS only.
-    public var apnsToken: APNsDeviceToken?
+    public var apnsToken: Optional<APNsDeviceToken>
 
     public init(
         offeredFID: String? = nil,
@@ -71,6 +74,16 @@ public struct RegistrationRequest: Sendable {
         apnsToken: APNsDeviceToken? = nil
     ) {
         self.offered = offeredFID.map { .text($0) }
+        self.token = token
+        self.platform = platform
+        self.appID = appID
+        self.device = device
+        self.apnsToken = apnsToken
+    }
+
+    /// A request with its offered FID as a decoder holds it.
+    package init(offered: OfferedFID?, token: RegistrationToken?, platform: Platform, appID: AppID, device: DeviceDetails, apnsToken: APNsDeviceToken?) {
+        self.offered = offered
         self.token = token
         self.platform = platform
         self.appID = appID

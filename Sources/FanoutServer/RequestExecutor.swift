@@ -289,15 +289,16 @@ struct RequestExecutor: Sendable {
         }
     }
 
+    /// A registration's fields checked into the engine's request; an error names the field.
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {
-        var request = RegistrationRequest(
+        let noDevice = fields.deviceName == nil && fields.deviceOS == nil && fields.deviceType == nil
+        return RegistrationRequest(
+            offered: fields.offered,
             token: try fields.heldToken.map { (token: Decoded<RegistrationToken>) throws(FanoutError) in try Self.checked(token, "token", RegistrationToken.init) },
             platform: fields.platform,
             appID: try Self.checked(fields.heldAppID, "appId", AppID.init),
-            device: try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),
+            device: noDevice ? DeviceDetails() : try DeviceDetails(name: fields.deviceName, os: fields.deviceOS, type: fields.deviceType),
             apnsToken: try fields.apnsToken.map { (hex: String) throws(FanoutError) in try Self.parse(hex, "apnsToken", APNsDeviceToken.init) }
         )
-        request.offered = fields.offered
-        return request
     }
 }

@@ -7,27 +7,30 @@ public import FanoutModel
 /// so that the server registers them without a `String` each. The properties read and write the
 /// text either way.
 public struct RegistrationFields: Hashable, Sendable {
+    // Optional stored properties are spelled `Optional<T>`, not `T?`: `T?` gives each an implicit
+    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
+    // value out of the initializer (every reference retained, then released).
     public var offeredFID: String? {
         get { self.offered?.text }
         set { self.offered = newValue.map { .text($0) } }
     }
-    package var offered: OfferedFID?
+    package var offered: Optional<OfferedFID>
     public var token: String? {
         get { self.heldToken?.text }
         set { self.heldToken = newValue.map { .text($0) } }
     }
-    package var heldToken: Decoded<RegistrationToken>?
+    package var heldToken: Optional<Decoded<RegistrationToken>>
     public var platform: Platform
     public var appID: String {
         get { self.heldAppID.text }
         set { self.heldAppID = .text(newValue) }
     }
     package var heldAppID: Decoded<AppID>
-    public var deviceName: String?
-    public var deviceOS: String?
-    public var deviceType: String?
+    public var deviceName: Optional<String>
+    public var deviceOS: Optional<String>
+    public var deviceType: Optional<String>
     /// Hex, iOS only.
-    public var apnsToken: String?
+    public var apnsToken: Optional<String>
 
     public init(
         offeredFID: String? = nil,
