@@ -278,10 +278,11 @@ extension Engine {
 
         /// Registers a batch's items as `register(_:in:)` does.
         public mutating func register(
-            _ items: RegistrationItems,
+            _ items: consuming RegistrationItems,
             in project: ProjectID = .default
         ) throws(FanoutError) -> [Swift.Result<RegistrationResult, FanoutError>] {
-            let (additions, now) = try self.add(items, in: project)
+            var items = items
+            let (additions, now) = try self.add(&items, in: project)
             var results: [Swift.Result<RegistrationResult, FanoutError>] = []
             results.reserveCapacity(additions.count)
             for index in additions.indices {
@@ -296,10 +297,11 @@ extension Engine {
         /// Registers a batch's items as `register(_:in:)` does and answers each with its FID and
         /// flags only (REGISTER_BATCH_FIDS): no installation is described.
         public mutating func registerReturningFIDs(
-            _ items: RegistrationItems,
+            _ items: consuming RegistrationItems,
             in project: ProjectID = .default
         ) throws(FanoutError) -> [RegistrationReceipt] {
-            try self.add(items, in: project).additions.map { addition in
+            var items = items
+            return try self.add(&items, in: project).additions.map { addition in
                 switch addition {
                 case .success(let addition): addition.receipt
                 case .failure(let error): .failed(error)
@@ -307,14 +309,15 @@ extension Engine {
             }
         }
 
-        /// What registering each item did, and when.
+        /// What registering each item did, and when (`items` is lent to the project's state: its
+        /// requests are read where it holds them, `RegistrationItems.forEachRequest`).
         private mutating func add(
-            _ items: RegistrationItems,
+            _ items: inout RegistrationItems,
             in project: ProjectID
         ) throws(FanoutError) -> (additions: [Swift.Result<InstallationRegistry.Addition, FanoutError>], now: Timestamp) {
             let now = self.engine.clock.now()
             let additions = try self.mutate(project) { (state: inout ProjectState) throws(FanoutError) in
-                state.register(items, now: now)
+                state.register(&items, now: now)
             }
             return (additions, now)
         }

@@ -86,7 +86,7 @@ struct ProjectState {
     /// Registers each item on its own (a refused one changes nothing): what each did, in order,
     /// and the records of those that registered.
     mutating func register(
-        _ items: RegistrationItems,
+        _ items: inout RegistrationItems,
         now: Timestamp
     ) -> Logged<[Swift.Result<InstallationRegistry.Addition, FanoutError>]> {
         // Every item's index buckets asked for first, then the registrations: the buckets' cache
@@ -100,25 +100,22 @@ struct ProjectState {
         results.reserveCapacity(items.count)
         var records: [WALRecord] = []
         records.reserveCapacity(self.makesRecords ? items.count : 0)
+        let refusals = items.refusals
         let encodedFields = items.encodedFields.bytes
-        // Each request is read where the batch holds it (an array's subscript copies the request,
-        // retaining each of its references, and releases it again).
-        items.requests.withUnsafeBufferPointer { requests in
-            for index in requests.indices {
-                if let refusal = items.refusals[index] {
-                    results.append(.failure(refusal))
-                    continue
+        items.forEachRequest { index, request, encodedRange in
+            if let refusal = refusals[index] {
+                results.append(.failure(refusal))
+                return
+            }
+            do throws(FanoutError) {
+                let addition = try self.registry.add(request, keys: keys[index], accepting: accepts, now: now)
+                if case .new(_, _, let fid, _) = addition, self.makesRecords {
+                    let encoded = WALRecord.EncodedRegistration(fid: fid, batchFields: encodedFields, range: encodedRange, at: now)
+                    records.append(.registerEncoded(self.id, encoded))
                 }
-                do throws(FanoutError) {
-                    let addition = try self.registry.add(requests[index], keys: keys[index], accepting: accepts, now: now)
-                    if case .new(_, _, let fid, _) = addition, self.makesRecords {
-                        let encoded = WALRecord.EncodedRegistration(fid: fid, batchFields: encodedFields, range: items.encodedRange(of: index), at: now)
-                        records.append(.registerEncoded(self.id, encoded))
-                    }
-                    results.append(.success(addition))
-                } catch {
-                    results.append(.failure(error))
-                }
+                results.append(.success(addition))
+            } catch {
+                results.append(.failure(error))
             }
         }
         return (results, records)

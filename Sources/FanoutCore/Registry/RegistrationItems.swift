@@ -67,9 +67,22 @@ public struct RegistrationItems: Sendable {
         self.encodedEnds.append(self.encodedFields.bytes.count)
     }
 
-    /// Where item `index`'s encoded fields are in `encodedFields`.
-    func encodedRange(of index: Int) -> Range<Int> {
-        (index == 0 ? 0 : self.encodedEnds[index - 1])..<self.encodedEnds[index]
+    /// Calls `body` with each item's index, request and where its encoded fields are in
+    /// `encodedFields`, in order. Each request is lent from where the batch holds it, moved out
+    /// and back: read in place through the array, it was copied (every reference it holds
+    /// retained, then released) because `body` changes memory the compiler cannot tell apart from
+    /// the array's. `body` cannot throw, so every request is back before this returns.
+    mutating func forEachRequest(_ body: (_ index: Int, _ request: borrowing RegistrationRequest, _ encodedRange: Range<Int>) -> Void) {
+        let ends = self.encodedEnds
+        self.requests.withUnsafeMutableBufferPointer { requests in
+            var start = 0
+            for index in requests.indices {
+                let request = (requests.baseAddress.unsafelyUnwrapped + index).move()
+                body(index, request, start..<ends[index])
+                (requests.baseAddress.unsafelyUnwrapped + index).initialize(to: consume request)
+                start = ends[index]
+            }
+        }
     }
 
     /// Every item's keys, in a project that accepts legacy Instance IDs (`allowingLegacy`) or not.
