@@ -1,19 +1,22 @@
 /// An app installation as the registry knows it: a read-only snapshot returned by the engine.
 public struct Installation: Hashable, Sendable {
+    // Optional stored properties are spelled `Optional<T>`, not `T?`: `T?` gives each an implicit
+    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
+    // value out of the initializer (every reference retained, then released).
     /// The dense slot the engine keeps it in. Reused after deletion; `generation` tells holders apart.
     public var slot: UInt32
     /// Incremented each time `slot` is given to a new installation.
     public var generation: UInt32
     public var fid: FID
     /// The current registration token, if the app registered one (token mode).
-    public var token: RegistrationToken?
+    public var token: Optional<RegistrationToken>
     public var platform: Platform
     public var appID: AppID
     public var device: DeviceDetails
     /// The APNs device token, for iOS installations that supplied one.
-    public var apnsToken: APNsDeviceToken?
+    public var apnsToken: Optional<APNsDeviceToken>
     /// The user the installation is bound to, if any.
-    public var user: UserID?
+    public var user: Optional<UserID>
     public var createdAt: Timestamp
     /// The last time the installation registered, refreshed its token or was touched.
     public var lastSeen: Timestamp

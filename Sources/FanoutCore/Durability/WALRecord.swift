@@ -76,12 +76,13 @@ package enum WALRecord: Hashable, Sendable {
 
     /// A registration as it was applied (with the FID the engine chose).
     package struct RegisteredInstallation: Hashable, Sendable {
+        // `Optional<T>`, not `T?`, as in `RegistrationRequest` (no copy out of the initializer).
         package var fid: FID
-        package var token: RegistrationToken?
+        package var token: Optional<RegistrationToken>
         package var platform: Platform
         package var appID: AppID
         package var device: DeviceDetails
-        package var apnsToken: APNsDeviceToken?
+        package var apnsToken: Optional<APNsDeviceToken>
         package var at: Timestamp
 
         package init(
