@@ -3,10 +3,7 @@
 public struct DeviceDetails: Hashable, Sendable {
     public static let maximumFieldLength = 256
 
-    // The fields are spelled `Optional<String>`, not `String?`: `String?` gives each an implicit
-    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
-    // value out of the initializer (every reference retained, then released).
-
+    // `Optional<String>`, not `String?`: see `RegistrationRequest`.
     /// A name the user recognises ("Ana's iPhone").
     public var name: Optional<String>
     /// The operating system and version ("iOS 19.1").

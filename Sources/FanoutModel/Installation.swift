@@ -1,8 +1,6 @@
 /// An app installation as the registry knows it: a read-only snapshot returned by the engine.
 public struct Installation: Hashable, Sendable {
-    // Optional stored properties are spelled `Optional<T>`, not `T?`: `T?` gives each an implicit
-    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
-    // value out of the initializer (every reference retained, then released).
+    // `Optional<T>`, not `T?`: see `RegistrationRequest`.
     /// The dense slot the engine keeps it in. Reused after deletion; `generation` tells holders apart.
     public var slot: UInt32
     /// Incremented each time `slot` is given to a new installation.

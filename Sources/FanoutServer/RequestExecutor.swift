@@ -291,6 +291,8 @@ struct RequestExecutor: Sendable {
 
     /// A registration's fields checked into the engine's request; an error names the field.
     static func registration(_ fields: RegistrationFields) throws(FanoutError) -> RegistrationRequest {
+        // No device details, nothing to check or copy (the three strings passed to the
+        // initializer were three retains and releases per registration).
         let noDevice = fields.deviceName == nil && fields.deviceOS == nil && fields.deviceType == nil
         return RegistrationRequest(
             offered: fields.offered,

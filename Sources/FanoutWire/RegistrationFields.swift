@@ -7,9 +7,7 @@ public import FanoutModel
 /// so that the server registers them without a `String` each. The properties read and write the
 /// text either way.
 public struct RegistrationFields: Hashable, Sendable {
-    // Optional stored properties are spelled `Optional<T>`, not `T?`: `T?` gives each an implicit
-    // `= nil`, so an initializer's stores are assignments, and Swift 6.3 then copies the whole
-    // value out of the initializer (every reference retained, then released).
+    // `Optional<T>`, not `T?`: see `RegistrationRequest`.
     public var offeredFID: String? {
         get { self.offered?.text }
         set { self.offered = newValue.map { .text($0) } }

@@ -76,7 +76,7 @@ package enum WALRecord: Hashable, Sendable {
 
     /// A registration as it was applied (with the FID the engine chose).
     package struct RegisteredInstallation: Hashable, Sendable {
-        // `Optional<T>`, not `T?`, as in `RegistrationRequest` (no copy out of the initializer).
+        // `Optional<T>`, not `T?`: see `RegistrationRequest`.
         package var fid: FID
         package var token: Optional<RegistrationToken>
         package var platform: Platform
