@@ -87,11 +87,12 @@ struct DeliveryChunks<Delivery: DeliveryFrameFields> {
 /// One delivery as a DELIVERIES frame carries it: its group's envelope, and what it writes as a
 /// recipient (slot, FID, token, APNs token).
 package struct DeliveryFrameRecipient {
+    // `Optional<T>`, not `T?`: see `RegistrationRequest`.
     var envelope: DeliveryEnvelope
     var slot: UInt32
     var fid: FID
-    var token: RecipientToken?
-    var apnsToken: String?
+    var token: Optional<RecipientToken>
+    var apnsToken: Optional<String>
 
     package init(envelope: DeliveryEnvelope, slot: UInt32, fid: FID, token: RecipientToken?, apnsToken: String?) {
         self.envelope = envelope
@@ -110,21 +111,16 @@ package struct DeliveryFrameRecipient {
 }
 
 extension UnsafeMutablePointer where Pointee == DeliveryFrameRecipient {
-    /// Initializes the recipient here from its fields. Called from the server's module, the
-    /// recipient's initializer built it and then copied it whole through its value witness
-    /// (2.8% of fanoutd's samples while consumers drained a topic send); here it is built in place.
+    /// Initializes the recipient here from its fields (for the server's module, which builds a
+    /// frame's recipients in place).
     package func initializeRecipient(
         sequence: UInt64, platform: Platform, expiry: Timestamp, isDeletedMessagesMarker: Bool,
         slot: UInt32, fid: FID, token: consuming RecipientToken?, apnsToken: consuming String?
     ) {
-        // Field by field: initializing from a whole recipient copied it and destroyed the original.
-        self.pointer(to: \.envelope).unsafelyUnwrapped.initialize(
-            to: DeliveryEnvelope(sequence: sequence, platform: platform, expiry: expiry, isDeletedMessagesMarker: isDeletedMessagesMarker)
-        )
-        self.pointer(to: \.slot).unsafelyUnwrapped.initialize(to: slot)
-        self.pointer(to: \.fid).unsafelyUnwrapped.initialize(to: fid)
-        self.pointer(to: \.token).unsafelyUnwrapped.initialize(to: token)
-        self.pointer(to: \.apnsToken).unsafelyUnwrapped.initialize(to: apnsToken)
+        self.initialize(to: DeliveryFrameRecipient(
+            envelope: DeliveryEnvelope(sequence: sequence, platform: platform, expiry: expiry, isDeletedMessagesMarker: isDeletedMessagesMarker),
+            slot: slot, fid: fid, token: token, apnsToken: apnsToken
+        ))
     }
 }
 

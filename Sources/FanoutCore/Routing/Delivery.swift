@@ -18,9 +18,9 @@ public struct Delivery: @unchecked Sendable {
     public var fid: FID
     /// Where the registration token is in the engine's storage (kept alive by `references`), if
     /// the installation had one when the delivery was handed out: `tokenBytes(ofEntry:)` reads it.
-    package private(set) var tokenEntry: UnsafeRawPointer?
+    package private(set) var tokenEntry: Optional<UnsafeRawPointer>
     /// The installation's APNs device token, if it is an iOS installation that gave one.
-    public var apnsToken: APNsDeviceToken?
+    public var apnsToken: Optional<APNsDeviceToken>
     public var platform: Platform
     /// When the delivery expires (from the message's TTL or `apns-expiration` for this platform).
     public var expiry: Timestamp
@@ -36,9 +36,19 @@ public struct Delivery: @unchecked Sendable {
         id: DeliveryID, fid: FID, token: TokenLocation?, apnsToken: APNsDeviceToken?,
         platform: Platform, expiry: Timestamp, references: DeliveryReferences, messageIndex: UInt32, isInFlight: Bool
     ) {
+        self.init(
+            id: id, fid: fid, tokenEntry: token?.entry, apnsToken: apnsToken, platform: platform, expiry: expiry, references: references,
+            messageIndex: messageIndex, isInFlight: isInFlight
+        )
+    }
+
+    private init(
+        id: DeliveryID, fid: FID, tokenEntry: UnsafeRawPointer?, apnsToken: consuming APNsDeviceToken?,
+        platform: Platform, expiry: Timestamp, references: DeliveryReferences, messageIndex: UInt32, isInFlight: Bool
+    ) {
         self.id = id
         self.fid = fid
-        self.tokenEntry = token?.entry
+        self.tokenEntry = tokenEntry
         self.apnsToken = apnsToken
         self.platform = platform
         self.expiry = expiry
@@ -47,18 +57,12 @@ public struct Delivery: @unchecked Sendable {
         self.isInFlight = isInFlight
     }
 
-    /// Initializes the delivery at `place` from a hand-out's fields, field by field: initializing
-    /// from a whole `Delivery` copied it and destroyed the original.
+    /// Initializes the delivery at `place` from a hand-out's fields.
     static func initialize(_ place: UnsafeMutablePointer<Delivery>, _ fields: HandedOut, apnsToken: consuming APNsDeviceToken?, references: DeliveryReferences) {
-        place.pointer(to: \.id).unsafelyUnwrapped.initialize(to: fields.id)
-        place.pointer(to: \.fid).unsafelyUnwrapped.initialize(to: fields.fid)
-        place.pointer(to: \.tokenEntry).unsafelyUnwrapped.initialize(to: fields.tokenEntry)
-        place.pointer(to: \.apnsToken).unsafelyUnwrapped.initialize(to: apnsToken)
-        place.pointer(to: \.platform).unsafelyUnwrapped.initialize(to: fields.platform)
-        place.pointer(to: \.expiry).unsafelyUnwrapped.initialize(to: fields.expiry)
-        place.pointer(to: \.references).unsafelyUnwrapped.initialize(to: references)
-        place.pointer(to: \.messageIndex).unsafelyUnwrapped.initialize(to: fields.messageIndex)
-        place.pointer(to: \.isInFlight).unsafelyUnwrapped.initialize(to: true)
+        place.initialize(to: Delivery(
+            id: fields.id, fid: fields.fid, tokenEntry: fields.tokenEntry, apnsToken: apnsToken, platform: fields.platform, expiry: fields.expiry,
+            references: references, messageIndex: fields.messageIndex, isInFlight: true
+        ))
     }
 
     /// The project the delivery is of.
