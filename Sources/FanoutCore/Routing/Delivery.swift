@@ -14,6 +14,7 @@ public struct Delivery: @unchecked Sendable {
     @usableFromInline
     static let noMessage = UInt32.max
 
+    // `Optional<T>`, not `T?`: see `RegistrationRequest`.
     public var id: DeliveryID
     public var fid: FID
     /// Where the registration token is in the engine's storage (kept alive by `references`), if
