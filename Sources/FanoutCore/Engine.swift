@@ -57,6 +57,7 @@ public final class Engine: Sendable {
     package func refusedAttachAsClosed(_ error: FanoutError) -> Bool {
         error.code == .unavailable && self.isClosed
     }
+
     /// What recovery found when the engine was opened on a directory.
     public let recovery: RecoveryReport?
     /// The engine's swift-metrics handles (and the factory that made them).

@@ -232,7 +232,6 @@ struct ServerRobustnessTests {
         }
     }
 
-    /// A server on port 0 for `engine`, in a service group whose graceful shutdown a test triggers.
     /// The log fails (a sync's I/O error) under pipelined REGISTERs: each is answered once, with
     /// `UNAVAILABLE` (none is registered), and once the disk works the same connection registers
     /// again. (Replies may come in any order: a request the failed log refused at once is
@@ -281,6 +280,7 @@ struct ServerRobustnessTests {
         }
     }
 
+    /// A server on port 0 for `engine`, in a service group whose graceful shutdown a test triggers.
     static func serverInAServiceGroup(_ engine: Engine) async throws -> (FanoutServer, ServiceGroup) {
         let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         let server = try await FanoutServer.bind(engine: engine, keys: LoopbackServer.keys, configuration: LoopbackServer.configuration, logger: quiet)
