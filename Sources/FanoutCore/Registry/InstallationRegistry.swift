@@ -60,10 +60,9 @@ struct InstallationRegistry {
     private var retiredFIDs: Set<FID> = []
     /// Stable 64-bit hashes of tokens that were rotated away, signed out or deleted.
     private var retiredTokens: Set<UInt64> = []
-    /// Interned app ids (a project has a handful; at most `maximumAppCount`).
-    private var appIDs: [AppID] = []
-    private var appIndexByID: [AppID: UInt16] = [:]
-    static let maximumAppCount = Int(UInt16.max) + 1
+    /// The records' app ids.
+    private var appIDs = InternedAppIDs()
+    static let maximumAppCount = InternedAppIDs.maximumCount
     /// Every live slot: the universe of `!` in conditions.
     private(set) var liveSlots = SlotSet()
 
@@ -322,7 +321,7 @@ struct InstallationRegistry {
             fid: record.fid,
             token: token,
             platform: self.platform(ofSlot: slot)!,
-            appID: self.appIDs[Int(record.appIndex)],
+            appID: self.appIDs[record.appIndex],
             device: record.extras?.device ?? DeviceDetails(),
             apnsToken: record.extras?.apnsToken,
             user: self.users.user(record.user),
@@ -432,7 +431,7 @@ struct InstallationRegistry {
             throw .invalidArgument("an APNs device token is only accepted for iOS installations", field: "apnsToken")
         }
         if request.token != nil { try self.checkTokenRoom() }
-        let appIndex = try self.intern(request.appID)
+        let appIndex = try self.appIDs.intern(request.appID)
         var fid: FID
         var assigned = true
         var fidHash: Int
@@ -636,41 +635,6 @@ struct InstallationRegistry {
         self.records.append(.unused)
         return slot
     }
-
-    /// The app's index. - Throws: `RESOURCE_EXHAUSTED` past `maximumAppCount` apps in the project.
-    private mutating func intern(_ appID: AppID) throws(FanoutError) -> UInt16 {
-        if let index = self.appIndex(of: appID) { return index }
-        guard self.appIDs.count < Self.maximumAppCount else {
-            throw FanoutError(.resourceExhausted, "the project has \(Self.maximumAppCount) apps, the most it can have", field: "appId")
-        }
-        let index = UInt16(self.appIDs.count)
-        let owned = appID.owned
-        self.appIDs.append(owned)
-        self.appIndexByID[owned] = index
-        return index
-    }
-
-    /// The index of an app id already interned. A project has a few apps, whose ids are compared
-    /// byte for byte, in place, while there are at most `scannedAppCount`: cheaper than hashing
-    /// the app id for the table (once per registration).
-    private func appIndex(of appID: AppID) -> UInt16? {
-        guard self.appIDs.count <= Self.scannedAppCount else { return self.appIndexByID[appID] }
-        return Self.index(of: appID, in: self.appIDs)
-    }
-
-    /// `appID`'s index in `interned`. (Static: a closure over `self` would copy the registry.)
-    private static func index(of appID: AppID, in interned: [AppID]) -> UInt16? {
-        appID.withUTF8 { wanted in
-            interned.withUnsafeBufferPointer { interned in
-                for index in interned.indices where interned[index].withUTF8({ HeldText.equalBytes($0, wanted) }) {
-                    return UInt16(index)
-                }
-                return nil
-            }
-        }
-    }
-
-    private static let scannedAppCount = 8
 
     /// FNV-1a 64 of the token bytes: stable across processes (unlike `Hasher`), so tombstones can be
     /// persisted. A false positive (a fresh token refused as retired) has probability ~1e-19 per pair.
