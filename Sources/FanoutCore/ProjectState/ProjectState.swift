@@ -83,16 +83,24 @@ struct ProjectState {
         return (result, records)
     }
 
+    /// How many items ahead of the one it registers a batch asks for index buckets. Asked for
+    /// all at once before the first, the buckets of a batch's later items were out of the cache
+    /// again by their turn (each item writes its token, record and index entries in between): the
+    /// two lookups of a new item's FID and token were 8% of fanoutd's CPU in a register batch,
+    /// nearly all of it waiting for the bucket.
+    static let registrationPrefetchDistance = 8
+
     /// Registers each item on its own (a refused one changes nothing): what each did, in order,
     /// and the records of those that registered.
     mutating func register(
         _ items: inout RegistrationItems,
         now: Timestamp
     ) -> Logged<[Swift.Result<InstallationRegistry.Addition, FanoutError>]> {
-        // Every item's index buckets asked for first, then the registrations: the buckets' cache
-        // misses overlap (`InstallationRegistry.prefetch(_:)`).
+        // Each item's index buckets are asked for `registrationPrefetchDistance` items before it
+        // is registered, so that their cache misses overlap with the registrations before it
+        // (`InstallationRegistry.prefetch(_:)`; a refused item's keys have no hashes).
         let keys = items.keys(allowingLegacy: self.acceptsLegacyInstanceIDs)
-        for index in 0..<items.count where items.refusals[index] == nil {
+        for index in 0..<min(Self.registrationPrefetchDistance, keys.count) {
             self.registry.prefetch(keys[index])
         }
         let accepts = self.configuration.acceptsFID
@@ -103,6 +111,9 @@ struct ProjectState {
         let refusals = items.refusals
         let encodedFields = items.encodedFields.bytes
         items.forEachRequest { index, request, encodedRange in
+            if index + Self.registrationPrefetchDistance < keys.count {
+                self.registry.prefetch(keys[index + Self.registrationPrefetchDistance])
+            }
             if let refusal = refusals[index] {
                 results.append(.failure(refusal))
                 return

@@ -339,9 +339,11 @@ struct InstallationRegistry {
     }
 
     /// Asks for the index buckets registering `keys` reads first (its offered FID's and its
-    /// token's), without waiting for them: a batch prefetches every item's before registering
-    /// the first, so that their cache misses overlap instead of queueing one after another.
-    func prefetch(_ keys: RegistrationKeys) {
+    /// token's), without waiting for them: a batch prefetches each item's a few items before
+    /// registering it, so that their cache misses overlap instead of queueing one after another.
+    /// (Mutating though it changes nothing: called from the batch's loop, a closure that holds the
+    /// project's state inout, a non-mutating call copied the whole registry first.)
+    mutating func prefetch(_ keys: RegistrationKeys) {
         if let hash = keys.offeredHash { self.slotByFID.prefetch(hash: hash) }
         if let hash = keys.tokenHash { self.slotByToken.prefetch(hash: hash) }
     }
