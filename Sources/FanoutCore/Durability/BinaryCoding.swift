@@ -6,6 +6,11 @@ struct BinaryWriter {
         self.bytes.reserveCapacity(capacity)
     }
 
+    /// Room for `count` bytes in all, so that writes up to them grow no storage.
+    mutating func reserveCapacity(_ count: Int) {
+        self.bytes.reserveCapacity(count)
+    }
+
     mutating func write<I: FixedWidthInteger>(_ value: I) {
         withUnsafeBytes(of: value.littleEndian) { self.bytes.append(contentsOf: $0) }
     }

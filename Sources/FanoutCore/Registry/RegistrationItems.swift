@@ -19,6 +19,10 @@ public struct RegistrationItems: Sendable {
     private(set) var encodedFields = BinaryWriter(capacity: 0)
     /// Where each item's encoded fields end in `encodedFields`.
     private var encodedEnds: [Int] = []
+    /// The items `reserveCapacity` made room for: the first item's encoding, times this, sizes
+    /// `encodedFields` (a 1000-item batch's fields had grown it three times, 90, 180 and then
+    /// 360 KB, each a fresh block to copy into).
+    private var reservedCount = 0
 
     /// Stands in for a refused item's request; never registered.
     private static let placeholder = RegistrationRequest(platform: .android, appID: AppID(validated: "-"))
@@ -43,6 +47,7 @@ public struct RegistrationItems: Sendable {
         self.refusals.reserveCapacity(count)
         self.madeKeys.reserveCapacity(count)
         self.encodedEnds.reserveCapacity(count)
+        self.reservedCount = count
     }
 
     /// An item to register.
@@ -50,10 +55,15 @@ public struct RegistrationItems: Sendable {
         let keys = RegistrationKeys(request, allowingLegacy: false)
         self.offersText = self.offersText || keys.offersText
         self.madeKeys.append(keys)
+        let isFirstEncoded = self.encodedFields.bytes.isEmpty
         WALRecord.writeRegistrationFields(
             token: request.token, platform: request.platform, appID: request.appID, device: request.device, apnsToken: request.apnsToken,
             into: &self.encodedFields
         )
+        if isFirstEncoded && self.reservedCount > 1 {
+            // An eighth more than the first item's size for every item: room for longer ones.
+            self.encodedFields.reserveCapacity(self.encodedFields.bytes.count * self.reservedCount * 9 / 8)
+        }
         self.encodedEnds.append(self.encodedFields.bytes.count)
         self.requests.append(request)
         self.refusals.append(nil)
