@@ -38,7 +38,9 @@ struct InstallationRegistry {
         }
     }
 
-    private var records: [Record] = []
+    /// Grown by `realloc`: past 524,288 installations, an `Array`'s doubling copied 28 MB of
+    /// records into a fresh 56 MB block, with the project's lock held.
+    private var records = ReallocatedArray<Record>()
     /// The records' registration tokens, packed.
     private var tokens = TokenArena()
     /// The users the records are bound to.
@@ -214,7 +216,7 @@ struct InstallationRegistry {
         Self.holds(key, atSlot: slot, records: self.records, tokens: self.tokens)
     }
 
-    private static func holds(_ key: UnsafeRawBufferPointer, atSlot slot: UInt32, records: [Record], tokens: TokenArena) -> Bool {
+    private static func holds(_ key: UnsafeRawBufferPointer, atSlot slot: UInt32, records: ReallocatedArray<Record>, tokens: TokenArena) -> Bool {
         let reference = records[Int(slot)].token
         guard reference != .none else { return false }
         return tokens.withBytes(reference) { stored in
@@ -620,7 +622,7 @@ struct InstallationRegistry {
         guard self.records.isEmpty, freeSlots.allSatisfy({ Int($0) < capacity }) else { return false }
         let free = Set(freeSlots)
         guard free.count == freeSlots.count else { return false }
-        self.records = Array(repeating: .unused, count: capacity)
+        self.records = ReallocatedArray(repeating: .unused, count: capacity)
         self.platformCodes = Array(repeating: 0, count: capacity)
         self.freeSlots = freeSlots + (0..<UInt32(capacity)).reversed().filter { !free.contains($0) }
         return true
