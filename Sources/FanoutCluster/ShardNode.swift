@@ -100,7 +100,7 @@ package final class ShardNode: @unchecked Sendable {
             try self.followAgain()
         case .following:
             try self.followAgainIfNeeded()
-            try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp() }
+            _ = try self.behindWhenRefused { () throws(FanoutError) in try self.follower.catchUp() }
             let asked = ContinuousClock.now
             guard mayTake, try self.ownership.owner(of: self.stream.shard) == nil, let lease = try self.ownership.take(self.stream.shard, for: self.node) else { return }
             // What the last owner published before its lease lapsed, then the fence: the last owner
