@@ -3,7 +3,7 @@ struct BinaryWriter {
     private(set) var bytes: [UInt8] = []
 
     init(capacity: Int = 256) {
-        self.bytes.reserveCapacity(capacity)
+        self.reserveCapacity(capacity)
     }
 
     /// Room for `count` bytes in all, so that writes up to them grow no storage.
