@@ -157,6 +157,12 @@ public struct LoadReport: Codable, Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// A phase's errors by status, and its retries: `0`, `UNAVAILABLE 2 (retried 9)`.
+    private static func errors(_ phase: PhaseResult) -> String {
+        let errors = phase.errors.isEmpty ? "0" : phase.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        return phase.retries == 0 ? errors : "\(errors) (retried \(phase.retries))"
+    }
+
     /// The phases, memory, recovery and comparison as aligned text tables.
     public var table: String {
         var lines: [String] = []
@@ -175,7 +181,7 @@ public struct LoadReport: Codable, Sendable {
                 "\(phase.items) \(phase.itemName)", Self.number(phase.itemsPerSecond),
                 Self.milliseconds(phase.latency.p50), Self.milliseconds(phase.latency.p90), Self.milliseconds(phase.latency.p99),
                 Self.milliseconds(phase.latency.p999), Self.milliseconds(phase.latency.max),
-                phase.errors.isEmpty ? "0" : phase.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
+                Self.errors(phase),
                 phase.serverCPU.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
                 phase.harnessCPU.map { String(format: "%.0f%%", $0 * 100) } ?? "-",
                 phase.serverResidentBytes.map { Self.bytes($0) } ?? "-",

@@ -11,6 +11,8 @@ public struct PhaseRecorder: Sendable {
     /// What the operations carried: subscriptions, recipients, deliveries.
     public private(set) var items = 0
     public private(set) var errors: [String: Int] = [:]
+    /// Tries sent again after `UNAVAILABLE` (each operation is counted once, by its last answer).
+    public private(set) var retries = 0
 
     public init() {}
 
@@ -25,11 +27,16 @@ public struct PhaseRecorder: Sendable {
         self.errors[Self.status(of: error), default: 0] += 1
     }
 
+    public mutating func recordRetry() {
+        self.retries += 1
+    }
+
     public mutating func merge(_ other: PhaseRecorder) {
         self.latencies.add(other.latencies)
         self.operations += other.operations
         self.items += other.items
         self.errors.merge(other.errors, uniquingKeysWith: +)
+        self.retries += other.retries
     }
 
     /// A status name: FCM's for a `FanoutError`, the error prefix of a Redis reply, or the

@@ -14,6 +14,8 @@ public struct PhaseResult: Codable, Sendable {
     /// Microseconds.
     public var latency: Latency
     public var errors: [String: Int]
+    /// Tries sent again after `UNAVAILABLE` (the send phases retry as firebase-admin does).
+    public var retries: Int
     /// The server's CPU time in the phase over its wall time (1.0 = one core busy).
     public var serverCPU: Double?
     /// The harness's own CPU time in the phase over its wall time.
@@ -50,6 +52,7 @@ public struct PhaseResult: Codable, Sendable {
             max: histogram.max
         )
         self.errors = recorder.errors
+        self.retries = recorder.retries
         self.serverCPU = cpuSeconds.map { seconds > 0 ? $0 / seconds : 0 }
         self.harnessCPU = harnessCPUSeconds.map { seconds > 0 ? $0 / seconds : 0 }
         self.serverResidentBytes = residentBytes

@@ -1,21 +1,24 @@
 import Foundation
+import FanoutCore
 
 /// Runs a phase's operations and measures them.
 public enum LoadRunner {
     /// Closed loop: `concurrency` workers take the next of `count` operations as soon as their
-    /// last one is answered. `operation(index, worker)` returns how many items it carried.
+    /// last one is answered. `operation(index, worker)` returns how many items it carried; one
+    /// answered `UNAVAILABLE` is sent again after each of `retries`' waits.
     public static func closedLoop(
         _ name: String,
         count: Int,
         concurrency: Int,
         progress: Progress,
+        retries: UnavailableRetries = .none,
         operation: @escaping @Sendable (_ index: Int, _ worker: Int) async throws -> Int
     ) async -> PhaseRecorder {
         let next = Counter()
         let done = Counter()
         return await progress.track(name, total: count, done: done) {
             await Self.inParallel(max(1, min(concurrency, count))) { worker in
-                await Self.takeTurns(count: count, next: next, done: done) { index in try await operation(index, worker) }
+                await Self.takeTurns(count: count, next: next, done: done, retries: retries) { index in try await operation(index, worker) }
             }
         }
     }
@@ -35,18 +38,30 @@ public enum LoadRunner {
     }
 
     /// One worker of a closed loop: takes the next of `count` operations from `next` as soon as
-    /// its last one is answered, times each (an error counts as one), and counts it in `done`.
-    static func takeTurns(count: Int, next: Counter, done: Counter, _ operation: (Int) async throws -> Int) async -> PhaseRecorder {
+    /// its last one is answered, times each (an error counts as one; an operation sent again after
+    /// `UNAVAILABLE` is timed from its first try to its last answer), and counts it in `done`.
+    static func takeTurns(
+        count: Int, next: Counter, done: Counter, retries: UnavailableRetries = .none, _ operation: (Int) async throws -> Int
+    ) async -> PhaseRecorder {
         var recorder = PhaseRecorder()
         while true {
             let index = next.add()
             guard index < count else { break }
             let start = ContinuousClock.now
-            do {
-                let items = try await operation(index)
-                recorder.record(ContinuousClock.now - start, items: items)
-            } catch {
-                recorder.record(ContinuousClock.now - start, error: error)
+            var tries = 0
+            while true {
+                do {
+                    let items = try await operation(index)
+                    recorder.record(ContinuousClock.now - start, items: items)
+                } catch let error as FanoutError where error.code == .unavailable && tries < retries.backoffs.count {
+                    try? await Task.sleep(for: retries.backoffs[tries])
+                    tries += 1
+                    recorder.recordRetry()
+                    continue
+                } catch {
+                    recorder.record(ContinuousClock.now - start, error: error)
+                }
+                break
             }
             done.add()
         }

@@ -205,7 +205,9 @@ public final class LoadSession: @unchecked Sendable {
     }
 
     /// `sends` sends to topics (popular ones most often), or to conditions; the items are the
-    /// recipients each reached.
+    /// recipients each reached. A send answered `UNAVAILABLE` (a cluster's shard between owners) is
+    /// sent again as firebase-admin would (`UnavailableRetries.firebaseAdmin`); a cluster may then
+    /// queue it twice on the shards that took it the first time, as FCM's at-least-once allows.
     public func send(conditions: Bool, drain: DeliveryDrainTarget?) async throws {
         let backend = self.backend
         let workload = self.workload
@@ -219,7 +221,7 @@ public final class LoadSession: @unchecked Sendable {
         }
         guard let drain else {
             await self.phase(name, items: "recipients") {
-                await LoadRunner.closedLoop(name, count: sends, concurrency: concurrency, progress: self.progress, operation: send)
+                await LoadRunner.closedLoop(name, count: sends, concurrency: concurrency, progress: self.progress, retries: .firebaseAdmin, operation: send)
             }
             return
         }
@@ -233,7 +235,7 @@ public final class LoadSession: @unchecked Sendable {
         let start = ContinuousClock.now
         async let delivered = consumers.run()
         await self.phase(name, items: "recipients") {
-            await LoadRunner.closedLoop(name, count: sends, concurrency: concurrency, progress: self.progress, operation: send)
+            await LoadRunner.closedLoop(name, count: sends, concurrency: concurrency, progress: self.progress, retries: .firebaseAdmin, operation: send)
         }
         var drainError: (any Error)?
         do {
