@@ -8,7 +8,8 @@ import Testing
 @Suite struct LoadRunnerRetryTests {
     private static let threeTries = UnavailableRetries(backoffs: [.zero, .zero])
 
-    /// Runs one worker over `count` operations, each failing with `failures(index)` errors first.
+    /// Runs one worker over `count` operations; `failures(index, attempt)` is the error try
+    /// `attempt` (from 0) of operation `index` fails with, or nil when it succeeds (10 items).
     private func run(count: Int, retries: UnavailableRetries, _ failures: @escaping @Sendable (Int, Int) -> FanoutError?) async -> (PhaseRecorder, tries: Int) {
         let tries = Counter()
         let triesOf = Mutex<[Int: Int]>([:])
