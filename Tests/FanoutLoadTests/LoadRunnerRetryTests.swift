@@ -11,18 +11,16 @@ import Testing
     /// Runs one worker over `count` operations; `failures(index, attempt)` is the error try
     /// `attempt` (from 0) of operation `index` fails with, or nil when it succeeds (10 items).
     private func run(count: Int, retries: UnavailableRetries, _ failures: @escaping @Sendable (Int, Int) -> FanoutError?) async -> (PhaseRecorder, tries: Int) {
-        let tries = Counter()
         let triesOf = Mutex<[Int: Int]>([:])
         let recorder = await LoadRunner.takeTurns(count: count, next: Counter(), done: Counter(), retries: retries) { index in
-            tries.add()
-            let attempt = triesOf.withLock { counts -> Int in
-                defer { counts[index, default: 0] += 1 }
-                return counts[index, default: 0]
+            let attempt = triesOf.withLock { tries -> Int in
+                defer { tries[index, default: 0] += 1 }
+                return tries[index, default: 0]
             }
             if let error = failures(index, attempt) { throw error }
             return 10
         }
-        return (recorder, tries.current)
+        return (recorder, triesOf.withLock { $0.values.reduce(0, +) })
     }
 
     @Test func anOperationAnsweredUnavailableIsSentAgainUntilItSucceeds() async {
